@@ -1,0 +1,378 @@
+"""Run configuration: frozen dataclasses, TOML load/save, one place of validation.
+
+Every key has a default; unknown keys and wrong types are rejected with a
+one-line :class:`ConfigError` that names the key, e.g.
+``config: parallel.workers must be an integer from 1 to 256, got "two"``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line naming the key."""
+
+
+STRATEGIES = ("single", "hogwild", "ddp", "sweep")
+OPTIMIZERS = ("sgd", "adam", "adamw")
+ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
+MODEL_KINDS = ("linear", "mlp", "cnn")
+DATA_SCHEMES = ("builtin", "csv", "npz", "images")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str = "builtin:digits"
+    target: str = "label"
+    val_fraction: float = 0.2
+    loader_workers: int = 0
+    image_size: int = 0  # images only: resize to SIZExSIZE; 0 = the first image's size
+    standardize: bool = True
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: str = "mlp"
+    hidden: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    dropout: float = 0.0
+    channels: tuple[int, ...] = (16, 32)  # cnn only
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    name: str = "sgd"
+    lr: float = 0.05
+    momentum: float = 0.9
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 64
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    strategy: str = "hogwild"
+    workers: int = 2
+    threads_per_worker: int = 0
+    device: str = "cpu"
+    sweep_lr: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+
+    def replace(self, section: str, **values: Any) -> "Config":
+        """A copy with some keys of one section changed, validated."""
+        data = to_dict(self)
+        data[section].update(values)
+        return from_dict(data)
+
+    def to_toml(self) -> str:
+        return to_toml(self)
+
+
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "optim": OptimConfig,
+    "train": TrainConfig,
+    "parallel": ParallelConfig,
+}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "a table"
+    return repr(value)
+
+
+def _fail(key: str, what: str, value: Any) -> ConfigError:
+    return ConfigError(f"config: {key} must be {what}, got {_show(value)}")
+
+
+def _int(key: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _fail(key, f"an integer from {lo} to {hi}", value)
+    return value
+
+
+def _float(key: str, value: Any, lo: float, hi: float, lo_open: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(key, "a number", value)
+    value = float(value)
+    low_ok = value > lo if lo_open else value >= lo
+    if not (math.isfinite(value) and low_ok and value <= hi):
+        bound = f"greater than {lo:g}" if lo_open else f"at least {lo:g}"
+        raise _fail(key, f"a number {bound} and at most {hi:g}", value)
+    return value
+
+
+def _choice(key: str, value: Any, choices: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise _fail(key, "one of " + ", ".join(choices), value)
+    return value
+
+
+def _bool(key: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _fail(key, "true or false", value)
+    return value
+
+
+def _str(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _fail(key, "a non-empty string", value)
+    return value
+
+
+def _int_list(key: str, value: Any, lo: int, hi: int, allow_empty: bool) -> tuple[int, ...]:
+    what = f"a list of integers from {lo} to {hi}"
+    if not isinstance(value, (list, tuple)) or (not value and not allow_empty):
+        raise _fail(key, what, value)
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or not lo <= item <= hi:
+            raise _fail(key, what, value)
+    return tuple(value)
+
+
+def _check_source(key: str, value: Any) -> str:
+    value = _str(key, value)
+    scheme, sep, rest = value.partition(":")
+    if not sep or scheme not in DATA_SCHEMES or not rest:
+        raise _fail(key, "builtin:NAME, csv:PATH, npz:PATH or images:DIR", value)
+    return value
+
+
+def _check_model_kind(key: str, value: Any) -> str:
+    value = _str(key, value)
+    if value.startswith("custom:"):
+        path, sep, func = value[len("custom:"):].rpartition(":")
+        if not sep or not path or not func.isidentifier():
+            raise _fail(key, "custom:PATH.py:FUNCTION", value)
+        return value
+    return _choice(key, value, MODEL_KINDS + ("custom:PATH.py:FUNCTION",))
+
+
+def _check_device(key: str, value: Any) -> str:
+    value = _str(key, value)
+    if value in ("cpu", "cuda", "mps"):
+        return value
+    if value.startswith("cuda:") and value[5:].isdigit():
+        return value
+    raise _fail(key, "cpu, cuda, cuda:N or mps", value)
+
+
+def _check_lrs(key: str, value: Any) -> tuple[float, ...]:
+    if not isinstance(value, (list, tuple)):
+        raise _fail(key, "a list of learning rates", value)
+    return tuple(_float(key, v, 0.0, 100.0, lo_open=True) for v in value)
+
+
+def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
+    """Check and normalise one section's values (all keys present)."""
+    k = lambda name: f"{section}.{name}"  # noqa: E731 - short key namer
+    v = values
+    if section == "data":
+        v["source"] = _check_source(k("source"), v["source"])
+        v["target"] = _str(k("target"), v["target"])
+        v["val_fraction"] = _float(k("val_fraction"), v["val_fraction"], 0.0, 0.9)
+        v["loader_workers"] = _int(k("loader_workers"), v["loader_workers"], 0, 64)
+        v["image_size"] = _int(k("image_size"), v["image_size"], 0, 1024)
+        v["standardize"] = _bool(k("standardize"), v["standardize"])
+    elif section == "model":
+        v["kind"] = _check_model_kind(k("kind"), v["kind"])
+        v["hidden"] = _int_list(k("hidden"), v["hidden"], 1, 65536, allow_empty=True)
+        v["activation"] = _choice(k("activation"), v["activation"], ACTIVATIONS)
+        v["dropout"] = _float(k("dropout"), v["dropout"], 0.0, 0.95)
+        v["channels"] = _int_list(k("channels"), v["channels"], 1, 4096, allow_empty=False)
+    elif section == "optim":
+        v["name"] = _choice(k("name"), v["name"], OPTIMIZERS)
+        v["lr"] = _float(k("lr"), v["lr"], 0.0, 100.0, lo_open=True)
+        v["momentum"] = _float(k("momentum"), v["momentum"], 0.0, 0.999)
+        v["weight_decay"] = _float(k("weight_decay"), v["weight_decay"], 0.0, 10.0)
+    elif section == "train":
+        v["epochs"] = _int(k("epochs"), v["epochs"], 1, 100000)
+        v["batch_size"] = _int(k("batch_size"), v["batch_size"], 1, 1 << 20)
+        v["seed"] = _int(k("seed"), v["seed"], 0, 2**31 - 1)
+    elif section == "parallel":
+        v["strategy"] = _choice(k("strategy"), v["strategy"], STRATEGIES)
+        v["workers"] = _int(k("workers"), v["workers"], 1, 256)
+        v["threads_per_worker"] = _int(k("threads_per_worker"), v["threads_per_worker"], 0, 1024)
+        v["device"] = _check_device(k("device"), v["device"])
+        v["sweep_lr"] = _check_lrs(k("sweep_lr"), v["sweep_lr"])
+    return v
+
+
+def _cross_check(cfg: Config) -> None:
+    p = cfg.parallel
+    if p.strategy == "single" and p.workers != 1:
+        raise ConfigError(
+            f"config: parallel.workers must be 1 for strategy \"single\", got {p.workers}"
+        )
+    if p.sweep_lr and p.strategy != "sweep":
+        raise ConfigError(
+            f"config: parallel.sweep_lr is for strategy \"sweep\" only, got strategy {_show(p.strategy)}"
+        )
+    if p.sweep_lr and len(p.sweep_lr) != p.workers:
+        raise ConfigError(
+            f"config: parallel.sweep_lr must have one learning rate per worker "
+            f"({p.workers}), got {len(p.sweep_lr)}"
+        )
+
+
+def from_dict(raw: Mapping[str, Any]) -> Config:
+    """Build a validated Config from a parsed TOML mapping."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("config: the top level must be a table")
+    for name in raw:
+        if name not in SECTIONS:
+            raise ConfigError(
+                f"config: unknown section [{name}]; known sections: " + ", ".join(SECTIONS)
+            )
+    sections: dict[str, Any] = {}
+    for name, cls in SECTIONS.items():
+        given = raw.get(name, {})
+        if not isinstance(given, Mapping):
+            raise ConfigError(f"config: [{name}] must be a table, got {_show(given)}")
+        known = {f.name for f in fields(cls)}
+        for key in given:
+            if key not in known:
+                raise ConfigError(
+                    f"config: unknown key {name}.{key}; known keys: " + ", ".join(sorted(known))
+                )
+        values = {f.name: getattr(cls(), f.name) for f in fields(cls)}
+        values.update(given)
+        if name == "parallel" and values["strategy"] == "single" and "workers" not in given:
+            values["workers"] = 1  # "single" means one worker unless the file says otherwise
+        sections[name] = cls(**_validate(name, values))
+    cfg = Config(**sections)
+    _cross_check(cfg)
+    return cfg
+
+
+def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
+    """Plain nested dict (lists, not tuples) of every key."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in SECTIONS:
+        section = dataclasses.asdict(getattr(cfg, name))
+        out[name] = {k: list(v) if isinstance(v, tuple) else v for k, v in section.items()}
+    return out
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        text = repr(value)
+        return text if any(c in text for c in ".en") else text + ".0"
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def to_toml(cfg: Config) -> str:
+    lines: list[str] = []
+    for name, values in to_dict(cfg).items():
+        if lines:
+            lines.append("")
+        lines.append(f"[{name}]")
+        lines.extend(f"{key} = {_toml_value(val)}" for key, val in values.items())
+    return "\n".join(lines) + "\n"
+
+
+def parse_toml(text: str, where: str = "config") -> Config:
+    """Parse and validate TOML text; ``where`` names the file in error messages."""
+    suffix = "" if where == "config" else f" (in {where})"
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config: invalid TOML: {exc}{suffix}") from None
+    try:
+        return from_dict(raw)
+    except ConfigError as exc:
+        if not suffix:
+            raise
+        raise ConfigError(f"{exc}{suffix}") from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML config file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"config: file not found: {path}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config: {path} is a directory, not a TOML file") from None
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"config: {path} is not a UTF-8 text file") from None
+    return parse_toml(text, where=str(path))
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    from core.runlog import atomic_write_text
+
+    atomic_write_text(Path(path), to_toml(cfg))
+
+
+def _parse_override_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word is taken as a string: --set optim.name=adam
+
+
+def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
+    """Apply ``section.key=value`` overrides (values in TOML syntax)."""
+    data = to_dict(cfg)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"config: --set expects SECTION.KEY=VALUE, got {_show(item)}")
+        if section not in data:
+            raise ConfigError(
+                f"config: unknown section [{section}] in --set {item}; known sections: "
+                + ", ".join(SECTIONS)
+            )
+        if name not in data[section]:
+            raise ConfigError(
+                f"config: unknown key {section}.{name}; known keys: "
+                + ", ".join(sorted(data[section]))
+            )
+        data[section][name] = _parse_override_value(text.strip())
+    return from_dict(data)

@@ -1,0 +1,26 @@
+"""Errors that mean "the user's input is wrong": the CLI prints them as one line, exit 2."""
+
+from __future__ import annotations
+
+from core.config import ConfigError
+
+
+class UserError(Exception):
+    """Bad input from the user (data, model file, arguments); message is one line."""
+
+
+class DataError(UserError):
+    """A data source cannot be used: missing file, bad column, empty, ..."""
+
+
+class ModelError(UserError):
+    """A model cannot be built: bad custom file, wrong output size, ..."""
+
+
+class RunError(UserError):
+    """A run directory or checkpoint cannot be used."""
+
+
+INPUT_ERRORS: tuple[type[Exception], ...] = (UserError, ConfigError)
+
+__all__ = ["ConfigError", "DataError", "INPUT_ERRORS", "ModelError", "RunError", "UserError"]
