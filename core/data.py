@@ -1,0 +1,522 @@
+"""Data sources: built-in scikit-learn sets, synthetic, CSV, NPZ and image folders.
+
+``load_data`` returns :class:`PreparedData`: a seeded stratified train/validation
+split, standardised with statistics computed on the training split. In-memory
+tensors are moved to shared memory so worker processes map them instead of
+copying. Image folders stay on disk and are decoded lazily by a DataLoader in
+each training worker (``data.loader_workers`` processes).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+from urllib.parse import parse_qsl
+
+import numpy as np
+import torch
+
+from core.config import DataConfig
+from core.errors import DataError
+
+BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "synthetic")
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+PREVIEW_ROWS = 5
+PREVIEW_IMAGES = 8
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What a data source holds; travels with the model (class names, statistics)."""
+
+    name: str
+    n_samples: int
+    input_shape: tuple[int, ...]  # one sample as the model receives it
+    num_classes: int
+    class_names: tuple[str, ...]
+    feature_names: tuple[str, ...] = ()
+    image_shape: tuple[int, ...] | None = None  # (C, H, W) when samples are images
+    n_train: int = 0
+    n_val: int = 0
+    mean: tuple[float, ...] = ()  # standardisation: per feature, or per channel for images
+    std: tuple[float, ...] = ()
+    preview_rows: tuple[tuple[Any, ...], ...] = ()
+    preview_images: tuple[tuple[np.ndarray, str], ...] = field(default=(), compare=False, repr=False)
+
+    @property
+    def summary(self) -> str:
+        """One line for pickers: samples, features or image size, classes."""
+        if self.image_shape is not None:
+            c, h, w = self.image_shape
+            shape = f"{w}x{h} images" + (" (RGB)" if c == 3 else "")
+        else:
+            shape = f"{int(np.prod(self.input_shape))} features"
+        return f"{self.n_samples:,} samples, {shape}, {self.num_classes} classes"
+
+
+@dataclass(frozen=True)
+class TensorSplit:
+    """Features and labels in memory (shared memory once prepared)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+
+@dataclass(frozen=True)
+class ImageSplit:
+    """Image files decoded on demand."""
+
+    paths: tuple[str, ...]
+    labels: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+Split = TensorSplit | ImageSplit
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    info: DatasetInfo
+    train: Split
+    val: Split
+
+
+# ----------------------------------------------------------------------------- sources
+
+
+def _where(source: str) -> str:
+    return f"data: {source}"
+
+
+@dataclass
+class _Raw:
+    """A loaded source before the split: arrays, or image paths."""
+
+    name: str
+    class_names: list[str]
+    y: np.ndarray
+    x: np.ndarray | None = None
+    paths: list[str] | None = None
+    feature_names: list[str] = field(default_factory=list)
+    image_shape: tuple[int, int, int] | None = None
+
+
+def _builtin(name: str, query: str, source: str) -> _Raw:
+    if name == "synthetic":
+        return _synthetic(query, source)
+    if query:
+        raise DataError(f"{_where(source)}: builtin:{name} takes no parameters")
+    from sklearn import datasets as skd
+
+    loaders = {
+        "digits": skd.load_digits,
+        "iris": skd.load_iris,
+        "wine": skd.load_wine,
+        "breast_cancer": skd.load_breast_cancer,
+    }
+    if name not in loaders:
+        raise DataError(
+            f"{_where(source)}: unknown built-in dataset {name!r}; choose one of "
+            + ", ".join(BUILTIN_DATASETS)
+        )
+    bunch = loaders[name]()
+    x = np.asarray(bunch.data, dtype=np.float32)
+    names = [str(n) for n in bunch.target_names]
+    feats = [str(f) for f in getattr(bunch, "feature_names", [])] or [f"f{i}" for i in range(x.shape[1])]
+    image_shape = (1, 8, 8) if name == "digits" else None
+    return _Raw(name, names, np.asarray(bunch.target, dtype=np.int64), x=x,
+                feature_names=feats, image_shape=image_shape)
+
+
+def _synthetic(query: str, source: str) -> _Raw:
+    params = {"n": 10000, "features": 32, "classes": 10, "seed": 0}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in params:
+            raise DataError(
+                f"{_where(source)}: unknown parameter {key!r}; known: " + ", ".join(params)
+            )
+        try:
+            params[key] = int(value)
+        except ValueError:
+            raise DataError(f"{_where(source)}: parameter {key} must be an integer, got {value!r}") from None
+    n, f, c = params["n"], params["features"], params["classes"]
+    if not (2 <= c <= 1000 and 1 <= f <= 100000 and c <= n <= 50_000_000):
+        raise DataError(f"{_where(source)}: need 2 <= classes <= 1000, features >= 1, classes <= n")
+    gen = torch.Generator().manual_seed(params["seed"])
+    # Gaussian clusters around random centres: learnable, not trivially separable.
+    centres = torch.randn(c, f, generator=gen) * (3.0 / math.sqrt(f)) * 1.5
+    y = torch.randint(0, c, (n,), generator=gen)
+    x = centres[y] + torch.randn(n, f, generator=gen) * 1.0
+    return _Raw(f"synthetic(n={n},features={f},classes={c})", [f"class{i}" for i in range(c)],
+                y.numpy(), x=x.numpy(), feature_names=[f"f{i}" for i in range(f)])
+
+
+def _encode_labels(values: Sequence[str], source: str, what: str) -> tuple[np.ndarray, list[str]]:
+    """Class names sorted (numerically when they are all numbers) and label indices."""
+    uniq = sorted(set(values))
+    try:
+        uniq = sorted(uniq, key=float)
+    except ValueError:
+        pass
+    if len(uniq) < 2:
+        raise DataError(f"{_where(source)}: {what} has only one class ({uniq[0] if uniq else 'none'}); need at least 2")
+    index = {v: i for i, v in enumerate(uniq)}
+    return np.array([index[v] for v in values], dtype=np.int64), [str(u) for u in uniq]
+
+
+def _csv(path_text: str, target: str, source: str) -> _Raw:
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise DataError(f"{_where(source)}: file not found: {path}")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.reader(fh))
+    except UnicodeDecodeError:
+        raise DataError(f"{_where(source)}: {path} is not UTF-8 text") from None
+    except csv.Error as exc:
+        raise DataError(f"{_where(source)}: {path}: malformed CSV: {exc}") from None
+    except OSError as exc:
+        raise DataError(f"{_where(source)}: cannot read {path}: {exc.strerror}") from None
+    rows = [r for r in rows if any(cell.strip() for cell in r)]
+    if not rows:
+        raise DataError(f"{_where(source)}: {path} is empty")
+    header = [h.strip() for h in rows[0]]
+    body = rows[1:]
+    if not body:
+        raise DataError(f"{_where(source)}: {path} has a header but no data rows")
+    if target not in header:
+        raise DataError(
+            f"{_where(source)}: target column {target!r} not found in {path}; columns: "
+            + ", ".join(header[:20]) + (" ..." if len(header) > 20 else "")
+            + " (set data.target)"
+        )
+    if len(header) < 2:
+        raise DataError(f"{_where(source)}: {path} has no feature columns besides {target!r}")
+    for lineno, row in enumerate(body, start=2):
+        if len(row) != len(header):
+            raise DataError(
+                f"{_where(source)}: {path} line {lineno} has {len(row)} fields, the header has {len(header)}"
+            )
+    t = header.index(target)
+    feature_idx = [i for i in range(len(header)) if i != t]
+    x = np.empty((len(body), len(feature_idx)), dtype=np.float32)
+    for j, col in enumerate(feature_idx):
+        for lineno, row in enumerate(body, start=2):
+            cell = row[col].strip()
+            try:
+                value = float(cell)
+            except ValueError:
+                raise DataError(
+                    f"{_where(source)}: {path} column {header[col]!r} is not numeric "
+                    f"(line {lineno}: {cell[:40]!r})"
+                ) from None
+            if not math.isfinite(value):
+                raise DataError(
+                    f"{_where(source)}: {path} column {header[col]!r} has a non-finite value "
+                    f"(line {lineno}: {cell[:40]!r})"
+                )
+            x[lineno - 2, j] = value
+    y, names = _encode_labels([row[t].strip() for row in body], source, f"target column {target!r}")
+    return _Raw(path.stem, names, y, x=x, feature_names=[header[i] for i in feature_idx])
+
+
+def _npz(path_text: str, source: str) -> _Raw:
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise DataError(f"{_where(source)}: file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            keys = set(npz.files)
+            xk = next((k for k in ("x", "X", "features") if k in keys), None)
+            yk = next((k for k in ("y", "Y", "labels", "target") if k in keys), None)
+            if xk is None or yk is None:
+                raise DataError(
+                    f"{_where(source)}: {path} needs arrays 'x' and 'y', has: " + ", ".join(sorted(keys))
+                )
+            x = np.asarray(npz[xk])
+            y_raw = np.asarray(npz[yk])
+            names_arr = npz["class_names"] if "class_names" in keys else None
+    except DataError:
+        raise
+    except Exception as exc:  # numpy raises many types for a corrupt archive
+        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({type(exc).__name__})") from None
+    if x.ndim < 2 or y_raw.ndim != 1 or x.shape[0] != y_raw.shape[0]:
+        raise DataError(
+            f"{_where(source)}: {path}: x must be (N, ...) and y (N,), got {x.shape} and {y_raw.shape}"
+        )
+    if x.shape[0] == 0:
+        raise DataError(f"{_where(source)}: {path} holds no samples")
+    if not np.issubdtype(x.dtype, np.number):
+        raise DataError(f"{_where(source)}: {path}: x must be numeric, got {x.dtype}")
+    x = x.astype(np.float32)
+    if not np.isfinite(x).all():
+        raise DataError(f"{_where(source)}: {path}: x has NaN or infinite values")
+    y, names = _encode_labels([str(v) for v in y_raw.tolist()], source, "y")
+    if names_arr is not None and np.issubdtype(y_raw.dtype, np.integer):
+        given = [str(n) for n in names_arr.tolist()]
+        if len(given) > int(y_raw.max()):
+            y, names = y_raw.astype(np.int64), given
+    image_shape = None
+    if x.ndim == 4 and x.shape[1] in (1, 3):
+        image_shape = tuple(int(s) for s in x.shape[1:])
+    elif x.ndim == 3:
+        image_shape = (1, int(x.shape[1]), int(x.shape[2]))
+    x = x.reshape(x.shape[0], -1)
+    return _Raw(path.stem, names, y, x=x, feature_names=[f"f{i}" for i in range(x.shape[1])],
+                image_shape=image_shape)  # type: ignore[arg-type]
+
+
+def _images(dir_text: str, image_size: int, source: str) -> _Raw:
+    root = Path(dir_text).expanduser()
+    if not root.is_dir():
+        raise DataError(f"{_where(source)}: folder not found: {root}")
+    classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if len(classes) < 2:
+        raise DataError(
+            f"{_where(source)}: {root} needs one sub-folder per class (at least 2), found {len(classes)}"
+        )
+    paths: list[str] = []
+    labels: list[int] = []
+    for label, cls in enumerate(classes):
+        files = sorted(
+            str(p) for p in (root / cls).rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+        )
+        if not files:
+            raise DataError(f"{_where(source)}: class folder {root / cls} holds no images")
+        paths += files
+        labels += [label] * len(files)
+    first = _open_image(paths[0], source)
+    channels = 1 if first.mode in ("L", "1", "I", "I;16", "F") else 3
+    w, h = (image_size, image_size) if image_size else first.size
+    return _Raw(root.name, classes, np.asarray(labels, dtype=np.int64), paths=paths,
+                image_shape=(channels, h, w))
+
+
+def _open_image(path: str, source: str = "") -> Any:
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        img = Image.open(path)
+        img.load()
+        return img
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise DataError(f"data: {source or path}: cannot decode image {path}: {exc}") from None
+
+
+def decode_image(path: str, image_shape: tuple[int, ...]) -> np.ndarray:
+    """Decode, convert and resize one image to float32 (C, H, W) in [0, 1]."""
+    c, h, w = image_shape
+    img = _open_image(path)
+    img = img.convert("L" if c == 1 else "RGB")
+    if img.size != (w, h):
+        img = img.resize((w, h))
+    arr = np.asarray(img, dtype=np.float32) / 255.0
+    return arr[None] if c == 1 else arr.transpose(2, 0, 1).copy()
+
+
+def _read_source(cfg: DataConfig) -> _Raw:
+    scheme, _, rest = cfg.source.partition(":")
+    if scheme == "builtin":
+        name, _, query = rest.partition("?")
+        return _builtin(name, query, cfg.source)
+    if scheme == "csv":
+        return _csv(rest, cfg.target, cfg.source)
+    if scheme == "npz":
+        return _npz(rest, cfg.source)
+    if scheme == "images":
+        return _images(rest, cfg.image_size, cfg.source)
+    raise DataError(f"data: unknown source scheme in {cfg.source!r}; use builtin:, csv:, npz: or images:")
+
+
+# ----------------------------------------------------------------------------- split
+
+
+def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split keeping each class's share in both parts."""
+    rng = np.random.default_rng(seed)
+    train_idx: list[np.ndarray] = []
+    val_idx: list[np.ndarray] = []
+    for cls in np.unique(y):
+        idx = np.flatnonzero(y == cls)
+        rng.shuffle(idx)
+        n_val = int(round(len(idx) * val_fraction))
+        if val_fraction > 0 and len(idx) >= 2:
+            n_val = min(max(n_val, 1), len(idx) - 1)
+        val_idx.append(idx[:n_val])
+        train_idx.append(idx[n_val:])
+    train = np.concatenate(train_idx)
+    val = np.concatenate(val_idx)
+    rng.shuffle(train)
+    return np.sort(train), np.sort(val)
+
+
+def _image_stats(paths: Sequence[str], shape: tuple[int, ...], seed: int) -> tuple[list[float], list[float]]:
+    """Per-channel mean/std from up to 256 training images (enough for standardisation)."""
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(paths), size=min(256, len(paths)), replace=False)
+    arrs = np.stack([decode_image(paths[i], shape) for i in pick])
+    mean = arrs.mean(axis=(0, 2, 3))
+    std = arrs.std(axis=(0, 2, 3))
+    return mean.tolist(), np.where(std < 1e-6, 1.0, std).tolist()
+
+
+def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedData:
+    """Load, split and standardise a source; tensors go to shared memory when ``share``."""
+    raw = _read_source(cfg)
+    n = int(raw.y.shape[0])
+    if n < 2:
+        raise DataError(f"data: {cfg.source}: needs at least 2 samples, has {n}")
+    train_idx, val_idx = stratified_split(raw.y, cfg.val_fraction, seed)
+    if len(train_idx) == 0:
+        raise DataError(f"data: {cfg.source}: no training samples left after the validation split")
+    common = dict(
+        name=raw.name, n_samples=n, num_classes=len(raw.class_names),
+        class_names=tuple(raw.class_names), feature_names=tuple(raw.feature_names),
+        image_shape=raw.image_shape, n_train=len(train_idx), n_val=len(val_idx),
+    )
+    if raw.paths is not None:
+        assert raw.image_shape is not None
+        if cfg.standardize:
+            mean, std = _image_stats([raw.paths[i] for i in train_idx], raw.image_shape, seed)
+        else:
+            mean, std = [0.0] * raw.image_shape[0], [1.0] * raw.image_shape[0]
+        info = DatasetInfo(input_shape=raw.image_shape, mean=tuple(mean), std=tuple(std), **common)  # type: ignore[arg-type]
+        train_s: Split = ImageSplit(tuple(raw.paths[i] for i in train_idx), tuple(int(raw.y[i]) for i in train_idx))
+        val_s: Split = ImageSplit(tuple(raw.paths[i] for i in val_idx), tuple(int(raw.y[i]) for i in val_idx))
+        return PreparedData(info, train_s, val_s)
+    assert raw.x is not None
+    x = raw.x
+    if cfg.standardize:
+        mean = x[train_idx].mean(axis=0)
+        std = x[train_idx].std(axis=0)
+        std = np.where(std < 1e-6, 1.0, std).astype(np.float32)  # constant pixels stay 0
+    else:
+        mean = np.zeros(x.shape[1], dtype=np.float32)
+        std = np.ones(x.shape[1], dtype=np.float32)
+    xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
+    ys = torch.from_numpy(raw.y)
+    tr = torch.from_numpy(train_idx)
+    va = torch.from_numpy(val_idx)
+    train = TensorSplit(xs[tr].contiguous(), ys[tr].contiguous())
+    val = TensorSplit(xs[va].contiguous(), ys[va].contiguous())
+    if share:
+        for t in (train.x, train.y, val.x, val.y):
+            t.share_memory_()
+    info = DatasetInfo(input_shape=(int(x.shape[1]),), mean=tuple(float(m) for m in mean),
+                       std=tuple(float(s) for s in std), **common)  # type: ignore[arg-type]
+    return PreparedData(info, train, val)
+
+
+def describe_source(source: str, target: str = "label", image_size: int = 0) -> DatasetInfo:
+    """Describe a source for a picker: sizes, classes and a small preview."""
+    from core.config import DataConfig as _DC
+
+    raw = _read_source(_DC(source=source, target=target, image_size=image_size))
+    n = int(raw.y.shape[0])
+    images: list[tuple[np.ndarray, str]] = []
+    rows: list[tuple[Any, ...]] = []
+    if raw.paths is not None:
+        assert raw.image_shape is not None
+        step = max(1, n // PREVIEW_IMAGES)
+        for i in range(0, n, step)[:PREVIEW_IMAGES]:
+            arr = decode_image(raw.paths[i], raw.image_shape)
+            arr = (arr.transpose(1, 2, 0) * 255).astype(np.uint8)
+            images.append((arr[..., 0] if arr.shape[2] == 1 else arr, raw.class_names[raw.y[i]]))
+        input_shape: tuple[int, ...] = raw.image_shape
+    else:
+        assert raw.x is not None
+        input_shape = (int(raw.x.shape[1]),)
+        for i in range(min(PREVIEW_ROWS, n)):
+            rows.append(tuple(float(v) for v in raw.x[i]) + (raw.class_names[raw.y[i]],))
+        if raw.image_shape is not None:
+            c, h, w = raw.image_shape
+            for i in range(min(PREVIEW_IMAGES, n)):
+                img = raw.x[i].reshape(c, h, w)
+                lo, hi = float(img.min()), float(img.max())
+                img = ((img - lo) / (hi - lo or 1.0) * 255).astype(np.uint8)
+                images.append((img[0] if c == 1 else img.transpose(1, 2, 0), raw.class_names[raw.y[i]]))
+    return DatasetInfo(
+        name=raw.name, n_samples=n, input_shape=input_shape, num_classes=len(raw.class_names),
+        class_names=tuple(raw.class_names), feature_names=tuple(raw.feature_names),
+        image_shape=raw.image_shape, preview_rows=tuple(rows), preview_images=tuple(images),
+    )
+
+
+# ----------------------------------------------------------------------------- batches
+
+
+class ImageDataset(torch.utils.data.Dataset):
+    """Decodes image files on demand and standardises them per channel."""
+
+    def __init__(self, split: ImageSplit, info: DatasetInfo) -> None:
+        self.paths = split.paths
+        self.labels = split.labels
+        self.shape = info.image_shape or info.input_shape
+        self.mean = np.asarray(info.mean, dtype=np.float32).reshape(-1, 1, 1)
+        self.std = np.asarray(info.std, dtype=np.float32).reshape(-1, 1, 1)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        arr = (decode_image(self.paths[i], self.shape) - self.mean) / self.std
+        return torch.from_numpy(arr), self.labels[i]
+
+
+class TensorBatches:
+    """Mini-batches from in-memory tensors by index: no per-sample Python work."""
+
+    def __init__(self, split: TensorSplit, batch_size: int) -> None:
+        self.x, self.y, self.batch_size = split.x, split.y, batch_size
+
+    def epoch(self, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        bs = self.batch_size
+        for start in range(0, len(indices), bs):
+            idx = indices[start:start + bs]
+            yield self.x.index_select(0, idx), self.y.index_select(0, idx)
+
+
+class ImageBatches:
+    """Mini-batches decoded by ``loader_workers`` DataLoader processes."""
+
+    def __init__(self, split: ImageSplit, info: DatasetInfo, batch_size: int, loader_workers: int) -> None:
+        self.dataset = ImageDataset(split, info)
+        self.batch_size = batch_size
+        self.loader_workers = loader_workers
+
+    def epoch(self, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        loader = torch.utils.data.DataLoader(
+            self.dataset,
+            batch_size=self.batch_size,
+            sampler=indices.tolist(),
+            num_workers=self.loader_workers,
+            # fork is safe here: a training worker has no Qt and no CUDA context
+            multiprocessing_context="fork" if self.loader_workers and os.name == "posix" else None,
+        )
+        for xb, yb in loader:
+            yield xb, yb.long()
+
+
+def make_batches(split: Split, info: DatasetInfo, batch_size: int, loader_workers: int) -> TensorBatches | ImageBatches:
+    if isinstance(split, TensorSplit):
+        return TensorBatches(split, batch_size)
+    return ImageBatches(split, info, batch_size, loader_workers)
+
+
+def full_tensors(split: Split, info: DatasetInfo) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole split as tensors (decoding images if needed): for evaluation and export checks."""
+    if isinstance(split, TensorSplit):
+        return split.x, split.y
+    ds = ImageDataset(split, info)
+    xs = [ds[i][0] for i in range(len(ds))]
+    x = torch.stack(xs) if xs else torch.empty((0, *info.input_shape))
+    return x, torch.tensor(split.labels, dtype=torch.long)

@@ -1,0 +1,149 @@
+"""Model builders: linear, mlp, cnn and custom:PATH.py:FUNCTION.
+
+A model is rebuilt anywhere from ``(ModelConfig, input_shape, num_classes,
+image_shape)``, which the checkpoint and exports carry.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+import traceback
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from core.config import ModelConfig
+from core.errors import ModelError
+
+_ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "silu": nn.SiLU,
+}
+
+
+def _mlp(n_in: int, hidden: Sequence[int], n_out: int, activation: str, dropout: float) -> list[nn.Module]:
+    layers: list[nn.Module] = []
+    for width in hidden:
+        layers += [nn.Linear(n_in, width), _ACTIVATIONS[activation]()]
+        if dropout > 0:
+            layers.append(nn.Dropout(dropout))
+        n_in = width
+    layers.append(nn.Linear(n_in, n_out))
+    return layers
+
+
+def _cnn(cfg: ModelConfig, image_shape: Sequence[int], num_classes: int) -> list[nn.Module]:
+    c, h, w = image_shape
+    layers: list[nn.Module] = []
+    size = min(h, w)
+    for width in cfg.channels:
+        layers += [nn.Conv2d(c, width, 3, padding=1), _ACTIVATIONS[cfg.activation]()]
+        if size >= 8:  # keep at least 4x4 maps: digits (8x8) pools once
+            layers.append(nn.MaxPool2d(2))
+            size //= 2
+        c = width
+    pooled = min(4, size)
+    layers += [nn.AdaptiveAvgPool2d(pooled), nn.Flatten()]
+    layers += _mlp(c * pooled * pooled, cfg.hidden[:1], num_classes, cfg.activation, cfg.dropout)
+    return layers
+
+
+def load_custom_factory(kind: str):  # type: ignore[no-untyped-def]
+    """Import FUNCTION from PATH.py for ``custom:PATH.py:FUNCTION``."""
+    path_text, _, func = kind[len("custom:"):].rpartition(":")
+    path = Path(path_text).expanduser()
+    where = f"model: {kind}"
+    if not path.is_file():
+        raise ModelError(f"{where}: file not found: {path}")
+    mod_name = f"traindesk_custom_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ModelError(f"{where}: cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise ModelError(f"{where}: syntax error in {path} line {exc.lineno}: {exc.msg}") from None
+    except Exception as exc:
+        raise ModelError(f"{where}: importing {path} raised {type(exc).__name__}: {exc}") from None
+    sys.modules.setdefault(mod_name, module)
+    factory = getattr(module, func, None)
+    if not callable(factory):
+        raise ModelError(f"{where}: {path} has no function {func!r}")
+    return factory
+
+
+def build_model(
+    cfg: ModelConfig,
+    input_shape: Sequence[int],
+    num_classes: int,
+    image_shape: Sequence[int] | None = None,
+) -> nn.Module:
+    """Build the configured model for samples of ``input_shape`` and ``num_classes`` outputs."""
+    n_in = int(math.prod(input_shape))
+    if cfg.kind == "linear":
+        return nn.Sequential(nn.Flatten(), nn.Linear(n_in, num_classes))
+    if cfg.kind == "mlp":
+        return nn.Sequential(nn.Flatten(), *_mlp(n_in, cfg.hidden, num_classes, cfg.activation, cfg.dropout))
+    if cfg.kind == "cnn":
+        shape = tuple(image_shape) if image_shape else tuple(input_shape)
+        if len(shape) != 3:
+            raise ModelError(
+                "model: model.kind = \"cnn\" needs image-shaped data (digits, an image folder or "
+                f"an npz of images); this data has {n_in} plain features"
+            )
+        layers = _cnn(cfg, shape, num_classes)
+        if tuple(input_shape) != shape:  # flat samples (digits): restore the image shape first
+            layers.insert(0, nn.Unflatten(1, shape))
+        return nn.Sequential(*layers)
+    return _build_custom(cfg.kind, input_shape, num_classes)
+
+
+def _build_custom(kind: str, input_shape: Sequence[int], num_classes: int) -> nn.Module:
+    factory = load_custom_factory(kind)
+    where = f"model: {kind}"
+    try:
+        model = factory(tuple(input_shape), num_classes)
+    except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        raise ModelError(
+            f"{where}: calling it raised {type(exc).__name__}: {exc} (line {frame.lineno})"
+        ) from None
+    if not isinstance(model, nn.Module):
+        raise ModelError(f"{where}: must return a torch.nn.Module, returned {type(model).__name__}")
+    check_output(model, input_shape, num_classes, where)
+    return model
+
+
+def check_output(model: nn.Module, input_shape: Sequence[int], num_classes: int, where: str) -> None:
+    """Run a batch of 2 zeros through the model and check the output is (2, num_classes)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(torch.zeros(2, *input_shape))
+    except Exception as exc:
+        first_line = (str(exc).splitlines() or [""])[0]
+        raise ModelError(
+            f"{where}: forward pass on input shape {tuple(input_shape)} failed: "
+            f"{type(exc).__name__}: {first_line}"
+        ) from None
+    finally:
+        model.train(was_training)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ModelError(
+            f"{where}: output must have shape (batch, {num_classes}) for {num_classes} classes, got {shape}"
+        )
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def describe_model(model: nn.Module) -> str:
+    n = count_parameters(model)
+    return f"{n:,} parameters"
