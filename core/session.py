@@ -1,0 +1,538 @@
+"""A training run: spawns the workers, collects their records, owns the run directory.
+
+The session is plain Python (no Qt). A collector thread drains the workers'
+queue, appends ``metrics.jsonl``, watches the worker processes, passes every
+batch of records to listeners, and at the end writes the checkpoint and
+``summary.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as queue_mod
+import signal
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from core import launcher
+from core.checkpoint import save_checkpoint, state_from_bytes
+from core.config import Config, ConfigError, to_dict, to_toml
+from core.data import DatasetInfo, PreparedData, load_data
+from core.models import build_model, count_parameters
+from core.runlog import MetricsLog, atomic_write_json, atomic_write_text, make_run_dir
+from core.workers import PAUSE, RUN, STOP, Channels, WorkerSpec, default_threads, worker_main
+
+Listener = Callable[[list[dict[str, Any]]], None]
+ACTIVE_STATES = ("starting", "running", "paused", "stopping")
+END_STATES = ("finished", "stopped", "failed")
+CHECKPOINT_EVERY_S = 30.0
+TERMINATE_GRACE_S = 2.0
+
+
+class RecordBuffer:
+    """A thread-safe buffer of records for a consumer thread (e.g. a GUI reader)."""
+
+    def __init__(self, maxlen: int = 1_000_000) -> None:
+        self._items: deque[dict[str, Any]] = deque(maxlen=maxlen)
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def put(self, records: list[dict[str, Any]]) -> None:
+        with self._cond:
+            self._items.extend(records)
+            self._cond.notify_all()
+
+    def drain(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        """All buffered records; waits up to ``timeout`` when empty; [] once closed."""
+        with self._cond:
+            if not self._items and not self._closed:
+                self._cond.wait(timeout)
+            out = list(self._items)
+            self._items.clear()
+            return out
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _check_device(cfg: Config) -> None:
+    dev = cfg.parallel.device
+    if dev.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ConfigError(f"config: parallel.device is {dev!r} but this machine has no CUDA device; use \"cpu\"")
+        if ":" in dev and int(dev.split(":")[1]) >= torch.cuda.device_count():
+            raise ConfigError(
+                f"config: parallel.device {dev!r} does not exist; this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+        if cfg.parallel.strategy == "hogwild":
+            raise ConfigError("config: parallel.strategy \"hogwild\" runs on the CPU; use ddp, sweep or single with CUDA")
+    if dev == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ConfigError("config: parallel.device is \"mps\" but this machine has no Apple GPU; use \"cpu\"")
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class Session:
+    """One training run. See docs/ENGINE_API.md for the contract."""
+
+    def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None) -> None:
+        self.config = config
+        self.runs_dir = Path(runs_dir)
+        self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
+        self.run_dir: Path | None = None
+        self.info: DatasetInfo | None = None
+        self.summary: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.num_workers = 1 if config.parallel.strategy == "single" else config.parallel.workers
+        self.num_parameters = 0
+        self._state = "idle"
+        self._listeners: list[Listener] = []
+        self._lock = threading.RLock()
+        self._emit_lock = threading.Lock()
+        self._ended = threading.Event()
+        self._procs: list[Any] = []
+        self._models: list[nn.Module] = []
+        self._data: PreparedData | None = None
+        self._collector: threading.Thread | None = None
+        self._stop_deadline: float | None = None
+        self._dist_file: str | None = None
+        # run bookkeeping (collector thread)
+        self._done: dict[int, dict[str, Any]] = {}
+        self._last_step: dict[int, dict[str, Any]] = {}
+        self._epoch_losses: dict[int, tuple[int, float, int]] = {}  # worker -> (epoch, sum, n)
+        self._last_eval: dict[int, dict[str, Any]] = {}
+        self._first_step_t: float | None = None
+        self._last_step_t: float | None = None
+        self._pauses: list[list[float]] = []  # [start, end] wall times
+        self._t_start = 0.0
+        self._last_checkpoint = 0.0
+
+    # -- public API -----------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def active(self) -> bool:
+        return self._state in ACTIVE_STATES
+
+    def add_listener(self, fn: Listener) -> None:
+        self._listeners.append(fn)
+
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.is_alive()]
+
+    def start(self) -> None:
+        """Load data, build the model, create the run directory and spawn the workers."""
+        with self._lock:
+            if self._state != "idle":
+                raise RuntimeError(f"session already {self._state}")
+            self._t_start = time.time()
+            cfg = self.config
+            _check_device(cfg)
+            ctx = launcher.get_context()
+            data = load_data(cfg.data, seed=cfg.train.seed)
+            info = data.info
+            n_models = self.num_workers if cfg.parallel.strategy == "sweep" else 1
+            models = []
+            for i in range(n_models):
+                torch.manual_seed(cfg.train.seed + i)
+                m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+                m.share_memory()
+                models.append(m)
+            self.num_parameters = count_parameters(models[0])
+            self.run_dir = make_run_dir(self.runs_dir, self.name)
+            atomic_write_text(self.run_dir / "config.toml", to_toml(cfg))
+            self._log = MetricsLog(self.run_dir / "metrics.jsonl")
+            self._data, self._models, self.info = data, models, info
+            self._set_state("starting", f"{self.num_workers} worker(s), {self.num_parameters:,} parameters")
+            self._queue = ctx.Queue()
+            self._command = ctx.RawValue("i", RUN)
+            self._run_event = ctx.Event()
+            self._run_event.set()
+            self._stop_event = ctx.Event()
+            channels = Channels(self._queue, self._command, self._run_event, self._stop_event)
+            dist_init = ""
+            if cfg.parallel.strategy == "ddp":
+                fd, self._dist_file = tempfile.mkstemp(prefix="traindesk-ddp-")
+                os.close(fd)
+                os.unlink(self._dist_file)  # FileStore creates it; a stale one would confuse it
+                dist_init = f"file://{self._dist_file}"
+            threads = default_threads(self.num_workers, cfg.parallel.threads_per_worker)
+            for rank in range(self.num_workers):
+                spec = WorkerSpec(
+                    rank=rank, world_size=self.num_workers, strategy=cfg.parallel.strategy, config=cfg,
+                    seed=cfg.train.seed + rank, lr=self._worker_lr(rank), threads=threads,
+                    parent_pid=os.getpid(), dist_init=dist_init, device=cfg.parallel.device,
+                )
+                proc = ctx.Process(target=worker_main, args=(spec, data, models, channels),
+                                   name=f"traindesk-worker-{rank}", daemon=False)
+                self._procs.append(proc)
+            try:
+                for proc in self._procs:
+                    proc.start()
+            except Exception as exc:
+                self._command.value = STOP
+                for proc in self._procs:
+                    if proc.pid is not None:
+                        proc.kill()
+                        proc.join(5)
+                self._fail_now(f"could not start worker processes: {type(exc).__name__}: {exc}")
+                raise
+            self._collector = threading.Thread(target=self._collect, name="traindesk-collector", daemon=True)
+            self._collector.start()
+
+    def _worker_lr(self, rank: int) -> float:
+        p = self.config.parallel
+        if p.strategy == "sweep" and p.sweep_lr:
+            return p.sweep_lr[rank]
+        return self.config.optim.lr
+
+    def pause(self) -> None:
+        with self._lock:
+            if self._state not in ("running", "starting"):
+                return
+            self._command.value = PAUSE
+            self._run_event.clear()
+            self._pauses.append([time.time(), 0.0])
+            self._set_state("paused")
+
+    def resume(self) -> None:
+        with self._lock:
+            if self._state != "paused":
+                return
+            if self._pauses and not self._pauses[-1][1]:
+                self._pauses[-1][1] = time.time()
+            self._command.value = RUN
+            self._run_event.set()
+            self._set_state("running", "resumed")
+
+    def stop(self, timeout: float = 10.0) -> str | None:
+        """Stop at the next batch, write checkpoint and summary, join; bounded by ``timeout``."""
+        self.request_stop(timeout)
+        self._ended.wait(timeout + 2 * TERMINATE_GRACE_S + 5.0)
+        return self.summary["status"] if self.summary else self._state
+
+    def request_stop(self, timeout: float = 10.0) -> None:
+        """Ask the workers to stop and return at once (the GUI calls this)."""
+        with self._lock:
+            if self._state == "idle":
+                self._set_state("stopped", "stopped before start")
+                self._ended.set()
+                return
+            if not self.active:
+                return
+            if self._pauses and not self._pauses[-1][1]:
+                self._pauses[-1][1] = time.time()
+            self._command.value = STOP
+            self._stop_event.set()
+            self._run_event.set()
+            if self._stop_deadline is None:
+                self._stop_deadline = time.monotonic() + timeout
+            if self._state != "stopping":
+                self._set_state("stopping")
+
+    def wait(self, timeout: float | None = None) -> str | None:
+        if not self._ended.wait(timeout):
+            return None
+        return self._state
+
+    def final_model(self) -> nn.Module:
+        """A copy of the trained model (the best one for a sweep)."""
+        if not self._models or self.info is None:
+            raise RuntimeError("no model: the session has not started")
+        best = self._best_worker()
+        src = self._models[best if len(self._models) > 1 else 0]
+        model = build_model(self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape)
+        model.load_state_dict({k: v.detach().clone() for k, v in src.state_dict().items()})
+        model.eval()
+        return model
+
+    # -- internals --------------------------------------------------------------------
+    def _set_state(self, state: str, detail: str = "") -> None:
+        self._state = state
+        record = {"kind": "state", "t": time.time(), "worker": None, "state": state, "detail": detail}
+        self._emit([record])
+
+    def _emit(self, records: list[dict[str, Any]]) -> None:
+        with self._emit_lock:  # the GUI thread (pause/resume) and the collector both emit
+            log = getattr(self, "_log", None)
+            if log is not None:
+                log.write(records)
+            for fn in list(self._listeners):
+                try:
+                    fn(records)
+                except Exception:  # a broken listener must not kill the run
+                    pass
+
+    def _fail_now(self, message: str) -> None:
+        self.error = message
+        self._write_summary("failed")
+        self._set_state("failed", message)
+        self._close()
+
+    def _collect(self) -> None:
+        try:
+            self._collect_loop()
+            self._finish()
+        except Exception as exc:  # never leave the caller waiting forever
+            self.error = self.error or f"session: {type(exc).__name__}: {exc}"
+            self._terminate_all()
+            try:
+                self._write_summary("failed")
+            except Exception:
+                pass
+            self._set_state("failed", self.error)
+            self._close()
+
+    def _collect_loop(self) -> None:
+        n = len(self._procs)
+        while len(self._done) < n:
+            try:
+                batch = self._queue.get(timeout=0.05)
+            except queue_mod.Empty:
+                batch = None
+            if batch:
+                self._handle(batch)
+            self._check_processes()
+            self._maybe_escalate()
+            self._maybe_checkpoint()
+
+    def _handle(self, batch: list[dict[str, Any]]) -> None:
+        public: list[dict[str, Any]] = []
+        for rec in batch:
+            kind = rec["kind"]
+            if kind == "_done":
+                self._on_worker_done(rec)
+                continue
+            if kind == "step":
+                w = rec["worker"]
+                self._last_step[w] = rec
+                if self._first_step_t is None:
+                    self._first_step_t = rec["t"]
+                self._last_step_t = rec["t"]
+                ep, total, count = self._epoch_losses.get(w, (0, 0.0, 0))
+                if rec["epoch"] != ep:
+                    ep, total, count = rec["epoch"], 0.0, 0
+                self._epoch_losses[w] = (ep, total + rec["loss"], count + 1)
+            elif kind == "eval":
+                self._last_eval[rec["worker"]] = rec
+            public.append(rec)
+        if public:
+            self._emit(public)
+
+    def _on_worker_done(self, rec: dict[str, Any]) -> None:
+        self._done[rec["worker"]] = rec
+        if rec["status"] == "failed":
+            if self.error is None:
+                self.error = rec["error"]
+            self.request_stop()
+
+    def _check_processes(self) -> None:
+        for rank, proc in enumerate(self._procs):
+            if rank in self._done or proc.is_alive():
+                continue
+            self._drain_for(rank)
+            if rank in self._done:
+                continue
+            if self._stop_deadline is not None and self.error is None:
+                # ended by the stop escalation (terminate/kill): the run was stopped, not failed
+                message = f"worker {rank} did not stop in time and was ended ({_exit_reason(proc.exitcode)})"
+                self._emit([{"kind": "log", "t": time.time(), "worker": rank, "level": "warning", "message": message}])
+                self._done[rank] = {"kind": "_done", "worker": rank, "status": "stopped", "error": None,
+                                    "optimizer": None, "epochs_done": 0, "steps": 0, "samples": 0}
+                continue
+            message = f"worker {rank} (pid {proc.pid}) died: {_exit_reason(proc.exitcode)}"
+            self._emit([{"kind": "log", "t": time.time(), "worker": rank, "level": "error", "message": message},
+                        {"kind": "state", "t": time.time(), "worker": rank, "state": "failed", "detail": message}])
+            self._done[rank] = {"kind": "_done", "worker": rank, "status": "failed", "error": message,
+                                "optimizer": None, "epochs_done": 0, "steps": 0, "samples": 0}
+            if self.error is None:
+                self.error = message
+            self.request_stop()
+
+    def _drain_for(self, rank: int, wait: float = 0.5) -> None:
+        """A worker exited: read what it sent before its end (its pipe may still hold it)."""
+        deadline = time.monotonic() + wait
+        while rank not in self._done and time.monotonic() < deadline:
+            try:
+                batch = self._queue.get(timeout=0.05)
+            except queue_mod.Empty:
+                continue
+            self._handle(batch)
+
+    def _maybe_escalate(self) -> None:
+        if self._stop_deadline is None:
+            return
+        now = time.monotonic()
+        if now < self._stop_deadline:
+            return
+        alive = [p for p in self._procs if p.is_alive()]
+        if not alive:
+            return
+        if now < self._stop_deadline + TERMINATE_GRACE_S:
+            for p in alive:
+                p.terminate()
+        else:
+            for p in alive:
+                p.kill()
+
+    def _terminate_all(self) -> None:
+        for p in self._procs:
+            if p.is_alive():
+                p.terminate()
+        for p in self._procs:
+            p.join(TERMINATE_GRACE_S)
+            if p.is_alive():
+                p.kill()
+                p.join(TERMINATE_GRACE_S)
+
+    def _best_worker(self) -> int:
+        if self.config.parallel.strategy != "sweep" or not self._last_eval:
+            return 0
+        return max(self._last_eval, key=lambda w: (self._last_eval[w]["val_accuracy"], -self._last_eval[w]["val_loss"]))
+
+    def _maybe_checkpoint(self) -> None:
+        now = time.monotonic()
+        if self._last_eval and now - self._last_checkpoint >= CHECKPOINT_EVERY_S and self._state == "running":
+            self._last_checkpoint = now
+            self._write_checkpoint(optimizers=None)
+
+    def _write_checkpoint(self, optimizers: list[Any] | None) -> None:
+        assert self.run_dir is not None and self.info is not None
+        best = self._best_worker()
+        src = self._models[best if len(self._models) > 1 else 0]
+        info = self.info
+        epochs = [d.get("epochs_done", 0) for d in self._done.values()] or [
+            max((r["epoch"] for r in self._last_eval.values()), default=0)]
+        payload = {
+            "config": to_dict(self.config),
+            "info": {
+                "name": info.name, "input_shape": list(info.input_shape), "num_classes": info.num_classes,
+                "class_names": list(info.class_names), "feature_names": list(info.feature_names),
+                "image_shape": list(info.image_shape) if info.image_shape else None,
+                "mean": list(info.mean), "std": list(info.std),
+            },
+            "model": {k: v.detach().clone() for k, v in src.state_dict().items()},
+            "optimizers": optimizers,
+            "epoch": min(epochs),
+            "steps": sum(r["step"] for r in self._last_step.values()),
+            "best_worker": best,
+            "worker_lrs": [self._worker_lr(r) for r in range(self.num_workers)],
+        }
+        save_checkpoint(self.run_dir / "checkpoints" / "last.pt", payload)
+
+    def _finish(self) -> None:
+        for p in self._procs:
+            p.join(TERMINATE_GRACE_S)
+        self._terminate_all()
+        statuses = [d["status"] for d in self._done.values()]
+        if "failed" in statuses or self.error:
+            status = "failed"
+        elif "stopped" in statuses or self._stop_deadline is not None:
+            status = "stopped"
+        else:
+            status = "finished"
+        optimizers = []
+        for rank in range(self.num_workers):
+            blob = self._done.get(rank, {}).get("optimizer")
+            optimizers.append(state_from_bytes(blob) if blob else None)
+        try:
+            self._write_checkpoint(optimizers)
+        except OSError as exc:
+            status = "failed"
+            self.error = self.error or f"checkpoint: cannot write {self.run_dir}/checkpoints/last.pt: {exc.strerror}"
+        self._write_summary(status)
+        self._set_state(status, self.error or "")
+        self._close()
+
+    def _train_seconds(self) -> float:
+        if self._first_step_t is None or self._last_step_t is None:
+            return 0.0
+        lo, hi = self._first_step_t, self._last_step_t
+        paused = 0.0
+        for start, end in self._pauses:
+            end = end or time.time()
+            paused += max(0.0, min(end, hi) - max(start, lo))
+        return max(0.0, hi - lo - paused)
+
+    def _write_summary(self, status: str) -> None:
+        if self.run_dir is None:
+            return
+        best = self._best_worker()
+        samples = sum(r["samples"] for r in self._last_step.values())
+        steps = sum(r["step"] for r in self._last_step.values())
+        train_s = self._train_seconds()
+        losses = self._epoch_losses
+        if self.config.parallel.strategy == "sweep" and best in losses:
+            chosen = [losses[best]]
+        else:
+            chosen = list(losses.values())
+        train_loss = sum(t / max(1, c) for _, t, c in chosen) / len(chosen) if chosen else None
+        ev = self._last_eval.get(best) or (next(iter(self._last_eval.values())) if self._last_eval else None)
+        epochs_done = min((d.get("epochs_done", 0) for d in self._done.values()), default=0)
+        summary = {
+            "status": status,
+            "strategy": self.config.parallel.strategy,
+            "workers": self.num_workers,
+            "epochs_done": epochs_done,
+            "steps": steps,
+            "samples": samples,
+            "wall_s": round(time.time() - self._t_start, 4),
+            "train_s": round(train_s, 4),
+            "samples_per_s": round(samples / train_s, 2) if train_s > 0 else 0.0,
+            "final": {
+                "train_loss": train_loss,
+                "val_loss": ev["val_loss"] if ev else None,
+                "val_accuracy": ev["val_accuracy"] if ev else None,
+            },
+            "error": self.error,
+            "parameters": self.num_parameters,
+            "dataset": self.info.name if self.info else None,
+        }
+        if self.config.parallel.strategy == "sweep":
+            summary["best_worker"] = best
+            summary["best_lr"] = self._worker_lr(best)
+            summary["sweep"] = [
+                {"worker": w, "lr": self._worker_lr(w), "val_accuracy": e["val_accuracy"], "val_loss": e["val_loss"]}
+                for w, e in sorted(self._last_eval.items())
+            ]
+        self.summary = summary
+        atomic_write_json(self.run_dir / "summary.json", summary)
+
+    def _close(self) -> None:
+        log = getattr(self, "_log", None)
+        if log is not None:
+            log.close()
+        if self._dist_file:
+            try:
+                os.unlink(self._dist_file)
+            except OSError:
+                pass
+        q = getattr(self, "_queue", None)
+        if q is not None:
+            q.close()
+            q.cancel_join_thread()
+        self._ended.set()
