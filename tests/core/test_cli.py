@@ -1,0 +1,97 @@
+"""The command line as a user runs it: exit codes, one-line errors, the run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def traindesk(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "core", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_train_prints_run_dir_last(tmp_path: Path) -> None:
+    res = traindesk("train", str(ROOT / "resources/configs/hogwild.toml"), "--epochs", "2",
+                    "--runs-dir", str(tmp_path / "runs"), "--name", "cli", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    run_dir = Path(res.stdout.strip().splitlines()[-1])
+    assert run_dir.parent == tmp_path / "runs" and run_dir.name.endswith("-cli")
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    assert "epoch 2/2" in res.stderr
+    listing = traindesk("runs", "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+    assert run_dir.name in listing.stdout and "finished" in listing.stdout
+
+
+def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
+    (tmp_path / "unknown.toml").write_text("[train]\nepochs = 2\nspeed = 3\n")
+    (tmp_path / "type.toml").write_text('[parallel]\nworkers = "two"\n')
+    (tmp_path / "nonnum.csv").write_text("a,label\n1,x\nabc,y\n")
+    (tmp_path / "notarget.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "empty.csv").write_text("")
+    return [
+        (["train", str(tmp_path / "unknown.toml")], "unknown key train.speed"),
+        (["train", str(tmp_path / "type.toml")], 'parallel.workers must be an integer from 1 to 256, got "two"'),
+        (["train", str(tmp_path / "missing.toml")], "file not found"),
+        (["train", "--set", f"data.source=csv:{tmp_path / 'nonnum.csv'}"], "column 'a' is not numeric"),
+        (["train", "--set", f"data.source=csv:{tmp_path / 'notarget.csv'}"], "target column 'label' not found"),
+        (["train", "--set", f"data.source=csv:{tmp_path / 'empty.csv'}"], "is empty"),
+        (["train", "--set", f"data.source=csv:{tmp_path / 'nothere.csv'}"], "file not found"),
+        (["train", "--workers", "0"], "parallel.workers must be an integer from 1 to 256, got 0"),
+        (["train", "--strategy", "magic"], "invalid choice: 'magic'"),
+        (["frobnicate"], "invalid choice"),
+    ]
+
+
+def test_input_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+    for args, message in _bad_inputs(tmp_path):
+        res = traindesk(*args, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path) if args[0] == "train" \
+            else traindesk(*args, cwd=tmp_path)
+        assert res.returncode == 2, (args, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and message in lines[0], (args, res.stderr)
+        assert "Traceback" not in res.stderr
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_ctrl_c_stops_cleanly_with_exit_130(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "train", "--epochs", "10000", "--runs-dir", str(tmp_path / "runs")],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        metrics = None
+        while time.monotonic() < deadline:
+            found = list((tmp_path / "runs").glob("*/metrics.jsonl"))
+            if found and '"kind":"step"' in found[0].read_text():
+                metrics = found[0]
+                break
+            time.sleep(0.2)
+        assert metrics is not None, "training never started"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    run_dir = Path(out.strip().splitlines()[-1])
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "stopped"
+    assert (run_dir / "checkpoints" / "last.pt").stat().st_size > 0
+
+
+def test_python_m_core_help() -> None:
+    res = subprocess.run([sys.executable, "-m", "core", "--help"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert res.returncode == 0 and "train" in res.stdout
