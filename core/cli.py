@@ -43,6 +43,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--name")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key, e.g. --set optim.lr=0.1 (repeatable)")
+    train.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue a stopped or failed run (its directory or a checkpoint file)")
     train.add_argument("--quiet", action="store_true", help="no progress line")
     train.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
@@ -101,7 +103,10 @@ class Progress:
                     self.epoch = r["epoch"]
                     changed_epoch = True
             elif kind == "log" and r.get("level") in ("error", "warning"):
-                self._print(f"{r['level']}: worker {r['worker']}: {r['message'].strip().splitlines()[-1]}", final=True)
+                message = r["message"].strip().splitlines()[-1]
+                if not message.startswith("worker"):
+                    message = f"worker {r['worker']}: {message}"
+                self._print(f"[{r['level']}] {message}", final=True)
         now = time.monotonic()
         if changed_epoch or now - self.last_print > 0.5:
             self.last_print = now
@@ -133,9 +138,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     from core import launcher
     from core.session import Session
 
-    cfg = _load_train_config(args)
     launcher.warm_up()  # start the forkserver while data loads
-    session = Session(cfg, runs_dir=args.runs_dir, name=args.name)
+    if args.resume:
+        if args.config or args.strategy or args.workers is not None or args.set or args.name:
+            raise ArgumentError("traindesk train: --resume continues a run with its own config; "
+                                "only --epochs may change")
+        session = Session.from_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
+        cfg = session.config
+    else:
+        cfg = _load_train_config(args)
+        session = Session(cfg, runs_dir=args.runs_dir, name=args.name)
     progress = Progress(cfg.train.epochs, args.quiet)
     session.add_listener(progress)
     interrupted = threading.Event()

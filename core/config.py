@@ -8,8 +8,10 @@ one-line :class:`ConfigError` that names the key, e.g.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -73,6 +75,7 @@ class ParallelConfig:
     threads_per_worker: int = 0
     device: str = "cpu"
     sweep_lr: tuple[float, ...] = ()
+    stall_timeout: float = 120.0  # seconds without records (not paused) before a worker is reported stalled; 0 = never
 
 
 @dataclass(frozen=True)
@@ -102,14 +105,34 @@ SECTIONS: dict[str, type] = {
 }
 
 
+SHOW_MAX = 80  # characters of a bad value quoted in an error message
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def _show(value: Any) -> str:
+    """A bad value as one short line: strings quoted and escaped, long values cut."""
     if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "a table"
-    return repr(value)
+        text = json.dumps(value)
+    elif isinstance(value, (list, tuple)):
+        if len(value) > 8:
+            text = "[" + ", ".join(_show(v) for v in value[:8]) + ", ...]"
+        else:
+            text = "[" + ", ".join(_show(v) for v in value) + "]"
+    elif isinstance(value, dict):
+        text = "a table"
+    elif isinstance(value, (datetime.date, datetime.time)):  # TOML dates and times
+        text = value.isoformat()
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**SHOW_MAX:
+        text = f"an integer of {len(str(abs(value)))} digits"
+    else:
+        text = repr(value)
+    text = " ".join(text.splitlines())
+    return text if len(text) <= SHOW_MAX else text[:SHOW_MAX - 3] + "..."
+
+
+def _key(name: str) -> str:
+    """A TOML key as it would be written: bare when it can be, else quoted (one line)."""
+    return name if _BARE_KEY.fullmatch(name) else _show(name)
 
 
 def _fail(key: str, what: str, value: Any) -> ConfigError:
@@ -125,12 +148,15 @@ def _int(key: str, value: Any, lo: int, hi: int) -> int:
 def _float(key: str, value: Any, lo: float, hi: float, lo_open: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(key, "a number", value)
-    value = float(value)
-    low_ok = value > lo if lo_open else value >= lo
-    if not (math.isfinite(value) and low_ok and value <= hi):
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range: certainly out of bounds
+        number = math.inf if value > 0 else -math.inf
+    low_ok = number > lo if lo_open else number >= lo
+    if not (math.isfinite(number) and low_ok and number <= hi):
         bound = f"greater than {lo:g}" if lo_open else f"at least {lo:g}"
         raise _fail(key, f"a number {bound} and at most {hi:g}", value)
-    return value
+    return number
 
 
 def _choice(key: str, value: Any, choices: Sequence[str]) -> str:
@@ -226,6 +252,7 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
         v["threads_per_worker"] = _int(k("threads_per_worker"), v["threads_per_worker"], 0, 1024)
         v["device"] = _check_device(k("device"), v["device"])
         v["sweep_lr"] = _check_lrs(k("sweep_lr"), v["sweep_lr"])
+        v["stall_timeout"] = _float(k("stall_timeout"), v["stall_timeout"], 0.0, 86400.0)
     return v
 
 
@@ -253,7 +280,7 @@ def from_dict(raw: Mapping[str, Any]) -> Config:
     for name in raw:
         if name not in SECTIONS:
             raise ConfigError(
-                f"config: unknown section [{name}]; known sections: " + ", ".join(SECTIONS)
+                f"config: unknown section [{_key(name)}]; known sections: " + ", ".join(SECTIONS)
             )
     sections: dict[str, Any] = {}
     for name, cls in SECTIONS.items():
@@ -264,7 +291,7 @@ def from_dict(raw: Mapping[str, Any]) -> Config:
         for key in given:
             if key not in known:
                 raise ConfigError(
-                    f"config: unknown key {name}.{key}; known keys: " + ", ".join(sorted(known))
+                    f"config: unknown key {name}.{_key(key)}; known keys: " + ", ".join(sorted(known))
                 )
         values = {f.name: getattr(cls(), f.name) for f in fields(cls)}
         values.update(given)
@@ -315,8 +342,13 @@ def parse_toml(text: str, where: str = "config") -> Config:
     suffix = "" if where == "config" else f" (in {where})"
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config: invalid TOML: {exc}{suffix}") from None
+    except RecursionError:
+        raise ConfigError(f"config: invalid TOML: arrays or tables nested too deeply{suffix}") from None
+    except ValueError as exc:  # TOMLDecodeError, or an integer with too many digits
+        first = (str(exc).splitlines() or [""])[0]
+        if not isinstance(exc, tomllib.TOMLDecodeError) and "digits" in first:
+            first = "an integer has too many digits"
+        raise ConfigError(f"config: invalid TOML: {first}{suffix}") from None
     try:
         return from_dict(raw)
     except ConfigError as exc:
@@ -337,9 +369,10 @@ def load_config(path: str | Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from None
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte-order mark (Notepad) is harmless
     except UnicodeDecodeError:
-        raise ConfigError(f"config: {path} is not a UTF-8 text file") from None
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise ConfigError(f"config: {path} is not a UTF-8 text file{hint}") from None
     return parse_toml(text, where=str(path))
 
 
@@ -352,7 +385,7 @@ def save_config(cfg: Config, path: str | Path) -> None:
 def _parse_override_value(text: str) -> Any:
     try:
         return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
+    except (ValueError, RecursionError):  # TOMLDecodeError, too many digits, nested too deeply
         return text  # a bare word is taken as a string: --set optim.name=adam
 
 
@@ -366,13 +399,16 @@ def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
             raise ConfigError(f"config: --set expects SECTION.KEY=VALUE, got {_show(item)}")
         if section not in data:
             raise ConfigError(
-                f"config: unknown section [{section}] in --set {item}; known sections: "
+                f"config: unknown section [{_key(section)}] in --set {_show(item)}; known sections: "
                 + ", ".join(SECTIONS)
             )
         if name not in data[section]:
             raise ConfigError(
-                f"config: unknown key {section}.{name}; known keys: "
+                f"config: unknown key {section}.{_key(name)}; known keys: "
                 + ", ".join(sorted(data[section]))
             )
         data[section][name] = _parse_override_value(text.strip())
+    keys = {item.partition("=")[0].strip() for item in overrides}
+    if "parallel.strategy" in keys and "parallel.workers" not in keys and data["parallel"]["strategy"] == "single":
+        data["parallel"]["workers"] = 1  # switching to "single" means one worker unless told otherwise
     return from_dict(data)

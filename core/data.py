@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -22,11 +23,13 @@ import torch
 
 from core.config import DataConfig
 from core.errors import DataError
+from core.launcher import loader_worker_init
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "synthetic")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -177,20 +180,27 @@ def _csv(path_text: str, target: str, source: str) -> _Raw:
     path = Path(path_text).expanduser()
     if not path.is_file():
         raise DataError(f"{_where(source)}: file not found: {path}")
+    numbered: list[tuple[int, list[str]]] = []  # (line number where the record ends, fields)
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.reader(fh))
+            reader = csv.reader(fh)
+            for row in reader:
+                numbered.append((reader.line_num, row))
     except UnicodeDecodeError:
-        raise DataError(f"{_where(source)}: {path} is not UTF-8 text") from None
+        with path.open("rb") as fh:
+            utf16 = fh.read(2) in (b"\xff\xfe", b"\xfe\xff")
+        hint = " (it looks like UTF-16; save it as UTF-8)" if utf16 else ""
+        raise DataError(f"{_where(source)}: {path} is not UTF-8 text{hint}") from None
     except csv.Error as exc:
         raise DataError(f"{_where(source)}: {path}: malformed CSV: {exc}") from None
     except OSError as exc:
         raise DataError(f"{_where(source)}: cannot read {path}: {exc.strerror}") from None
-    rows = [r for r in rows if any(cell.strip() for cell in r)]
-    if not rows:
+    numbered = [(n, r) for n, r in numbered if any(cell.strip() for cell in r)]
+    if not numbered:
         raise DataError(f"{_where(source)}: {path} is empty")
-    header = [h.strip() for h in rows[0]]
-    body = rows[1:]
+    header = [h.strip() for h in numbered[0][1]]
+    lines = [n for n, _ in numbered[1:]]
+    body = [r for _, r in numbered[1:]]
     if not body:
         raise DataError(f"{_where(source)}: {path} has a header but no data rows")
     if target not in header:
@@ -201,16 +211,20 @@ def _csv(path_text: str, target: str, source: str) -> _Raw:
         )
     if len(header) < 2:
         raise DataError(f"{_where(source)}: {path} has no feature columns besides {target!r}")
-    for lineno, row in enumerate(body, start=2):
+    for lineno, row in zip(lines, body):
         if len(row) != len(header):
+            hint = " (an unclosed quote?)" if any("\n" in cell for cell in row) else ""
             raise DataError(
-                f"{_where(source)}: {path} line {lineno} has {len(row)} fields, the header has {len(header)}"
+                f"{_where(source)}: {path} line {lineno} has {len(row)} fields, the header has {len(header)}{hint}"
             )
     t = header.index(target)
+    for lineno, row in zip(lines, body):
+        if not row[t].strip():
+            raise DataError(f"{_where(source)}: {path} line {lineno} has no value in target column {target!r}")
     feature_idx = [i for i in range(len(header)) if i != t]
     x = np.empty((len(body), len(feature_idx)), dtype=np.float32)
     for j, col in enumerate(feature_idx):
-        for lineno, row in enumerate(body, start=2):
+        for i, (lineno, row) in enumerate(zip(lines, body)):
             cell = row[col].strip()
             try:
                 value = float(cell)
@@ -224,7 +238,12 @@ def _csv(path_text: str, target: str, source: str) -> _Raw:
                     f"{_where(source)}: {path} column {header[col]!r} has a non-finite value "
                     f"(line {lineno}: {cell[:40]!r})"
                 )
-            x[lineno - 2, j] = value
+            if abs(value) > FLOAT32_MAX:
+                raise DataError(
+                    f"{_where(source)}: {path} column {header[col]!r} has a value too large for float32 "
+                    f"(line {lineno}: {cell[:40]!r})"
+                )
+            x[i, j] = value
     y, names = _encode_labels([row[t].strip() for row in body], source, f"target column {target!r}")
     return _Raw(path.stem, names, y, x=x, feature_names=[header[i] for i in feature_idx])
 
@@ -247,6 +266,13 @@ def _npz(path_text: str, source: str) -> _Raw:
             names_arr = npz["class_names"] if "class_names" in keys else None
     except DataError:
         raise
+    except ValueError as exc:
+        if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
+            raise DataError(
+                f"{_where(source)}: {path} holds object arrays (pickled Python objects), which are refused; "
+                "save numeric arrays"
+            ) from None
+        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({type(exc).__name__})") from None
     except Exception as exc:  # numpy raises many types for a corrupt archive
         raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({type(exc).__name__})") from None
     if x.ndim < 2 or y_raw.ndim != 1 or x.shape[0] != y_raw.shape[0]:
@@ -255,13 +281,18 @@ def _npz(path_text: str, source: str) -> _Raw:
         )
     if x.shape[0] == 0:
         raise DataError(f"{_where(source)}: {path} holds no samples")
-    if not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"{_where(source)}: {path}: x must be numeric, got {x.dtype}")
-    x = x.astype(np.float32)
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise DataError(f"{_where(source)}: {path}: x must be real numbers, got {x.dtype}")
+    if math.prod(x.shape[1:]) == 0:
+        raise DataError(f"{_where(source)}: {path}: x has no features, shape {x.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):  # too large for float32 becomes inf: refused below
+        x = x.astype(np.float32)
     if not np.isfinite(x).all():
-        raise DataError(f"{_where(source)}: {path}: x has NaN or infinite values")
+        raise DataError(f"{_where(source)}: {path}: x has NaN or infinite values (or values too large for float32)")
+    if np.issubdtype(y_raw.dtype, np.floating) and not np.isfinite(y_raw).all():
+        raise DataError(f"{_where(source)}: {path}: y has NaN or infinite labels")
     y, names = _encode_labels([str(v) for v in y_raw.tolist()], source, "y")
-    if names_arr is not None and np.issubdtype(y_raw.dtype, np.integer):
+    if names_arr is not None and np.issubdtype(y_raw.dtype, np.integer) and int(y_raw.min()) >= 0:
         given = [str(n) for n in names_arr.tolist()]
         if len(given) > int(y_raw.max()):
             y, names = y_raw.astype(np.int64), given
@@ -294,6 +325,8 @@ def _images(dir_text: str, image_size: int, source: str) -> _Raw:
             raise DataError(f"{_where(source)}: class folder {root / cls} holds no images")
         paths += files
         labels += [label] * len(files)
+    for path in paths:  # a broken file is an input error now, not a worker crash mid-training
+        _verify_image(path, source)
     first = _open_image(paths[0], source)
     channels = 1 if first.mode in ("L", "1", "I", "I;16", "F") else 3
     w, h = (image_size, image_size) if image_size else first.size
@@ -301,15 +334,40 @@ def _images(dir_text: str, image_size: int, source: str) -> _Raw:
                 image_shape=(channels, h, w))
 
 
-def _open_image(path: str, source: str = "") -> Any:
+def _image_problem(exc: Exception) -> str:
+    """Why PIL refused a file, in a few words on one line."""
     from PIL import Image, UnidentifiedImageError
+
+    if isinstance(exc, UnidentifiedImageError):
+        return "not an image file (or a format Pillow cannot read)"
+    if isinstance(exc, Image.DecompressionBombError):
+        return "too many pixels (possible decompression bomb)"
+    if isinstance(exc, FileNotFoundError):
+        return "file not found"
+    text = " ".join(str(exc).split())
+    return (text[:120] or type(exc).__name__) + ("" if isinstance(exc, OSError) else f" ({type(exc).__name__})")
+
+
+def _verify_image(path: str, source: str) -> None:
+    """Check a file's header and, for PNG, every chunk's checksum, without decoding pixels."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            img.verify()
+    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
+        raise DataError(f"data: {source}: cannot decode image {path}: {_image_problem(exc)}") from None
+
+
+def _open_image(path: str, source: str = "") -> Any:
+    from PIL import Image
 
     try:
         img = Image.open(path)
         img.load()
         return img
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise DataError(f"data: {source or path}: cannot decode image {path}: {exc}") from None
+    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
+        raise DataError(f"data: {source or path}: cannot decode image {path}: {_image_problem(exc)}") from None
 
 
 def decode_image(path: str, image_shape: tuple[int, ...]) -> np.ndarray:
@@ -499,6 +557,7 @@ class ImageBatches:
             batch_size=self.batch_size,
             sampler=indices.tolist(),
             num_workers=self.loader_workers,
+            worker_init_fn=loader_worker_init if self.loader_workers else None,
             # fork is safe here: a training worker has no Qt and no CUDA context
             multiprocessing_context="fork" if self.loader_workers and os.name == "posix" else None,
         )

@@ -74,6 +74,21 @@ def forkserver_pid() -> int | None:
 PR_SET_PDEATHSIG = 1
 
 
+def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """Linux: the kernel sends ``sig`` to this process when its parent exits."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        except OSError:
+            pass
+
+
+def loader_worker_init(worker_id: int) -> None:
+    """DataLoader worker_init_fn: die with the training worker (torch's own check polls every 5 s)."""
+    set_pdeathsig()
+
+
 def die_with_parent(parent_pid: int) -> None:
     """Make this worker exit when its parent goes (SIGKILLed GUI/CLI).
 
@@ -81,12 +96,7 @@ def die_with_parent(parent_pid: int) -> None:
     exits when the session process dies); a watchdog thread also checks the
     session process, for platforms without prctl.
     """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except OSError:
-            pass
+    set_pdeathsig()
     ppid = os.getppid()
 
     def watch() -> None:

@@ -51,6 +51,23 @@ def _cnn(cfg: ModelConfig, image_shape: Sequence[int], num_classes: int) -> list
     return layers
 
 
+def _one_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message as one line (the first non-empty one), cut to ``limit``."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else ""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _user_line(exc: BaseException, path: Path) -> str:
+    """`` (line N)`` of the deepest traceback frame in the user's file, or ``""``."""
+    try:
+        target = path.resolve()
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == target]
+    except (OSError, ValueError):
+        return ""
+    return f" (line {frames[-1].lineno})" if frames else ""
+
+
 def load_custom_factory(kind: str):  # type: ignore[no-untyped-def]
     """Import FUNCTION from PATH.py for ``custom:PATH.py:FUNCTION``."""
     path_text, _, func = kind[len("custom:"):].rpartition(":")
@@ -61,14 +78,18 @@ def load_custom_factory(kind: str):  # type: ignore[no-untyped-def]
     mod_name = f"traindesk_custom_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
-        raise ModelError(f"{where}: cannot import {path}")
+        raise ModelError(f"{where}: cannot import {path}: a custom model must be a Python file ending in .py")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
-        raise ModelError(f"{where}: syntax error in {path} line {exc.lineno}: {exc.msg}") from None
-    except Exception as exc:
-        raise ModelError(f"{where}: importing {path} raised {type(exc).__name__}: {exc}") from None
+        msg = " ".join((exc.msg or "invalid syntax").split())
+        line = f" line {exc.lineno}" if exc.lineno else ""
+        raise ModelError(f"{where}: syntax error in {path}{line}: {msg}") from None
+    except (Exception, SystemExit) as exc:  # SystemExit: a file that calls sys.exit() or exit()
+        raise ModelError(
+            f"{where}: importing {path} raised {type(exc).__name__}: {_one_line(exc)}{_user_line(exc, path)}"
+        ) from None
     sys.modules.setdefault(mod_name, module)
     factory = getattr(module, func, None)
     if not callable(factory):
@@ -105,15 +126,17 @@ def build_model(
 def _build_custom(kind: str, input_shape: Sequence[int], num_classes: int) -> nn.Module:
     factory = load_custom_factory(kind)
     where = f"model: {kind}"
+    path = Path(kind[len("custom:"):].rpartition(":")[0]).expanduser()
     try:
         model = factory(tuple(input_shape), num_classes)
-    except Exception as exc:
-        frame = traceback.extract_tb(exc.__traceback__)[-1]
+    except (Exception, SystemExit) as exc:
         raise ModelError(
-            f"{where}: calling it raised {type(exc).__name__}: {exc} (line {frame.lineno})"
+            f"{where}: calling it raised {type(exc).__name__}: {_one_line(exc)}{_user_line(exc, path)}"
         ) from None
     if not isinstance(model, nn.Module):
         raise ModelError(f"{where}: must return a torch.nn.Module, returned {type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ModelError(f"{where}: the model has no trainable parameters")
     check_output(model, input_shape, num_classes, where)
     return model
 
@@ -125,11 +148,10 @@ def check_output(model: nn.Module, input_shape: Sequence[int], num_classes: int,
     try:
         with torch.no_grad():
             out = model(torch.zeros(2, *input_shape))
-    except Exception as exc:
-        first_line = (str(exc).splitlines() or [""])[0]
+    except (Exception, SystemExit) as exc:
         raise ModelError(
             f"{where}: forward pass on input shape {tuple(input_shape)} failed: "
-            f"{type(exc).__name__}: {first_line}"
+            f"{type(exc).__name__}: {_one_line(exc)}"
         ) from None
     finally:
         model.train(was_training)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -89,6 +90,71 @@ def make_run_dir(runs_dir: Path, name: str) -> Path:
     raise RunError(f"runs: too many runs named {safe} in {runs_dir} this second")
 
 
+class RunsLock:
+    """One active run per runs directory: a second is refused, never interleaved.
+
+    An advisory ``flock`` on ``runs_dir/.active``; the kernel drops it if the
+    holder dies, so a crash never leaves the directory locked.
+    """
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self._fd: int | None = fd
+        self.path = path
+
+    @classmethod
+    def acquire(cls, runs_dir: Path, name: str) -> "RunsLock":
+        import fcntl
+
+        runs_dir = Path(runs_dir)
+        try:
+            runs_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(runs_dir / ".active", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise RunError(f"runs: cannot use runs directory {runs_dir}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise RunError(
+                f"runs: another run is active in {runs_dir} ({holder}); wait for it to end or use another runs directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, run {name}".encode(), 0)
+        return cls(fd, runs_dir / ".active")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            import fcntl
+
+            try:
+                os.ftruncate(self._fd, 0)
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+
+MIN_FREE_BYTES = 20 * 1024 * 1024
+
+
+def check_free_space(runs_dir: Path, parameters: int, workers: int) -> None:
+    """Refuse to start when the runs directory cannot hold a checkpoint or two."""
+    # weights + one optimizer state per worker, twice (the temp file beside the old one)
+    need = max(MIN_FREE_BYTES, 2 * 4 * parameters * (1 + 2 * workers) + MIN_FREE_BYTES)
+    try:
+        free = shutil.disk_usage(runs_dir).free
+    except OSError:
+        return
+    if free < need:
+        raise RunError(
+            f"runs: only {free / 2**20:.0f} MiB free in {runs_dir}; a run of this model needs about "
+            f"{need / 2**20:.0f} MiB for checkpoints"
+        )
+    if not os.access(runs_dir, os.W_OK | os.X_OK):
+        raise RunError(f"runs: runs directory {runs_dir} is not writable")
+
+
 class MetricsLog:
     """Append-only JSON-lines writer for metrics.jsonl."""
 
@@ -97,6 +163,8 @@ class MetricsLog:
         self._fh = path.open("a", encoding="utf-8")
 
     def write(self, records: Iterable[dict[str, Any]]) -> None:
+        if self._fh.closed:  # the run has ended; late records have nowhere to go
+            return
         self._fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
         self._fh.flush()
 

@@ -22,11 +22,14 @@ import torch
 from torch import nn
 
 from core import launcher
-from core.checkpoint import save_checkpoint, state_from_bytes
-from core.config import Config, ConfigError, to_dict, to_toml
+from core.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes, state_to_bytes
+from core.config import Config, ConfigError, from_dict, to_dict, to_toml
 from core.data import DatasetInfo, PreparedData, load_data
+from core.errors import RunError
 from core.models import build_model, count_parameters
-from core.runlog import MetricsLog, atomic_write_json, atomic_write_text, make_run_dir
+from core.runlog import (
+    MetricsLog, RunsLock, atomic_write_json, atomic_write_text, check_free_space, make_run_dir,
+)
 from core.workers import PAUSE, RUN, STOP, Channels, WorkerSpec, default_threads, worker_main
 
 Listener = Callable[[list[dict[str, Any]]], None]
@@ -97,8 +100,10 @@ def _exit_reason(code: int | None) -> str:
 class Session:
     """One training run. See docs/ENGINE_API.md for the contract."""
 
-    def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None) -> None:
+    def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None,
+                 pause_on_divergence: bool = False) -> None:
         self.config = config
+        self.pause_on_divergence = pause_on_divergence
         self.runs_dir = Path(runs_dir)
         self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
         self.run_dir: Path | None = None
@@ -128,6 +133,47 @@ class Session:
         self._pauses: list[list[float]] = []  # [start, end] wall times
         self._t_start = 0.0
         self._last_checkpoint = 0.0
+        self._error_at = 0.0
+        self._last_seen: dict[int, float] = {}   # worker -> monotonic time of its last record
+        self.stalled: set[int] = set()
+        self._resume: dict[str, Any] | None = None  # the checkpoint a resumed run continues
+        self._resume_dir: Path | None = None
+        self._runs_lock: RunsLock | None = None
+
+    @classmethod
+    def from_run(cls, path: str | Path, epochs: int | None = None, runs_dir: str | Path | None = None,
+                 **kwargs: Any) -> "Session":
+        """A session that continues a stopped or failed run from its checkpoint.
+
+        ``path`` is a run directory (the run continues there) or a checkpoint
+        file (a new run directory is made under ``runs_dir``).
+        """
+        path = Path(path)
+        ckpt = load_checkpoint(path)
+        try:
+            cfg = from_dict(ckpt["config"])
+        except (KeyError, TypeError, ConfigError) as exc:
+            raise RunError(f"checkpoint: {path}: its config is unusable: {exc}") from None
+        if epochs is not None:
+            cfg = cfg.replace("train", epochs=epochs)
+        progress = ckpt.get("progress") or []
+        workers = 1 if cfg.parallel.strategy == "single" else cfg.parallel.workers
+        if len(progress) != workers:
+            raise RunError(f"checkpoint: {path}: holds no resumable progress for {workers} worker(s)")
+        if min(p["epoch"] for p in progress) > cfg.train.epochs:
+            raise RunError(
+                f"resume: {path} already finished all {cfg.train.epochs} epochs; pass --epochs N to train further"
+            )
+        if path.is_dir():
+            run_dir: Path | None = path
+        elif path.parent.name == "checkpoints" and (path.parent.parent / "config.toml").exists():
+            run_dir = path.parent.parent
+        else:
+            run_dir = None
+        base = run_dir.parent if run_dir is not None else Path(runs_dir or "runs")
+        session = cls(cfg, runs_dir=base, name=(run_dir.name if run_dir else "resumed"), **kwargs)
+        session._resume, session._resume_dir = ckpt, run_dir
+        return session
 
     # -- public API -----------------------------------------------------------------
     @property
@@ -155,19 +201,26 @@ class Session:
             ctx = launcher.get_context()
             data = load_data(cfg.data, seed=cfg.train.seed)
             info = data.info
-            n_models = self.num_workers if cfg.parallel.strategy == "sweep" else 1
-            models = []
-            for i in range(n_models):
-                torch.manual_seed(cfg.train.seed + i)
-                m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
-                m.share_memory()
-                models.append(m)
+            models = self._build_models(info)
             self.num_parameters = count_parameters(models[0])
-            self.run_dir = make_run_dir(self.runs_dir, self.name)
-            atomic_write_text(self.run_dir / "config.toml", to_toml(cfg))
-            self._log = MetricsLog(self.run_dir / "metrics.jsonl")
+            self._runs_lock = RunsLock.acquire(self.runs_dir, self.name)
+            try:
+                check_free_space(self.runs_dir, self.num_parameters, self.num_workers)
+                if self._resume is not None and self._resume_dir is not None:
+                    self.run_dir = self._resume_dir
+                else:
+                    self.run_dir = make_run_dir(self.runs_dir, self.name)
+                atomic_write_text(self.run_dir / "config.toml", to_toml(cfg))
+                self._log = MetricsLog(self.run_dir / "metrics.jsonl")
+            except BaseException:
+                self._runs_lock.release()
+                raise
             self._data, self._models, self.info = data, models, info
-            self._set_state("starting", f"{self.num_workers} worker(s), {self.num_parameters:,} parameters")
+            detail = f"{self.num_workers} worker(s), {self.num_parameters:,} parameters"
+            if self._resume is not None:
+                p0 = self._resume["progress"][0]
+                detail += f"; resuming at epoch {p0['epoch']}, batch {p0['batch']}"
+            self._set_state("starting", detail)
             self._queue = ctx.Queue()
             self._command = ctx.RawValue("i", RUN)
             self._run_event = ctx.Event()
@@ -181,13 +234,15 @@ class Session:
                 os.unlink(self._dist_file)  # FileStore creates it; a stale one would confuse it
                 dist_init = f"file://{self._dist_file}"
             threads = default_threads(self.num_workers, cfg.parallel.threads_per_worker)
+            shared = [m.state_dict() for m in models]  # shared-memory tensors, rebound in each worker
             for rank in range(self.num_workers):
                 spec = WorkerSpec(
                     rank=rank, world_size=self.num_workers, strategy=cfg.parallel.strategy, config=cfg,
                     seed=cfg.train.seed + rank, lr=self._worker_lr(rank), threads=threads,
                     parent_pid=os.getpid(), dist_init=dist_init, device=cfg.parallel.device,
+                    pause_on_divergence=self.pause_on_divergence, **self._resume_fields(rank),
                 )
-                proc = ctx.Process(target=worker_main, args=(spec, data, models, channels),
+                proc = ctx.Process(target=worker_main, args=(spec, data, shared, channels),
                                    name=f"traindesk-worker-{rank}", daemon=False)
                 self._procs.append(proc)
             try:
@@ -203,6 +258,40 @@ class Session:
                 raise
             self._collector = threading.Thread(target=self._collect, name="traindesk-collector", daemon=True)
             self._collector.start()
+
+    def _build_models(self, info: DatasetInfo) -> list[nn.Module]:
+        """The model(s) in shared memory: fresh, or the checkpoint's weights when resuming."""
+        cfg = self.config
+        n_models = self.num_workers if cfg.parallel.strategy == "sweep" else 1
+        states: list[Any] = [None] * n_models
+        if self._resume is not None:
+            states = self._resume.get("models") or [self._resume["model"]] * n_models
+        models = []
+        for i in range(n_models):
+            torch.manual_seed(cfg.train.seed + i)
+            m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+            if states[i] is not None:
+                try:
+                    m.load_state_dict(states[i])
+                except RuntimeError as exc:
+                    first = (str(exc).splitlines() or [""])[0]
+                    raise RunError(f"checkpoint: weights do not fit the model: {first[:200]}") from None
+            m.share_memory()
+            models.append(m)
+        return models
+
+    def _resume_fields(self, rank: int) -> dict[str, Any]:
+        if self._resume is None:
+            return {}
+        p = self._resume["progress"][rank]
+        opt = (self._resume.get("optimizers") or [None] * self.num_workers)[rank]
+        rng = (self._resume.get("rng") or [None] * self.num_workers)[rank]
+        return {
+            "start_epoch": int(p["epoch"]), "start_batch": int(p["batch"]), "start_step": int(p["step"]),
+            "start_samples": int(p["samples"]),
+            "optimizer_state": state_to_bytes(opt) if opt is not None else None,
+            "rng_state": state_to_bytes(rng) if rng is not None else None,
+        }
 
     def _worker_lr(self, rank: int) -> float:
         p = self.config.parallel
@@ -225,9 +314,19 @@ class Session:
                 return
             if self._pauses and not self._pauses[-1][1]:
                 self._pauses[-1][1] = time.time()
+            now = time.monotonic()
+            for rank in self._last_seen:  # paused time is not a stall
+                self._last_seen[rank] = now
             self._command.value = RUN
             self._run_event.set()
             self._set_state("running", "resumed")
+
+    def _on_diverged(self, rec: dict[str, Any]) -> None:
+        """A worker paused the run on a non-finite loss (pause_on_divergence)."""
+        with self._lock:
+            if self._state in ("running", "starting"):
+                self._pauses.append([time.time(), 0.0])
+                self._set_state("paused", f"diverged: {rec['message']}")
 
     def stop(self, timeout: float = 10.0) -> str | None:
         """Stop at the next batch, write checkpoint and summary, join; bounded by ``timeout``."""
@@ -257,6 +356,9 @@ class Session:
     def wait(self, timeout: float | None = None) -> str | None:
         if not self._ended.wait(timeout):
             return None
+        collector = self._collector
+        if collector is not None and collector is not threading.current_thread():
+            collector.join(5.0)  # nothing of the run may still be running when the caller exits
         return self._state
 
     def final_model(self) -> nn.Module:
@@ -317,15 +419,43 @@ class Session:
             if batch:
                 self._handle(batch)
             self._check_processes()
+            self._check_stalls()
             self._maybe_escalate()
             self._maybe_checkpoint()
 
+    def _check_stalls(self) -> None:
+        """Report a worker that sends nothing while the run is not paused (a deadlock, a hung loader)."""
+        limit = self.config.parallel.stall_timeout
+        if not limit or self._state != "running":
+            return
+        now = time.monotonic()
+        for rank in range(self.num_workers):
+            if rank in self._done or rank in self.stalled:
+                continue
+            seen = self._last_seen.setdefault(rank, now)
+            if now - seen > limit:
+                self.stalled.add(rank)
+                self._emit([{"kind": "log", "t": time.time(), "worker": rank, "level": "warning",
+                             "message": f"worker {rank} stalled: no progress for {now - seen:.0f} s "
+                                        f"(parallel.stall_timeout = {limit:g}); Stop ends it"}])
+
     def _handle(self, batch: list[dict[str, Any]]) -> None:
         public: list[dict[str, Any]] = []
+        now = time.monotonic()
         for rec in batch:
             kind = rec["kind"]
+            worker = rec.get("worker")
+            if worker is not None:
+                self._last_seen[worker] = now
+                if worker in self.stalled:
+                    self.stalled.discard(worker)
+                    public.append({"kind": "log", "t": time.time(), "worker": worker, "level": "info",
+                                   "message": f"worker {worker} is progressing again"})
             if kind == "_done":
                 self._on_worker_done(rec)
+                continue
+            if kind == "_diverged":
+                self._on_diverged(rec)
                 continue
             if kind == "step":
                 w = rec["worker"]
@@ -339,7 +469,16 @@ class Session:
                 self._epoch_losses[w] = (ep, total + rec["loss"], count + 1)
             elif kind == "eval":
                 self._last_eval[rec["worker"]] = rec
+            elif kind == "state" and rec["state"] == "running":
+                if self._first_step_t is None:
+                    self._first_step_t = rec["t"]  # sent just before a worker's first step
             public.append(rec)
+        if self._state == "starting" and any(r["kind"] == "state" and r["state"] == "running" for r in public):
+            with self._lock:
+                if self._state == "starting":
+                    public.append({"kind": "state", "t": time.time(), "worker": None, "state": "running",
+                                   "detail": ""})
+                    self._state = "running"
         if public:
             self._emit(public)
 
@@ -348,6 +487,7 @@ class Session:
         if rec["status"] == "failed":
             if self.error is None:
                 self.error = rec["error"]
+                self._error_at = time.monotonic()
             self.request_stop()
 
     def _check_processes(self) -> None:
@@ -369,7 +509,9 @@ class Session:
                         {"kind": "state", "t": time.time(), "worker": rank, "state": "failed", "detail": message}])
             self._done[rank] = {"kind": "_done", "worker": rank, "status": "failed", "error": message,
                                 "optimizer": None, "epochs_done": 0, "steps": 0, "samples": 0}
-            if self.error is None:
+            # in ddp a dead rank makes its peers' collectives fail a moment later: the death is the cause
+            secondary = self.config.parallel.strategy == "ddp" and time.monotonic() - self._error_at < 2.0
+            if self.error is None or secondary:
                 self.error = message
             self.request_stop()
 
@@ -420,13 +562,42 @@ class Session:
             self._last_checkpoint = now
             self._write_checkpoint(optimizers=None)
 
-    def _write_checkpoint(self, optimizers: list[Any] | None) -> None:
+    def _progress(self) -> list[dict[str, int]]:
+        """Per worker: epoch in progress, batches of it done, steps and samples so far."""
+        cfg = self.config
+        start = self._resume["progress"] if self._resume else None
+        n = self.info.n_train if self.info else 0
+        shard = -(-n // self.num_workers) if cfg.parallel.strategy in ("hogwild", "ddp") else n
+        per_epoch = max(1, -(-shard // cfg.train.batch_size))
+        out = []
+        for rank in range(self.num_workers):
+            done = self._done.get(rank)
+            rec = self._last_step.get(rank)
+            if done is not None and done.get("optimizer") is not None:
+                out.append({"epoch": done["epoch"], "batch": done["batch"], "step": done["steps"],
+                            "samples": done["samples"]})
+            elif rec is not None:  # derived from the last step record: the position is deterministic
+                epoch = int(rec["epoch"])
+                batch = min(per_epoch, max(0, rec["step"] - (epoch - 1) * per_epoch))
+                if batch >= per_epoch:
+                    epoch, batch = epoch + 1, 0
+                out.append({"epoch": epoch, "batch": batch, "step": rec["step"], "samples": rec["samples"]})
+            elif start is not None:
+                out.append(dict(start[rank]))
+            else:
+                out.append({"epoch": 1, "batch": 0, "step": 0, "samples": 0})
+        return out
+
+    def _write_checkpoint(self, optimizers: list[Any] | None, rngs: list[Any] | None = None) -> None:
         assert self.run_dir is not None and self.info is not None
         best = self._best_worker()
         src = self._models[best if len(self._models) > 1 else 0]
         info = self.info
-        epochs = [d.get("epochs_done", 0) for d in self._done.values()] or [
-            max((r["epoch"] for r in self._last_eval.values()), default=0)]
+        if not all(torch.isfinite(v).all() for v in src.state_dict().values() if v.is_floating_point()):
+            self._emit([{"kind": "log", "t": time.time(), "worker": None, "level": "error",
+                         "message": "weights are not finite: the last checkpoint was kept as it was"}])
+            return
+        progress = self._progress()
         payload = {
             "config": to_dict(self.config),
             "info": {
@@ -436,9 +607,13 @@ class Session:
                 "mean": list(info.mean), "std": list(info.std),
             },
             "model": {k: v.detach().clone() for k, v in src.state_dict().items()},
+            "models": [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in self._models]
+            if len(self._models) > 1 else None,
             "optimizers": optimizers,
-            "epoch": min(epochs),
-            "steps": sum(r["step"] for r in self._last_step.values()),
+            "rng": rngs,
+            "progress": progress,
+            "epoch": min(p["epoch"] for p in progress) - 1,  # epochs completed by every worker
+            "steps": sum(p["step"] for p in progress),
             "best_worker": best,
             "worker_lrs": [self._worker_lr(r) for r in range(self.num_workers)],
         }
@@ -455,12 +630,16 @@ class Session:
             status = "stopped"
         else:
             status = "finished"
-        optimizers = []
+        optimizers, rngs = [], []
+        previous = self._resume or {}
         for rank in range(self.num_workers):
-            blob = self._done.get(rank, {}).get("optimizer")
-            optimizers.append(state_from_bytes(blob) if blob else None)
+            done = self._done.get(rank, {})
+            blob, rng = done.get("optimizer"), done.get("rng")
+            # a worker that died sent nothing: keep what the resumed checkpoint had for it
+            optimizers.append(state_from_bytes(blob) if blob else (previous.get("optimizers") or [None] * (rank + 1))[rank])
+            rngs.append(state_from_bytes(rng) if rng else (previous.get("rng") or [None] * (rank + 1))[rank])
         try:
-            self._write_checkpoint(optimizers)
+            self._write_checkpoint(optimizers, rngs)
         except OSError as exc:
             status = "failed"
             self.error = self.error or f"checkpoint: cannot write {self.run_dir}/checkpoints/last.pt: {exc.strerror}"
@@ -482,8 +661,11 @@ class Session:
         if self.run_dir is None:
             return
         best = self._best_worker()
-        samples = sum(r["samples"] for r in self._last_step.values())
-        steps = sum(r["step"] for r in self._last_step.values())
+        progress = self._progress() if self.info is not None else []
+        samples = sum(p["samples"] for p in progress)
+        steps = sum(p["step"] for p in progress)
+        start = self._resume["progress"] if self._resume else []
+        samples_this_leg = samples - sum(p["samples"] for p in start)
         train_s = self._train_seconds()
         losses = self._epoch_losses
         if self.config.parallel.strategy == "sweep" and best in losses:
@@ -492,7 +674,7 @@ class Session:
             chosen = list(losses.values())
         train_loss = sum(t / max(1, c) for _, t, c in chosen) / len(chosen) if chosen else None
         ev = self._last_eval.get(best) or (next(iter(self._last_eval.values())) if self._last_eval else None)
-        epochs_done = min((d.get("epochs_done", 0) for d in self._done.values()), default=0)
+        epochs_done = min((p["epoch"] - 1 for p in progress), default=0)
         summary = {
             "status": status,
             "strategy": self.config.parallel.strategy,
@@ -502,7 +684,7 @@ class Session:
             "samples": samples,
             "wall_s": round(time.time() - self._t_start, 4),
             "train_s": round(train_s, 4),
-            "samples_per_s": round(samples / train_s, 2) if train_s > 0 else 0.0,
+            "samples_per_s": round(samples_this_leg / train_s, 2) if train_s > 0 else 0.0,
             "final": {
                 "train_loss": train_loss,
                 "val_loss": ev["val_loss"] if ev else None,
@@ -523,6 +705,8 @@ class Session:
         atomic_write_json(self.run_dir / "summary.json", summary)
 
     def _close(self) -> None:
+        if self._runs_lock is not None:
+            self._runs_lock.release()
         log = getattr(self, "_log", None)
         if log is not None:
             log.close()

@@ -1,7 +1,10 @@
 """Training worker processes: one entry point, four strategies.
 
-``worker_main(spec, data, models, channels)`` is a module-level function
+``worker_main(spec, data, shared, channels)`` is a module-level function
 taking picklable arguments, so it runs under ``spawn`` and ``forkserver``.
+``shared`` holds state dicts of shared-memory tensors, not modules: each
+worker builds its model from the config (a custom model's class need not be
+importable by name) and binds it to those tensors.
 
 - single / sweep: the worker trains its own model (in shared memory on CPU).
 - hogwild: every worker trains the same shared-memory model lock-free, each
@@ -24,13 +27,13 @@ import time
 import traceback
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from core.checkpoint import state_to_bytes
+from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import Config, OptimConfig
 from core.data import PreparedData, make_batches, full_tensors
 
@@ -55,6 +58,14 @@ class WorkerSpec:
     parent_pid: int
     dist_init: str = ""       # ddp: init_method ("file://..." or "env://")
     device: str = "cpu"
+    pause_on_divergence: bool = False  # GUI: pause the run instead of failing it
+    # where to continue (resume): epoch in progress (1-based), batches of it already done
+    start_epoch: int = 1
+    start_batch: int = 0
+    start_step: int = 0
+    start_samples: int = 0
+    optimizer_state: bytes | None = None
+    rng_state: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -135,13 +146,13 @@ def resolve_device(spec_device: str, rank: int) -> torch.device:
 class Trainer:
     """The training loop of one worker."""
 
-    def __init__(self, spec: WorkerSpec, data: PreparedData, models: list[nn.Module],
+    def __init__(self, spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]],
                  ch: Channels, out: RecordSender) -> None:
         self.spec, self.data, self.ch, self.out = spec, data, ch, out
         cfg = spec.config
         self.device = resolve_device(spec.device, spec.rank)
         self.is_ddp = spec.strategy == "ddp"
-        self.shared = models[spec.rank] if spec.strategy == "sweep" else models[0]
+        self.shared = bind_shared_model(spec, data, shared[spec.rank] if spec.strategy == "sweep" else shared[0])
         if self.device.type == "cpu" and not self.is_ddp:
             self.model = self.shared  # train the shared-memory weights in place
         else:
@@ -157,11 +168,16 @@ class Trainer:
         self.shard_rank = spec.rank if shard_world > 1 else 0
         self.shard_world = shard_world
         self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers)
+        if spec.optimizer_state is not None:
+            self.optimizer.load_state_dict(state_from_bytes(spec.optimizer_state))
+        if spec.rng_state is not None:
+            torch.set_rng_state(state_from_bytes(spec.rng_state))
         self.evaluates = spec.strategy != "hogwild" or spec.rank == 0
-        self.epoch = 0
-        self.step = 0
-        self.samples = 0
-        self.epochs_done = 0
+        self.epoch = spec.start_epoch
+        self.batch = spec.start_batch  # batches done in the epoch in progress
+        self.step = spec.start_step
+        self.samples = spec.start_samples
+        self.epochs_done = spec.start_epoch - 1
         self.last_eval: dict[str, Any] | None = None
 
     # -- control ----------------------------------------------------------------
@@ -216,12 +232,13 @@ class Trainer:
         self._lr = float(self.optimizer.param_groups[0]["lr"])
         self.out.state("running")
         try:
-            for epoch in range(1, cfg.train.epochs + 1):
+            for epoch in range(self.spec.start_epoch, cfg.train.epochs + 1):
                 self.epoch = epoch
                 self._train_epoch()
                 self.epochs_done = epoch
+                self.epoch, self.batch = epoch + 1, 0
                 self._sync_back()
-                self._evaluate()
+                self._evaluate(epoch)
         except StopTraining:
             self._emit_step(force=True)
             self._sync_back()
@@ -233,6 +250,8 @@ class Trainer:
         spec = self.spec
         indices = epoch_indices(len(self.data.train), self.epoch, spec.config.train.seed + (
             spec.rank if spec.strategy == "sweep" else 0), self.shard_rank, self.shard_world)
+        if self.batch:  # resuming mid-epoch: the permutation is seeded, skip what was done
+            indices = indices[self.batch * spec.config.train.batch_size:]
         net, opt, device = self.net, self.optimizer, self.device
         command = self.ch.command
         net.train()
@@ -251,11 +270,10 @@ class Trainer:
             loss.backward()
             value = loss.item()
             if not math.isfinite(value):
-                raise Diverged(
-                    f"loss became {value} at worker {spec.rank}, epoch {self.epoch}, step {self.step + 1}"
-                    f" (learning rate {self._lr:g}); lower optim.lr"
-                )
+                self._diverged(value)  # raises, or returns after a pause: skip this batch
+                continue
             opt.step()
+            self.batch += 1
             self.step += 1
             self.samples += yb.shape[0]
             self._loss_acc += value
@@ -264,6 +282,19 @@ class Trainer:
             if now - self._last_record >= RECORD_INTERVAL:
                 self._emit_step()
         self._emit_step(force=True)
+
+    def _diverged(self, value: float) -> None:
+        """A non-finite loss: the weights are still finite (no step taken with it)."""
+        where = f"worker {self.spec.rank}, epoch {self.epoch}, step {self.step + 1}"
+        message = f"loss became {value} at {where} (learning rate {self._lr:g}); lower optim.lr"
+        if not self.spec.pause_on_divergence or self.is_ddp:
+            raise Diverged(message)
+        self.out.log("error", f"{message}; run paused, the step was skipped")
+        self.out.add({"kind": "_diverged", "t": time.time(), "worker": self.spec.rank, "message": message})
+        self.ch.command.value = PAUSE  # pauses every worker at its next batch
+        self.ch.run_event.clear()
+        self.out.flush()
+        self._handle(PAUSE)
 
     def _sync_back(self) -> None:
         """Copy trained weights to the shared model the parent reads (ddp, GPU)."""
@@ -276,7 +307,7 @@ class Trainer:
                 dst.copy_(src.detach().to("cpu"))
 
     @torch.no_grad()
-    def _evaluate(self) -> None:
+    def _evaluate(self, epoch: int) -> None:
         if not self.evaluates or self.data.info.n_val == 0:
             return
         x, y = full_tensors(self.data.val, self.data.info)
@@ -305,7 +336,7 @@ class Trainer:
                 return
         total = max(1.0, float(stats[2]))
         record = {
-            "kind": "eval", "t": time.time(), "worker": self.spec.rank, "epoch": self.epoch,
+            "kind": "eval", "t": time.time(), "worker": self.spec.rank, "epoch": epoch,
             "val_loss": float(stats[0]) / total, "val_accuracy": float(stats[1]) / total,
             "samples": self.samples,
         }
@@ -313,6 +344,16 @@ class Trainer:
         self.out.add(record)
         self.out.flush()
         model.train()
+
+
+def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:
+    """Build the configured model whose parameters *are* the shared-memory tensors."""
+    from core.models import build_model
+
+    info = data.info
+    model = build_model(spec.config.model, info.input_shape, info.num_classes, info.image_shape)
+    model.load_state_dict(state, assign=True)  # assign: use these tensors, do not copy into new ones
+    return model
 
 
 def _copy_model(model: nn.Module) -> nn.Module:
@@ -333,19 +374,21 @@ def _init_distributed(spec: WorkerSpec) -> None:
 
 
 def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | None) -> dict[str, Any]:
-    optimizer = None
-    if trainer is not None and status != "failed":
-        optimizer = state_to_bytes(trainer.optimizer.state_dict())
-    return {
+    """The last record of a worker: how it ended and where to continue from."""
+    record: dict[str, Any] = {
         "kind": "_done", "t": time.time(), "worker": spec.rank, "status": status, "error": error,
-        "epochs_done": trainer.epochs_done if trainer else 0,
-        "steps": trainer.step if trainer else 0,
-        "samples": trainer.samples if trainer else 0,
-        "optimizer": optimizer,
+        "epochs_done": spec.start_epoch - 1, "epoch": spec.start_epoch, "batch": spec.start_batch,
+        "steps": spec.start_step, "samples": spec.start_samples, "optimizer": None, "rng": None,
     }
+    if trainer is not None:
+        record.update(epochs_done=trainer.epochs_done, epoch=trainer.epoch, batch=trainer.batch,
+                      steps=trainer.step, samples=trainer.samples,
+                      optimizer=state_to_bytes(trainer.optimizer.state_dict()),
+                      rng=state_to_bytes(torch.get_rng_state()))
+    return record
 
 
-def run_worker(spec: WorkerSpec, data: PreparedData, models: list[nn.Module], ch: Channels) -> int:
+def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
     """The body of a worker; returns the process exit code. Usable in-process (tests)."""
     out = RecordSender(ch.queue, spec.rank)
     out.state("starting")
@@ -356,16 +399,18 @@ def run_worker(spec: WorkerSpec, data: PreparedData, models: list[nn.Module], ch
         if spec.strategy == "ddp":
             _init_distributed(spec)
             distributed = True
-        trainer = Trainer(spec, data, models, ch, out)
+        trainer = Trainer(spec, data, shared, ch, out)
         status = trainer.run()
         out.state(status)
         out.add(_done(spec, status, trainer, None))
         code = 0
     except Exception as exc:  # report everything; the session decides what the run becomes
-        message = f"worker {spec.rank}: {type(exc).__name__}: {exc}".splitlines()[0]
-        if isinstance(exc, Diverged):
+        if isinstance(exc, Diverged):  # not a bug: the message says it all
             message = f"worker {spec.rank}: {exc}"
-        out.log("error", traceback.format_exc())
+            out.log("error", message)
+        else:
+            message = f"worker {spec.rank}: {type(exc).__name__}: {exc}".splitlines()[0]
+            out.log("error", traceback.format_exc())
         out.state("failed", message)
         out.add(_done(spec, "failed", trainer, message))
         code = 1
@@ -381,7 +426,7 @@ def run_worker(spec: WorkerSpec, data: PreparedData, models: list[nn.Module], ch
     return code
 
 
-def worker_main(spec: WorkerSpec, data: PreparedData, models: list[nn.Module], ch: Channels) -> None:
+def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> None:
     """Process entry point: isolate from the terminal, set threads, train, exit."""
     # Ctrl-C in a terminal reaches the whole process group; the session decides how to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -389,7 +434,7 @@ def worker_main(spec: WorkerSpec, data: PreparedData, models: list[nn.Module], c
 
     die_with_parent(spec.parent_pid)
     torch.set_num_threads(spec.threads)
-    code = run_worker(spec, data, models, ch)
+    code = run_worker(spec, data, shared, ch)
     ch.queue.close()
     ch.queue.join_thread()  # every record reaches the pipe before the process exits
     sys.stdout.flush()
@@ -402,5 +447,3 @@ def default_threads(workers: int, configured: int) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // workers)
 
-
-ProgressCallback = Callable[[list[dict[str, Any]]], None]

@@ -68,6 +68,9 @@ def test_strategy_trains_digits(strategy: str, workers: int, extra: list[str], r
     final = session.final_model()
     x = session._data.val.x[:32]  # noqa: SLF001 - test looks at the data the run used
     assert torch.allclose(rebuilt(x), final(x))
+    # the parent's copy is the trained one (workers trained the shared-memory weights, not copies)
+    accuracy = (final(session._data.val.x).argmax(1) == session._data.val.y).float().mean().item()  # noqa: SLF001
+    assert abs(accuracy - s["final"]["val_accuracy"]) < 0.02
     if strategy == "sweep":
         assert s["best_lr"] in (0.01, 0.05, 0.1)
         assert len(s["sweep"]) == 3
