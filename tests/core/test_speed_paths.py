@@ -1,0 +1,69 @@
+"""Start-up paths and the advisor: behaviour only (speed is measured in bench/, not asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.advisor import advise, candidates
+from core.config import Config, apply_overrides
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_both_start_methods_train(method: str, tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from core import launcher\n"
+        "from core.config import Config, apply_overrides\n"
+        "from core.session import Session\n"
+        "if __name__ == '__main__':\n"
+        "    s = Session(apply_overrides(Config(), ['train.epochs=8']), runs_dir=sys.argv[1])\n"
+        "    s.start(); s.wait(120)\n"
+        "    print(launcher.get_context().get_start_method(), s.state, s.summary['final']['val_accuracy'])\n"
+    )
+    script = tmp_path / "run.py"
+    script.write_text(code)
+    res = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True,
+                         timeout=240, env={**os.environ, "PYTHONPATH": str(ROOT), "TRAINDESK_START_METHOD": method})
+    assert res.returncode == 0, res.stderr
+    started_with, state, accuracy = res.stdout.split()
+    assert started_with == method and state == "finished" and float(accuracy) >= 0.9
+
+
+def test_candidates_cover_each_strategy() -> None:
+    assert candidates(2) == [("single", 1), ("hogwild", 1), ("hogwild", 2), ("ddp", 2)]
+    assert candidates(3, ("hogwild",)) == [("hogwild", 1), ("hogwild", 2), ("hogwild", 3)]
+
+
+def test_advisor_returns_a_suggestion_it_measured() -> None:
+    cfg = apply_overrides(Config(), ["data.source=builtin:iris", "model.hidden=[16]", "train.batch_size=8"])
+    result = advise(cfg, seconds=0.8, max_workers=2, strategies=("single", "hogwild"))
+    probes = result["probes"]
+    assert [(p["strategy"], p["workers"]) for p in probes] == [("single", 1), ("hogwild", 1), ("hogwild", 2)]
+    assert all(p["samples_per_s"] > 0 for p in probes)
+    best = result["suggestion"]
+    chosen = next(p for p in probes if (p["strategy"], p["workers"]) == (best["strategy"], best["workers"]))
+    assert chosen["samples_per_s"] == best["samples_per_s"]
+    eligible = [p for p in probes if p["best_accuracy"] is not None and p["best_accuracy"] >= result["target_accuracy"]]
+    assert best["samples_per_s"] == max(p["samples_per_s"] for p in eligible)
+    json.dumps(result)
+
+
+def test_bench_command_validates_and_suggests(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    bad = subprocess.run([sys.executable, "-m", "core", "bench", "--strategies", "magic"],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert bad.returncode == 2 and "--strategies takes single, hogwild, ddp" in bad.stderr
+    res = subprocess.run([sys.executable, "-m", "core", "bench", "--seconds", "0.6", "--strategies", "hogwild",
+                          "--max-workers", "2", "--set", "data.source=builtin:iris", "--json", "out.json"],
+                         capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("suggestion: --strategy hogwild --workers ")
+    assert len(json.loads((tmp_path / "out.json").read_text())["probes"]) == 2
