@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from core.config import ConfigError, from_dict
-from core.errors import RunError
+from core.config import Config, ConfigError, from_dict
+from core.errors import ModelError, RunError
 from core.models import build_model
 from core.runlog import atomic_write
 
@@ -39,7 +39,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = (str(exc).splitlines() or [""])[0]
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        # torch's first line advises weights_only=False; the line naming the refused global says why
+        first = next((ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln), lines[0] if lines else "")
         raise RunError(
             f"checkpoint: {path} holds objects other than weights and was refused (weights_only): {first[:160]}"
         ) from None
@@ -50,20 +52,44 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return data
 
 
-def model_from_checkpoint(data: dict[str, Any], where: str = "checkpoint") -> nn.Module:
-    """Rebuild the model a checkpoint describes and load its weights."""
+def check_checkpoint(data: dict[str, Any], where: str = "checkpoint") -> tuple[Config, tuple[int, ...], int,
+                                                                             tuple[int, ...] | None]:
+    """Validate a loaded checkpoint's tables: (config, input shape, classes, image shape)."""
     try:
         cfg = from_dict(data["config"])
-    except (KeyError, ConfigError) as exc:
+    except (KeyError, TypeError, ConfigError) as exc:
         raise RunError(f"{where}: its config is unusable: {exc}") from None
+    for key in ("info", "model"):
+        if not isinstance(data.get(key), dict):
+            raise RunError(f"{where}: has no {key!r} table (not a complete TrainDesk checkpoint)")
     info = data["info"]
-    image_shape = tuple(info["image_shape"]) if info.get("image_shape") else None
-    model = build_model(cfg.model, tuple(info["input_shape"]), int(info["num_classes"]), image_shape)
     try:
-        model.load_state_dict(data["model"])
-    except RuntimeError as exc:
-        first = (str(exc).splitlines() or [""])[0]
+        image_shape = tuple(int(v) for v in info["image_shape"]) if info.get("image_shape") else None
+        input_shape, num_classes = tuple(int(v) for v in info["input_shape"]), int(info["num_classes"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunError(f"{where}: its info is unusable ({type(exc).__name__}: {exc})") from None
+    return cfg, input_shape, num_classes, image_shape
+
+
+def load_weights(model: nn.Module, state: Any, where: str = "checkpoint") -> None:
+    """``model.load_state_dict(state)`` with a one-line error naming the first mismatch."""
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        first = next((ln for ln in lines if ln.startswith(("size mismatch", "Missing key", "Unexpected key"))),
+                     lines[0] if lines else type(exc).__name__)
         raise RunError(f"{where}: weights do not fit the model: {first[:200]}") from None
+
+
+def model_from_checkpoint(data: dict[str, Any], where: str = "checkpoint") -> nn.Module:
+    """Rebuild the model a checkpoint describes and load its weights."""
+    cfg, input_shape, num_classes, image_shape = check_checkpoint(data, where)
+    try:
+        model = build_model(cfg.model, input_shape, num_classes, image_shape)
+    except ModelError as exc:
+        raise RunError(f"{where}: its model cannot be rebuilt: {exc}") from None
+    load_weights(model, data["model"], where)
     model.eval()
     return model
 

@@ -138,7 +138,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     from core import launcher
     from core.session import Session
 
-    launcher.warm_up()  # start the forkserver while data loads
     if args.resume:
         if args.config or args.strategy or args.workers is not None or args.set or args.name:
             raise ArgumentError("traindesk train: --resume continues a run with its own config; "
@@ -148,6 +147,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         cfg = _load_train_config(args)
         session = Session(cfg, runs_dir=args.runs_dir, name=args.name)
+    launcher.warm_up()  # start the forkserver while data loads
     progress = Progress(cfg.train.epochs, args.quiet)
     session.add_listener(progress)
     interrupted = threading.Event()
@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except INPUT_ERRORS as exc:
         if debug:
             traceback.print_exc()
-        sys.stderr.write(f"{exc}\n")
+        sys.stderr.write(" ".join(str(exc).splitlines()) + "\n")
         return EXIT_INPUT
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

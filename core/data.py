@@ -272,7 +272,8 @@ def _npz(path_text: str, source: str) -> _Raw:
                 f"{_where(source)}: {path} holds object arrays (pickled Python objects), which are refused; "
                 "save numeric arrays"
             ) from None
-        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({type(exc).__name__})") from None
+        why = type(exc).__name__ if zipfile.is_zipfile(path) else "not a zip archive"
+        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({why})") from None
     except Exception as exc:  # numpy raises many types for a corrupt archive
         raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({type(exc).__name__})") from None
     if x.ndim < 2 or y_raw.ndim != 1 or x.shape[0] != y_raw.shape[0]:
@@ -345,7 +346,7 @@ def _image_problem(exc: Exception) -> str:
     if isinstance(exc, FileNotFoundError):
         return "file not found"
     text = " ".join(str(exc).split())
-    return (text[:120] or type(exc).__name__) + ("" if isinstance(exc, OSError) else f" ({type(exc).__name__})")
+    return text[:120] or type(exc).__name__
 
 
 def _verify_image(path: str, source: str) -> None:

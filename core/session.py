@@ -22,10 +22,12 @@ import torch
 from torch import nn
 
 from core import launcher
-from core.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes, state_to_bytes
-from core.config import Config, ConfigError, from_dict, to_dict, to_toml
+from core.checkpoint import (
+    check_checkpoint, load_checkpoint, load_weights, save_checkpoint, state_from_bytes, state_to_bytes,
+)
+from core.config import Config, ConfigError, to_dict, to_toml
 from core.data import DatasetInfo, PreparedData, load_data
-from core.errors import RunError
+from core.errors import ModelError, RunError
 from core.models import build_model, count_parameters
 from core.runlog import (
     MetricsLog, RunsLock, atomic_write_json, atomic_write_text, check_free_space, make_run_dir,
@@ -138,6 +140,7 @@ class Session:
         self.stalled: set[int] = set()
         self._resume: dict[str, Any] | None = None  # the checkpoint a resumed run continues
         self._resume_dir: Path | None = None
+        self._resume_where = "checkpoint"
         self._runs_lock: RunsLock | None = None
 
     @classmethod
@@ -150,14 +153,17 @@ class Session:
         """
         path = Path(path)
         ckpt = load_checkpoint(path)
-        try:
-            cfg = from_dict(ckpt["config"])
-        except (KeyError, TypeError, ConfigError) as exc:
-            raise RunError(f"checkpoint: {path}: its config is unusable: {exc}") from None
+        where = f"checkpoint: {path}"
+        cfg = check_checkpoint(ckpt, where)[0]
         if epochs is not None:
             cfg = cfg.replace("train", epochs=epochs)
         progress = ckpt.get("progress") or []
         workers = 1 if cfg.parallel.strategy == "single" else cfg.parallel.workers
+        if not isinstance(progress, list) or not all(
+            isinstance(p, dict) and all(isinstance(p.get(k), int) for k in ("epoch", "batch", "step", "samples"))
+            for p in progress
+        ):
+            raise RunError(f"{where}: its progress table is unusable")
         if len(progress) != workers:
             raise RunError(f"checkpoint: {path}: holds no resumable progress for {workers} worker(s)")
         if min(p["epoch"] for p in progress) > cfg.train.epochs:
@@ -172,7 +178,7 @@ class Session:
             run_dir = None
         base = run_dir.parent if run_dir is not None else Path(runs_dir or "runs")
         session = cls(cfg, runs_dir=base, name=(run_dir.name if run_dir else "resumed"), **kwargs)
-        session._resume, session._resume_dir = ckpt, run_dir
+        session._resume, session._resume_dir, session._resume_where = ckpt, run_dir, where
         return session
 
     # -- public API -----------------------------------------------------------------
@@ -266,16 +272,19 @@ class Session:
         states: list[Any] = [None] * n_models
         if self._resume is not None:
             states = self._resume.get("models") or [self._resume["model"]] * n_models
+            if not isinstance(states, list) or len(states) != n_models:
+                raise RunError(f"{self._resume_where}: holds {len(states)} model(s), the run has {n_models}")
         models = []
         for i in range(n_models):
             torch.manual_seed(cfg.train.seed + i)
-            m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+            try:
+                m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+            except ModelError as exc:
+                if self._resume is None:
+                    raise
+                raise RunError(f"{self._resume_where}: its model cannot be rebuilt: {exc}") from None
             if states[i] is not None:
-                try:
-                    m.load_state_dict(states[i])
-                except RuntimeError as exc:
-                    first = (str(exc).splitlines() or [""])[0]
-                    raise RunError(f"checkpoint: weights do not fit the model: {first[:200]}") from None
+                load_weights(m, states[i], self._resume_where)
             m.share_memory()
             models.append(m)
         return models

@@ -1,0 +1,7 @@
+import math
+
+import torch
+from torch import nn
+
+
+make = 42
