@@ -229,7 +229,7 @@ _EXTRA: list[tuple[str, Callable[[Any], None], Callable[[argparse.Namespace], in
 
 
 def _load_extras() -> None:
-    for module in ("core.export", "core.predict", "core.bench"):
+    for module in ("core.export", "core.predict", "core.evaluate", "core.bench"):
         try:
             __import__(module)
         except ModuleNotFoundError as exc:

@@ -21,7 +21,6 @@ import torch.multiprocessing as tmp
 PRELOAD = ["torch", "torch._dynamo", "core.workers"]
 _lock = threading.Lock()
 _ctx: Any = None
-_warm_thread: threading.Thread | None = None
 
 
 def start_method() -> str:
@@ -51,18 +50,38 @@ def _ensure_forkserver() -> None:
 
 
 def warm_up(block: bool = False) -> None:
-    """Start the forkserver (torch preloaded) now, in the background, so Start is fast."""
-    global _warm_thread
+    """Start the forkserver (torch preloaded) now, so the first Start is fast.
+
+    Starting the server is a fork+exec (milliseconds); its imports run in the
+    server. From the main thread SIGINT is ignored while the server is
+    created, so the server inherits that and a Ctrl-C during its imports does
+    not print a KeyboardInterrupt traceback from it (it ignores SIGINT itself
+    once its imports are done). ``block`` waits until the server answers.
+    """
     ctx = get_context()
     if ctx.get_start_method() != "forkserver":
         return
-    with _lock:
-        if _warm_thread is None:
-            _warm_thread = threading.Thread(target=_ensure_forkserver, name="traindesk-warmup", daemon=True)
-            _warm_thread.start()
-        thread = _warm_thread
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            _ensure_forkserver()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    else:
+        _ensure_forkserver()
     if block:
-        thread.join()
+        _wait_for_forkserver(ctx)
+
+
+def _noop() -> None:
+    pass
+
+
+def _wait_for_forkserver(ctx: Any) -> None:
+    """Start and join a trivial process: returns once the preloads are done."""
+    proc = ctx.Process(target=_noop, name="traindesk-warmup")
+    proc.start()
+    proc.join()
 
 
 def forkserver_pid() -> int | None:

@@ -28,6 +28,7 @@ from core.checkpoint import (
 from core.config import Config, ConfigError, to_dict, to_toml
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
+from core.evaluate import attach_evaluation
 from core.models import build_model, count_parameters
 from core.runlog import (
     MetricsLog, RunsLock, atomic_write_json, atomic_write_text, check_free_space, make_run_dir,
@@ -205,6 +206,7 @@ class Session:
             cfg = self.config
             _check_device(cfg)
             ctx = launcher.get_context()
+            launcher.warm_up()  # no-op when already running
             data = load_data(cfg.data, seed=cfg.train.seed)
             info = data.info
             models = self._build_models(info)
@@ -653,6 +655,8 @@ class Session:
             status = "failed"
             self.error = self.error or f"checkpoint: cannot write {self.run_dir}/checkpoints/last.pt: {exc.strerror}"
         self._write_summary(status)
+        # per-class metrics and the confusion matrix on the validation split (eval.json)
+        self.summary = attach_evaluation(self.run_dir, self.final_model, self._data, self.summary)
         self._set_state(status, self.error or "")
         self._close()
 

@@ -1,0 +1,317 @@
+"""Evaluation on the validation split: accuracy, per-class precision/recall/F1, confusion matrix.
+
+At the end of a run (``attach_evaluation``, called by the session) and on
+demand for a past run (``traindesk evaluate RUN_DIR``). The split is rebuilt
+with ``load_data(cfg.data, seed=cfg.train.seed)``: it is seeded, so it is the
+split the run validated on. The full report goes to ``eval.json``; a compact
+one to the ``evaluation`` key of ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from core.cli import register
+from core.errors import RunError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from core.data import PreparedData
+
+EVAL_FILE = "eval.json"
+MISCLASSIFIED_KEPT = 500     # eval.json lists at most this many misclassified samples (the least confident first)
+BATCH = 4096
+
+
+# ----------------------------------------------------------------------------- metrics (pure numpy)
+
+
+def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> np.ndarray:
+    """Counts with rows = true class, columns = predicted class."""
+    import numpy as np
+
+    flat = np.asarray(y_true, dtype=np.int64) * n_classes + np.asarray(y_pred, dtype=np.int64)
+    return np.bincount(flat, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
+
+
+def _ratio(num: float, den: float) -> float:
+    # sklearn's zero_division=0: a class never predicted has precision 0, not NaN (JSON has no NaN)
+    return float(num / den) if den else 0.0
+
+
+def metrics_from_confusion(cm: np.ndarray, classes: Sequence[str]) -> dict[str, Any]:
+    """Accuracy, per-class precision/recall/F1/support, macro and weighted averages."""
+    tp = cm.diagonal().astype(float)
+    predicted = cm.sum(axis=0).astype(float)
+    support = cm.sum(axis=1).astype(float)
+    total = float(cm.sum())
+    per_class: list[dict[str, Any]] = []
+    for k, name in enumerate(classes):
+        p, r = _ratio(tp[k], predicted[k]), _ratio(tp[k], support[k])
+        per_class.append({"class": str(name), "precision": p, "recall": r,
+                          "f1": _ratio(2 * p * r, p + r), "support": int(support[k])})
+
+    def average(weights: Sequence[float]) -> dict[str, float]:
+        w = sum(weights)
+        return {m: _ratio(sum(c[m] * wk for c, wk in zip(per_class, weights)), w) for m in ("precision", "recall", "f1")}
+
+    return {
+        "n": int(total),
+        "accuracy": _ratio(float(tp.sum()), total),
+        "per_class": per_class,
+        "macro": average([1.0] * len(per_class)),
+        "weighted": average([float(s) for s in support]),
+        "confusion": cm.astype(int).tolist(),
+        "confusion_axes": "rows: true class, columns: predicted class",
+    }
+
+
+def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
+           paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """The full evaluation of predicted ``probs`` against ``y_true``."""
+    import numpy as np
+
+    y_true = np.asarray(y_true, dtype=np.int64)
+    y_pred = probs.argmax(axis=1)
+    out = metrics_from_confusion(confusion_matrix(y_true, y_pred, len(classes)), classes)
+    wrong = np.flatnonzero(y_pred != y_true)
+    confidence = probs[wrong, y_pred[wrong]] if len(wrong) else np.empty(0)
+    order = wrong[np.argsort(-confidence, kind="stable")][:MISCLASSIFIED_KEPT]  # most confident mistakes first
+    out["misclassified_total"] = int(len(wrong))
+    out["misclassified"] = [
+        {"index": int(i), "true": str(classes[y_true[i]]), "predicted": str(classes[y_pred[i]]),
+         "confidence": round(float(probs[i, y_pred[i]]), 6), **({"path": paths[i]} if paths else {})}
+        for i in order
+    ]
+    return out
+
+
+def compact(full: dict[str, Any]) -> dict[str, Any]:
+    """The few figures summary.json carries; eval.json has the rest."""
+    worst = min(full["per_class"], key=lambda c: (c["f1"], c["class"])) if full["per_class"] else None
+    return {
+        "split": full.get("split", "validation"),
+        "n": full["n"],
+        "accuracy": round(full["accuracy"], 6),
+        "macro_precision": round(full["macro"]["precision"], 6),
+        "macro_recall": round(full["macro"]["recall"], 6),
+        "macro_f1": round(full["macro"]["f1"], 6),
+        "worst_class": {"class": worst["class"], "f1": round(worst["f1"], 6)} if worst else None,
+        "misclassified": full["misclassified_total"],
+        "file": EVAL_FILE,
+    }
+
+
+# ----------------------------------------------------------------------------- model on a split
+
+
+def predict_probs(model: nn.Module, x: torch.Tensor, batch: int = BATCH) -> np.ndarray:
+    """Softmax outputs of ``model`` (eval mode, no grad) on standardised ``x``, in batches."""
+    import numpy as np
+    import torch
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            outs = [torch.softmax(model(xb), dim=1) for xb in x.split(batch)] if len(x) else []
+    finally:
+        model.train(was_training)
+    return torch.cat(outs).numpy() if outs else np.empty((0, 0), dtype=np.float32)
+
+
+def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
+    """The full report of ``model`` on ``data``'s validation split."""
+    from core.data import ImageSplit, full_tensors
+
+    val = data.val
+    if len(val) == 0:
+        raise RunError("evaluate: the run has no validation split (data.val_fraction = 0)")
+    x, y = full_tensors(val, data.info)
+    probs = predict_probs(model, x)
+    paths = list(val.paths) if isinstance(val, ImageSplit) else None
+    full = report(y.numpy(), probs, data.info.class_names, paths)
+    return {"format": "traindesk.eval", "version": 1, "t": round(time.time(), 3), "split": "validation", **full}
+
+
+def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) -> None:
+    """The data must still be what the run trained on, or the "same split" is another one."""
+    import numpy as np
+
+    now = data.info
+    same = (list(now.class_names) == [str(c) for c in info["class_names"]]
+            and list(now.input_shape) == list(info["input_shape"])
+            and np.allclose(now.mean, info["mean"], rtol=1e-4, atol=1e-5)
+            and np.allclose(now.std, info["std"], rtol=1e-4, atol=1e-5))
+    if not same:
+        raise RunError(f"evaluate: {run_dir}: the data source has changed since the run (classes, features "
+                       "or statistics differ), so its validation split cannot be rebuilt")
+
+
+def evaluate_run(run_dir: Path, write: bool = True) -> dict[str, Any]:
+    """Evaluate a past run's checkpoint on its validation split; write eval.json and summary.json."""
+    from core.checkpoint import load_checkpoint, model_from_checkpoint
+    from core.config import from_dict
+    from core.data import load_data
+
+    run_dir = Path(run_dir).expanduser()
+    if not run_dir.is_dir():
+        raise RunError(f"evaluate: run directory not found: {run_dir}")
+    ckpt = load_checkpoint(run_dir)
+    model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
+    cfg = from_dict(ckpt["config"])
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    _check_same_data(data, ckpt["info"], run_dir)
+    full = evaluate_split(model, data)
+    full["checkpoint"] = {"epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
+    if write:
+        save_evaluation(run_dir, full)
+    return full
+
+
+def save_evaluation(run_dir: Path, full: dict[str, Any]) -> dict[str, Any] | None:
+    """Write eval.json and the compact figures into summary.json (when it exists); the new summary."""
+    from core.runlog import atomic_write_json, read_summary
+
+    try:
+        atomic_write_json(run_dir / EVAL_FILE, full)
+        summary = read_summary(run_dir)
+        if summary is not None:
+            summary["evaluation"] = compact(full)
+            atomic_write_json(run_dir / "summary.json", summary)
+    except OSError as exc:
+        raise RunError(f"evaluate: cannot write {run_dir / EVAL_FILE}: {exc.strerror or exc}") from None
+    return summary
+
+
+def attach_evaluation(run_dir: Path | None, final_model: Callable[[], nn.Module], data: PreparedData | None,
+                      summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Session hook, after summary.json is written: evaluate, write eval.json, add ``evaluation``.
+
+    In ``Session._finish``, after ``self._write_summary(status)``::
+
+        self.summary = attach_evaluation(self.run_dir, self.final_model, self._data, self.summary)
+
+    ``final_model`` is called here, inside the guard. Never raises: a problem is recorded in
+    summary.json and the run's status stands. A failed run is not evaluated. Returns the
+    summary to keep (``summary`` itself when nothing was added).
+    """
+    if run_dir is None or data is None or summary is None or summary.get("status") == "failed":
+        return summary
+    try:
+        full = evaluate_split(final_model(), data)
+        return save_evaluation(Path(run_dir), full) or summary
+    except Exception as exc:  # the run is over and its checkpoint written: never fail it here
+        from core.runlog import atomic_write_json
+
+        summary = {**summary, "evaluation": {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}}
+        try:
+            atomic_write_json(Path(run_dir) / "summary.json", summary)
+        except OSError:
+            pass
+        return summary
+
+
+def load_evaluation(run_dir: Path) -> dict[str, Any] | None:
+    """eval.json of a run, or None when absent or unreadable."""
+    try:
+        data = json.loads((Path(run_dir) / EVAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == "traindesk.eval" else None
+
+
+# ----------------------------------------------------------------------------- images of the mistakes (for the GUI)
+
+
+def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -> list[tuple[np.ndarray, str]]:
+    """(uint8 HxW or HxWx3 image, caption) for the first misclassified samples; [] for non-image data."""
+    import numpy as np
+
+    from core.checkpoint import load_checkpoint
+    from core.config import from_dict
+    from core.data import ImageSplit, decode_image, load_data
+
+    items = full.get("misclassified", [])[:limit]
+    if not items:
+        return []
+    ckpt = load_checkpoint(run_dir)
+    info = ckpt["info"]
+    if not info.get("image_shape"):
+        return []
+    shape = tuple(int(s) for s in info["image_shape"])
+    out: list[tuple[np.ndarray, str]] = []
+    if all("path" in it for it in items):
+        for it in items:
+            out.append((_to_uint8(decode_image(it["path"], shape)), _caption(it)))
+        return out
+    cfg = from_dict(ckpt["config"])
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    if isinstance(data.val, ImageSplit):
+        return []
+    x = data.val.x.numpy()
+    for it in items:
+        if it["index"] < len(x):
+            out.append((_to_uint8(x[it["index"]].reshape(shape)), _caption(it)))
+    return out
+
+
+def _to_uint8(img: np.ndarray) -> np.ndarray:
+    """(C, H, W) floats -> HxW or HxWx3 uint8, stretched to the image's own range."""
+    import numpy as np
+
+    lo, hi = float(img.min()), float(img.max())
+    arr = ((img - lo) / (hi - lo or 1.0) * 255).astype(np.uint8)
+    return arr[0] if arr.shape[0] == 1 else np.ascontiguousarray(arr.transpose(1, 2, 0))
+
+
+def _caption(item: dict[str, Any]) -> str:
+    return f"true {item['true']} → {item['predicted']} ({item['confidence']:.0%})"
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def format_report(full: dict[str, Any]) -> str:
+    """A plain-text report: accuracy, per-class table, confusion matrix."""
+    lines = [f"accuracy {full['accuracy']:.4f} on {full['n']} validation samples "
+             f"(macro F1 {full['macro']['f1']:.4f}, {full['misclassified_total']} misclassified)", ""]
+    width = max(8, *(len(c["class"]) for c in full["per_class"]))
+    lines.append(f"{'class':<{width}} {'precision':>9} {'recall':>7} {'f1':>7} {'support':>8}")
+    for c in full["per_class"]:
+        lines.append(f"{c['class']:<{width}} {c['precision']:>9.4f} {c['recall']:>7.4f} {c['f1']:>7.4f} {c['support']:>8}")
+    lines += ["", "confusion matrix (rows: true, columns: predicted)"]
+    cm = full["confusion"]
+    cell = max(4, len(str(max((max(r) for r in cm), default=0))) + 1, *(len(c["class"]) + 1 for c in full["per_class"]))
+    names = [c["class"] for c in full["per_class"]]
+    lines.append(" " * width + "".join(f"{n:>{cell}}" for n in names))
+    for name, row in zip(names, cm):
+        lines.append(f"{name:<{width}}" + "".join(f"{v:>{cell}}" for v in row))
+    return "\n".join(lines) + "\n"
+
+
+def configure_cli(p: argparse.ArgumentParser) -> None:
+    """evaluate a run on its validation split (accuracy, per-class metrics, confusion matrix)"""
+    p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
+    p.add_argument("--json", action="store_true", help="print eval.json instead of the text report")
+    p.add_argument("--no-write", action="store_true", help="do not write eval.json or update summary.json")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    full = evaluate_run(Path(args.run_dir), write=not args.no_write)
+    sys.stdout.write(json.dumps(full, indent=2) + "\n" if args.json else format_report(full))
+    if not args.no_write:
+        sys.stderr.write(f"wrote {Path(args.run_dir) / EVAL_FILE}\n")
+    return 0
+
+
+register("evaluate", configure_cli, cmd_evaluate)
+

@@ -1,0 +1,843 @@
+"""Batch prediction with an exported model: ``traindesk predict MODEL INPUT``.
+
+MODEL is an export that runs on its own: ``.safetensors`` (core rebuilds the
+module from the metadata it carries, or the ``model.json`` beside it), a
+``.pt2`` torch.export program or an ``.onnx`` graph (onnxruntime); a ``.pt``
+state dict is accepted when a ``model.json`` beside it describes it. INPUT is
+a CSV, an NPZ or an image folder with the training features, raw (unscaled):
+every predictor standardises with the statistics it carries.
+
+With ``--workers N`` the rows are cut into fixed batches (the same batches
+whatever N is) and whole batches are dealt to N processes, so the output is
+identical to ``--workers 1`` byte for byte. Nothing here imports torch at
+module level: the CLI imports this module at start-up for every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import math
+import os
+import pickle
+import queue as queue_mod
+import re
+import signal
+import sys
+import time
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
+
+from core.cli import register
+from core.errors import DataError, RunError, UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+META_KEY = "traindesk.model"          # metadata key in .safetensors / .onnx; extra file name in .pt2
+PT2_EXTRA = "traindesk.model.json"
+META_FORMAT = "traindesk.model"
+SIDECAR = "model.json"
+RUNNABLE_SUFFIXES = (".safetensors", ".pt2", ".onnx", ".pt")
+BATCH_ROWS = 2048                      # fixed batch boundaries: results do not depend on --workers
+PROB_FORMAT = "%.7g"                   # float32 holds ~7 significant digits
+WORKER_DEATH_GRACE_S = 5.0
+
+
+# ----------------------------------------------------------------------------- the model with its preprocessing
+
+
+def stats_shape(input_shape: Sequence[int], n_stats: int, where: str) -> tuple[int, ...]:
+    """How mean/std broadcast over one sample: per feature (the sample's shape) or per image channel."""
+    if n_stats == math.prod(input_shape):
+        return tuple(input_shape)
+    if len(input_shape) == 3 and n_stats == input_shape[0]:
+        return (int(input_shape[0]), 1, 1)
+    raise RunError(f"{where}: {n_stats} standardisation statistics do not fit input shape {tuple(input_shape)}")
+
+
+@functools.cache
+def _standardized_class() -> type:
+    # Built on first use so that importing this module (every CLI start) does not import torch.
+    import torch
+    from torch import nn
+
+    class Standardized(nn.Module):
+        """Raw features in; the trained model behind the training standardisation; logits or probabilities out."""
+
+        mean: torch.Tensor
+        std: torch.Tensor
+
+        def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor, probabilities: bool) -> None:
+            super().__init__()
+            self.model = model
+            self.register_buffer("mean", mean)
+            self.register_buffer("std", std)
+            self.probabilities = probabilities
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            z = self.model((x - self.mean) / self.std)
+            return torch.softmax(z, dim=1) if self.probabilities else z
+
+    return Standardized
+
+
+def standardized(model: nn.Module, meta: dict[str, Any], output: str, where: str = "model") -> nn.Module:
+    """``model`` wrapped with the preprocessing that ``meta`` describes; output "logits" or "probabilities"."""
+    import torch
+
+    shape = [int(s) for s in meta["input"]["shape"]]
+    pre = meta["preprocessing"]
+    sshape = stats_shape(shape, len(pre["mean"]), where)
+    mean = torch.tensor(pre["mean"], dtype=torch.float32).reshape(sshape)
+    std = torch.tensor(pre["std"], dtype=torch.float32).reshape(sshape)
+    wrapped: nn.Module = _standardized_class()(model, mean, std, output == "probabilities")
+    return wrapped.eval()
+
+
+def rebuild_module(meta: dict[str, Any], state: dict[str, Any], where: str) -> nn.Module:
+    """The bare trained module (standardised input, logits out) from a description and its weights."""
+    from core.config import ConfigError, from_dict
+    from core.models import build_model
+
+    try:
+        model_cfg = from_dict({"model": meta["architecture"]}).model
+        image_shape = meta["input"].get("image_shape")
+        module = build_model(model_cfg, tuple(meta["input"]["shape"]), len(meta["classes"]),
+                             tuple(image_shape) if image_shape else None)
+    except (KeyError, TypeError, ConfigError) as exc:
+        raise RunError(f"{where}: its model description is unusable: {exc}") from None
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise RunError(f"{where}: weights do not fit the described model: {first[:200]}") from None
+    return module.eval()
+
+
+# ----------------------------------------------------------------------------- reading exports safely
+
+
+def load_state_dict_file(path: Path) -> dict[str, Any]:
+    """A ``.pt`` state dict, loaded with ``weights_only=True``: pickled code is refused, never run."""
+    import torch
+
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise RunError(
+            f"model: {path} holds pickled objects other than tensors and was refused (weights_only): {first[:160]}"
+        ) from None
+    except FileNotFoundError:
+        raise RunError(f"model: file not found: {path}") from None
+    except Exception as exc:
+        raise RunError(f"model: {path} is not a readable state dict ({type(exc).__name__})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise RunError(f"model: {path} is not a state dict (a mapping of names to tensors)")
+    return state
+
+
+def _check_meta(meta: Any, where: str) -> dict[str, Any]:
+    if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
+        raise RunError(f"{where}: not a TrainDesk model description")
+    for key in ("architecture", "input", "preprocessing", "classes"):
+        if key not in meta:
+            raise RunError(f"{where}: model description lacks {key!r}")
+    return meta
+
+
+def _parse_meta(text: str, where: str) -> dict[str, Any]:
+    try:
+        return _check_meta(json.loads(text), where)
+    except json.JSONDecodeError as exc:
+        raise RunError(f"{where}: model description is not valid JSON ({exc.msg})") from None
+
+
+def sidecar_entry(path: Path) -> dict[str, Any] | None:
+    """The ``model.json`` beside ``path`` with ``export`` set to this file's entry, if it lists the file."""
+    side = path.parent / SIDECAR
+    if not side.is_file():
+        return None
+    meta = _parse_meta(side.read_text(encoding="utf-8"), str(side))
+    entry = (meta.get("files") or {}).get(path.name)
+    if entry is None:
+        return None
+    return {**{k: v for k, v in meta.items() if k != "files"}, "export": entry}
+
+
+def _safetensors_meta(path: Path) -> dict[str, Any]:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as fh:
+            embedded = (fh.metadata() or {}).get(META_KEY)
+    except Exception as exc:  # safetensors raises its own error types for a corrupt header
+        raise RunError(f"model: {path} is not a readable .safetensors file ({type(exc).__name__})") from None
+    if embedded:
+        return _parse_meta(embedded, str(path))
+    meta = sidecar_entry(path)
+    if meta is None:
+        raise RunError(f"model: {path} carries no model description and no {SIDECAR} beside it lists it")
+    return meta
+
+
+def _pt2_meta(path: Path) -> dict[str, Any]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next((n for n in zf.namelist() if n.endswith("/extra/" + PT2_EXTRA)), None)
+            if name is not None:
+                return _parse_meta(zf.read(name).decode("utf-8"), str(path))
+    except zipfile.BadZipFile:
+        raise RunError(f"model: {path} is not a torch.export program (.pt2 archive)") from None
+    meta = sidecar_entry(path)
+    if meta is None:
+        raise RunError(f"model: {path} carries no TrainDesk model description")
+    return meta
+
+
+def _onnx_session(path: Path, threads: int = 0) -> Any:
+    try:
+        import onnxruntime as ort
+    except ModuleNotFoundError:
+        raise UserError(
+            f"model: running {path.name} needs onnxruntime, from the optional extra 'onnx': "
+            "pip install 'traindesk[onnx]'"
+        ) from None
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3  # errors only: onnxruntime warns about unused initializers otherwise
+    try:
+        return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise RunError(f"model: {path} is not a loadable ONNX model: {first[:200]}") from None
+
+
+def _onnx_meta(session: Any, path: Path) -> dict[str, Any]:
+    embedded = session.get_modelmeta().custom_metadata_map.get(META_KEY)
+    if embedded:
+        return _parse_meta(embedded, str(path))
+    meta = sidecar_entry(path)
+    if meta is None:
+        raise RunError(f"model: {path} carries no TrainDesk model description")
+    return meta
+
+
+def resolve_model_path(path: Path) -> Path:
+    """A model file; a ``model.json`` (or a folder holding one) stands for the first runnable file it lists."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        path = path / SIDECAR
+    if path.name.endswith(".json"):
+        if not path.is_file():
+            raise RunError(f"model: file not found: {path}")
+        meta = _parse_meta(path.read_text(encoding="utf-8"), str(path))
+        files = [path.parent / name for name in meta.get("files") or {}]
+        files.sort(key=lambda p: RUNNABLE_SUFFIXES.index(p.suffix) if p.suffix in RUNNABLE_SUFFIXES else 99)
+        runnable = [p for p in files if p.is_file() and p.suffix in RUNNABLE_SUFFIXES]
+        if not runnable:
+            raise RunError(f"model: {path} lists no model file that exists beside it")
+        return runnable[0]
+    if not path.is_file():
+        raise RunError(f"model: file not found: {path}")
+    if path.suffix not in RUNNABLE_SUFFIXES:
+        raise RunError(
+            f"model: {path} is not an exported model; use a .safetensors (with its model.json), .pt2 or .onnx file"
+        )
+    return path
+
+
+def read_model_meta(path: Path) -> dict[str, Any]:
+    """The description of an exported model (classes, input), without building it where possible."""
+    path = resolve_model_path(path)
+    if path.suffix == ".safetensors":
+        return _safetensors_meta(path)
+    if path.suffix == ".pt2":
+        return _pt2_meta(path)
+    if path.suffix == ".onnx":
+        return _onnx_meta(_onnx_session(path), path)
+    return _state_dict_meta(path)
+
+
+def _state_dict_meta(path: Path) -> dict[str, Any]:
+    meta = sidecar_entry(path)
+    if meta is None:
+        raise RunError(
+            f"model: {path} is a bare state dict (no architecture) and no {SIDECAR} beside it lists it; "
+            "export safetensors, torch-export or onnx to predict"
+        )
+    return meta
+
+
+# ----------------------------------------------------------------------------- predictors
+
+
+class Predictor:
+    """Raw features (numpy float32, batch first) in, class probabilities out."""
+
+    def __init__(self, path: Path, meta: dict[str, Any], run: Callable[[np.ndarray], np.ndarray], output: str) -> None:
+        self.path = path
+        self.meta = meta
+        self.output = output  # what ``run`` returns: "logits" or "probabilities"
+        self._run = run
+
+    @property
+    def classes(self) -> list[str]:
+        return [str(c) for c in self.meta["classes"]]
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return tuple(int(s) for s in self.meta["input"]["shape"])
+
+    def raw(self, x: np.ndarray) -> np.ndarray:
+        """The model's own output (logits or probabilities, see ``output``)."""
+        return self._run(x)
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        out = self._run(x)
+        return softmax(out) if self.output == "logits" else out
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+def _torch_runner(module: Callable[[Any], Any]) -> Callable[[np.ndarray], np.ndarray]:
+    import torch
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return module(torch.from_numpy(x)).detach().numpy()
+
+    return run
+
+
+def load_safetensors_predictor(path: Path, meta: dict[str, Any] | None = None) -> Predictor:
+    """Rebuild the module from the description (embedded, or ``meta`` e.g. from model.json) and the weights."""
+    from safetensors.torch import load_file
+
+    meta = meta or _safetensors_meta(path)
+    try:
+        state = load_file(str(path))
+    except Exception as exc:
+        raise RunError(f"model: {path} is not a readable .safetensors file ({type(exc).__name__})") from None
+    module = standardized(rebuild_module(meta, state, str(path)), meta, "probabilities", str(path))
+    return Predictor(path, meta, _torch_runner(module), "probabilities")
+
+
+def load_state_dict_predictor(path: Path, meta: dict[str, Any] | None = None) -> Predictor:
+    meta = meta or _state_dict_meta(path)
+    state = load_state_dict_file(path)
+    module = standardized(rebuild_module(meta, state, str(path)), meta, "probabilities", str(path))
+    return Predictor(path, meta, _torch_runner(module), "probabilities")
+
+
+def load_pt2_predictor(path: Path) -> Predictor:
+    import torch
+
+    extra = {PT2_EXTRA: ""}
+    try:
+        program = torch.export.load(str(path), extra_files=extra)
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        raise RunError(f"model: {path} is not a loadable torch.export program: {first[:200]}") from None
+    meta = _parse_meta(extra[PT2_EXTRA], str(path)) if extra[PT2_EXTRA] else _pt2_meta(path)
+    return Predictor(path, meta, _torch_runner(program.module()), meta["export"]["output"])
+
+
+def load_onnx_predictor(path: Path, threads: int = 0) -> Predictor:
+    session = _onnx_session(path, threads)
+    meta = _onnx_meta(session, path)
+    in_name = session.get_inputs()[0].name
+    out_name = session.get_outputs()[0].name
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return session.run([out_name], {in_name: x})[0]
+
+    return Predictor(path, meta, run, meta["export"]["output"])
+
+
+def load_predictor(path: Path, threads: int = 0) -> Predictor:
+    """Load any runnable export; ``threads`` > 0 caps this process's compute threads."""
+    path = resolve_model_path(path)
+    if threads > 0:
+        import torch
+
+        torch.set_num_threads(threads)
+    if path.suffix == ".safetensors":
+        return load_safetensors_predictor(path)
+    if path.suffix == ".pt2":
+        return load_pt2_predictor(path)
+    if path.suffix == ".onnx":
+        return load_onnx_predictor(path, threads)
+    return load_state_dict_predictor(path)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class PredictInput:
+    """Rows to predict: ids, and either raw features in memory or image files decoded on demand."""
+
+    ids: list[str]
+    x: np.ndarray | None = None
+    paths: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _csv_header(path: Path) -> list[str]:
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            header = next(csv.reader(fh), None)
+    except UnicodeDecodeError:
+        raise DataError(f"predict: {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise DataError(f"predict: cannot read {path}: {exc.strerror}") from None
+    if not header:
+        raise DataError(f"predict: {path} is empty")
+    return [h.strip() for h in header]
+
+
+def _loadtxt(path: Path, usecols: list[int], dtype: Any) -> np.ndarray:
+    import numpy as np
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": reported below as one line
+            return np.loadtxt(path, delimiter=",", skiprows=1, usecols=usecols, dtype=dtype, ndmin=2,
+                              encoding="utf-8-sig", quotechar='"')
+    except ValueError as exc:
+        raise DataError(f"predict: {path}: {_where_in_csv(str(exc), path)}") from None
+
+
+def _where_in_csv(message: str, path: Path) -> str:
+    """numpy's "could not convert string 'x' to float32 at row R, column C." as a line and a column name."""
+    first = (message.splitlines() or [""])[0].rstrip(".")
+    found = re.search(r"^(.*) at row (\d+), column (\d+)$", first)
+    if not found:
+        return first[:200]
+    what, row, col = found.group(1), int(found.group(2)), int(found.group(3))
+    header = _csv_header(path)
+    name = f" ({header[col - 1]!r})" if 0 < col <= len(header) else ""
+    return f"{what[:120]} at data row {row + 1}, column {col}{name}"
+
+
+def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
+    """The model's feature columns, by name, from a CSV; an ``id`` column, if any, names the rows."""
+    import numpy as np
+
+    header = _csv_header(path)
+    features = [str(f) for f in meta["input"].get("features") or []]
+    n_features = math.prod(int(s) for s in meta["input"]["shape"])
+    if len(features) != n_features:
+        raise DataError(f"predict: the model takes {n_features} values per sample, not CSV columns; give an NPZ")
+    index = {name: i for i, name in enumerate(header)}
+    missing = [f for f in features if f not in index]
+    if missing:
+        raise DataError(
+            f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
+            + ", ".join(repr(m) for m in missing[:4])
+        )
+    x = _loadtxt(path, [index[f] for f in features], np.float32)
+    if x.shape[0] == 0:
+        raise DataError(f"predict: {path} has a header but no data rows")
+    _check_finite(x, path)
+    if "id" in index:
+        ids = [str(v) for v in _loadtxt(path, [index["id"]], str)[:, 0]]
+    else:
+        ids = [str(i) for i in range(x.shape[0])]
+    return PredictInput(ids, x=x.reshape((x.shape[0], *meta["input"]["shape"])))
+
+
+def _check_finite(x: np.ndarray, path: Path) -> None:
+    import numpy as np
+
+    bad = ~np.isfinite(x)
+    if bad.any():
+        row = int(np.flatnonzero(bad.any(axis=tuple(range(1, x.ndim))))[0])
+        raise DataError(f"predict: {path} has a NaN or infinite value (row {row})")
+
+
+def read_npz_input(path: Path, meta: dict[str, Any]) -> PredictInput:
+    """Array ``x`` (N, ...) from an NPZ; an ``id``/``ids`` array, if any, names the rows."""
+    import numpy as np
+
+    shape = tuple(int(s) for s in meta["input"]["shape"])
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            key = next((k for k in ("x", "X", "features") if k in npz.files), None)
+            if key is None:
+                raise DataError(f"predict: {path} needs an array 'x'; has: " + ", ".join(sorted(npz.files)))
+            x = np.asarray(npz[key])
+            id_key = next((k for k in ("id", "ids") if k in npz.files), None)
+            ids_arr = np.asarray(npz[id_key]) if id_key else None
+    except DataError:
+        raise
+    except Exception as exc:  # numpy raises many types for a corrupt archive
+        raise DataError(f"predict: {path} is not a readable .npz file ({type(exc).__name__})") from None
+    if x.ndim < 1 or x.shape[0] == 0 or not np.issubdtype(x.dtype, np.number):
+        raise DataError(f"predict: {path}: x must be a non-empty numeric array (N, ...), got {x.dtype} {x.shape}")
+    if math.prod(x.shape[1:]) != math.prod(shape):
+        raise DataError(f"predict: {path}: x has samples of shape {x.shape[1:]}, the model takes {shape}")
+    x = np.ascontiguousarray(x.reshape((x.shape[0], *shape)), dtype=np.float32)
+    _check_finite(x, path)
+    if ids_arr is not None and ids_arr.shape[:1] == x.shape[:1]:
+        ids = [str(v) for v in ids_arr.tolist()]
+    else:
+        ids = [str(i) for i in range(x.shape[0])]
+    return PredictInput(ids, x=x)
+
+
+def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
+    """Every image under ``root`` (recursively, sorted); ids are their paths relative to ``root``."""
+    from core.data import IMAGE_SUFFIXES
+
+    shape = [int(s) for s in meta["input"]["shape"]]
+    if len(shape) != 3:
+        raise DataError(
+            f"predict: {root} is an image folder but the model takes {math.prod(shape)} tabular features; "
+            "give a CSV or NPZ"
+        )
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise DataError(f"predict: {root} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
+    return PredictInput([p.relative_to(root).as_posix() for p in files], paths=tuple(str(p) for p in files))
+
+
+def read_input(path: Path, meta: dict[str, Any]) -> PredictInput:
+    path = Path(path).expanduser()
+    if path.is_dir():
+        return read_image_input(path, meta)
+    if not path.is_file():
+        raise DataError(f"predict: input not found: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return read_csv_input(path, meta)
+    if suffix == ".npz":
+        return read_npz_input(path, meta)
+    raise DataError(f"predict: {path}: input must be a .csv, a .npz or an image folder")
+
+
+# ----------------------------------------------------------------------------- predicting and formatting
+
+
+def _batch(inp: PredictInput, x: Any, start: int, stop: int, shape: Sequence[int]) -> np.ndarray:
+    """Raw rows ``start:stop`` as float32 (decoding images if needed)."""
+    import numpy as np
+
+    if inp.paths:
+        from core.data import decode_image
+
+        return np.stack([decode_image(p, tuple(shape)) for p in inp.paths[start:stop]])
+    return np.asarray(x[start:stop], dtype=np.float32)
+
+
+def predict_rows(predictor: Predictor, inp: PredictInput, x: Any, start: int, stop: int,
+                 batch_rows: int = BATCH_ROWS) -> np.ndarray:
+    """Probabilities for rows ``start:stop``; ``start`` must be a multiple of ``batch_rows``."""
+    import numpy as np
+
+    out = np.empty((stop - start, len(predictor.classes)), dtype=np.float32)
+    for b in range(start, stop, batch_rows):
+        e = min(b + batch_rows, stop)
+        out[b - start:e - start] = predictor.probabilities(_batch(inp, x, b, e, predictor.input_shape))
+    return out
+
+
+_CSV_SPECIAL = (",", '"', "\r", "\n")
+
+
+def _csv_field(text: str) -> str:
+    """Quoted as the csv module does (QUOTE_MINIMAL) when it holds a comma, a quote or a line break."""
+    if any(c in text for c in _CSV_SPECIAL):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _csv_fields(texts: Sequence[str]) -> Sequence[str]:
+    joined = "\x00".join(texts)  # one scan for the common case: no id needs quoting
+    if not any(c in joined for c in _CSV_SPECIAL):
+        return texts
+    return [_csv_field(t) for t in texts]
+
+
+def csv_header(classes: Sequence[str]) -> str:
+    return ",".join(["id", "predicted"] + [_csv_field(f"prob_{c}") for c in classes]) + "\n"
+
+
+def format_rows(ids: Sequence[str], probs: np.ndarray, classes: Sequence[str]) -> str:
+    """CSV lines ``id,predicted,prob_...`` for these rows (one format string per row: the fast path)."""
+    names = [_csv_field(c) for c in classes]
+    template = "%s,%s," + ",".join([PROB_FORMAT] * len(classes)) + "\n"
+    best = probs.argmax(axis=1).tolist()
+    return "".join(
+        template % (i, names[k], *row) for i, k, row in zip(_csv_fields(ids), best, probs.tolist())
+    )
+
+
+@dataclass
+class Predictions:
+    """Predicted classes and probabilities for every input row, in input order."""
+
+    ids: list[str]
+    classes: list[str]
+    probs: np.ndarray
+    chunks: list[str]  # the CSV body, already formatted (by the workers when there are several)
+    model_path: Path
+    workers: int
+    seconds: float
+
+    @property
+    def predicted(self) -> list[str]:
+        return [self.classes[k] for k in self.probs.argmax(axis=1).tolist()]
+
+    def csv_text(self) -> str:
+        return csv_header(self.classes) + "".join(self.chunks)
+
+    def write_csv(self, fh: IO[str]) -> None:
+        fh.write(csv_header(self.classes))
+        for chunk in self.chunks:
+            fh.write(chunk)
+
+    def save(self, path: Path) -> None:
+        """Write the CSV atomically: a failed write leaves no partial file."""
+        from core.runlog import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(path, self.csv_text().encode("utf-8"))
+        except OSError as exc:
+            raise UserError(f"predict: cannot write {path}: {exc.strerror or exc}") from None
+        usual_mode(path)
+
+
+def shard_bounds(n_rows: int, workers: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, int]]:
+    """Contiguous row ranges of whole batches, one per worker (no empty ones)."""
+    n_batches = max(1, math.ceil(n_rows / batch_rows))
+    workers = max(1, min(workers, n_batches))
+    bounds = []
+    for k in range(workers):
+        b0, b1 = k * n_batches // workers, (k + 1) * n_batches // workers
+        lo, hi = b0 * batch_rows, min(b1 * batch_rows, n_rows)
+        if hi > lo:
+            bounds.append((lo, hi))
+    return bounds
+
+
+def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: int = BATCH_ROWS) -> Predictions:
+    """Predict every row of ``input_path`` with the exported model at ``model_path``."""
+    if workers < 1 or workers > 256:
+        raise UserError(f"predict: --workers must be from 1 to 256, got {workers}")
+    t0 = time.perf_counter()
+    model_path = resolve_model_path(Path(model_path))
+    if workers == 1:
+        inp, classes, probs, chunks = _predict_here(model_path, Path(input_path), batch_rows)
+        used = 1
+    else:
+        from core import launcher
+
+        launcher.warm_up()  # boot the forkserver (torch preloaded) while this process reads the input
+        meta = read_model_meta(model_path)
+        inp = read_input(Path(input_path), meta)
+        _check_shape(inp, meta, Path(input_path))
+        classes = [str(c) for c in meta["classes"]]
+        probs, chunks, used = _predict_in_processes(model_path, inp, len(classes), workers, batch_rows)
+    return Predictions(inp.ids, classes, probs, chunks, model_path, used, time.perf_counter() - t0)
+
+
+def _predict_here(model_path: Path, input_path: Path,
+                  batch_rows: int) -> tuple[PredictInput, list[str], np.ndarray, list[str]]:
+    """One worker: this process, its default threads, no copies."""
+    predictor = load_predictor(model_path)
+    inp = read_input(input_path, predictor.meta)
+    _check_shape(inp, predictor.meta, input_path)
+    probs = predict_rows(predictor, inp, inp.x, 0, len(inp), batch_rows)
+    return inp, predictor.classes, probs, [format_rows(inp.ids, probs, predictor.classes)]
+
+
+def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
+    shape = tuple(int(s) for s in meta["input"]["shape"])
+    if inp.x is not None and tuple(inp.x.shape[1:]) != shape:
+        raise DataError(f"predict: {path}: samples have shape {tuple(inp.x.shape[1:])}, the model takes {shape}")
+
+
+# ----------------------------------------------------------------------------- worker processes
+
+
+@dataclass(frozen=True)
+class ShardJob:
+    """What one prediction worker does: picklable under spawn/forkserver."""
+
+    rank: int
+    model_path: str
+    start: int
+    stop: int
+    batch_rows: int
+    threads: int
+    parent_pid: int
+
+
+def predict_worker(job: ShardJob, inp: PredictInput, x: Any, out: Any, results: Any) -> None:
+    """Process entry point: predict rows start:stop into the shared ``out``; send the CSV text back."""
+    from core import launcher
+
+    launcher.die_with_parent(job.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us cleanly
+    try:
+        predictor = load_predictor(Path(job.model_path), threads=job.threads)
+        probs = predict_rows(predictor, inp, x, job.start, job.stop, job.batch_rows)
+        out[job.start:job.stop] = _as_tensor(probs)
+        text = format_rows(inp.ids[job.start:job.stop], probs, predictor.classes)
+        results.put(("ok", job.rank, text, ""))
+    except UserError as exc:
+        results.put(("error", job.rank, str(exc), "input"))
+    except Exception as exc:  # the parent reports it as one line
+        first = (str(exc).splitlines() or [""])[0]
+        results.put(("error", job.rank, f"predict: worker {job.rank}: {type(exc).__name__}: {first[:200]}", "bug"))
+
+
+def _as_tensor(a: np.ndarray) -> torch.Tensor:
+    import torch
+
+    return torch.from_numpy(a)
+
+
+def _predict_in_processes(model_path: Path, inp: PredictInput, n_classes: int, workers: int,
+                          batch_rows: int) -> tuple[np.ndarray, list[str], int]:
+    import torch
+
+    from core import launcher
+
+    ctx = launcher.get_context()
+    bounds = shard_bounds(len(inp), workers, batch_rows)
+    threads = max(1, (os.cpu_count() or 1) // len(bounds))
+    # Features and results live in shared memory: workers map them, nothing large is pickled.
+    x = torch.from_numpy(inp.x).share_memory_() if inp.x is not None else None
+    shard_inp = PredictInput(inp.ids, paths=inp.paths)  # the ids travel once per worker; x goes shared
+    out = torch.zeros((len(inp), n_classes), dtype=torch.float32).share_memory_()
+    results = ctx.Queue()
+    procs = []
+    try:
+        for rank, (lo, hi) in enumerate(bounds):
+            job = ShardJob(rank, str(model_path), lo, hi, batch_rows, threads, os.getpid())
+            proc = ctx.Process(target=predict_worker, args=(job, shard_inp, x, out, results),
+                               name=f"traindesk-predict-{rank}", daemon=False)
+            proc.start()
+            procs.append(proc)
+        texts = _collect(procs, results)
+    except BaseException:
+        _end_processes(procs, grace_s=0.0)  # a failed shard makes the others pointless: stop them now
+        raise
+    finally:
+        _end_processes(procs, grace_s=5.0)
+        results.close()
+        results.cancel_join_thread()
+    return out.numpy(), [texts[r] for r in range(len(bounds))], len(bounds)
+
+
+def _collect(procs: list[Any], results: Any) -> dict[int, str]:
+    """Each worker's CSV text; the first error (or a dead worker) raises."""
+    texts: dict[int, str] = {}
+    dead_since: dict[int, float] = {}
+    while len(texts) < len(procs):
+        try:
+            kind, rank, payload, why = results.get(timeout=0.1)
+        except queue_mod.Empty:
+            _check_alive(procs, texts, dead_since)
+            continue
+        if kind == "error":
+            raise (UserError(payload) if why == "input" else RuntimeError(payload))
+        texts[rank] = payload
+    return texts
+
+
+def _check_alive(procs: list[Any], texts: dict[int, str], dead_since: dict[int, float]) -> None:
+    now = time.monotonic()
+    for rank, proc in enumerate(procs):
+        if rank in texts or proc.is_alive():
+            continue
+        # a worker that exited cleanly has its result in the pipe; give the reader a moment
+        if proc.exitcode != 0 or now - dead_since.setdefault(rank, now) > WORKER_DEATH_GRACE_S:
+            raise RuntimeError(f"predict: worker {rank} (pid {proc.pid}) died with exit code {proc.exitcode}")
+
+
+def _end_processes(procs: list[Any], grace_s: float) -> None:
+    for proc in procs:
+        proc.join(grace_s)
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(2.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(2.0)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def usual_mode(path: Path) -> None:
+    """The mode a plain ``open(path, "w")`` gives: atomic writes go through mkstemp (0600), outputs are for sharing."""
+    try:
+        path.chmod(0o666 & ~_umask())
+    except OSError:
+        pass
+
+
+def _umask() -> int:
+    # read, not os.umask(0)-and-back: that would briefly change it for every thread (the GUI exports off-thread)
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def configure_cli(p: argparse.ArgumentParser) -> None:
+    """predict classes for a CSV, NPZ or image folder with an exported model"""
+    p.add_argument("model", help="exported model: .safetensors (with model.json), .pt2 or .onnx")
+    p.add_argument("input", help="CSV or NPZ with the training features, or an image folder")
+    p.add_argument("--out", help="predictions CSV (default: standard output)")
+    p.add_argument("--workers", type=int, default=1, help="processes to split the input across")
+    p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help=argparse.SUPPRESS)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    if args.batch_rows < 1:
+        raise UserError(f"predict: --batch-rows must be at least 1, got {args.batch_rows}")
+    out = Path(args.out).expanduser() if args.out else None
+    if out is not None and not out.parent.is_dir():
+        raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
+    result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows)
+    if out is None:
+        try:
+            result.write_csv(sys.stdout)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. `| head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    result.save(out)
+    rate = len(result.ids) / max(result.seconds, 1e-9)
+    sys.stderr.write(f"predicted {len(result.ids):,} rows with {result.model_path.name} in {result.seconds:.2f} s "
+                     f"({rate:,.0f} rows/s, {result.workers} worker(s))\n")
+    print(out)
+    return 0
+
+
+register("predict", configure_cli, cmd_predict)

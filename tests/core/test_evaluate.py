@@ -1,0 +1,147 @@
+"""Evaluation: metrics agree with scikit-learn; eval.json and summary.json for a run; the session hook."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn import metrics as skm
+
+from core.evaluate import (
+    attach_evaluation, compact, confusion_matrix, evaluate_run, metrics_from_confusion, misclassified_images, report,
+)
+from core.errors import RunError
+from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 6).flatmap(lambda k: st.tuples(
+    st.just(k), st.lists(st.tuples(st.integers(0, k - 1), st.integers(0, k - 1)), min_size=1, max_size=80))))
+def test_metrics_agree_with_sklearn(case: tuple[int, list[tuple[int, int]]]) -> None:
+    k, pairs = case
+    y_true = np.array([a for a, _ in pairs])
+    y_pred = np.array([b for _, b in pairs])
+    cm = confusion_matrix(y_true, y_pred, k)
+    assert (cm == skm.confusion_matrix(y_true, y_pred, labels=list(range(k)))).all()
+    m = metrics_from_confusion(cm, [f"c{i}" for i in range(k)])
+    p, r, f, s = skm.precision_recall_fscore_support(y_true, y_pred, labels=list(range(k)), zero_division=0)
+    assert m["accuracy"] == pytest.approx(skm.accuracy_score(y_true, y_pred))
+    assert [c["precision"] for c in m["per_class"]] == pytest.approx(p)
+    assert [c["recall"] for c in m["per_class"]] == pytest.approx(r)
+    assert [c["f1"] for c in m["per_class"]] == pytest.approx(f)
+    assert [c["support"] for c in m["per_class"]] == list(s)
+    mp, mr, mf, _ = skm.precision_recall_fscore_support(y_true, y_pred, labels=list(range(k)), average="macro",
+                                                        zero_division=0)
+    assert (m["macro"]["precision"], m["macro"]["recall"], m["macro"]["f1"]) == pytest.approx((mp, mr, mf))
+    json.dumps(m, allow_nan=False)  # JSON-safe: no NaN for a class never predicted
+
+
+def test_report_lists_the_most_confident_mistakes_first() -> None:
+    probs = np.array([[0.9, 0.1], [0.2, 0.8], [0.4, 0.6], [0.3, 0.7]], dtype=np.float32)
+    full = report(np.array([0, 0, 0, 1]), probs, ["a", "b"], paths=["p0", "p1", "p2", "p3"])
+    assert full["misclassified_total"] == 2
+    assert [m["index"] for m in full["misclassified"]] == [1, 2]
+    assert full["misclassified"][0] == {"index": 1, "true": "a", "predicted": "b", "confidence": 0.8, "path": "p1"}
+    assert full["confusion"] == [[1, 2], [0, 1]]
+    small = compact(full)
+    assert small["accuracy"] == 0.5 and small["file"] == "eval.json" and small["worst_class"] == {"class": "a", "f1": 0.5}  # a tie: by name
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_run(tmp_path_factory.mktemp("evalruns"))
+
+
+def test_evaluate_run_writes_eval_json_and_summary(digits_run: Path) -> None:
+    full = evaluate_run(digits_run)
+    _, y, probs = raw_validation(digits_run)  # the same seeded split, evaluated independently
+    assert full["n"] == len(y) == 359
+    assert full["accuracy"] == pytest.approx(float((probs.argmax(1) == y.numpy()).mean()))
+    assert np.array(full["confusion"]).sum() == full["n"]
+    on_disk = json.loads((digits_run / "eval.json").read_text())
+    assert on_disk["per_class"] == full["per_class"] and on_disk["split"] == "validation"
+    summary = json.loads((digits_run / "summary.json").read_text())
+    assert summary["status"] == "finished"  # the rest of the summary is kept
+    assert summary["evaluation"] == compact(full)
+    assert len(json.dumps(summary["evaluation"])) < 400  # compact
+
+
+def test_cli_evaluate(digits_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "evaluate", str(digits_run), "--no-write")
+    assert code == 0, err
+    assert out.startswith("accuracy ") and "confusion matrix (rows: true, columns: predicted)" in out
+    code, out, err = run_cli(capsys, "evaluate", str(digits_run), "--json", "--no-write")
+    assert code == 0 and json.loads(out)["format"] == "traindesk.eval"
+    code, out, err = run_cli(capsys, "evaluate", str(tmp_path / "nope"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "run directory not found" in err
+
+
+def test_changed_data_is_refused(tmp_path: Path) -> None:
+    src = tmp_path / "d.csv"
+    src.write_text("a,b,label\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(40)))
+    run_dir = make_run(tmp_path / "runs", source=f"csv:{src}", steps=5)
+    assert evaluate_run(run_dir, write=False)["n"] == 8
+    src.write_text("a,b,label\n" + "".join(f"{i * 10},{i % 3},{i % 2}\n" for i in range(40)))
+    with pytest.raises(RunError, match="data source has changed"):
+        evaluate_run(run_dir)
+
+
+def test_session_hook_adds_evaluation_and_never_raises(digits_run: Path, tmp_path: Path) -> None:
+    from core.checkpoint import load_checkpoint, model_from_checkpoint
+    from core.config import from_dict
+    from core.data import load_data
+
+    ckpt = load_checkpoint(digits_run)
+    model = model_from_checkpoint(ckpt)
+    data = load_data(from_dict(ckpt["config"]).data, seed=0, share=False)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    summary = {"status": "finished", "final": {"val_accuracy": 0.9}}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    new = attach_evaluation(run_dir, lambda: model, data, summary)
+    assert new is not None and new["evaluation"]["n"] == 359 and new["final"] == summary["final"]
+    assert json.loads((run_dir / "summary.json").read_text()) == new
+    assert (run_dir / "eval.json").is_file()
+
+    failed = {"status": "failed", "error": "worker died"}
+    assert attach_evaluation(run_dir, lambda: model, data, failed) is failed  # a failed run is not evaluated
+
+    wrong = torch.nn.Linear(3, 10)  # does not take 64 features: evaluation raises inside the hook
+    broken = attach_evaluation(run_dir, lambda: wrong, data, dict(summary))
+    assert broken is not None and "error" in broken["evaluation"]
+    assert json.loads((run_dir / "summary.json").read_text())["evaluation"] == broken["evaluation"]
+
+    def no_model() -> torch.nn.Module:
+        raise RuntimeError("no model: the session has not started")
+
+    assert "no model" in attach_evaluation(run_dir, no_model, data, dict(summary))["evaluation"]["error"]
+
+
+def test_misclassified_images_for_digits(digits_run: Path) -> None:
+    full = evaluate_run(digits_run, write=False)
+    images = misclassified_images(digits_run, full, limit=5)
+    assert len(images) == min(5, full["misclassified_total"])
+    for img, caption in images:
+        assert img.shape == (8, 8) and img.dtype == np.uint8 and caption.startswith("true ")
+
+
+def test_image_folder_mistakes_come_with_their_files(tmp_path: Path) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(2)
+    for cls, level in (("dark", 110), ("light", 140)):  # close levels: a briefly trained model errs
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(15):
+            Image.fromarray(np.clip(rng.normal(level, 60, (6, 6, 3)), 0, 255).astype(np.uint8)).save(
+                tmp_path / "imgs" / cls / f"{i}.png")
+    run_dir = make_run(tmp_path / "runs", source=f"images:{tmp_path / 'imgs'}", steps=1)
+    full = evaluate_run(run_dir)
+    assert full["n"] == 6 and all(Path(m["path"]).is_file() for m in full["misclassified"])
+    images = misclassified_images(run_dir, full)
+    assert len(images) == full["misclassified_total"] >= 1
+    assert all(img.shape == (6, 6, 3) and img.dtype == np.uint8 for img, _ in images)

@@ -1,0 +1,175 @@
+"""Batch prediction: every runnable format, CSV/NPZ/image inputs, --workers N identical to --workers 1."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.errors import UserError
+from core.predict import BATCH_ROWS, predict, read_model_meta, shard_bounds
+from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A digits run and its exports: {"run": run_dir, ".safetensors": path, ".pt2": path, ".onnx": path}."""
+    from core.export import export_run
+
+    root = tmp_path_factory.mktemp("predict")
+    run_dir = make_run(root / "runs")
+    paths = {"run": run_dir}
+    (root / "exports").mkdir()
+    formats = ["safetensors", "torch-export", "state-dict"]
+    try:
+        import onnxruntime  # noqa: F401
+        import onnxscript  # noqa: F401
+
+        formats.append("onnx")
+    except ModuleNotFoundError:
+        pass
+    for fmt in formats:
+        result = export_run(run_dir, fmt, root / "exports")
+        paths[result.path.suffix] = result.path
+    return paths
+
+
+@pytest.fixture(scope="module")
+def inputs(exported: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The validation rows, raw, as a CSV (shuffled columns, an id column, the label) and as an NPZ."""
+    root = tmp_path_factory.mktemp("inputs")
+    raw, y, _ = raw_validation(exported["run"])
+    x = raw.numpy()
+    features = read_model_meta(exported[".safetensors"])["input"]["features"]
+    order = list(reversed(range(len(features))))  # columns out of training order: matched by name
+    with (root / "val.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["label"] + [features[j] for j in order] + ["id"])
+        for i, row in enumerate(x):
+            w.writerow([int(y[i])] + [repr(float(row[j])) for j in order] + [f"row-{i}"])
+    np.savez(root / "val.npz", x=x, y=y.numpy())
+    return {"csv": root / "val.csv", "npz": root / "val.npz"}
+
+
+def _rows(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def _formats(exported: dict[str, Path]) -> list[str]:
+    return [s for s in (".safetensors", ".pt2", ".onnx") if s in exported]
+
+
+def test_every_format_predicts_like_the_trained_model(exported: dict[str, Path], inputs: dict[str, Path]) -> None:
+    _, y, want = raw_validation(exported["run"])
+    for suffix in _formats(exported) + [".pt"]:
+        for kind in ("csv", "npz"):
+            res = predict(exported[suffix], inputs[kind])
+            assert res.probs.shape == want.shape, (suffix, kind)
+            assert np.abs(res.probs - want).max() <= 1e-4, (suffix, kind)
+            assert res.predicted == [str(k) for k in want.argmax(1)]
+    rows = _rows(predict(exported[".safetensors"], inputs["csv"]).csv_text())
+    assert rows[0] == ["id", "predicted"] + [f"prob_{k}" for k in range(10)]
+    assert rows[1][0] == "row-0" and len(rows) == len(want) + 1
+    assert abs(sum(float(v) for v in rows[1][2:]) - 1) < 1e-5
+
+
+def test_workers_2_equals_workers_1_row_for_row(exported: dict[str, Path], inputs: dict[str, Path],
+                                                tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for suffix in _formats(exported):
+        outs = []
+        for workers in ("1", "2"):
+            out = tmp_path / f"pred{suffix}-{workers}.csv"
+            # small batches: the 359 rows make 6 batches, dealt 3 and 3 to two processes
+            code, stdout, err = run_cli(capsys, "predict", str(exported[suffix]), str(inputs["csv"]),
+                                        "--out", str(out), "--workers", workers, "--batch-rows", "64")
+            assert code == 0, err
+            assert stdout.strip() == str(out) and f"{workers} worker(s)" in err
+            outs.append(out.read_text())
+        one, two = _rows(outs[0]), _rows(outs[1])
+        assert len(one) == 360
+        for a, b in zip(one, two):
+            assert a == b, suffix
+
+
+def test_model_json_or_its_folder_stand_for_the_model(exported: dict[str, Path], inputs: dict[str, Path]) -> None:
+    folder = exported[".safetensors"].parent
+    for model in (folder / "model.json", folder):
+        res = predict(model, inputs["npz"])
+        assert res.model_path == exported[".safetensors"]  # the first runnable file model.json lists
+
+
+def test_stdout_when_no_out(exported: dict[str, Path], inputs: dict[str, Path],
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "predict", str(exported[".pt2"]), str(inputs["npz"]))
+    assert code == 0, err
+    rows = _rows(out)
+    assert rows[0][:2] == ["id", "predicted"] and rows[1][0] == "0" and len(rows) == 360
+
+
+def test_shards_are_whole_batches() -> None:
+    assert shard_bounds(10, 4, 4) == [(0, 4), (4, 8), (8, 10)]  # 3 batches: only 3 workers get work
+    assert shard_bounds(BATCH_ROWS * 5 + 1, 2) == [(0, BATCH_ROWS * 3), (BATCH_ROWS * 3, BATCH_ROWS * 5 + 1)]
+    for n, w in ((1, 8), (1000, 3), (4097, 2)):
+        bounds = shard_bounds(n, w, 128)
+        assert bounds[0][0] == 0 and bounds[-1][1] == n
+        assert all(lo % 128 == 0 and hi > lo for lo, hi in bounds)
+        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+
+
+def test_image_folder_input(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from core.export import export_run
+
+    rng = np.random.default_rng(1)
+    for cls, level in (("dark", 40), ("light", 200)):
+        (tmp_path / "imgs" / cls).mkdir(parents=True)
+        for i in range(10):
+            arr = np.clip(rng.normal(level, 30, (8, 8)), 0, 255).astype(np.uint8)
+            Image.fromarray(arr).save(tmp_path / "imgs" / cls / f"{i}.png")
+    run_dir = make_run(tmp_path / "runs", source=f"images:{tmp_path / 'imgs'}", steps=40)
+    model = export_run(run_dir, "safetensors", tmp_path / "m.safetensors").path
+    res = predict(model, tmp_path / "imgs")
+    assert res.ids[0] == "dark/0.png" and len(res.ids) == 20
+    assert res.predicted.count("dark") == 10 and res.predicted.count("light") == 10
+    (tmp_path / "imgs" / "dark" / "broken.png").write_bytes(b"not a png")
+    with pytest.raises(UserError, match="cannot decode image .*broken.png"):
+        predict(model, tmp_path / "imgs", workers=2, batch_rows=4)  # the error comes from a worker process
+
+
+def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    model = str(exported[".safetensors"])
+    (tmp_path / "nofeat.csv").write_text("id,a,b\n1,2,3\n")
+    (tmp_path / "text.csv").write_text(_corrupt_csv(inputs["csv"]))
+    np.savez(tmp_path / "shape.npz", x=np.zeros((3, 5), np.float32))
+    (tmp_path / "notes.txt").write_text("hello")
+    (tmp_path / "bare.pt").write_bytes(exported[".pt"].read_bytes())
+    cases = [
+        ([model, str(tmp_path / "nofeat.csv")], "lacks 64 of the model's 64 feature columns"),
+        ([model, str(tmp_path / "text.csv")], "could not convert"),
+        ([model, str(tmp_path / "shape.npz")], "the model takes (64,)"),
+        ([model, str(tmp_path / "missing.csv")], "input not found"),
+        ([model, str(tmp_path / "notes.txt")], "must be a .csv, a .npz or an image folder"),
+        ([model, str(tmp_path)], "image folder but the model takes 64 tabular features"),
+        ([str(tmp_path / "notes.txt"), str(inputs["csv"])], "is not an exported model"),
+        ([str(tmp_path / "bare.pt"), str(inputs["csv"])], "bare state dict"),
+        ([model, str(inputs["csv"]), "--workers", "0"], "--workers must be from 1 to 256"),
+        ([model, str(inputs["csv"]), "--out", str(tmp_path / "no" / "p.csv")], "does not exist"),
+    ]
+    for args, message in cases:
+        code, out, err = run_cli(capsys, "predict", *args)
+        assert code == 2, (args, err)
+        assert len(err.strip().splitlines()) == 1 and message in err, (args, err)
+        assert out == ""
+
+
+def _corrupt_csv(path: Path) -> str:
+    lines = path.read_text().splitlines()
+    cells = lines[3].split(",")
+    cells[5] = "abc"
+    lines[3] = ",".join(cells)
+    return "\n".join(lines) + "\n"
