@@ -1,0 +1,595 @@
+"""The main window: configuration on the left, live plots and the log on the right.
+
+Everything here runs in the GUI thread. Slow work (starting or stopping a
+run, describing a dataset, reading a past run) happens on background
+threads (RunController, ConfigPanel, BackgroundCalls) and comes back by
+signal; records arrive in batches of at most ~30 a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea,
+    QSplitter, QToolBar, QVBoxLayout, QWidget,
+)
+
+from app import icons
+from app.banner import Banner
+from app.config_panel import ConfigPanel
+from app.gc_policy import GuiGarbageCollector
+from app.log_pane import LogPane
+from app.plots import PlotsPanel
+from app.run_controller import RunController
+from app.run_data import ProgressTracker, format_duration
+from app.settings import AppSettings
+from app.tasks import BackgroundCalls
+from app.theme import Theme, apply_theme, get_theme
+from core.config import Config, ConfigError, load_config, parse_toml, save_config
+from core.runlog import list_runs, read_metrics, read_summary
+
+STATE_TEXT = {
+    "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused",
+    "stopping": "Stopping…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
+}
+RECENT_RUNS = 12
+# The export dialog comes with the export feature; without it the action stays off and says so.
+EXPORT_AVAILABLE = importlib.util.find_spec("app.export_dialog") is not None
+PROGRESS_STEPS = 1000
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, settings: AppSettings | None = None, runs_dir: str | None = None) -> None:
+        super().__init__()
+        self.setObjectName("main_window")
+        self.setWindowTitle("TrainDesk")
+        self.settings = settings or AppSettings()
+        self._runs_dir_override = runs_dir
+        # Closing mid-run asks first; tests and scripts set this to False to skip the dialog.
+        self.ask_before_close = True
+        self._close_when_ended = False
+        self._theme: Theme = get_theme(self.settings.theme)
+        self._progress: ProgressTracker | None = None
+        self._calls = BackgroundCalls(self)
+        self.viewing_run: Path | None = None
+        self._gc = GuiGarbageCollector(self)
+
+        self.controller = RunController(self)
+        self.controller.state_changed.connect(self._on_state_changed)
+        self.controller.records.connect(self._on_records)
+        self.controller.start_failed.connect(self._on_start_failed)
+        self.controller.run_started.connect(self._on_run_started)
+        self.controller.run_ended.connect(self._on_run_ended)
+
+        self._build_actions()
+        self._build_central()
+        self._build_menus()
+        self._build_toolbar()
+        self._build_status_bar()
+        self._restore_settings()
+        self.plots.view_changed.connect(self._on_view_changed)  # after restoring, or it overwrites them
+        self._apply_theme(self._theme.name)
+        self._update_actions()
+
+    # -- construction ----------------------------------------------------------
+    def _action(self, name: str, text: str, shortcuts: list[str], tip: str, slot: Any,
+                icon: str | None = None) -> QAction:
+        action = QAction(text, self)
+        action.setObjectName(name)
+        action.setShortcuts([QKeySequence(s) for s in shortcuts])
+        keys = ", ".join(QKeySequence(s).toString(QKeySequence.SequenceFormat.NativeText) for s in shortcuts)
+        action.setToolTip(f"{tip} ({keys})" if keys else tip)
+        action.setStatusTip(tip)
+        action.triggered.connect(slot)
+        action.setData(icon)
+        self.addAction(action)
+        return action
+
+    def _build_actions(self) -> None:
+        a = self._action
+        self.action_start = a("action_start", "Start", ["Ctrl+R", "F5"], "Start training with these settings",
+                              self._on_start, "start")
+        self.action_pause = a("action_pause", "Pause", ["Ctrl+P"], "Pause every worker after its current batch",
+                              self._on_pause, "pause")
+        self.action_resume = a("action_resume", "Resume", ["Ctrl+Shift+R"], "Resume the paused run",
+                               self._on_resume, "resume")
+        self.action_stop = a("action_stop", "Stop", ["Ctrl+.", "Shift+F5"],
+                             "Stop the run (a checkpoint and summary are written)", self._on_stop, "stop")
+        self.action_export = a("action_export", "Export…", ["Ctrl+E"],
+                               "Export the trained model of the last run", self._on_export, "export")
+        self.action_open_config = a("action_open_config", "Open config…", ["Ctrl+O"],
+                                    "Load settings from a TOML file", self._on_open_config, "open")
+        self.action_save_config = a("action_save_config", "Save config…", ["Ctrl+S"],
+                                    "Save these settings as TOML (the command line runs it unchanged)",
+                                    self._on_save_config, "save")
+        self.action_open_run = a("action_open_run", "Open run…", ["Ctrl+Shift+O"],
+                                 "Show the curves of a past run (its folder under runs/)", self._on_open_run, "runs")
+        self.action_runs_dir = a("action_runs_dir", "Runs folder…", [],
+                                 "Choose where new runs are written", self._on_choose_runs_dir)
+        self.action_quit = a("action_quit", "Quit", ["Ctrl+Q"], "Close TrainDesk", self.close)
+        self.action_dark = a("action_dark_theme", "Dark theme", ["Ctrl+Shift+T"], "Switch between light and dark",
+                             self._on_toggle_theme)
+        self.action_dark.setCheckable(True)
+        self.action_clear = a("action_clear_plots", "Clear plots", [], "Remove the curves shown", self._on_clear)
+        self.action_about = a("action_about", "About TrainDesk", [], "About", self._on_about)
+
+    def _build_central(self) -> None:
+        self.panel = ConfigPanel()
+        self.panel.browse_requested.connect(self._on_browse)
+        scroll = QScrollArea(objectName="config_scroll")
+        scroll.setWidget(self.panel)
+        scroll.setWidgetResizable(True)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # Wide enough for the panel and a vertical scroll bar: never clip it sideways.
+        scroll.setMinimumWidth(self.panel.minimumSizeHint().width()
+                               + scroll.verticalScrollBar().sizeHint().width() + 4)
+        scroll.setMaximumWidth(520)
+
+        self.banner = Banner()
+        self.plots = PlotsPanel()
+        self.log_pane = LogPane()
+        right_top = QWidget()
+        top_layout = QVBoxLayout(right_top)
+        top_layout.setContentsMargins(0, 6, 0, 0)
+        top_layout.setSpacing(6)
+        top_layout.addWidget(self.banner)
+        top_layout.addWidget(self.plots, 1)
+        self.right_splitter = QSplitter(Qt.Orientation.Vertical, objectName="right_splitter")
+        self.right_splitter.addWidget(right_top)
+        self.right_splitter.addWidget(self.log_pane)
+        self.right_splitter.setStretchFactor(0, 5)
+        self.right_splitter.setStretchFactor(1, 1)
+        self.right_splitter.setSizes([600, 130])
+        self.right_splitter.setChildrenCollapsible(False)
+
+        self.main_splitter = QSplitter(Qt.Orientation.Horizontal, objectName="main_splitter")
+        self.main_splitter.addWidget(scroll)
+        self.main_splitter.addWidget(self.right_splitter)
+        self.main_splitter.setStretchFactor(1, 1)
+        self.main_splitter.setSizes([350, 930])
+        self.main_splitter.setChildrenCollapsible(False)
+        container = QWidget()
+        layout = QVBoxLayout(container)
+        layout.setContentsMargins(6, 0, 6, 4)
+        layout.addWidget(self.main_splitter)
+        self.setCentralWidget(container)
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        file_menu.addAction(self.action_open_config)
+        file_menu.addAction(self.action_save_config)
+        file_menu.addSeparator()
+        file_menu.addAction(self.action_open_run)
+        self.menu_recent = QMenu("Recent runs", self, objectName="menu_recent_runs")
+        self.menu_recent.aboutToShow.connect(self._on_fill_recent)
+        file_menu.addMenu(self.menu_recent)
+        file_menu.addAction(self.action_runs_dir)
+        file_menu.addSeparator()
+        file_menu.addAction(self.action_export)
+        file_menu.addSeparator()
+        file_menu.addAction(self.action_quit)
+        run_menu = bar.addMenu("&Run")
+        for action in (self.action_start, self.action_pause, self.action_resume, self.action_stop):
+            run_menu.addAction(action)
+        view_menu = bar.addMenu("&View")
+        view_menu.addAction(self.action_dark)
+        view_menu.addAction(self.action_clear)
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self.action_about)
+
+    def _build_toolbar(self) -> None:
+        tb = QToolBar("Run", objectName="toolbar_run")
+        tb.setMovable(False)
+        tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        for action in (self.action_start, self.action_pause, self.action_resume, self.action_stop):
+            tb.addAction(action)
+        tb.addSeparator()
+        for action in (self.action_open_config, self.action_save_config, self.action_open_run):
+            tb.addAction(action)
+        tb.addSeparator()
+        tb.addAction(self.action_export)
+        self.addToolBar(tb)
+        self.toolbar = tb
+
+    def _build_status_bar(self) -> None:
+        status = self.statusBar()
+        self.label_state = QLabel("Ready", objectName="label_state")
+        self.label_throughput = QLabel("", objectName="label_throughput")
+        self.label_throughput.setToolTip("Training samples per second, all workers together")
+        self.label_run_dir = QLabel("", objectName="label_run_dir")
+        self.label_run_dir.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.progress_run = QProgressBar(objectName="progress_run")
+        self.progress_run.setRange(0, PROGRESS_STEPS)
+        self.progress_run.setValue(0)
+        self.progress_run.setFixedWidth(300)
+        self.progress_run.setFormat("No run")
+        self.progress_run.setTextVisible(True)
+        status.addWidget(self.label_state)
+        status.addWidget(self.label_run_dir, 1)
+        status.addPermanentWidget(self.label_throughput)
+        status.addPermanentWidget(self.progress_run)
+
+    # -- settings --------------------------------------------------------------
+    @property
+    def runs_dir(self) -> str:
+        return self._runs_dir_override or self.settings.runs_dir
+
+    def _restore_settings(self) -> None:
+        s = self.settings
+        geometry = s.geometry
+        if geometry is None or not self.restoreGeometry(geometry):
+            self.resize(1280, 800)
+        for name, splitter in (("main_splitter", self.main_splitter), ("right_splitter", self.right_splitter),
+                               ("plots_splitter", self.plots.splitter)):
+            state = s.splitter_state(name)
+            if state is not None:
+                splitter.restoreState(state)
+        text = s.last_config_toml
+        if text:
+            try:
+                self.panel.set_config(parse_toml(text))
+            except ConfigError:
+                pass  # a config from an older version: start from the defaults
+        self.plots.set_x_mode(s.x_axis)
+        self.plots.check_log_y.setChecked(s.log_y)
+        self.plots.set_smoothing(s.smoothing)
+
+    def _save_settings(self) -> None:
+        s = self.settings
+        s.geometry = self.saveGeometry()
+        s.set_splitter_state("main_splitter", self.main_splitter.saveState())
+        s.set_splitter_state("right_splitter", self.right_splitter.saveState())
+        s.set_splitter_state("plots_splitter", self.plots.splitter.saveState())
+        self._save_last_config()
+        s.sync()
+
+    def _save_last_config(self) -> None:
+        try:
+            self.settings.last_config_toml = self.panel.config().to_toml()
+        except ConfigError:
+            pass  # keep the last valid one
+
+    # -- theme -----------------------------------------------------------------
+    def _apply_theme(self, name: str) -> None:
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            self._theme = apply_theme(app, name)
+        else:  # pragma: no cover - a QMainWindow always has a QApplication
+            self._theme = get_theme(name)
+        t = self._theme
+        self.action_dark.setChecked(t.name == "dark")
+        for action in self.findChildren(QAction):
+            if isinstance(action.data(), str):
+                action.setIcon(icons.icon(action.data(), t.icon))
+        self.panel.set_icons(icons.icon("open", t.icon))
+        self.plots.apply_colors(t.plot)
+        self.log_pane.set_colors(t.error, t.warning, t.muted)
+
+    def _on_toggle_theme(self, dark: bool) -> None:
+        self._apply_theme("dark" if dark else "light")
+        self.settings.theme = self._theme.name
+
+    # -- state -----------------------------------------------------------------
+    def _update_actions(self) -> None:
+        state = self.controller.state
+        active = self.controller.active
+        self.action_start.setEnabled(not active and not self._close_when_ended)
+        self.action_pause.setEnabled(state == "running")
+        self.action_resume.setEnabled(state == "paused")
+        self.action_stop.setEnabled(state in ("starting", "running", "paused"))
+        self.action_open_config.setEnabled(not active)
+        self.action_save_config.setEnabled(True)
+        self.action_open_run.setEnabled(not active)
+        self.menu_recent.setEnabled(not active)
+        self.action_runs_dir.setEnabled(not active)
+        self.action_clear.setEnabled(not active)
+        self._update_export_action()
+        self.panel.setEnabled(not active)
+
+    @Slot(str)
+    def _on_state_changed(self, state: str) -> None:
+        self.label_state.setText(STATE_TEXT.get(state, state))
+        if state == "paused":
+            self.label_throughput.setText("paused")
+        self._update_actions()
+        self._update_progress()
+
+    # -- run commands ----------------------------------------------------------
+    def _on_start(self) -> None:
+        if self.controller.active:
+            return
+        cfg = self.panel.try_config()
+        if cfg is None:
+            self._show_error(self.panel.label_config_error.text())
+            return
+        self.banner.hide()
+        self.viewing_run = None
+        self.plots.reset(t0=time.time())
+        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self.progress_run.setValue(0)
+        self.label_run_dir.setText("")
+        self.label_throughput.setText("")
+        self._save_last_config()
+        self.log_pane.add_message("state", f"starting: {cfg.parallel.strategy}, {cfg.parallel.workers} worker(s), "
+                                           f"{cfg.data.source}, {cfg.model.kind}", who="session")
+        self.controller.start(cfg, self.runs_dir)
+
+    def _on_pause(self) -> None:
+        self.controller.pause()
+
+    def _on_resume(self) -> None:
+        self.controller.resume()
+
+    def _on_stop(self) -> None:
+        self.controller.stop()
+
+    def _export_run_dir(self) -> Path | None:
+        """The run Export would export: the one on screen (past or just ended), if it has weights."""
+        run_dir = self.viewing_run or self.controller.run_dir
+        if run_dir is None or not (Path(run_dir) / "checkpoints" / "last.pt").is_file():
+            return None
+        return Path(run_dir)
+
+    def _update_export_action(self) -> None:
+        if not EXPORT_AVAILABLE:
+            self.action_export.setEnabled(False)
+            self.action_export.setToolTip("Export is not available yet in this version (Ctrl+E)")
+            return
+        target = None if self.controller.active else self._export_run_dir()
+        self.action_export.setEnabled(target is not None)
+        self.action_export.setToolTip(f"Export the trained model of {target.name} (Ctrl+E)" if target else
+                                      "Export the trained model: finish a run or open a past one first (Ctrl+E)")
+
+    def _on_export(self) -> None:
+        run_dir = self._export_run_dir()
+        if not EXPORT_AVAILABLE or run_dir is None or self.controller.active:
+            return
+        from app.export_dialog import ExportDialog
+
+        dialog = ExportDialog(run_dir, self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()  # window-modal, without a nested event loop
+
+    @Slot(str)
+    def _on_start_failed(self, message: str) -> None:
+        self.panel.show_error(message)
+        self._show_error(message)
+        self._progress = None
+        self.progress_run.setFormat("Not started")
+        self._update_actions()
+
+    @Slot(object)
+    def _on_run_started(self, session: Any) -> None:
+        info = getattr(session, "info", None)
+        cfg: Config = session.config
+        if info is not None and self._progress is not None:
+            # Each hogwild/ddp worker trains a shard; single and sweep workers see all the data.
+            shards = session.num_workers if cfg.parallel.strategy in ("hogwild", "ddp") else 1
+            self._progress.workers = session.num_workers
+            self._progress.samples_per_epoch = math.ceil(info.n_train / shards)
+        if session.run_dir is not None:
+            self.label_run_dir.setText(str(session.run_dir))
+            self.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")
+
+    @Slot(list)
+    def _on_records(self, records: list[dict[str, Any]]) -> None:
+        self.plots.add_records(records)
+        errors = self.log_pane.add_records(records)
+        if errors:
+            self._show_error(errors[-1])
+        if self._progress is not None:
+            self._progress.add(records)
+            self._update_progress()
+        rate = self.plots.data.total_rate()
+        if self.controller.state == "running" and math.isfinite(rate):
+            self.label_throughput.setText(f"{rate:,.0f} samples/s")
+
+    def _update_progress(self) -> None:
+        p = self._progress
+        if p is None:
+            return
+        self.progress_run.setValue(int(round(p.progress * PROGRESS_STEPS)))
+        state = self.controller.state
+        if state in ("finished", "stopped", "failed"):
+            tail = STATE_TEXT[state].lower()
+        elif state == "paused":
+            tail = "paused"
+        elif state == "starting":
+            tail = "starting…"
+        else:
+            tail = f"ETA {format_duration(p.eta_s())}"
+        # The epoch the run as a whole is in, consistent with the percentage (workers differ).
+        epoch = min(p.epochs, int(p.progress * p.epochs) + 1) if p.epoch else 0
+        self.progress_run.setFormat(f"Epoch {epoch}/{p.epochs} · %p% · {tail}")
+
+    @Slot(str, object, object)
+    def _on_run_ended(self, status: str, summary: Any, error: Any) -> None:
+        if summary:
+            final = summary.get("final") or {}
+            parts = [f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
+                     f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
+            if final.get("val_accuracy") is not None:
+                parts.append(f"val accuracy {final['val_accuracy']:.3f}")
+            self.log_pane.add_message("error" if status == "failed" else "state", ", ".join(parts), who="session")
+        if status == "failed":
+            self._show_error(f"The run failed: {error or 'see the log'}")
+        elif status == "finished" and self._progress is not None:
+            self._progress.done = True
+        self.label_throughput.setText("")
+        self._update_progress()
+        self._update_actions()
+        if self._close_when_ended:
+            QTimer.singleShot(0, self.close)
+
+    def _show_error(self, message: str) -> None:
+        self.banner.show_message(message, "error")
+        self.log_pane.add_message("error", message)
+
+    # -- config files ----------------------------------------------------------
+    def open_config(self, path: str | Path) -> bool:
+        try:
+            cfg = load_config(path)
+        except ConfigError as exc:
+            self.panel.show_error(str(exc))
+            self._show_error(str(exc))
+            return False
+        self.panel.set_config(cfg)
+        self.settings.set_last_dir("config", path)
+        self.log_pane.add_message("state", f"loaded config {path}")
+        return True
+
+    def save_config(self, path: str | Path) -> bool:
+        cfg = self.panel.try_config()
+        if cfg is None:
+            self._show_error(self.panel.label_config_error.text())
+            return False
+        try:
+            save_config(cfg, path)
+        except OSError as exc:
+            self._show_error(f"could not save {path}: {exc.strerror or exc}")
+            return False
+        self.settings.set_last_dir("config", path)
+        self.log_pane.add_message("state", f"saved config {path}")
+        return True
+
+    def _on_open_config(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open config", self.settings.last_dir("config"),
+                                              "TOML config (*.toml);;All files (*)")
+        if path:
+            self.open_config(path)
+
+    def _on_save_config(self) -> None:
+        default = str(Path(self.settings.last_dir("config")) / "config.toml")
+        path, _ = QFileDialog.getSaveFileName(self, "Save config", default, "TOML config (*.toml)")
+        if path:
+            if not path.endswith(".toml"):
+                path += ".toml"
+            self.save_config(path)
+
+    def _on_browse(self, kind: str) -> None:
+        start = self.settings.last_dir("data")
+        if kind == "images":
+            path = QFileDialog.getExistingDirectory(self, "Image folder (one sub-folder per class)", start)
+        else:
+            filters = {"csv": "CSV files (*.csv)", "npz": "NumPy archives (*.npz)", "custom": "Python files (*.py)"}
+            path, _ = QFileDialog.getOpenFileName(self, "Choose a file", start, filters[kind] + ";;All files (*)")
+        if not path:
+            return
+        self.settings.set_last_dir("data", path)
+        if kind == "custom":
+            self.panel.edit_custom_model.setText(f"{path}:build_model")
+            self.panel.edit_custom_model.setFocus()
+            self.panel.edit_custom_model.setSelection(len(path) + 1, len("build_model"))
+        else:
+            self.panel.add_source(f"{kind}:{path}")
+
+    def _on_choose_runs_dir(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Runs folder", str(Path(self.runs_dir).resolve()))
+        if path:
+            self.settings.runs_dir = path
+            self._runs_dir_override = None
+            self.log_pane.add_message("state", f"new runs go to {path}")
+
+    # -- past runs -------------------------------------------------------------
+    def _on_fill_recent(self) -> None:
+        self.menu_recent.clear()
+        runs = list_runs(Path(self.runs_dir))[:RECENT_RUNS]
+        if not runs:
+            empty = self.menu_recent.addAction(f"No runs in {self.runs_dir}")
+            empty.setEnabled(False)
+            return
+        for run_dir, summary in runs:
+            status = (summary or {}).get("status") or "no summary"
+            action = self.menu_recent.addAction(f"{run_dir.name}   ({status})")
+            action.triggered.connect(lambda _checked=False, d=run_dir: self.open_run(d))
+
+    def _on_open_run(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Open run folder", str(Path(self.runs_dir).resolve()))
+        if path:
+            self.open_run(path)
+
+    def open_run(self, run_dir: str | Path) -> None:
+        """Show a past run's curves from its metrics.jsonl (read off the GUI thread)."""
+        if self.controller.active:
+            return
+        run_dir = Path(run_dir)
+        if not (run_dir / "metrics.jsonl").is_file():
+            self._show_error(f"{run_dir} has no metrics.jsonl: not a run folder")
+            return
+        self.label_state.setText("Loading run…")
+        self._calls.call(lambda: (list(read_metrics(run_dir / "metrics.jsonl")), read_summary(run_dir)),
+                         lambda result: self._on_run_loaded(run_dir, *result),
+                         lambda exc: self._show_error(f"could not read {run_dir}: {exc}"), name="read-run")
+
+    def _on_run_loaded(self, run_dir: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> None:
+        self.viewing_run = run_dir
+        self.banner.hide()
+        self.plots.reset()
+        self.plots.add_records(records)
+        self.plots.flush()
+        self.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
+        self.log_pane.add_records([r for r in records if r.get("kind") == "log"])
+        status = (summary or {}).get("status", "")
+        self.label_state.setText(f"Viewing {run_dir.name}")
+        self.label_run_dir.setText(str(run_dir))
+        epochs = (summary or {}).get("epochs_done", 0)
+        self._progress = None
+        self.progress_run.setValue(PROGRESS_STEPS if status == "finished" else 0)
+        self.progress_run.setFormat(f"{status or 'no summary'} · {epochs} epoch(s)")
+        self._update_export_action()
+
+    # -- misc ------------------------------------------------------------------
+    def _on_view_changed(self) -> None:
+        self.settings.x_axis = self.plots.x_mode
+        self.settings.log_y = self.plots.check_log_y.isChecked()
+        self.settings.smoothing = self.plots.data.smoothing
+
+    def _on_clear(self) -> None:
+        self.plots.reset()
+        self.log_pane.clear()
+        self.banner.hide()
+        self._progress = None
+        self.progress_run.setValue(0)
+        self.progress_run.setFormat("No run")
+
+    def _on_about(self) -> None:
+        QMessageBox.about(self, "About TrainDesk",
+                          "<b>TrainDesk</b><br>Train PyTorch models with several processes and watch them live.")
+
+    # -- closing ---------------------------------------------------------------
+    def confirm_stop_on_close(self) -> bool:
+        """Ask whether to stop the active run (tests monkeypatch this or set ask_before_close)."""
+        answer = QMessageBox.question(
+            self, "Stop the run?", "A run is in progress. Stop it and close TrainDesk?\n"
+            "A checkpoint and summary are written first.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        if self.controller.active:
+            if not self._close_when_ended:
+                if self.ask_before_close and not self.confirm_stop_on_close():
+                    event.ignore()
+                    return
+                self._close_when_ended = True
+                self.log_pane.add_message("state", "stopping the run before closing…", who="session")
+                self.controller.stop()
+                self._update_actions()
+            # Close once run_ended arrives: the GUI keeps painting while workers finish.
+            event.ignore()
+            return
+        self._save_settings()
+        self.panel.shutdown()
+        self._calls.forget_all()
+        self._calls.wait_all(5.0)
+        self.controller.shutdown()
+        self._gc.stop()
+        event.accept()

@@ -1,0 +1,566 @@
+"""Live plots: training loss, validation, throughput (pyqtgraph).
+
+Each plot draws from the numpy series of one :class:`RunData`; ``refresh``
+calls ``setData`` once per changed curve per batch (the MetricsReader sends
+at most ~30 batches a second), never once per record. Curves use peak
+downsampling and clip-to-view so a million points still redraw quickly.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QColor
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QSlider, QSplitter,
+    QToolButton, QVBoxLayout, QWidget,
+)
+
+from app.run_data import (
+    EPOCH, LOSS, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
+)
+from app.series import Series
+from app.settings import open_settings
+
+# Tableau 10: distinct and readable on both a light and a dark background.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+           "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+RAW_ALPHA = 60  # the raw loss is drawn faint so the smoothed curve reads first
+MIN_FRAME_MS = 33    # at most ~30 redraws a second
+MAX_FRAME_MS = 500   # and at least 2, however slow painting is
+FRAME_BUDGET = 0.15  # share of one core the live plots may use
+
+
+def worker_color(worker: int) -> QColor:
+    if worker < len(PALETTE):
+        return QColor(PALETTE[worker])
+    return pg.intColor(worker, hues=17, values=1, maxValue=220)
+
+
+class ValueAxis(pg.AxisItem):
+    """A left axis whose log scale stays readable when the values span little.
+
+    pyqtgraph labels log axes by powers of ten and, under a few decades, labels
+    every minor tick (2..9 x 10^n) at the top level: eight labels on top of each
+    other in a small plot, or a single label when the data spans less than one
+    minor step (a validation loss from 0.10 to 0.12). Here: under one decade,
+    ordinary linear ticks placed on the log axis; under a few, 1, 2 and 5 x 10^n
+    first, the other minor ticks labelled only where they fit.
+    """
+
+    _linear_labels = False
+
+    def logTickValues(self, minVal: float, maxVal: float, size: float, stdTicks: Any) -> Any:  # noqa: N802,N803
+        self._linear_labels = maxVal - minVal < 1.0
+        if self._linear_labels:
+            lo, hi = 10.0 ** minVal, 10.0 ** maxVal
+            levels = []
+            for spacing, offset in self.tickSpacing(lo, hi, size):
+                first = math.ceil((lo - offset) / spacing) * spacing + offset
+                values = [first + i * spacing for i in range(int((hi - first) / spacing) + 1)]
+                levels.append((None, [math.log10(v) for v in values if v > 0]))
+            return levels
+        levels = super().logTickValues(minVal, maxVal, size, stdTicks)
+        if levels and levels[0][0] is None:
+            minor = levels[0][1]
+            major = [v for v in minor if round(10 ** (v - math.floor(v))) in (1, 2, 5)]
+            return [(None, major), (None, [v for v in minor if v not in major])]
+        return levels
+
+    def logTickStrings(self, values: Any, scale: float, spacing: Any) -> list[str]:  # noqa: N802
+        if self._linear_labels:
+            return [f"{10.0 ** v * scale:.3g}" for v in values]
+        return super().logTickStrings(values, scale, spacing)
+
+
+@dataclass(frozen=True)
+class PlotColors:
+    background: str = "#ffffff"
+    foreground: str = "#333333"
+    legend_background: str = "#ffffffd0"
+
+
+class BasePlot(pg.GraphicsLayoutWidget):
+    """A GraphicsLayoutWidget of one or more PlotItems fed from a RunData."""
+
+    x_label = {"step": "step", "time": "wall time (s)"}
+
+    def __init__(self, object_name: str, data: RunData, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(object_name)
+        self.data = data
+        self.x_mode = "step"
+        self.colors = PlotColors()
+        self.items: list[pg.PlotItem] = []
+        self.legends: list[pg.LegendItem] = []
+        self.ci.setContentsMargins(4, 4, 8, 4)
+        self.paint_cpu_s = 0.0  # CPU seconds spent painting, read by PlotsPanel to pace redraws
+
+    def paintEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        start = time.thread_time()
+        super().paintEvent(event)
+        self.paint_cpu_s += time.thread_time() - start
+
+    def _add_plot(self, col: int, title: str, y_label: str, legend: bool = True) -> pg.PlotItem:
+        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left")})
+        item.setTitle(title, size="10pt")
+        item.setLabel("left", y_label)
+        item.getAxis("left").enableAutoSIPrefix(False)  # "loss (x0.001)" reads worse than 0.002
+        item.setDownsampling(auto=True, mode="peak")
+        item.setClipToView(True)
+        item.hideButtons()
+        menu = item.getViewBox().menu
+        menu.addSeparator()
+        menu.addAction("Save plot as PNG…", self._on_save_png)
+        menu.addAction("Save data as CSV…", self._on_save_csv)
+        if legend:
+            self.legends.append(item.addLegend(offset=(-8, 8), labelTextSize="8pt", verSpacing=-6))
+        self.items.append(item)
+        return item
+
+    # -- appearance ------------------------------------------------------------
+    def apply_colors(self, colors: PlotColors) -> None:
+        self.colors = colors
+        self.setBackground(colors.background)
+        for item in self.items:
+            for name in ("left", "bottom"):
+                axis = item.getAxis(name)
+                axis.setPen(colors.foreground)
+                axis.setTextPen(colors.foreground)
+            item.titleLabel.setText(item.titleLabel.text, color=colors.foreground, size="10pt")
+        for legend in self.legends:
+            legend.setLabelTextColor(colors.foreground)
+            legend.setBrush(pg.mkBrush(colors.legend_background))
+            legend.setPen(pg.mkPen(None))
+        self._restyle()
+
+    def _restyle(self) -> None:
+        """Re-apply pens that depend on the colours (the mean/total curves use the foreground)."""
+
+    def _relegend(self, legend: pg.LegendItem, entries: list[tuple[Any, str]]) -> None:
+        """Legend rows in worker order whatever order workers first reported in."""
+        legend.clear()
+        for item, name in entries:
+            if item is not None:
+                legend.addItem(item, name)
+
+    def set_x_mode(self, mode: str) -> None:
+        self.x_mode = mode
+        self._update_x_label()
+        self.refresh(None)
+
+    def _update_x_label(self) -> None:
+        for item in self.items:
+            item.setLabel("bottom", self.x_label[self.x_mode])
+
+    def set_log_y(self, on: bool) -> None:
+        for item in self.items:
+            item.setLogMode(y=on)
+
+    def reset(self, data: RunData) -> None:
+        self.data = data
+        for item in self.items:
+            item.clear()
+        for legend in self.legends:
+            legend.clear()
+        self._forget_curves()
+
+    def _forget_curves(self) -> None:
+        raise NotImplementedError
+
+    def refresh(self, changes: Changes | None) -> None:
+        """Push changed series to their curves; ``None`` means everything."""
+        raise NotImplementedError
+
+    # -- saving ----------------------------------------------------------------
+    def save_png(self, path: str | Path) -> None:
+        if not self.grab().save(str(path), "PNG"):
+            raise OSError(f"could not write {path}")
+
+    def save_csv(self, path: str | Path) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(self.csv_header())
+            for label, series, cols in self.csv_series():
+                for row in series.rows()[:, cols]:
+                    writer.writerow([label, *(_csv_num(v) for v in row)])
+
+    def csv_header(self) -> list[str]:
+        raise NotImplementedError
+
+    def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
+        raise NotImplementedError
+
+    def _on_save_png(self) -> None:
+        path = _ask_save_path(self, f"{self.objectName()}.png", "PNG image (*.png)")
+        if path:
+            self.save_png(path)
+
+    def _on_save_csv(self) -> None:
+        path = _ask_save_path(self, f"{self.objectName()}.csv", "CSV file (*.csv)")
+        if path:
+            self.save_csv(path)
+
+
+def _csv_num(v: float) -> str:
+    if not math.isfinite(v):
+        return ""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def _ask_save_path(parent: QWidget, default_name: str, filt: str) -> str:
+    settings = open_settings()
+    folder = str(settings.value("dirs/plots", "") or "")
+    path, _ = QFileDialog.getSaveFileName(parent, "Save", str(Path(folder) / default_name), filt)
+    if path:
+        settings.setValue("dirs/plots", str(Path(path).parent))
+    return path
+
+
+class LossPlot(BasePlot):
+    """Training loss per worker: raw (faint) and smoothed, plus the mean of the workers."""
+
+    def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
+        super().__init__("plot_loss", data, parent)
+        self.plot = self._add_plot(0, "Training loss", "loss")
+        self._update_x_label()
+        self.raw: dict[int, pg.PlotDataItem] = {}
+        self.smooth: dict[int, pg.PlotDataItem] = {}
+        self.mean: pg.PlotDataItem | None = None
+
+    def _forget_curves(self) -> None:
+        self.raw.clear()
+        self.smooth.clear()
+        self.mean = None
+
+    def _ensure(self, w: int) -> None:
+        if w in self.raw:
+            return
+        color = worker_color(w)
+        faint = QColor(color)
+        faint.setAlpha(RAW_ALPHA)
+        self.raw[w] = self.plot.plot(pen=pg.mkPen(faint, width=1))
+        self.smooth[w] = self.plot.plot(pen=pg.mkPen(color, width=1))
+        self._ensure_mean()
+        self._relegend(self.legends[0], [(self.smooth[k], f"worker {k}") for k in sorted(self.smooth)]
+                       + [(self.mean, "mean")])
+
+    def _ensure_mean(self) -> None:
+        if self.mean is None:
+            self.mean = self.plot.plot(pen=self._mean_pen())
+            self.mean.setZValue(10)  # drawn over the workers' curves
+
+    def _mean_pen(self) -> Any:
+        return pg.mkPen(self.colors.foreground, width=2)
+
+    def _restyle(self) -> None:
+        if self.mean is not None:
+            self.mean.setPen(self._mean_pen())
+
+    def refresh(self, changes: Changes | None) -> None:
+        xc = STEP if self.x_mode == "step" else TIME
+        workers = self.data.loss.keys() if changes is None else changes.loss
+        for w in sorted(workers):
+            self._ensure(w)
+            s = self.data.loss[w]
+            x = s.column(xc)
+            self.raw[w].setData(x, s.column(LOSS))
+            self.smooth[w].setData(x, s.column(SMOOTH))
+        if (changes is None or changes.mean) and len(self.data.mean):
+            self._ensure_mean()
+            assert self.mean is not None
+            # One worker: its own curve already is the mean, so hide the duplicate.
+            self.mean.setVisible(len(self.data.loss) > 1)
+            self.mean.setData(self.data.mean.column(xc), self.data.mean.column(SMOOTH))
+
+    def point_count(self, worker: int) -> int:
+        """Points currently plotted for a worker's raw loss (what tests look at)."""
+        item = self.raw.get(worker)
+        if item is None or item.xData is None:
+            return 0
+        return len(item.xData)
+
+    def csv_header(self) -> list[str]:
+        return ["worker", "step", "time_s", "loss", "smoothed"]
+
+    def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
+        for w in sorted(self.data.loss):
+            yield str(w), self.data.loss[w], [STEP, TIME, LOSS, SMOOTH]
+        yield "mean", self.data.mean, [STEP, TIME, LOSS, SMOOTH]
+
+
+class ValPlot(BasePlot):
+    """Validation loss (left) and accuracy (right) per worker, by epoch."""
+
+    x_label = {"step": "epoch", "time": "epoch"}
+    SYMBOLS_UP_TO = 40  # epochs drawn with a dot each; past that the dots only clutter
+
+    def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
+        super().__init__("plot_val", data, parent)
+        self.loss_plot = self._add_plot(0, "Validation loss", "loss")
+        self.acc_plot = self._add_plot(1, "Validation accuracy", "accuracy", legend=False)
+        self.acc_plot.setXLink(self.loss_plot)
+        self._update_x_label()
+        self.loss_curves: dict[int, pg.PlotDataItem] = {}
+        self.acc_curves: dict[int, pg.PlotDataItem] = {}
+
+    def set_log_y(self, on: bool) -> None:
+        self.loss_plot.setLogMode(y=on)  # accuracy stays linear: it lives in [0, 1]
+
+    def _forget_curves(self) -> None:
+        self.loss_curves.clear()
+        self.acc_curves.clear()
+
+    def refresh(self, changes: Changes | None) -> None:
+        workers = self.data.val.keys() if changes is None else changes.val
+        for w in sorted(workers):
+            if w not in self.loss_curves:
+                color = worker_color(w)
+                style = dict(pen=pg.mkPen(color, width=1), symbolBrush=color, symbolPen=None, symbolSize=5)
+                self.loss_curves[w] = self.loss_plot.plot(**style)
+                self.acc_curves[w] = self.acc_plot.plot(**style)
+                self._relegend(self.legends[0], [(self.loss_curves[k], f"worker {k}")
+                                                 for k in sorted(self.loss_curves)])
+            s = self.data.val[w]
+            x = s.column(EPOCH)
+            symbol = "o" if len(s) <= self.SYMBOLS_UP_TO else None
+            for curve, col in ((self.loss_curves[w], VAL_LOSS), (self.acc_curves[w], VAL_ACC)):
+                if curve.opts["symbol"] != symbol:
+                    curve.setSymbol(symbol)
+                curve.setData(x, s.column(col))
+        # With one evaluating worker (hogwild evaluates on worker 0) a legend says nothing.
+        self.legends[0].setVisible(len(self.loss_curves) > 1)
+
+    def csv_header(self) -> list[str]:
+        return ["worker", "epoch", "time_s", "val_loss", "val_accuracy"]
+
+    def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
+        for w in sorted(self.data.val):
+            yield str(w), self.data.val[w], [EPOCH, VTIME, VAL_LOSS, VAL_ACC]
+
+
+class ThroughputPlot(BasePlot):
+    """Training samples per second, per worker and all workers together, over wall time.
+
+    Always by time: steps differ between workers, so the total has no step of its own.
+    """
+
+    x_label = {"step": "wall time (s)", "time": "wall time (s)"}
+
+    def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
+        super().__init__("plot_throughput", data, parent)
+        self.plot = self._add_plot(0, "Throughput", "samples/s")
+        self._update_x_label()
+        self.curves: dict[int, pg.PlotDataItem] = {}
+        self.total: pg.PlotDataItem | None = None
+
+    def set_log_y(self, on: bool) -> None:
+        """Throughput stays linear: a log axis hides the differences between workers."""
+
+    def _forget_curves(self) -> None:
+        self.curves.clear()
+        self.total = None
+
+    def _restyle(self) -> None:
+        if self.total is not None:
+            self.total.setPen(pg.mkPen(self.colors.foreground, width=2))
+
+    def refresh(self, changes: Changes | None) -> None:
+        xc = RTIME
+        workers = self.data.rate.keys() if changes is None else changes.rate
+        for w in sorted(workers):
+            if w not in self.curves:
+                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1))
+                if self.total is None:
+                    self.total = self.plot.plot(pen=pg.mkPen(self.colors.foreground, width=2))
+                    self.total.setZValue(10)
+                self._relegend(self.legends[0], [(self.curves[k], f"worker {k}") for k in sorted(self.curves)]
+                               + [(self.total, "total")])
+            s = self.data.rate[w]
+            self.curves[w].setData(s.column(xc), s.column(RATE))
+        if (changes is None or changes.total) and len(self.data.total) and self.total is not None:
+            self.total.setData(self.data.total.column(xc), self.data.total.column(RATE))
+
+    def csv_header(self) -> list[str]:
+        return ["worker", "step", "time_s", "samples_per_s"]
+
+    def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
+        for w in sorted(self.data.rate):
+            yield str(w), self.data.rate[w], [RSTEP, RTIME, RATE]
+        yield "total", self.data.total, [RSTEP, RTIME, RATE]
+
+
+class PlotsPanel(QWidget):
+    """The three plots and their shared controls (x axis, log scale, smoothing, save)."""
+
+    view_changed = Signal()  # a view option changed (for persisting it)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.data = RunData()
+        self.loss = LossPlot(self.data)
+        self.val = ValPlot(self.data)
+        self.throughput = ThroughputPlot(self.data)
+        self.plots: list[BasePlot] = [self.loss, self.val, self.throughput]
+        self._pending: Changes | None = None
+        self._frame_ms = MIN_FRAME_MS
+        self._cost_s = 0.0
+        self._painted_before = 0.0
+        self._last_frame = 0.0
+        self.frames = 0
+        self.frame_callbacks: list[Any] = []  # called with the Changes of each frame (benchmarks)
+        self._redraw_timer = QTimer(self, singleShot=True)
+        self._redraw_timer.timeout.connect(self.flush)
+
+        self.combo_x_axis = QComboBox(objectName="combo_x_axis")
+        self.combo_x_axis.addItem("Step", "step")
+        self.combo_x_axis.addItem("Wall time", "time")
+        self.combo_x_axis.setToolTip("Plot the training curves against each worker's step or the wall-clock time")
+        self.combo_x_axis.currentIndexChanged.connect(self._on_x_axis_changed)
+        self.check_log_y = QCheckBox("Log scale", objectName="check_log_y")
+        self.check_log_y.setToolTip("Logarithmic loss axis")
+        self.check_log_y.toggled.connect(self._on_log_toggled)
+        self.slider_smoothing = QSlider(Qt.Orientation.Horizontal, objectName="slider_smoothing")
+        self.slider_smoothing.setRange(0, 99)
+        self.slider_smoothing.setTracking(False)  # recompute on release, not on every pixel dragged
+        self.slider_smoothing.setFixedWidth(120)
+        self.slider_smoothing.setToolTip("Exponential smoothing of the bold loss curves (0 = raw)")
+        self.label_smoothing = QLabel()
+        self.label_smoothing.setMinimumWidth(30)
+        self.slider_smoothing.valueChanged.connect(self._on_smoothing_changed)
+        self.slider_smoothing.setValue(int(round(self.data.smoothing * 100)))
+        self.label_smoothing.setText(f"{self.data.smoothing:.2f}")
+
+        save = QToolButton(objectName="button_save_plots")
+        save.setText("Save")
+        save.setToolTip("Save a plot as PNG or its data as CSV")
+        save.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        menu = QMenu(save)
+        for plot, title in ((self.loss, "Loss"), (self.val, "Validation"), (self.throughput, "Throughput")):
+            menu.addAction(QAction(f"{title} plot as PNG…", menu, triggered=plot._on_save_png))
+            menu.addAction(QAction(f"{title} data as CSV…", menu, triggered=plot._on_save_csv))
+        save.setMenu(menu)
+        self.button_save = save
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(4, 0, 4, 0)
+        bar.setSpacing(8)
+        bar.addWidget(QLabel("X axis"))
+        bar.addWidget(self.combo_x_axis)
+        bar.addSpacing(8)
+        bar.addWidget(self.check_log_y)
+        bar.addSpacing(8)
+        bar.addWidget(QLabel("Smoothing"))
+        bar.addWidget(self.slider_smoothing)
+        bar.addWidget(self.label_smoothing)
+        bar.addStretch(1)
+        bar.addWidget(save)
+
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(self.val)
+        bottom.addWidget(self.throughput)
+        bottom.setChildrenCollapsible(False)
+        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter.addWidget(self.loss)
+        self.splitter.addWidget(bottom)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        bottom.setStretchFactor(0, 2)  # the validation widget holds two plots
+        bottom.setStretchFactor(1, 1)
+        self.splitter.setChildrenCollapsible(False)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        layout.addLayout(bar)
+        layout.addWidget(self.splitter, 1)
+
+    # -- data ------------------------------------------------------------------
+    def reset(self, t0: float | None = None) -> None:
+        self.data = RunData(t0=t0, smoothing=self.data.smoothing, max_points=self.data.max_points)
+        self._pending = None
+        self._redraw_timer.stop()
+        for plot in self.plots:
+            plot.reset(self.data)
+
+    def add_records(self, records: list[dict[str, Any]]) -> Changes:
+        """Append records to the series; the curves follow at the next frame (``flush`` now)."""
+        changes = self.data.add(records)
+        if changes:
+            self._pending = changes if self._pending is None else self._pending.merge(changes)
+            if not self._redraw_timer.isActive():
+                # Draw as soon as the frame interval since the last frame allows: fresh
+                # data after a quiet spell shows at once, a steady stream is paced.
+                due = self._last_frame + self._frame_ms / 1000.0 - time.monotonic()
+                self._redraw_timer.start(max(0, int(due * 1000)))
+        return changes
+
+    def flush(self) -> None:
+        """Push pending data to the curves now (one setData per changed curve)."""
+        self._redraw_timer.stop()
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        self._last_frame = time.monotonic()
+        start = time.thread_time()
+        for plot in self.plots:
+            plot.refresh(pending)
+        self.frames += 1
+        for cb in self.frame_callbacks:
+            cb(pending)
+        # Pace the next frame by what frames cost (setData now plus the painting since
+        # the last frame): plots get about FRAME_BUDGET of one core, however many points
+        # or workers, so training processes keep the CPU and the GUI stays responsive.
+        painted = sum(p.paint_cpu_s for p in self.plots)
+        cost = time.thread_time() - start + painted - self._painted_before
+        self._painted_before = painted
+        self._cost_s = 0.7 * self._cost_s + 0.3 * cost
+        self._frame_ms = int(min(MAX_FRAME_MS, max(MIN_FRAME_MS, 1000 * self._cost_s / FRAME_BUDGET)))
+
+    @property
+    def frame_interval_ms(self) -> int:
+        return self._frame_ms
+
+    # -- view options ----------------------------------------------------------
+    @property
+    def x_mode(self) -> str:
+        return str(self.combo_x_axis.currentData())
+
+    def set_x_mode(self, mode: str) -> None:
+        index = self.combo_x_axis.findData(mode)
+        if index >= 0:
+            self.combo_x_axis.setCurrentIndex(index)
+
+    def set_smoothing(self, alpha: float) -> None:
+        self.slider_smoothing.setValue(int(round(min(0.99, max(0.0, alpha)) * 100)))
+
+    def apply_colors(self, colors: PlotColors) -> None:
+        for plot in self.plots:
+            plot.apply_colors(colors)
+
+    def _on_x_axis_changed(self, _index: int) -> None:
+        self.flush()
+        for plot in self.plots:
+            plot.set_x_mode(self.x_mode)
+        self.view_changed.emit()
+
+    def _on_log_toggled(self, on: bool) -> None:
+        for plot in self.plots:
+            plot.set_log_y(on)
+        self.view_changed.emit()
+
+    def _on_smoothing_changed(self, value: int) -> None:
+        alpha = value / 100.0
+        self.label_smoothing.setText(f"{alpha:.2f}")
+        if alpha != self.data.smoothing:
+            self.flush()
+            self.data.set_smoothing(alpha)
+            self.loss.refresh(None)
+        self.view_changed.emit()

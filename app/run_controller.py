@@ -1,0 +1,256 @@
+"""RunController: one training run's lifecycle, between the window and core.session.Session.
+
+The GUI thread never waits here: ``Session.start`` (data loading, the first
+forkserver start) and ``Session.stop``/``wait`` (joins) run on background
+threads and report back by signal. Records flow Session collector thread ->
+RecordBuffer -> MetricsReader (QThread) -> ``records`` signal (GUI thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer, Signal, Slot
+
+from app.metrics_reader import MetricsReader
+from app.tasks import BackgroundCalls
+from core.config import Config
+from core.errors import INPUT_ERRORS
+
+log = logging.getLogger(__name__)
+
+# Workers run at a lower CPU priority than the GUI: with every core busy training, the
+# scheduler otherwise gives the window's thread only its equal share, and a redraw that
+# needs 20 ms of CPU can take 200 ms of wall time. Training loses next to nothing (the GUI
+# is idle most of the time); the window keeps answering. Unprivileged: only raises niceness.
+WORKER_NICENESS = 5
+ACTIVE_STATES = ("starting", "running", "paused", "stopping")
+END_STATES = ("finished", "stopped", "failed")
+STOP_TIMEOUT_S = 10.0
+
+
+def _default_session_factory(cfg: Config, runs_dir: str, name: str | None) -> tuple[Any, Any]:
+    from core.session import RecordBuffer, Session  # imported late: the GUI starts before the engine is needed
+
+    return Session(cfg, runs_dir=runs_dir, name=name), RecordBuffer()
+
+
+class RunController(QObject):
+    """Start, pause, resume and stop one Session at a time; report by signal."""
+
+    state_changed = Signal(str)          # idle|starting|running|paused|stopping|finished|stopped|failed
+    records = Signal(list)               # batches of metric records, at most ~30 a second
+    start_failed = Signal(str)           # one line: bad config/data/model, the run did not start
+    run_started = Signal(object)         # the Session, once start() returned
+    run_ended = Signal(str, object, object)  # status, summary dict or None, error line or None
+
+    def __init__(self, parent: QObject | None = None,
+                 session_factory: Callable[[Config, str, str | None], tuple[Any, Any]] | None = None) -> None:
+        super().__init__(parent)
+        self._factory = session_factory or _default_session_factory
+        self._calls = BackgroundCalls(self)
+        self.session: Any = None
+        self._buffer: Any = None
+        self._reader: MetricsReader | None = None
+        self._state = "idle"
+        self._stop_requested = False
+        self._ending = False
+        # Safety net for a run that ends without a final session state record
+        # (e.g. the engine's collector died): poll Session.active, cheaply.
+        self._poll = QTimer(self)
+        self._poll.setInterval(500)
+        self._poll.timeout.connect(self._on_poll)
+
+    # -- queries ---------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def active(self) -> bool:
+        return self._state in ACTIVE_STATES
+
+    @property
+    def run_dir(self) -> Path | None:
+        return getattr(self.session, "run_dir", None) if self.session is not None else None
+
+    def worker_pids(self) -> list[int]:
+        if self.session is None:
+            return []
+        try:
+            return list(self.session.worker_pids())
+        except Exception:  # noqa: BLE001 - only informative
+            return []
+
+    # -- commands --------------------------------------------------------------
+    def start(self, cfg: Config, runs_dir: str | Path = "runs", name: str | None = None) -> None:
+        if self.active:
+            raise RuntimeError("a run is already active")
+        try:
+            session, buffer = self._factory(cfg, str(runs_dir), name)
+        except INPUT_ERRORS as exc:
+            self.start_failed.emit(str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. a broken engine install: say so, stay usable
+            log.exception("creating the session failed")
+            self.start_failed.emit(f"could not create the run: {type(exc).__name__}: {exc}")
+            return
+        self.session, self._buffer = session, buffer
+        self._stop_requested = False
+        self._ending = False
+        session.add_listener(buffer.put)
+        self._reader = MetricsReader(buffer)
+        self._reader.records.connect(self._on_reader_records, Qt.ConnectionType.QueuedConnection)
+        self._reader.start()
+        self._set_state("starting")
+        self._calls.call(session.start, self._on_started, self._on_start_error, name="session-start")
+
+    def pause(self) -> None:
+        if self._state == "running":
+            self.session.pause()
+            self._set_state("paused")
+
+    def resume(self) -> None:
+        if self._state == "paused":
+            self.session.resume()
+            self._set_state("running")
+
+    def stop(self) -> None:
+        """Stop without asking; returns at once, ``run_ended`` follows."""
+        if self._state == "starting":
+            self._stop_requested = True  # start() is still running on its thread; stop right after
+            self._set_state("stopping")
+            return
+        if self._state not in ("running", "paused"):
+            return
+        self._set_state("stopping")
+        self._begin_stop()
+
+    def _begin_stop(self) -> None:
+        session = self.session
+        self._calls.call(lambda: session.stop(timeout=STOP_TIMEOUT_S), self._on_joined,
+                         self._on_join_error, name="session-stop")
+
+    def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5.0) -> None:
+        """Blocking last resort at exit: stop the run, join every thread. Not for the live GUI."""
+        self._poll.stop()
+        self._calls.forget_all()
+        self._calls.wait_all(timeout_s)
+        if self.session is not None and getattr(self.session, "active", False):
+            try:
+                self.session.stop(timeout=STOP_TIMEOUT_S)
+            except Exception:  # noqa: BLE001 - exiting anyway
+                log.exception("stopping the session at exit failed")
+        self._stop_reader()
+
+    # -- engine callbacks (GUI thread) -----------------------------------------
+    def _on_started(self, _result: Any) -> None:
+        self._lower_worker_priority()
+        self.run_started.emit(self.session)
+        self._poll.start()
+        if self._stop_requested:
+            self._begin_stop()
+        elif self._state == "starting":
+            self._set_state("paused" if self.session.state == "paused" else "running")
+
+    def _lower_worker_priority(self) -> None:
+        if not hasattr(os, "setpriority"):
+            return
+        for pid in self.worker_pids():
+            try:
+                current = os.getpriority(os.PRIO_PROCESS, pid)
+                os.setpriority(os.PRIO_PROCESS, pid, max(current, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS))
+            except OSError:  # the worker already exited, or the platform refuses: not important
+                pass
+
+    def _on_start_error(self, exc: BaseException) -> None:
+        if isinstance(exc, INPUT_ERRORS):
+            message = str(exc)
+        else:
+            log.error("Session.start failed:\n%s", "".join(traceback.format_exception(exc)))
+            message = f"could not start the run: {type(exc).__name__}: {exc}"
+        # start() may have spawned some workers before failing: make sure none stays.
+        session = self.session
+        self._calls.call(lambda: _stop_quietly(session), lambda _r: self._after_start_failure(message),
+                         lambda _e: self._after_start_failure(message), name="session-cleanup")
+
+    def _after_start_failure(self, message: str) -> None:
+        self._stop_reader()
+        self.session = None
+        self._set_state("idle")
+        self.start_failed.emit(message)
+
+    @Slot(list)
+    def _on_reader_records(self, batch: list[dict[str, Any]]) -> None:
+        self.records.emit(batch)
+        for rec in batch:
+            if rec.get("kind") == "state" and rec.get("worker") is None:
+                self._on_session_state(str(rec.get("state")))
+
+    def _on_session_state(self, state: str) -> None:
+        # Only the end matters here: pause/resume states echo our own commands and
+        # may arrive after a newer one, so they must not overwrite self._state.
+        if state in END_STATES:
+            self._begin_end()
+
+    def _on_poll(self) -> None:
+        if self.session is not None and self._state in ("running", "paused") and not self.session.active:
+            self._begin_end()
+
+    def _begin_end(self) -> None:
+        """The run ended by itself (finished or failed): reap the workers off the GUI thread."""
+        if self._ending or self._state in ("starting", "stopping") or self.session is None:
+            return
+        self._ending = True
+        session = self.session
+        self._calls.call(lambda: session.wait(timeout=STOP_TIMEOUT_S) or session.stop(timeout=STOP_TIMEOUT_S),
+                         self._on_joined, self._on_join_error, name="session-wait")
+
+    def _on_join_error(self, exc: BaseException) -> None:
+        log.error("ending the run failed:\n%s", "".join(traceback.format_exception(exc)))
+        self._on_joined(None)
+
+    def _on_joined(self, _status: Any) -> None:
+        self._poll.stop()
+        self._stop_reader()
+        session = self.session
+        status = getattr(session, "state", "stopped") if session is not None else "stopped"
+        if status not in END_STATES:
+            status = "stopped"
+        summary = getattr(session, "summary", None)
+        error = getattr(session, "error", None)
+        self._set_state(status)
+        self.run_ended.emit(status, summary, error)
+
+    def _stop_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        reader.stop()
+        # Deliver the batches the reader already queued, then what is still buffered,
+        # so the last records (final losses, the end state) arrive before run_ended.
+        QCoreApplication.sendPostedEvents(self, QEvent.Type.MetaCall)
+        reader.records.disconnect(self._on_reader_records)
+        rest = self._buffer.drain(timeout=0) if self._buffer is not None else []
+        if rest:
+            self.records.emit(rest)
+        if self._buffer is not None and hasattr(self._buffer, "close"):
+            self._buffer.close()
+        reader.deleteLater()
+
+    def _set_state(self, state: str) -> None:
+        if state != self._state:
+            self._state = state
+            self.state_changed.emit(state)
+
+
+def _stop_quietly(session: Any) -> None:
+    try:
+        if getattr(session, "active", False):
+            session.stop(timeout=STOP_TIMEOUT_S)
+    except Exception:  # noqa: BLE001 - best effort after a failed start
+        log.exception("cleanup after a failed start")

@@ -1,0 +1,292 @@
+"""The curves of one run, built from metric records (no Qt: testable and reusable by bench/).
+
+Records are the dicts of ``metrics.jsonl`` (see DESIGN.md). The same code
+feeds live batches from the MetricsReader and a past run read from disk, so
+a replayed run looks exactly like it did live: every derived point (mean,
+throughput) is placed by the records' own ``t``, never by the wall clock.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+
+from app.series import DEFAULT_MAX_POINTS, Series, ema
+
+# Loss series columns.
+STEP, TIME, LOSS, SMOOTH = 0, 1, 2, 3
+# Validation series columns.
+EPOCH, VTIME, VAL_LOSS, VAL_ACC = 0, 1, 2, 3
+# Throughput series columns.
+RSTEP, RTIME, RATE = 0, 1, 2
+
+MEAN_EVERY_S = 0.1  # one mean-loss point per this much record time
+RATE_WINDOW_S = 0.5  # samples/s measured over windows of this length
+RATE_STALE_S = 1.5  # a worker silent this long no longer counts in the total
+
+
+@dataclass
+class Changes:
+    """What one batch of records touched, so plots redraw only those curves."""
+
+    loss: set[int] = field(default_factory=set)
+    mean: bool = False
+    val: set[int] = field(default_factory=set)
+    rate: set[int] = field(default_factory=set)
+    total: bool = False
+    new_workers: set[int] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return bool(self.loss or self.mean or self.val or self.rate or self.total)
+
+    def merge(self, other: "Changes") -> "Changes":
+        return Changes(self.loss | other.loss, self.mean or other.mean, self.val | other.val,
+                       self.rate | other.rate, self.total or other.total, self.new_workers | other.new_workers)
+
+
+class RunData:
+    """Per-worker loss, validation and throughput series plus their mean/total."""
+
+    def __init__(self, t0: float | None = None, smoothing: float = 0.6,
+                 max_points: int = DEFAULT_MAX_POINTS) -> None:
+        self.t0 = t0
+        self.smoothing = smoothing
+        self.max_points = max_points
+        self.loss: dict[int, Series] = {}
+        self.mean = Series(4, max_points=max_points)
+        self.val: dict[int, Series] = {}
+        self.rate: dict[int, Series] = {}
+        self.total = Series(3, max_points=max_points)
+        self.last_t: float | None = None
+        self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
+        self._mean_next_t = -math.inf
+        self._anchor: dict[int, tuple[float, float]] = {}  # worker -> (t, samples)
+        self._latest_rate: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, rate)
+        self._total_next_t = -math.inf
+
+    @property
+    def workers(self) -> list[int]:
+        return sorted(set(self.loss) | set(self.val) | set(self.rate))
+
+    def total_rate(self) -> float:
+        """The latest samples/s of all workers together (nan before the first window)."""
+        return self.total.last(RATE)
+
+    # -- feeding ---------------------------------------------------------------
+    def add(self, records: Iterable[dict[str, Any]]) -> Changes:
+        ch = Changes()
+        loss_rows: dict[int, list[tuple[float, float, float]]] = {}
+        for rec in records:
+            kind = rec.get("kind")
+            t = rec.get("t")
+            if not isinstance(t, (int, float)):
+                continue
+            if self.t0 is None:
+                self.t0 = float(t)
+            self.last_t = float(t)
+            if kind == "step":
+                self._on_step(rec, float(t), loss_rows, ch)
+            elif kind == "eval":
+                self._on_eval(rec, float(t), ch)
+            elif kind == "state" and rec.get("state") in ("paused", "stopping", "starting"):
+                # A pause would otherwise show up as one long, slow window after resume.
+                self._anchor.clear()
+        for w, rows in loss_rows.items():
+            self._append_loss(self._loss_series(w, ch), rows)
+            ch.loss.add(w)
+        return ch
+
+    def _loss_series(self, w: int, ch: Changes) -> Series:
+        s = self.loss.get(w)
+        if s is None:
+            s = self.loss[w] = Series(4, max_points=self.max_points)
+            ch.new_workers.add(w)
+        return s
+
+    def _append_loss(self, s: Series, rows: list[tuple[float, float, float]]) -> None:
+        arr = np.empty((len(rows), 4))
+        arr[:, :3] = rows
+        prev = s.last(SMOOTH) if len(s) else None
+        arr[:, SMOOTH] = ema(arr[:, LOSS], self.smoothing, prev)
+        s.append(arr)
+
+    def _on_step(self, rec: dict[str, Any], t: float, loss_rows: dict[int, list[tuple[float, float, float]]],
+                 ch: Changes) -> None:
+        w = int(rec.get("worker") or 0)
+        step = float(rec.get("step", 0))
+        loss = _num(rec.get("loss"))
+        rel = t - (self.t0 or t)
+        loss_rows.setdefault(w, []).append((step, rel, loss))
+        # The smoothed mean is the mean of the workers' smoothed curves (smoothing
+        # the sparser mean samples again would make it lag behind them).
+        prev = self._latest.get(w, (0.0, loss, loss))[2]
+        smooth = self.smoothing * prev + (1.0 - self.smoothing) * loss
+        self._latest[w] = (step, loss, smooth)
+        if t >= self._mean_next_t:
+            self._mean_next_t = t + MEAN_EVERY_S
+            steps, losses, smooths = zip(*self._latest.values())
+            self.mean.append([(float(np.mean(steps)), rel, float(np.mean(losses)), float(np.mean(smooths)))])
+            ch.mean = True
+        samples = rec.get("samples")
+        if isinstance(samples, (int, float)):
+            self._on_samples(w, t, step, float(samples), ch)
+
+    def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
+        anchor = self._anchor.get(w)
+        if anchor is None or t - anchor[0] > 4 * RATE_WINDOW_S + RATE_STALE_S:
+            self._anchor[w] = (t, samples)
+            return
+        dt = t - anchor[0]
+        if dt < RATE_WINDOW_S:
+            return
+        rate = max(0.0, (samples - anchor[1]) / dt)
+        self._anchor[w] = (t, samples)
+        rel = t - (self.t0 or t)
+        s = self.rate.get(w)
+        if s is None:
+            s = self.rate[w] = Series(3, max_points=self.max_points)
+            ch.new_workers.add(w)
+        s.append([(step, rel, rate)])
+        ch.rate.add(w)
+        self._latest_rate[w] = (t, step, rate)
+        if t >= self._total_next_t:
+            self._total_next_t = t + RATE_WINDOW_S
+            live = [v for v in self._latest_rate.values() if t - v[0] <= RATE_STALE_S]
+            self.total.append([(float(np.mean([v[1] for v in live])), rel, float(sum(v[2] for v in live)))])
+            ch.total = True
+
+    def _on_eval(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
+        w = int(rec.get("worker") or 0)
+        s = self.val.get(w)
+        if s is None:
+            s = self.val[w] = Series(4, capacity=16, max_points=self.max_points)
+            ch.new_workers.add(w)
+        rel = t - (self.t0 or t)
+        s.append([(float(rec.get("epoch", len(s) + 1)), rel,
+                   _num(rec.get("val_loss")), _num(rec.get("val_accuracy")))])
+        ch.val.add(w)
+
+    # -- views -----------------------------------------------------------------
+    def set_smoothing(self, alpha: float) -> None:
+        """Recompute every smoothed column (the raw values are kept)."""
+        self.smoothing = alpha
+        for s in self.loss.values():
+            if len(s):
+                s.rows()[:, SMOOTH] = ema(s.column(LOSS), alpha)
+        for w, (step, loss, _smooth) in self._latest.items():
+            self._latest[w] = (step, loss, self.loss[w].last(SMOOTH) if w in self.loss else loss)
+        if len(self.mean):
+            # Rebuild the smoothed mean from each worker's smoothed curve at the mean's times.
+            t = self.mean.column(TIME)
+            curves = [np.interp(t, s.column(TIME), s.column(SMOOTH), left=np.nan)
+                      for s in self.loss.values() if len(s)]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: before any worker's first point
+                self.mean.rows()[:, SMOOTH] = np.nanmean(np.vstack(curves), axis=0) if curves else np.nan
+
+
+def _num(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+class ProgressTracker:
+    """Run progress (0..1), current epoch and ETA from step/eval/state records.
+
+    Each worker's progress is ``(epoch - 1 + fraction of its epoch) / epochs``;
+    the run's is the mean. The fraction uses the samples a worker processed
+    in its current epoch over the samples of an epoch: the measured size of
+    its previous epoch once there is one, else ``samples_per_epoch`` (the
+    caller's estimate from the dataset size and strategy).
+    """
+
+    def __init__(self, epochs: int, workers: int, samples_per_epoch: float | None = None) -> None:
+        self.epochs = max(1, epochs)
+        self.workers = max(1, workers)
+        self.samples_per_epoch = samples_per_epoch
+        self._epoch: dict[int, int] = {}
+        self._epoch_start: dict[int, float] = {}
+        self._measured: dict[int, float] = {}
+        self._progress: dict[int, float] = {}
+        self._history: deque[tuple[float, float]] = deque()
+        self.paused = False
+        self.done = False
+
+    @property
+    def epoch(self) -> int:
+        return max(self._epoch.values(), default=0)
+
+    @property
+    def progress(self) -> float:
+        if self.done:
+            return 1.0
+        return min(1.0, sum(self._progress.values()) / self.workers)
+
+    def add(self, records: Iterable[dict[str, Any]]) -> None:
+        t: float | None = None
+        for rec in records:
+            if isinstance(rec.get("t"), (int, float)):
+                t = float(rec["t"])
+            kind = rec.get("kind")
+            if kind == "step":
+                self._on_step(rec)
+            elif kind == "eval":
+                w = int(rec.get("worker") or 0)
+                epoch = int(rec.get("epoch", 0))
+                self._progress[w] = max(self._progress.get(w, 0.0), min(1.0, epoch / self.epochs))
+            elif kind == "state" and rec.get("worker") is None:
+                state = rec.get("state")
+                if state == "paused":
+                    self.paused = True
+                elif state == "running":
+                    if self.paused:
+                        self._history.clear()  # the pause must not slow the ETA down
+                    self.paused = False
+                elif state == "finished":
+                    self.done = True
+        if t is not None and not self.paused:
+            self._history.append((t, self.progress))
+            while len(self._history) > 2 and t - self._history[0][0] > 30.0:
+                self._history.popleft()
+
+    def _on_step(self, rec: dict[str, Any]) -> None:
+        w = int(rec.get("worker") or 0)
+        epoch = int(rec.get("epoch", 1))
+        samples = float(rec.get("samples", 0))
+        if w not in self._epoch:
+            self._epoch[w] = epoch
+            self._epoch_start[w] = 0.0 if epoch == 1 else samples
+        elif epoch != self._epoch[w]:
+            self._measured[w] = samples - self._epoch_start[w]
+            self._epoch[w] = epoch
+            self._epoch_start[w] = samples
+        size = self._measured.get(w, self.samples_per_epoch)
+        frac = 0.0
+        if size and size > 0:
+            frac = min(0.999, max(0.0, (samples - self._epoch_start[w]) / size))
+        p = min(1.0, (epoch - 1 + frac) / self.epochs)
+        self._progress[w] = max(self._progress.get(w, 0.0), p)
+
+    def eta_s(self) -> float | None:
+        """Seconds left, from the progress made over the last ~30 s of running; None if unknown."""
+        if self.done or self.paused or len(self._history) < 2:
+            return None
+        (t0, p0), (t1, p1) = self._history[0], self._history[-1]
+        if t1 - t0 < 1.0 or p1 <= p0:
+            return None
+        return (1.0 - p1) * (t1 - t0) / (p1 - p0)
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s}s"

@@ -1,0 +1,107 @@
+"""Growable numpy columns for live curves (no Qt here, so it is cheap to test).
+
+Plots must never hold Python lists of points or grow without bound: a
+:class:`Series` keeps preallocated columns that double when full and, past
+``max_points``, halves itself by keeping every other row, so a week-long run
+still fits in memory while the whole history stays visible.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+DEFAULT_MAX_POINTS = 2_000_000
+
+
+class Series:
+    """Rows of ``ncols`` float64 values in one preallocated array."""
+
+    def __init__(self, ncols: int, capacity: int = 256, max_points: int = DEFAULT_MAX_POINTS) -> None:
+        if max_points < 4:
+            raise ValueError("max_points must be at least 4")
+        self._data = np.empty((max(4, capacity), ncols), dtype=np.float64)
+        self._n = 0
+        self.max_points = max_points
+        self.compactions = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def capacity(self) -> int:
+        return self._data.shape[0]
+
+    @property
+    def ncols(self) -> int:
+        return self._data.shape[1]
+
+    def clear(self) -> None:
+        self._n = 0
+
+    def column(self, i: int) -> np.ndarray:
+        """A view of the filled part of column ``i`` (valid until the next append)."""
+        return self._data[: self._n, i]
+
+    def rows(self) -> np.ndarray:
+        return self._data[: self._n]
+
+    def last(self, i: int) -> float:
+        return float(self._data[self._n - 1, i]) if self._n else math.nan
+
+    def append(self, rows: np.ndarray | Sequence[Sequence[float]]) -> None:
+        block = np.asarray(rows, dtype=np.float64).reshape(-1, self.ncols)
+        k = block.shape[0]
+        if k == 0:
+            return
+        while self._n + k > self.max_points and self._n >= 2:
+            self._halve()
+        if self._n + k > self.max_points:  # one block larger than the cap: keep its tail
+            block = block[-(self.max_points - self._n):]
+            k = block.shape[0]
+        if self._n + k > self.capacity:
+            new_cap = self.capacity
+            while new_cap < self._n + k:
+                new_cap *= 2
+            grown = np.empty((min(new_cap, self.max_points), self.ncols), dtype=np.float64)
+            grown[: self._n] = self._data[: self._n]
+            self._data = grown
+        self._data[self._n : self._n + k] = block
+        self._n += k
+
+    def _halve(self) -> None:
+        # Keep every other row, and always the newest one so curves end where the data ends.
+        keep = self._data[: self._n : 2].copy()
+        if (self._n - 1) % 2:
+            keep = np.vstack([keep, self._data[self._n - 1 : self._n]])
+        self._data[: keep.shape[0]] = keep
+        self._n = keep.shape[0]
+        self.compactions += 1
+
+
+def ema(values: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
+    """Exponential moving average ``y[i] = alpha*y[i-1] + (1-alpha)*x[i]``.
+
+    ``prev`` is the last smoothed value before ``values`` (None: start at the
+    first value, so the curve does not rise from zero). Vectorised in blocks
+    (``y = a^(j+1)*prev + (1-a)*a^j*cumsum(x*a^-m)``), each short enough that
+    ``a^-m`` stays below 1e12, so it is exact to rounding and needs no scipy.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0 or alpha <= 0.0:
+        return x.copy()
+    if prev is None or not math.isfinite(prev):
+        prev = float(x[0])
+    out = np.empty_like(x)
+    block = max(1, min(x.size, int(12.0 / -math.log10(alpha)))) if alpha < 1.0 else x.size
+    powers = alpha ** np.arange(block + 1, dtype=np.float64)  # a^0 .. a^block
+    inverse = 1.0 / powers[:-1]  # a^-m
+    for start in range(0, x.size, block):
+        chunk = x[start:start + block]
+        k = chunk.size
+        acc = np.cumsum(chunk * inverse[:k])
+        out[start:start + k] = powers[1:k + 1] * prev + (1.0 - alpha) * powers[:k] * acc
+        prev = float(out[start + k - 1])
+    return out

@@ -1,0 +1,143 @@
+"""MetricsReader coalescing and RunController's lifecycle with a fake, instant session."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from app.metrics_reader import MetricsReader
+from app.run_controller import RunController
+from core.config import Config
+from core.errors import DataError
+from core.session import RecordBuffer
+
+
+def test_reader_coalesces_to_at_most_30_batches_a_second(qtbot: Any) -> None:
+    buffer = RecordBuffer()
+    reader = MetricsReader(buffer)
+    batches: list[list[dict[str, Any]]] = []
+    reader.records.connect(batches.append)
+    reader.start()
+    stop = threading.Event()
+    total = 4000
+
+    def produce() -> None:  # 4 "workers" putting small batches as fast as they can for ~1 s
+        for i in range(total // 4):
+            buffer.put([{"kind": "step", "t": time.time(), "worker": w, "step": i} for w in range(4)])
+            time.sleep(0.001)
+        stop.set()
+
+    producer = threading.Thread(target=produce, name="producer")
+    started = time.monotonic()
+    producer.start()
+    qtbot.waitUntil(lambda: stop.is_set() and sum(map(len, batches)) == total, timeout=10_000)
+    elapsed = time.monotonic() - started
+    producer.join()
+    assert reader.stop()
+    assert len(batches) <= 30 * elapsed + 2
+    got = [r for b in batches for r in b]
+    assert len(got) == total
+    for w in range(4):  # per-worker order is kept
+        steps = [r["step"] for r in got if r["worker"] == w]
+        assert steps == sorted(steps)
+
+
+class FakeSession:
+    """Just enough of core.session.Session for the controller: start, pause, stop, records."""
+
+    def __init__(self, cfg: Config, fail: Exception | None = None, start_delay: float = 0.0) -> None:
+        self.config = cfg
+        self.fail = fail
+        self.start_delay = start_delay
+        self.state = "idle"
+        self.listeners: list[Any] = []
+        self.run_dir = None
+        self.summary: dict[str, Any] | None = None
+        self.error = None
+        self.num_workers = 1
+        self.info = None
+        self.calls: list[str] = []
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("starting", "running", "paused", "stopping")
+
+    def add_listener(self, fn: Any) -> None:
+        self.listeners.append(fn)
+
+    def _emit(self, state: str) -> None:
+        for fn in self.listeners:
+            fn([{"kind": "state", "t": time.time(), "worker": None, "state": state, "detail": ""}])
+
+    def start(self) -> None:
+        time.sleep(self.start_delay)
+        self.calls.append("start")
+        if self.fail:
+            raise self.fail
+        self.state = "running"
+        self._emit("starting")
+
+    def pause(self) -> None:
+        self.calls.append("pause")
+
+    def resume(self) -> None:
+        self.calls.append("resume")
+
+    def stop(self, timeout: float = 10.0) -> str:
+        self.calls.append("stop")
+        if self.state in ("running", "starting", "paused"):
+            self.state = "stopped"
+            self.summary = {"status": "stopped"}
+            self._emit("stopped")
+        return self.state
+
+    def wait(self, timeout: float | None = None) -> str:
+        return self.state
+
+    def worker_pids(self) -> list[int]:
+        return []
+
+
+def _controller(sessions: list[FakeSession], **kwargs: Any) -> RunController:
+    def factory(cfg: Config, runs_dir: str, name: str | None) -> tuple[Any, Any]:
+        sessions.append(FakeSession(cfg, **kwargs))
+        return sessions[-1], RecordBuffer()
+
+    return RunController(session_factory=factory)
+
+
+def test_stop_while_starting_stops_right_after_start(qtbot: Any) -> None:
+    sessions: list[FakeSession] = []
+    controller = _controller(sessions, start_delay=0.3)
+    states: list[str] = []
+    controller.state_changed.connect(states.append)
+    with qtbot.waitSignal(controller.run_ended, timeout=10_000) as ended:
+        controller.start(Config())
+        controller.stop()  # still starting: must not race start()
+    assert ended.args[0] == "stopped"
+    assert sessions[0].calls == ["start", "stop"]
+    assert states == ["starting", "stopping", "stopped"]
+
+
+def test_input_error_from_start_is_reported_not_raised(qtbot: Any) -> None:
+    sessions: list[FakeSession] = []
+    controller = _controller(sessions, fail=DataError("data: csv:x.csv: file not found"))
+    with qtbot.waitSignal(controller.start_failed, timeout=10_000) as failed:
+        controller.start(Config())
+    assert failed.args == ["data: csv:x.csv: file not found"]
+    assert controller.state == "idle" and not controller.active
+
+
+def test_pause_resume_are_passed_through(qtbot: Any) -> None:
+    sessions: list[FakeSession] = []
+    controller = _controller(sessions)
+    with qtbot.waitSignal(controller.run_started, timeout=10_000):
+        controller.start(Config())
+    controller.pause()
+    assert controller.state == "paused"
+    controller.resume()
+    assert controller.state == "running"
+    with qtbot.waitSignal(controller.run_ended, timeout=10_000):
+        controller.stop()
+    assert sessions[0].calls == ["start", "pause", "resume", "stop"]

@@ -1,0 +1,109 @@
+"""Series buffers and run curves: no widgets, fast."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.run_data import LOSS, RATE, SMOOTH, ProgressTracker, RunData, format_duration
+from app.series import Series, ema
+
+
+def test_series_grows_by_doubling_and_keeps_rows() -> None:
+    s = Series(2, capacity=4)
+    for i in range(100):
+        s.append([(i, i * 2)])
+    assert len(s) == 100
+    assert s.capacity == 128
+    np.testing.assert_array_equal(s.column(0), np.arange(100))
+    np.testing.assert_array_equal(s.column(1), np.arange(100) * 2)
+
+
+def test_series_is_bounded_and_keeps_the_newest_point() -> None:
+    s = Series(1, capacity=4, max_points=1000)
+    for start in range(0, 10_000, 7):
+        s.append(np.arange(start, start + 7, dtype=float).reshape(-1, 1))
+    assert len(s) <= 1000
+    assert s.capacity <= 1000
+    assert s.compactions > 0
+    col = s.column(0)
+    assert col[-1] == 10_002  # the newest value survives every halving
+    assert np.all(np.diff(col) > 0)  # still in order
+
+
+def test_ema_continues_across_chunks() -> None:
+    x = np.random.default_rng(0).normal(size=500)
+    whole = ema(x, 0.9)
+    first = ema(x[:200], 0.9)
+    second = ema(x[200:], 0.9, prev=float(first[-1]))
+    np.testing.assert_allclose(np.concatenate([first, second]), whole)
+    np.testing.assert_array_equal(ema(x, 0.0), x)
+
+
+def _steps(workers: int, n: int, t0: float = 1000.0, dt: float = 0.01) -> list[dict]:
+    recs = []
+    for i in range(n):
+        for w in range(workers):
+            recs.append({"kind": "step", "t": t0 + i * dt, "worker": w, "epoch": 1 + i // 100,
+                         "step": i + 1, "samples": (i + 1) * 32, "loss": 2.0 / (1 + i) + w, "lr": 0.1})
+    return recs
+
+
+def test_run_data_builds_per_worker_mean_and_throughput() -> None:
+    data = RunData(smoothing=0.0)
+    changes = data.add(_steps(3, 300))
+    assert changes.loss == {0, 1, 2}
+    assert data.workers == [0, 1, 2]
+    assert all(len(data.loss[w]) == 300 for w in range(3))
+    # mean of the three workers' losses (offsets 0, 1, 2 -> +1)
+    # (sampled every 0.1 s of record time, so the last point is at most 0.1 s old)
+    assert data.mean.rows()[-1][LOSS] == pytest.approx(1.0, abs=0.05)
+    assert len(data.mean) == pytest.approx(30, abs=2)
+    # 32 samples every 10 ms per worker = 3200 samples/s each
+    assert data.rate[0].column(RATE)[-1] == pytest.approx(3200, rel=0.05)
+    assert data.total_rate() == pytest.approx(9600, rel=0.05)
+
+
+def test_smoothing_change_recomputes_every_curve() -> None:
+    data = RunData(smoothing=0.0)
+    data.add(_steps(2, 200))
+    np.testing.assert_array_equal(data.loss[0].column(SMOOTH), data.loss[0].column(LOSS))
+    data.set_smoothing(0.9)
+    np.testing.assert_allclose(data.loss[0].column(SMOOTH), ema(data.loss[0].column(LOSS), 0.9))
+    assert np.all(np.isfinite(data.mean.column(SMOOTH)))
+
+
+def test_throughput_ignores_the_pause() -> None:
+    data = RunData()
+    recs = _steps(1, 100)
+    recs.append({"kind": "state", "t": 1001.0, "worker": None, "state": "paused"})
+    recs += _steps(1, 100, t0=1011.0)  # 10 s later; samples restart at 32 here only for the test
+    for r in recs[-100:]:
+        r["samples"] += 3200
+    data.add(recs)
+    assert data.rate[0].column(RATE).min() > 1000  # no dip from the 10 s pause
+
+
+def test_progress_and_eta() -> None:
+    p = ProgressTracker(epochs=10, workers=2, samples_per_epoch=3200)
+    recs = _steps(2, 250)  # 2.5 epochs of 100 steps each, in 2.5 s
+    for i in range(0, len(recs), 20):  # batches, as the MetricsReader delivers them
+        p.add(recs[i:i + 20])
+    assert p.epoch == 3
+    assert p.progress == pytest.approx(0.25, abs=0.01)
+    eta = p.eta_s()
+    assert eta is not None and eta == pytest.approx(7.5, rel=0.1)  # 2.5 s for 25%
+    p.add([{"kind": "state", "t": 1003.0, "worker": None, "state": "paused"}])
+    assert p.eta_s() is None
+    p.add([{"kind": "state", "t": 1004.0, "worker": None, "state": "finished"}])
+    assert p.progress == 1.0
+
+
+def test_format_duration() -> None:
+    assert format_duration(None) == "–"
+    assert format_duration(math.inf) == "–"
+    assert format_duration(42.4) == "42s"
+    assert format_duration(125) == "2m 05s"
+    assert format_duration(7260) == "2h 01m"
