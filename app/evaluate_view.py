@@ -1,0 +1,225 @@
+"""Evaluate view: a run's validation results. Confusion matrix heat map, per-class table, mistakes gallery.
+
+``EvaluateView()``; ``load_run(run_dir)`` reads the run's eval.json (or
+evaluates the checkpoint when there is none, or when ``recompute``) on a
+background thread; ``evaluated`` (the eval dict) or ``failed`` (one line)
+follows. Widgets change only in the GUI thread, from the result callbacks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QListView, QListWidget, QListWidgetItem,
+    QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+)
+
+from app.export_dialog import error_text
+from app.tasks import BackgroundCalls
+
+GALLERY_LIMIT = 48
+THUMB = 72
+
+
+def _load(run_dir: Path, recompute: bool) -> tuple[dict[str, Any], list[tuple[np.ndarray, str]]]:
+    """Background thread: the evaluation and the images of its mistakes."""
+    from core.evaluate import evaluate_run, load_evaluation, misclassified_images
+
+    full = None if recompute or _stale(run_dir) else load_evaluation(run_dir)
+    if full is None:
+        full = evaluate_run(run_dir, write=True)
+    try:
+        images = misclassified_images(run_dir, full, GALLERY_LIMIT)
+    except Exception:  # the gallery is a bonus: data moved or unreadable images must not hide the metrics
+        images = []
+    return full, images
+
+
+def _stale(run_dir: Path) -> bool:
+    """eval.json is older than the checkpoint (e.g. the run was resumed): evaluate again."""
+    try:
+        return (run_dir / "eval.json").stat().st_mtime < (run_dir / "checkpoints" / "last.pt").stat().st_mtime
+    except OSError:
+        return False
+
+
+def heat_color(fraction: float, base: QColor, hot: QColor) -> QColor:
+    """Blend from ``base`` (0) to ``hot`` (1)."""
+    f = min(1.0, max(0.0, fraction))
+    return QColor(
+        round(base.red() + (hot.red() - base.red()) * f),
+        round(base.green() + (hot.green() - base.green()) * f),
+        round(base.blue() + (hot.blue() - base.blue()) * f),
+    )
+
+
+def to_pixmap(img: np.ndarray, size: int = THUMB) -> QPixmap:
+    """uint8 HxW (grey) or HxWx3 (RGB) -> a pixmap scaled up without smoothing (small images stay crisp)."""
+    img = np.ascontiguousarray(img)
+    h, w = img.shape[:2]
+    if img.ndim == 2:
+        qimg = QImage(img.data, w, h, w, QImage.Format.Format_Grayscale8)
+    else:
+        qimg = QImage(img.data, w, h, 3 * w, QImage.Format.Format_RGB888)
+    pix = QPixmap.fromImage(qimg.copy())  # copy: the numpy buffer does not outlive this call
+    return pix.scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)
+
+
+class EvaluateView(QWidget):
+    evaluated = Signal(dict)
+    failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("evaluate_view")
+        self.run_dir: Path | None = None
+        self.evaluation: dict[str, Any] | None = None
+        self._calls = BackgroundCalls(self)
+        self._token = 0  # results of an older load_run are dropped
+
+        self.label_summary = QLabel("No run loaded.", objectName="label_eval_summary")
+        self.label_summary.setWordWrap(True)
+        self.button_reevaluate = QPushButton("Re-evaluate", objectName="button_reevaluate")
+        self.button_reevaluate.setEnabled(False)
+        self.button_reevaluate.setToolTip("evaluate the run's checkpoint on its validation split again")
+        self.table_confusion = QTableWidget(objectName="table_confusion")
+        self.table_confusion.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table_confusion.setToolTip("rows: true class, columns: predicted class")
+        self.table_per_class = QTableWidget(0, 5, objectName="table_per_class")
+        self.table_per_class.setHorizontalHeaderLabels(["class", "precision", "recall", "F1", "support"])
+        self.table_per_class.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table_per_class.verticalHeader().setVisible(False)
+        self.table_per_class.setSortingEnabled(True)
+        self.label_gallery = QLabel("Misclassified samples", objectName="label_gallery")
+        self.list_misclassified = QListWidget(objectName="list_misclassified")
+        self.list_misclassified.setViewMode(QListView.ViewMode.IconMode)
+        self.list_misclassified.setIconSize(QSize(THUMB, THUMB))
+        self.list_misclassified.setResizeMode(QListView.ResizeMode.Adjust)
+        self.list_misclassified.setMovement(QListView.Movement.Static)
+        self._layout()
+        self.button_reevaluate.clicked.connect(lambda: self.load_run(self.run_dir, recompute=True) if self.run_dir else None)
+
+    def _layout(self) -> None:
+        top = QHBoxLayout()
+        top.addWidget(self.label_summary, 1)
+        top.addWidget(self.button_reevaluate)
+        tables = QSplitter(Qt.Orientation.Horizontal)
+        tables.addWidget(self.table_confusion)
+        tables.addWidget(self.table_per_class)
+        gallery = QWidget()
+        g = QVBoxLayout(gallery)
+        g.setContentsMargins(0, 0, 0, 0)
+        g.addWidget(self.label_gallery)
+        g.addWidget(self.list_misclassified)
+        body = QSplitter(Qt.Orientation.Vertical)
+        body.addWidget(tables)
+        body.addWidget(gallery)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(body, 1)
+
+    # -- loading ----------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._calls.busy
+
+    def load_run(self, run_dir: Path | str, recompute: bool = False) -> None:
+        """Show a run's evaluation: eval.json, or a fresh evaluation (background thread)."""
+        self.run_dir = Path(run_dir)
+        self._token += 1
+        token = self._token
+        self.button_reevaluate.setEnabled(False)
+        self.label_summary.setText(f"Evaluating {self.run_dir.name} on its validation split…")
+        run_dir_ = self.run_dir
+        self._calls.call(lambda: _load(run_dir_, recompute),
+                         lambda res: self._on_done(token, res), lambda exc: self._on_error(token, exc),
+                         name="evaluate")
+
+    def _on_done(self, token: int, result: tuple[dict[str, Any], list[tuple[np.ndarray, str]]]) -> None:
+        if token != self._token:
+            return
+        full, images = result
+        self.show_evaluation(full, images)
+        self.button_reevaluate.setEnabled(True)
+        self.evaluated.emit(full)
+
+    def _on_error(self, token: int, exc: BaseException) -> None:
+        if token != self._token:
+            return
+        message = error_text(exc)
+        self.label_summary.setText(f"Evaluation failed: {message}")
+        self.button_reevaluate.setEnabled(self.run_dir is not None)
+        self.failed.emit(message)
+
+    def wait(self, timeout_s: float = 60.0) -> bool:
+        """Block until background work has returned (shutdown and tests)."""
+        return self._calls.wait_all(timeout_s)
+
+    # -- showing ----------------------------------------------------------------------------
+    def show_evaluation(self, full: dict[str, Any], images: list[tuple[np.ndarray, str]] | None = None) -> None:
+        self.evaluation = full
+        self.label_summary.setText(
+            f"Accuracy {full['accuracy']:.2%} on {full['n']:,} validation samples · macro F1 "
+            f"{full['macro']['f1']:.3f} · {full['misclassified_total']:,} misclassified"
+        )
+        classes = [c["class"] for c in full["per_class"]]
+        self._fill_confusion(classes, full["confusion"])
+        self._fill_per_class(full["per_class"])
+        self._fill_gallery(images or [])
+
+    def _fill_confusion(self, classes: list[str], cm: list[list[int]]) -> None:
+        t = self.table_confusion
+        t.clear()
+        t.setRowCount(len(classes))
+        t.setColumnCount(len(classes))
+        t.setHorizontalHeaderLabels([f"→ {c}" for c in classes])
+        t.setVerticalHeaderLabels(classes)
+        base = self.palette().base().color()
+        hot = self.palette().highlight().color()
+        light_text, dark_text = QColor("#ffffff"), self.palette().text().color()
+        for i, row in enumerate(cm):
+            total = sum(row) or 1
+            for j, count in enumerate(row):
+                fraction = count / total  # colour by share of the true class: small classes stay visible
+                item = QTableWidgetItem(str(count))
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                item.setBackground(QBrush(heat_color(fraction, base, hot)))
+                item.setForeground(QBrush(light_text if fraction > 0.5 else dark_text))
+                item.setToolTip(f"true {classes[i]}, predicted {classes[j]}: {count} ({fraction:.0%} of {classes[i]})")
+                t.setItem(i, j, item)
+        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def _fill_per_class(self, per_class: list[dict[str, Any]]) -> None:
+        t = self.table_per_class
+        t.setSortingEnabled(False)  # filling a sorted table reorders rows under our feet
+        t.setRowCount(len(per_class))
+        for i, c in enumerate(per_class):
+            cells = [c["class"], c["precision"], c["recall"], c["f1"], c["support"]]
+            for j, value in enumerate(cells):
+                item = QTableWidgetItem()
+                if isinstance(value, float):
+                    item.setData(Qt.ItemDataRole.DisplayRole, round(value, 4))
+                else:
+                    item.setData(Qt.ItemDataRole.DisplayRole, value)
+                t.setItem(i, j, item)
+        t.setSortingEnabled(True)
+        t.resizeColumnsToContents()
+
+    def _fill_gallery(self, images: list[tuple[np.ndarray, str]]) -> None:
+        self.list_misclassified.clear()
+        for img, caption in images:
+            item = QListWidgetItem(QIcon(to_pixmap(img)), caption)
+            item.setToolTip(caption)
+            self.list_misclassified.addItem(item)
+        has = bool(images)
+        self.list_misclassified.setVisible(has)
+        total = (self.evaluation or {}).get("misclassified_total", 0)
+        self.label_gallery.setText(
+            f"Misclassified samples (the {len(images)} most confident mistakes of {total})" if has
+            else "No misclassified images to show (tabular data, or no mistakes)."
+        )

@@ -1,0 +1,222 @@
+"""Predict view: choose an exported model and an input file or folder, see the predictions, save them.
+
+``PredictView()``; ``set_model(path)``, ``set_input(path)``, ``run()`` and
+``save(path)`` do what the buttons do. Prediction runs on a background thread
+(``core.predict.predict``, with ``--workers``-style processes when asked);
+``predicted`` (a ``Predictions``), ``saved`` (the path) or ``failed`` (one line)
+follow. The table reads the result arrays lazily, so 200,000 rows cost nothing
+until they are scrolled to.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtWidgets import (
+    QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QTableView, QVBoxLayout,
+    QWidget,
+)
+
+from app.export_dialog import error_text
+from app.tasks import BackgroundCalls
+
+MODEL_FILTER = "Exported models (*.safetensors *.pt2 *.onnx *.pt model.json)"
+INPUT_FILTER = "Features (*.csv *.npz)"
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+class PredictionsModel(QAbstractTableModel):
+    """id, predicted class, then one probability column per class, straight from the result arrays."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: Any = None
+        self._best: list[int] = []
+
+    def set_result(self, result: Any) -> None:
+        self.beginResetModel()
+        self.result = result
+        self._best = result.probs.argmax(axis=1).tolist() if result is not None else []
+        self.endResetModel()
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if self.result is None or parent.isValid() else len(self.result.ids)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if self.result is None or parent.isValid() else 2 + len(self.result.classes)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if self.result is None or not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if c == 0:
+                return self.result.ids[r]
+            if c == 1:
+                return self.result.classes[self._best[r]]
+            return f"{float(self.result.probs[r, c - 2]):.4f}"
+        if role == Qt.ItemDataRole.TextAlignmentRole and c >= 2:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt API
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role != Qt.ItemDataRole.DisplayRole or self.result is None:
+            return None
+        if orientation == Qt.Orientation.Vertical:
+            return section + 1
+        return ["id", "predicted"][section] if section < 2 else f"p({self.result.classes[section - 2]})"
+
+
+class PredictView(QWidget):
+    predicted = Signal(object)   # core.predict.Predictions
+    saved = Signal(str)
+    failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("predict_view")
+        self.result: Any = None
+        self._calls = BackgroundCalls(self)
+
+        self.edit_model = QLineEdit(objectName="edit_predict_model")
+        self.edit_model.setPlaceholderText(".safetensors, .pt2 or .onnx from Export")
+        self.button_model = QPushButton("Browse…", objectName="button_predict_model_browse")
+        self.edit_input = QLineEdit(objectName="edit_predict_input")
+        self.edit_input.setPlaceholderText("CSV or NPZ with the training features, or an image folder")
+        self.button_input_file = QPushButton("File…", objectName="button_predict_input_file")
+        self.button_input_folder = QPushButton("Folder…", objectName="button_predict_input_folder")
+        self.spin_workers = QSpinBox(objectName="spin_predict_workers")
+        self.spin_workers.setRange(1, max(1, os.cpu_count() or 1))
+        self.spin_workers.setToolTip("processes to split the input across (the result is the same)")
+        self.button_predict = QPushButton("Predict", objectName="button_predict")
+        self.button_save = QPushButton("Save CSV…", objectName="button_predict_save")
+        self.button_save.setEnabled(False)
+        self.label_status = QLabel(objectName="label_predict_status")
+        self.label_status.setWordWrap(True)
+        self.model_predictions = PredictionsModel(self)
+        self.table = QTableView(objectName="table_predictions")
+        self.table.setModel(self.model_predictions)
+        self._layout()
+
+        self.button_model.clicked.connect(self._on_browse_model)
+        self.button_input_file.clicked.connect(self._on_browse_input_file)
+        self.button_input_folder.clicked.connect(self._on_browse_input_folder)
+        self.button_predict.clicked.connect(self.run)
+        self.button_save.clicked.connect(self._on_save_clicked)
+
+    def _layout(self) -> None:
+        form = QFormLayout()
+        row = QHBoxLayout()
+        row.addWidget(self.edit_model, 1)
+        row.addWidget(self.button_model)
+        form.addRow("Model", row)
+        row = QHBoxLayout()
+        row.addWidget(self.edit_input, 1)
+        row.addWidget(self.button_input_file)
+        row.addWidget(self.button_input_folder)
+        form.addRow("Input", row)
+        form.addRow("Workers", self.spin_workers)
+        actions = QHBoxLayout()
+        actions.addWidget(self.button_predict)
+        actions.addWidget(self.button_save)
+        actions.addWidget(self.label_status, 1)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addLayout(actions)
+        layout.addWidget(self.table, 1)
+
+    # -- inputs -------------------------------------------------------------------------------
+    def set_model(self, path: Path | str) -> None:
+        self.edit_model.setText(str(path))
+
+    def set_input(self, path: Path | str) -> None:
+        self.edit_input.setText(str(path))
+
+    def _on_browse_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Exported model", self.edit_model.text(), MODEL_FILTER)
+        if path:
+            self.set_model(path)
+
+    def _on_browse_input_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Input features", self.edit_input.text(), INPUT_FILTER)
+        if path:
+            self.set_input(path)
+
+    def _on_browse_input_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Image folder", self.edit_input.text())
+        if path:
+            self.set_input(path)
+
+    # -- work ---------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._calls.busy
+
+    def run(self) -> None:
+        """Predict on a background thread."""
+        if self.busy:
+            return
+        model, inp = self.edit_model.text().strip(), self.edit_input.text().strip()
+        if not model or not inp:
+            self._fail("choose an exported model and an input file or folder first")
+            return
+        from core.predict import predict
+
+        workers = self.spin_workers.value()
+        self._set_busy(True)
+        self.label_status.setText("Predicting…")
+        self._calls.call(lambda: predict(Path(model), Path(inp), workers), self._on_done, self._on_error,
+                         name="predict")
+
+    def _on_done(self, result: Any) -> None:
+        self._set_busy(False)
+        self.result = result
+        self.model_predictions.set_result(result)
+        self.table.resizeColumnsToContents()
+        rate = len(result.ids) / max(result.seconds, 1e-9)
+        self.label_status.setText(f"{len(result.ids):,} rows predicted with {result.model_path.name} in "
+                                  f"{result.seconds:.2f} s ({rate:,.0f} rows/s)")
+        self.button_save.setEnabled(True)
+        self.predicted.emit(result)
+
+    def _on_error(self, exc: BaseException) -> None:
+        self._set_busy(False)
+        self._fail(error_text(exc))
+
+    def _fail(self, message: str) -> None:
+        self.label_status.setText(f"✗ {message}")
+        self.failed.emit(message)
+
+    def _set_busy(self, busy: bool) -> None:
+        for w in (self.button_predict, self.edit_model, self.edit_input, self.button_model,
+                  self.button_input_file, self.button_input_folder, self.spin_workers):
+            w.setEnabled(not busy)
+        self.button_save.setEnabled(not busy and self.result is not None)
+
+    def _on_save_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save predictions", "predictions.csv", "CSV (*.csv)")
+        if path:
+            self.save(Path(path))
+
+    def save(self, path: Path) -> None:
+        """Write the predictions CSV (the same text as ``traindesk predict --out``), atomically, off-thread."""
+        if self.result is None or self.busy:
+            return
+        result = self.result
+        self._set_busy(True)
+        self._calls.call(lambda: result.save(Path(path)), lambda _r: self._on_saved(Path(path)), self._on_error,
+                         name="save-predictions")
+
+    def _on_saved(self, path: Path) -> None:
+        self._set_busy(False)
+        self.label_status.setText(f"Saved {path}")
+        self.saved.emit(str(path))
+
+    def wait(self, timeout_s: float = 60.0) -> bool:
+        """Block until background work has returned (shutdown and tests)."""
+        return self._calls.wait_all(timeout_s)

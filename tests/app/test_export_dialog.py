@@ -1,0 +1,150 @@
+"""The export dialog, the evaluate view and the predict view against the real engine (offscreen)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PySide6.QtCore import Qt
+
+from app.evaluate_view import EvaluateView
+from app.export_dialog import ExportDialog
+from app.predict_view import PredictView
+from core import cli
+from core.checkpoint import save_checkpoint
+from core.config import Config, to_dict, to_toml
+from core.data import load_data
+from core.models import build_model
+from core.runlog import atomic_write_json, atomic_write_text, make_run_dir
+
+
+def make_run(root: Path, steps: int = 60) -> Path:
+    """A finished digits run with a checkpoint, trained in this process (quick, no worker processes)."""
+    cfg = Config().replace("model", kind="mlp", hidden=(32,))
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    info = data.info
+    torch.manual_seed(0)
+    model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        idx = torch.randint(0, len(data.train.y), (64,), generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(data.train.x[idx]), data.train.y[idx]).backward()
+        opt.step()
+    run_dir = make_run_dir(root, "gui")
+    atomic_write_text(run_dir / "config.toml", to_toml(cfg))
+    save_checkpoint(run_dir / "checkpoints" / "last.pt", {
+        "config": to_dict(cfg),
+        "info": {"name": info.name, "input_shape": list(info.input_shape), "num_classes": info.num_classes,
+                 "class_names": list(info.class_names), "feature_names": list(info.feature_names),
+                 "image_shape": list(info.image_shape) if info.image_shape else None,
+                 "mean": list(info.mean), "std": list(info.std)},
+        "model": model.state_dict(), "optimizers": None, "epoch": 1, "steps": steps,
+    })
+    atomic_write_json(run_dir / "summary.json", {"status": "finished", "final": {}, "error": None})
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def run_and_input(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A run and an NPZ of raw digits features to predict."""
+    from sklearn.datasets import load_digits
+
+    root = tmp_path_factory.mktemp("gui-export")
+    digits = load_digits()
+    np.savez(root / "digits.npz", x=digits.data[:50].astype(np.float32), y=digits.target[:50])
+    return make_run(root / "runs"), root / "digits.npz"
+
+
+def _wait(qtbot: Any, widget: Any) -> None:
+    qtbot.waitUntil(lambda: not widget.busy, timeout=60_000)
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "onnx"])
+def test_dialog_writes_a_file_the_cli_predicts_with(fmt: str, qtbot: Any, run_and_input: tuple[Path, Path],
+                                                    tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if fmt == "onnx":
+        pytest.importorskip("onnxscript", reason="the optional extra 'onnx' is not installed")
+        pytest.importorskip("onnxruntime", reason="the optional extra 'onnx' is not installed")
+    run_dir, npz = run_and_input
+    dialog = ExportDialog(run_dir)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    assert dialog.edit_path.text() == str(run_dir / "exports" / "model.safetensors")
+    dialog.set_format(fmt)
+    suffix = {"safetensors": ".safetensors", "onnx": ".onnx"}[fmt]
+    assert dialog.edit_path.text().endswith(suffix)
+    target = tmp_path / f"from-gui{suffix}"
+    dialog.set_path(target)
+    with qtbot.waitSignal(dialog.exported, timeout=60_000) as blocker:
+        qtbot.mouseClick(dialog.button_export, Qt.MouseButton.LeftButton)
+        assert not dialog.button_export.isEnabled()  # busy while it runs off the GUI thread
+    result = blocker.args[0]
+    assert result.path == target and target.is_file() and (tmp_path / "model.json").is_file()
+    assert "Verified" in dialog.label_result.text() and "max abs difference" in dialog.label_result.text()
+    assert dialog.button_export.isEnabled()
+
+    code = cli.main(["predict", str(target), str(npz)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    rows = list(csv.reader(io.StringIO(out)))
+    assert len(rows) == 51 and rows[0][:2] == ["id", "predicted"]
+    truth = [str(v) for v in np.load(npz)["y"]]
+    assert sum(r[1] == t for r, t in zip(rows[1:], truth)) >= 40  # a briefly trained model, mostly right
+
+
+def test_dialog_shows_an_error_in_one_line(qtbot: Any, run_and_input: tuple[Path, Path], tmp_path: Path) -> None:
+    run_dir, _ = run_and_input
+    dialog = ExportDialog(run_dir)
+    qtbot.addWidget(dialog)
+    dialog.set_path(tmp_path / "missing-folder" / "m.safetensors")
+    with qtbot.waitSignal(dialog.failed, timeout=30_000) as blocker:
+        dialog.start_export()
+    assert "does not exist" in blocker.args[0] and "\n" not in blocker.args[0]
+    assert dialog.label_result.text().startswith("✗ Export failed")
+
+
+def test_evaluate_view_shows_confusion_matrix_and_gallery(qtbot: Any, run_and_input: tuple[Path, Path]) -> None:
+    run_dir, _ = run_and_input
+    view = EvaluateView()
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.evaluated, timeout=60_000) as blocker:
+        view.load_run(run_dir)
+    full = blocker.args[0]
+    table = view.table_confusion
+    assert table.rowCount() == table.columnCount() == 10
+    counts = [[int(table.item(i, j).text()) for j in range(10)] for i in range(10)]
+    assert counts == full["confusion"] and sum(map(sum, counts)) == full["n"]
+    assert view.table_per_class.rowCount() == 10
+    assert view.list_misclassified.count() == min(48, full["misclassified_total"])
+    assert (run_dir / "eval.json").is_file()
+    assert "Accuracy" in view.label_summary.text()
+
+
+def test_predict_view_predicts_and_saves(qtbot: Any, run_and_input: tuple[Path, Path], tmp_path: Path) -> None:
+    from core.export import export_run
+
+    run_dir, npz = run_and_input
+    model = export_run(run_dir, "torch-export", tmp_path / "m.pt2").path
+    view = PredictView()
+    qtbot.addWidget(view)
+    view.set_model(model)
+    view.set_input(npz)
+    with qtbot.waitSignal(view.predicted, timeout=60_000):
+        qtbot.mouseClick(view.button_predict, Qt.MouseButton.LeftButton)
+    assert view.table.model().rowCount() == 50 and view.table.model().columnCount() == 12
+    assert view.button_save.isEnabled()
+    with qtbot.waitSignal(view.saved, timeout=30_000):
+        view.save(tmp_path / "p.csv")
+    assert (tmp_path / "p.csv").read_text() == view.result.csv_text()
+    view.set_input(tmp_path / "nothing.csv")
+    with qtbot.waitSignal(view.failed, timeout=30_000) as blocker:
+        view.run()
+    assert "input not found" in blocker.args[0]
+    _wait(qtbot, view)
