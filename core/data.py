@@ -10,6 +10,7 @@ each training worker (``data.loader_workers`` processes).
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import os
 import zipfile
@@ -544,25 +545,46 @@ class TensorBatches:
             yield self.x.index_select(0, idx), self.y.index_select(0, idx)
 
 
+class _EpochSampler(torch.utils.data.Sampler[int]):
+    """The indices of the current epoch; set by the training loop before each epoch."""
+
+    def __init__(self) -> None:
+        self.indices: list[int] = []
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
 class ImageBatches:
-    """Mini-batches decoded by ``loader_workers`` DataLoader processes."""
+    """Mini-batches decoded by ``loader_workers`` DataLoader processes.
+
+    One DataLoader for the whole run, with persistent workers: its sampler
+    takes each epoch's indices (sampling happens in this process), so loader
+    processes start once, not every epoch.
+    """
 
     def __init__(self, split: ImageSplit, info: DatasetInfo, batch_size: int, loader_workers: int) -> None:
         self.dataset = ImageDataset(split, info)
         self.batch_size = batch_size
         self.loader_workers = loader_workers
+        self.sampler = _EpochSampler()
+        self.loader = torch.utils.data.DataLoader(
+            self.dataset,
+            batch_size=batch_size,
+            sampler=self.sampler,
+            num_workers=loader_workers,
+            persistent_workers=loader_workers > 0,
+            worker_init_fn=functools.partial(loader_worker_init, os.getpid()) if loader_workers else None,
+            # fork is safe here: a training worker has no Qt and no CUDA context
+            multiprocessing_context="fork" if loader_workers and os.name == "posix" else None,
+        )
 
     def epoch(self, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        loader = torch.utils.data.DataLoader(
-            self.dataset,
-            batch_size=self.batch_size,
-            sampler=indices.tolist(),
-            num_workers=self.loader_workers,
-            worker_init_fn=loader_worker_init if self.loader_workers else None,
-            # fork is safe here: a training worker has no Qt and no CUDA context
-            multiprocessing_context="fork" if self.loader_workers and os.name == "posix" else None,
-        )
-        for xb, yb in loader:
+        self.sampler.indices = indices.tolist()
+        for xb, yb in self.loader:
             yield xb, yb.long()
 
 

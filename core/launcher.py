@@ -103,9 +103,16 @@ def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
             pass
 
 
-def loader_worker_init(worker_id: int) -> None:
-    """DataLoader worker_init_fn: die with the training worker (torch's own check polls every 5 s)."""
+def loader_worker_init(parent_pid: int, worker_id: int) -> None:
+    """DataLoader worker_init_fn (bound to the training worker's pid with functools.partial).
+
+    Dies with the training worker (torch's own check polls every 5 s). The
+    parent may already be gone before prctl runs: then no signal would come,
+    so check the parent after setting it.
+    """
     set_pdeathsig()
+    if os.getppid() != parent_pid:
+        os._exit(0)
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -23,6 +23,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ FLUSH_INTERVAL = 0.05   # seconds between queue puts
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 DDP_CONTROL_EVERY = 8   # ddp ranks agree on pause/stop every N steps
 EVAL_BATCH = 2048
+TEARDOWN_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ class Trainer:
         self.spec, self.data, self.ch, self.out = spec, data, ch, out
         cfg = spec.config
         self.device = resolve_device(spec.device, spec.rank)
-        self.is_ddp = spec.strategy == "ddp"
+        self.is_ddp = spec.strategy == "ddp" and spec.world_size > 1  # one rank needs no all-reduce
         self.shared = bind_shared_model(spec, data, shared[spec.rank] if spec.strategy == "sweep" else shared[0])
         if self.device.type == "cpu" and not self.is_ddp:
             self.model = self.shared  # train the shared-memory weights in place
@@ -389,14 +391,14 @@ def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | N
 
 
 def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
-    """The body of a worker; returns the process exit code. Usable in-process (tests)."""
+    """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
     out.state("starting")
     trainer: Trainer | None = None
     distributed = False
     try:
         torch.manual_seed(spec.seed)
-        if spec.strategy == "ddp":
+        if spec.strategy == "ddp" and spec.world_size > 1:
             _init_distributed(spec)
             distributed = True
         trainer = Trainer(spec, data, shared, ch, out)
@@ -414,16 +416,34 @@ def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torc
         out.state("failed", message)
         out.add(_done(spec, "failed", trainer, message))
         code = 1
-    finally:
-        out.flush()
-        if distributed:
-            import torch.distributed as dist
-
-            try:
-                dist.destroy_process_group()
-            except Exception:
-                pass
+    # Deliver every record before tearing anything down: a teardown that blocks
+    # (gloo joining its threads while holding the GIL) must not hold back the
+    # records, and the session bounds how long it waits for the process itself.
+    out.flush()
+    ch.queue.close()
+    ch.queue.join_thread()
+    if distributed:
+        _teardown_distributed(trainer, failed=code != 0)
     return code
+
+
+def _teardown_distributed(trainer: Trainer | None, failed: bool) -> None:
+    """Leave the process group in step with the peers, in a thread that may not block the exit."""
+    import torch.distributed as dist
+
+    def teardown() -> None:
+        try:
+            if not failed:
+                dist.barrier()  # no collective of a peer is still reading from us
+            if trainer is not None:
+                trainer.net = trainer.model  # drop the DDP reducer while the group is alive
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+    thread = threading.Thread(target=teardown, name="traindesk-ddp-teardown", daemon=True)
+    thread.start()
+    thread.join(TEARDOWN_TIMEOUT_S)
 
 
 def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> None:
@@ -435,10 +455,11 @@ def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, tor
     die_with_parent(spec.parent_pid)
     torch.set_num_threads(spec.threads)
     code = run_worker(spec, data, shared, ch)
-    ch.queue.close()
-    ch.queue.join_thread()  # every record reaches the pipe before the process exits
     sys.stdout.flush()
-    sys.exit(code)
+    sys.stderr.flush()
+    # Everything is delivered: skip interpreter teardown, whose C++ destructors
+    # (process groups, thread pools) can block or abort; loader processes die with us.
+    os._exit(code)
 
 
 def default_threads(workers: int, configured: int) -> int:

@@ -159,12 +159,19 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path, loader_workers: 
         while alive and time.monotonic() < deadline:
             time.sleep(0.1)
             alive = [p for p in family if _alive(p)]
-        assert alive == [], f"processes outlived their parent by 5 s: {alive}"
+        assert alive == [], f"processes outlived their parent by 5 s: {[_cmdline(p) for p in alive]}"
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert _shm() - before == set()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return f"{pid}: " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+    except OSError:
+        return f"{pid}: gone"
 
 
 def _alive(pid: int) -> bool:
