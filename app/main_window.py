@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Slot
+from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea,
-    QSplitter, QToolBar, QVBoxLayout, QWidget,
+    QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget,
 )
 
 from app import icons
@@ -40,6 +40,13 @@ STATE_TEXT = {
     "stopping": "Stopping…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
 }
 RECENT_RUNS = 12
+ADVISOR_SECONDS = 3.0  # training seconds per probe of "Find fastest"
+
+
+class _AdvisorLines(QObject):
+    """Carries the advisor's progress lines from its thread to the GUI thread."""
+
+    line = Signal(str)
 # The export dialog comes with the export feature; without it the action stays off and says so.
 EXPORT_AVAILABLE = importlib.util.find_spec("app.export_dialog") is not None
 PROGRESS_STEPS = 1000
@@ -59,6 +66,10 @@ class MainWindow(QMainWindow):
         self._progress: ProgressTracker | None = None
         self._calls = BackgroundCalls(self)
         self.viewing_run: Path | None = None
+        self.advising = False  # "Find fastest" is probing
+        self._advisor_cancel = False
+        self._advisor_lines = _AdvisorLines(self)
+        self._advisor_lines.line.connect(self._on_advisor_line)
         self._gc = GuiGarbageCollector(self)
 
         self.controller = RunController(self)
@@ -75,6 +86,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._restore_settings()
         self.plots.view_changed.connect(self._on_view_changed)  # after restoring, or it overwrites them
+        self.panel.spin_epochs.valueChanged.connect(lambda _v: self._update_actions())
         self._apply_theme(self._theme.name)
         self._update_actions()
 
@@ -119,6 +131,12 @@ class MainWindow(QMainWindow):
         self.action_dark.setCheckable(True)
         self.action_clear = a("action_clear_plots", "Clear plots", [], "Remove the curves shown", self._on_clear)
         self.action_about = a("action_about", "About TrainDesk", [], "About", self._on_about)
+        self.action_continue_run = a("action_continue_run", "Continue run", ["Ctrl+Shift+C"],
+                                     "Continue the stopped or failed run on screen from its checkpoint",
+                                     self._on_continue_run, "resume")
+        self.action_find_fastest = a("action_find_fastest", "Find fastest…", [],
+                                     "Probe each strategy and worker count on this config for a few seconds "
+                                     "and suggest the fastest", self._on_find_fastest)
 
     def _build_central(self) -> None:
         self.panel = ConfigPanel()
@@ -140,7 +158,17 @@ class MainWindow(QMainWindow):
         top_layout.setContentsMargins(0, 6, 0, 0)
         top_layout.setSpacing(6)
         top_layout.addWidget(self.banner)
-        top_layout.addWidget(self.plots, 1)
+        from app.evaluate_view import EvaluateView
+        from app.predict_view import PredictView
+
+        self.evaluate_view = EvaluateView()
+        self.predict_view = PredictView()
+        self.tabs = QTabWidget(objectName="tabs_main")
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.plots, "Training")
+        self.tabs.addTab(self.evaluate_view, "Evaluate")
+        self.tabs.addTab(self.predict_view, "Predict")
+        top_layout.addWidget(self.tabs, 1)
         self.right_splitter = QSplitter(Qt.Orientation.Vertical, objectName="right_splitter")
         self.right_splitter.addWidget(right_top)
         self.right_splitter.addWidget(self.log_pane)
@@ -179,6 +207,9 @@ class MainWindow(QMainWindow):
         run_menu = bar.addMenu("&Run")
         for action in (self.action_start, self.action_pause, self.action_resume, self.action_stop):
             run_menu.addAction(action)
+        run_menu.addSeparator()
+        run_menu.addAction(self.action_continue_run)
+        run_menu.addAction(self.action_find_fastest)
         view_menu = bar.addMenu("&View")
         view_menu.addAction(self.action_dark)
         view_menu.addAction(self.action_clear)
@@ -191,6 +222,7 @@ class MainWindow(QMainWindow):
         tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         for action in (self.action_start, self.action_pause, self.action_resume, self.action_stop):
             tb.addAction(action)
+        tb.addAction(self.action_find_fastest)
         tb.addSeparator()
         for action in (self.action_open_config, self.action_save_config, self.action_open_run):
             tb.addAction(action)
@@ -280,8 +312,10 @@ class MainWindow(QMainWindow):
     # -- state -----------------------------------------------------------------
     def _update_actions(self) -> None:
         state = self.controller.state
-        active = self.controller.active
+        active = self.controller.active or self.advising  # probes use every core too
         self.action_start.setEnabled(not active and not self._close_when_ended)
+        self.action_find_fastest.setEnabled(not active and not self._close_when_ended)
+        self.action_continue_run.setEnabled(not active and self._continuable_run() is not None)
         self.action_pause.setEnabled(state == "running")
         self.action_resume.setEnabled(state == "paused")
         self.action_stop.setEnabled(state in ("starting", "running", "paused"))
@@ -426,6 +460,9 @@ class MainWindow(QMainWindow):
         self.label_throughput.setText("")
         self._update_progress()
         self._update_actions()
+        run_dir = self.controller.run_dir
+        if status != "failed" and run_dir is not None and not self._close_when_ended:
+            self.evaluate_view.load_run(run_dir)  # eval.json, written at the end of the run
         if self._close_when_ended:
             QTimer.singleShot(0, self.close)
 
@@ -544,7 +581,9 @@ class MainWindow(QMainWindow):
         self._progress = None
         self.progress_run.setValue(PROGRESS_STEPS if status == "finished" else 0)
         self.progress_run.setFormat(f"{status or 'no summary'} · {epochs} epoch(s)")
-        self._update_export_action()
+        self._update_actions()
+        if (run_dir / "checkpoints" / "last.pt").is_file():
+            self.evaluate_view.load_run(run_dir)
 
     # -- misc ------------------------------------------------------------------
     def _on_view_changed(self) -> None:
@@ -564,6 +603,106 @@ class MainWindow(QMainWindow):
         QMessageBox.about(self, "About TrainDesk",
                           "<b>TrainDesk</b><br>Train PyTorch models with several processes and watch them live.")
 
+    # -- continue a run --------------------------------------------------------
+    def _continuable_run(self) -> Path | None:
+        """The run on screen, if it stopped or failed (or finished short of the epochs asked for now)."""
+        run_dir = self.viewing_run or self.controller.run_dir
+        if run_dir is None or not (Path(run_dir) / "checkpoints" / "last.pt").is_file():
+            return None
+        summary = read_summary(Path(run_dir)) or {}
+        if summary.get("status") in ("stopped", "failed"):
+            return Path(run_dir)
+        if summary.get("status") == "finished" and self.panel.spin_epochs.value() > summary.get("epochs_done", 0):
+            return Path(run_dir)
+        return None
+
+    def _on_continue_run(self) -> None:
+        run_dir = self._continuable_run()
+        if run_dir is None or self.controller.active:
+            return
+        summary = read_summary(run_dir) or {}
+        wanted = self.panel.spin_epochs.value()
+        epochs = wanted if wanted > summary.get("epochs_done", 0) else None
+        self.banner.hide()
+        self.viewing_run = None
+        self.plots.reset(t0=time.time())
+        self.tabs.setCurrentWidget(self.plots)
+        try:
+            cfg = load_config(run_dir / "config.toml")
+            self.panel.set_config(cfg if epochs is None else cfg.replace("train", epochs=epochs))
+            cfg = self.panel.config()
+        except ConfigError:
+            cfg = self.panel.config()
+        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
+        self.controller.continue_run(run_dir, epochs)
+
+    # -- find fastest ----------------------------------------------------------
+    def _on_find_fastest(self) -> None:
+        if self.controller.active or self.advising:
+            return
+        cfg = self.panel.try_config()
+        if cfg is None:
+            self._show_error(self.panel.label_config_error.text())
+            return
+        from core.advisor import advise, candidates, cores
+
+        self.advising = True
+        self._advisor_cancel = False
+        self._update_actions()
+        n = len(candidates(cores()))
+        self.label_state.setText("Finding the fastest setting…")
+        self.log_pane.add_message("state", f"find fastest: {n} probes of {ADVISOR_SECONDS:g} s on this config",
+                                  who="advisor")
+        lines = self._advisor_lines
+        self._calls.call(
+            lambda: advise(cfg, seconds=ADVISOR_SECONDS, report=lines.line.emit,
+                           cancelled=lambda: self._advisor_cancel),
+            self._on_advice, self._on_advice_failed, name="advisor")
+
+    @Slot(str)
+    def _on_advisor_line(self, text: str) -> None:
+        self.log_pane.add_message("state", text, who="advisor")
+
+    def _on_advice(self, result: dict[str, Any]) -> None:
+        self.advising = False
+        self.label_state.setText(STATE_TEXT.get(self.controller.state, ""))
+        self._update_actions()
+        best = result.get("suggestion")
+        if result.get("cancelled") or best is None:
+            self.log_pane.add_message("state", "find fastest: no suggestion", who="advisor")
+            return
+        text = f"{best['strategy']} with {best['workers']} worker(s): {best['samples_per_s']:,.0f} samples/s"
+        self.log_pane.add_message("state", f"find fastest suggests {text}", who="advisor")
+        if self.ask_use_advice(result):
+            self.apply_advice(result)
+
+    def _on_advice_failed(self, exc: BaseException) -> None:
+        self.advising = False
+        self._update_actions()
+        self._show_error(f"find fastest failed: {' '.join(str(exc).splitlines())}")
+
+    def ask_use_advice(self, result: dict[str, Any]) -> bool:
+        """Show the probes and ask whether to use the suggestion (tests monkeypatch this)."""
+        rows = "".join(
+            f"<tr><td>{p['strategy']} ×{p['workers']}</td><td align=right>{p['samples_per_s']:,.0f}</td>"
+            f"<td align=right>{'' if p['best_accuracy'] is None else format(p['best_accuracy'], '.3f')}</td></tr>"
+            for p in result["probes"])
+        best = result["suggestion"]
+        box = QMessageBox(self)
+        box.setWindowTitle("Fastest setting")
+        box.setTextFormat(Qt.TextFormat.RichText)
+        box.setText(f"<table cellspacing=6><tr><th>strategy</th><th>samples/s</th><th>val acc</th></tr>{rows}</table>"
+                    f"<p>Use <b>{best['strategy']}</b> with <b>{best['workers']}</b> worker(s)?</p>")
+        box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
+        return box.exec() == QMessageBox.StandardButton.Yes
+
+    def apply_advice(self, result: dict[str, Any]) -> None:
+        best = result["suggestion"]
+        cfg = self.panel.config()
+        self.panel.set_config(cfg.replace("parallel", strategy=best["strategy"], workers=best["workers"],
+                                          sweep_lr=[]))
+
     # -- closing ---------------------------------------------------------------
     def confirm_stop_on_close(self) -> bool:
         """Ask whether to stop the active run (tests monkeypatch this or set ask_before_close)."""
@@ -574,6 +713,7 @@ class MainWindow(QMainWindow):
         return answer == QMessageBox.StandardButton.Yes
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        self._advisor_cancel = True  # a probe in progress stops at once
         if self.controller.active:
             if not self._close_when_ended:
                 if self.ask_before_close and not self.confirm_stop_on_close():
@@ -588,6 +728,8 @@ class MainWindow(QMainWindow):
             return
         self._save_settings()
         self.panel.shutdown()
+        self.evaluate_view.wait(5.0)
+        self.predict_view.wait(5.0)
         self._calls.forget_all()
         self._calls.wait_all(5.0)
         self.controller.shutdown()

@@ -36,7 +36,14 @@ STOP_TIMEOUT_S = 10.0
 def _default_session_factory(cfg: Config, runs_dir: str, name: str | None) -> tuple[Any, Any]:
     from core.session import RecordBuffer, Session  # imported late: the GUI starts before the engine is needed
 
-    return Session(cfg, runs_dir=runs_dir, name=name), RecordBuffer()
+    # A diverging loss pauses the run in the window (the CLI fails it): the user can look, then stop.
+    return Session(cfg, runs_dir=runs_dir, name=name, pause_on_divergence=True), RecordBuffer()
+
+
+def _continue_session_factory(run_dir: str, epochs: int | None) -> tuple[Any, Any]:
+    from core.session import RecordBuffer, Session
+
+    return Session.from_run(run_dir, epochs=epochs, pause_on_divergence=True), RecordBuffer()
 
 
 class RunController(QObject):
@@ -90,8 +97,17 @@ class RunController(QObject):
     def start(self, cfg: Config, runs_dir: str | Path = "runs", name: str | None = None) -> None:
         if self.active:
             raise RuntimeError("a run is already active")
+        self._launch(lambda: self._factory(cfg, str(runs_dir), name))
+
+    def continue_run(self, run_dir: str | Path, epochs: int | None = None) -> None:
+        """Continue a stopped or failed run from its checkpoint, in its own folder."""
+        if self.active:
+            raise RuntimeError("a run is already active")
+        self._launch(lambda: _continue_session_factory(str(run_dir), epochs))
+
+    def _launch(self, make: Callable[[], tuple[Any, Any]]) -> None:
         try:
-            session, buffer = self._factory(cfg, str(runs_dir), name)
+            session, buffer = make()
         except INPUT_ERRORS as exc:
             self.start_failed.emit(str(exc))
             return
@@ -189,13 +205,15 @@ class RunController(QObject):
         self.records.emit(batch)
         for rec in batch:
             if rec.get("kind") == "state" and rec.get("worker") is None:
-                self._on_session_state(str(rec.get("state")))
+                self._on_session_state(str(rec.get("state")), str(rec.get("detail") or ""))
 
-    def _on_session_state(self, state: str) -> None:
-        # Only the end matters here: pause/resume states echo our own commands and
-        # may arrive after a newer one, so they must not overwrite self._state.
+    def _on_session_state(self, state: str, detail: str = "") -> None:
+        # Only the end and the engine's own pause matter here: pause/resume states echo our
+        # own commands and may arrive after a newer one, so they must not overwrite self._state.
         if state in END_STATES:
             self._begin_end()
+        elif state == "paused" and detail.startswith("diverged") and self._state == "running":
+            self._set_state("paused")
 
     def _on_poll(self) -> None:
         if self.session is not None and self._state in ("running", "paused") and not self.session.active:

@@ -63,7 +63,8 @@ def _steady_rate(steps: list[tuple[float, int]], skip_s: float) -> float:
     return (tail[-1][1] - tail[0][1]) / dt if dt > 0 else 0.0
 
 
-def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir: Path) -> tuple[Probe, list[tuple[float, float]]]:
+def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir: Path,
+              cancelled: Callable[[], bool] = lambda: False) -> tuple[Probe, list[tuple[float, float]]]:
     """One probe; returns it and its (seconds since first step, val_accuracy) points."""
     probe = Probe(strategy, workers)
     probe_cfg = apply_overrides(cfg, [f"parallel.strategy={strategy}", f"parallel.workers={workers}",
@@ -84,7 +85,7 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
     session.add_listener(listen)
     session.start()
     deadline = time.monotonic() + seconds + 30  # start-up allowance
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not cancelled():
         if session.wait(0.05) is not None:
             break
         if totals and totals[-1][0] - totals[0][0] >= seconds:
@@ -103,14 +104,19 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
 
 def advise(cfg: Config, seconds: float = 3.0, max_workers: int | None = None,
            strategies: tuple[str, ...] = ("single", "hogwild", "ddp"),
-           report: Report | None = None) -> dict[str, Any]:
-    """Probe every combination and suggest one. Returns a JSON-able dict."""
+           report: Report | None = None, cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+    """Probe every combination and suggest one. Returns a JSON-able dict.
+
+    ``cancelled`` is polled between and during probes (the window's Cancel).
+    """
     max_workers = max_workers or cores()
     probes: list[Probe] = []
     curves: list[list[tuple[float, float]]] = []
     with tempfile.TemporaryDirectory(prefix="traindesk-advisor-") as tmp:
         for strategy, workers in candidates(max_workers, strategies):
-            probe, points = run_probe(cfg, strategy, workers, seconds, Path(tmp))
+            if cancelled():
+                break
+            probe, points = run_probe(cfg, strategy, workers, seconds, Path(tmp), cancelled)
             probes.append(probe)
             curves.append(points)
             if report:
@@ -136,4 +142,5 @@ def advise(cfg: Config, seconds: float = 3.0, max_workers: int | None = None,
         "fastest_samples_per_s": fastest,
         "seconds_per_probe": seconds,
         "median_samples_per_s": statistics.median([p.samples_per_s for p in probes]) if probes else 0.0,
+        "cancelled": cancelled(),
     }

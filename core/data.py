@@ -51,6 +51,15 @@ class DatasetInfo:
     preview_rows: tuple[tuple[Any, ...], ...] = ()
     preview_images: tuple[tuple[np.ndarray, str], ...] = field(default=(), compare=False, repr=False)
 
+    def as_dict(self) -> dict[str, Any]:
+        """What a checkpoint and model.json carry about the data (no previews)."""
+        return {
+            "name": self.name, "input_shape": list(self.input_shape), "num_classes": self.num_classes,
+            "class_names": list(self.class_names), "feature_names": list(self.feature_names),
+            "image_shape": list(self.image_shape) if self.image_shape else None,
+            "mean": list(self.mean), "std": list(self.std),
+        }
+
     @property
     def summary(self) -> str:
         """One line for pickers: samples, features or image size, classes."""

@@ -462,11 +462,15 @@ class Session:
                     self.stalled.discard(worker)
                     public.append({"kind": "log", "t": time.time(), "worker": worker, "level": "info",
                                    "message": f"worker {worker} is progressing again"})
-            if kind == "_done":
-                self._on_worker_done(rec)
-                continue
-            if kind == "_diverged":
-                self._on_diverged(rec)
+            if kind in ("_done", "_diverged"):
+                # these may change the session's state: what the worker said before comes first
+                if public:
+                    self._emit(public)
+                    public = []
+                if kind == "_done":
+                    self._on_worker_done(rec)
+                else:
+                    self._on_diverged(rec)
                 continue
             if kind == "step":
                 w = rec["worker"]
@@ -611,12 +615,7 @@ class Session:
         progress = self._progress()
         payload = {
             "config": to_dict(self.config),
-            "info": {
-                "name": info.name, "input_shape": list(info.input_shape), "num_classes": info.num_classes,
-                "class_names": list(info.class_names), "feature_names": list(info.feature_names),
-                "image_shape": list(info.image_shape) if info.image_shape else None,
-                "mean": list(info.mean), "std": list(info.std),
-            },
+            "info": info.as_dict(),
             "model": {k: v.detach().clone() for k, v in src.state_dict().items()},
             "models": [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in self._models]
             if len(self._models) > 1 else None,

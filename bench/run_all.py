@@ -1,0 +1,36 @@
+"""Every benchmark, one after the other, on this machine: ``make bench``.
+
+Prints each script's figures under a heading; docs/PERFORMANCE.md holds the
+latest results with the machine they ran on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = [
+    ("Engine vs a bare loop", ["engine_vs_bare.py", "--repeats", "5"]),
+    ("Start, pause, stop and memory", ["latency_memory.py", "--repeats", "5"]),
+    ("Against PyTorch Lightning", ["lightning_compare.py", "--repeats", "3"]),
+    ("Live plots", ["gui_latency.py"]),
+    ("Batch prediction", ["predict_throughput.py"]),
+]
+
+
+def main() -> int:
+    failed = 0
+    for title, args in SCRIPTS:
+        print(f"\n# {title}: {' '.join(['python bench/' + args[0], *args[1:]])}", flush=True)
+        t0 = time.perf_counter()
+        code = subprocess.call([sys.executable, str(HERE / args[0]), *args[1:]])
+        print(f"({time.perf_counter() - t0:.0f} s, exit {code})", flush=True)
+        failed += code != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
