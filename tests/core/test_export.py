@@ -43,10 +43,7 @@ def make_run(root: Path, source: str = "builtin:digits", kind: str = "mlp", step
     atomic_write_text(run_dir / "config.toml", to_toml(cfg))
     save_checkpoint(run_dir / "checkpoints" / "last.pt", {
         "config": to_dict(cfg),
-        "info": {"name": info.name, "input_shape": list(info.input_shape), "num_classes": info.num_classes,
-                 "class_names": list(info.class_names), "feature_names": list(info.feature_names),
-                 "image_shape": list(info.image_shape) if info.image_shape else None,
-                 "mean": list(info.mean), "std": list(info.std)},
+        "info": info.as_dict(),
         "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
         "optimizers": None, "epoch": 1, "steps": steps, "best_worker": 0, "worker_lrs": [cfg.optim.lr],
     })
