@@ -16,36 +16,7 @@ from app.evaluate_view import EvaluateView
 from app.export_dialog import ExportDialog
 from app.predict_view import PredictView
 from core import cli
-from core.checkpoint import save_checkpoint
-from core.config import Config, to_dict, to_toml
-from core.data import load_data
-from core.models import build_model
-from core.runlog import atomic_write_json, atomic_write_text, make_run_dir
-
-
-def make_run(root: Path, steps: int = 60) -> Path:
-    """A finished digits run with a checkpoint, trained in this process (quick, no worker processes)."""
-    cfg = Config().replace("model", kind="mlp", hidden=(32,))
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
-    info = data.info
-    torch.manual_seed(0)
-    model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(steps):
-        idx = torch.randint(0, len(data.train.y), (64,), generator=gen)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(data.train.x[idx]), data.train.y[idx]).backward()
-        opt.step()
-    run_dir = make_run_dir(root, "gui")
-    atomic_write_text(run_dir / "config.toml", to_toml(cfg))
-    save_checkpoint(run_dir / "checkpoints" / "last.pt", {
-        "config": to_dict(cfg),
-        "info": info.as_dict(),
-        "model": model.state_dict(), "optimizers": None, "epoch": 1, "steps": steps,
-    })
-    atomic_write_json(run_dir / "summary.json", {"status": "finished", "final": {}, "error": None})
-    return run_dir
+from trained_run import make_run  # tests/ is on sys.path under pytest (its conftest.py)
 
 
 @pytest.fixture(scope="module")

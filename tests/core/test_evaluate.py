@@ -16,7 +16,8 @@ from core.evaluate import (
     attach_evaluation, compact, confusion_matrix, evaluate_run, metrics_from_confusion, misclassified_images, report,
 )
 from core.errors import RunError
-from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
+from test_export import raw_validation, run_cli
+from trained_run import make_run  # tests/core is on sys.path under pytest
 
 
 @settings(max_examples=60, deadline=None)

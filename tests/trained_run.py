@@ -1,0 +1,43 @@
+"""A finished run directory with a checkpoint, trained in-process: shared by core and app tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from core.checkpoint import save_checkpoint
+from core.config import Config, to_dict, to_toml
+from core.data import full_tensors, load_data
+from core.models import build_model
+from core.runlog import atomic_write_json, atomic_write_text, make_run_dir
+
+
+def make_run(root: Path, source: str = "builtin:digits", kind: str = "mlp", steps: int = 60,
+             hidden: tuple[int, ...] = (32,), image_size: int = 0) -> Path:
+    """A finished run directory with a checkpoint, trained in this process (no workers: quick)."""
+    cfg = Config()
+    cfg = cfg.replace("data", source=source, image_size=image_size).replace("model", kind=kind, hidden=hidden,
+                                                                            channels=(4,))
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    info = data.info
+    torch.manual_seed(0)
+    model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+    x, y = full_tensors(data.train, info)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(steps):
+        idx = torch.randint(0, len(y), (64,), generator=gen)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
+    run_dir = make_run_dir(root, "test")
+    atomic_write_text(run_dir / "config.toml", to_toml(cfg))
+    save_checkpoint(run_dir / "checkpoints" / "last.pt", {
+        "config": to_dict(cfg),
+        "info": info.as_dict(),
+        "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "optimizers": None, "epoch": 1, "steps": steps, "best_worker": 0, "worker_lrs": [cfg.optim.lr],
+    })
+    atomic_write_json(run_dir / "summary.json", {"status": "finished", "final": {}, "error": None})
+    return run_dir
