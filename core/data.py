@@ -465,13 +465,13 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
     assert raw.x is not None
     x = raw.x
     if cfg.standardize:
-        mean = x[train_idx].mean(axis=0)
-        std = x[train_idx].std(axis=0)
-        std = np.where(std < 1e-6, 1.0, std).astype(np.float32)  # constant pixels stay 0
+        f_mean = x[train_idx].mean(axis=0)
+        f_std = x[train_idx].std(axis=0)
+        f_std = np.where(f_std < 1e-6, 1.0, f_std).astype(np.float32)  # constant pixels stay 0
     else:
-        mean = np.zeros(x.shape[1], dtype=np.float32)
-        std = np.ones(x.shape[1], dtype=np.float32)
-    xs = torch.from_numpy(((x - mean) / std).astype(np.float32))
+        f_mean = np.zeros(x.shape[1], dtype=np.float32)
+        f_std = np.ones(x.shape[1], dtype=np.float32)
+    xs = torch.from_numpy(((x - f_mean) / f_std).astype(np.float32))
     ys = torch.from_numpy(raw.y)
     tr = torch.from_numpy(train_idx)
     va = torch.from_numpy(val_idx)
@@ -480,8 +480,8 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
     if share:
         for t in (train.x, train.y, val.x, val.y):
             t.share_memory_()
-    info = DatasetInfo(input_shape=(int(x.shape[1]),), mean=tuple(float(m) for m in mean),
-                       std=tuple(float(s) for s in std), **common)  # type: ignore[arg-type]
+    info = DatasetInfo(input_shape=(int(x.shape[1]),), mean=tuple(float(m) for m in f_mean),
+                       std=tuple(float(s) for s in f_std), **common)  # type: ignore[arg-type]
     return PreparedData(info, train, val)
 
 

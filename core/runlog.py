@@ -27,7 +27,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write through ``write(fh)`` to a temp file beside ``path``, fsync, then rename.
 
     Readers see the old file or the new one, never a half-written one; on any

@@ -181,6 +181,10 @@ class Trainer:
         self.samples = spec.start_samples
         self.epochs_done = spec.start_epoch - 1
         self.last_eval: dict[str, Any] | None = None
+        self._loss_acc = 0.0  # losses since the last step record
+        self._n_acc = 0
+        self._last_record = time.monotonic()
+        self._lr = float(self.optimizer.param_groups[0]["lr"])
 
     # -- control ----------------------------------------------------------------
     def _agree(self, cmd: int) -> int:
@@ -230,8 +234,7 @@ class Trainer:
     # -- loop -------------------------------------------------------------------
     def run(self) -> str:
         cfg = self.spec.config
-        self._loss_acc, self._n_acc, self._last_record = 0.0, 0, time.monotonic()
-        self._lr = float(self.optimizer.param_groups[0]["lr"])
+        self._last_record = time.monotonic()
         self.out.state("running")
         try:
             for epoch in range(self.spec.start_epoch, cfg.train.epochs + 1):
