@@ -20,6 +20,7 @@ from app.metrics_reader import MetricsReader
 from app.tasks import BackgroundCalls
 from core.config import Config
 from core.errors import INPUT_ERRORS
+from core.runlog import ACTIVE_STATES, END_STATES
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,6 @@ log = logging.getLogger(__name__)
 # needs 20 ms of CPU can take 200 ms of wall time. Training loses next to nothing (the GUI
 # is idle most of the time); the window keeps answering. Unprivileged: only raises niceness.
 WORKER_NICENESS = 5
-ACTIVE_STATES = ("starting", "running", "paused", "stopping")
-END_STATES = ("finished", "stopped", "failed")
 STOP_TIMEOUT_S = 10.0
 
 

@@ -49,18 +49,17 @@ class _Sink:
 
 def local_channels(on_records: Callable[[list[dict[str, Any]]], None]) -> Channels:
     """Channels for a worker running in this very process; SIGTERM/SIGINT stop it at the next batch."""
-    run_event, stop_event = threading.Event(), threading.Event()
+    run_event = threading.Event()
     run_event.set()
     word = _Word()
 
     def on_signal(signum: int, frame: Any) -> None:
         word.value = STOP
-        stop_event.set()
         run_event.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return Channels(_Sink(on_records), word, run_event, stop_event)
+    return Channels(_Sink(on_records), word, run_event)
 
 
 def torchrun_spec(cfg: Config) -> WorkerSpec:

@@ -165,7 +165,3 @@ def check_output(model: nn.Module, input_shape: Sequence[int], num_classes: int,
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
-
-def describe_model(model: nn.Module) -> str:
-    n = count_parameters(model)
-    return f"{n:,} parameters"

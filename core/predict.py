@@ -181,6 +181,11 @@ def _safetensors_meta(path: Path) -> dict[str, Any]:
             embedded = (fh.metadata() or {}).get(META_KEY)
     except Exception as exc:  # safetensors raises its own error types for a corrupt header
         raise RunError(f"model: {path} is not a readable .safetensors file ({type(exc).__name__})") from None
+    return _meta_or_sidecar(embedded, path)
+
+
+def _meta_or_sidecar(embedded: str | None, path: Path) -> dict[str, Any]:
+    """The description a model file carries, else the sidecar entry that lists it."""
     if embedded:
         return _parse_meta(embedded, str(path))
     meta = sidecar_entry(path)
@@ -193,14 +198,10 @@ def _pt2_meta(path: Path) -> dict[str, Any]:
     try:
         with zipfile.ZipFile(path) as zf:
             name = next((n for n in zf.namelist() if n.endswith("/extra/" + PT2_EXTRA)), None)
-            if name is not None:
-                return _parse_meta(zf.read(name).decode("utf-8"), str(path))
+            embedded = zf.read(name).decode("utf-8") if name is not None else None
     except zipfile.BadZipFile:
         raise RunError(f"model: {path} is not a torch.export program (.pt2 archive)") from None
-    meta = sidecar_entry(path)
-    if meta is None:
-        raise RunError(f"model: {path} carries no TrainDesk model description")
-    return meta
+    return _meta_or_sidecar(embedded, path)
 
 
 def _onnx_session(path: Path, threads: int = 0) -> Any:
@@ -223,13 +224,7 @@ def _onnx_session(path: Path, threads: int = 0) -> Any:
 
 
 def _onnx_meta(session: Any, path: Path) -> dict[str, Any]:
-    embedded = session.get_modelmeta().custom_metadata_map.get(META_KEY)
-    if embedded:
-        return _parse_meta(embedded, str(path))
-    meta = sidecar_entry(path)
-    if meta is None:
-        raise RunError(f"model: {path} carries no TrainDesk model description")
-    return meta
+    return _meta_or_sidecar(session.get_modelmeta().custom_metadata_map.get(META_KEY), path)
 
 
 def resolve_model_path(path: Path) -> Path:

@@ -13,6 +13,10 @@ from typing import Any, Callable, IO, Iterable, Iterator
 
 from core.errors import RunError
 
+# Session states (the "state" records with worker null); runlog is torch-free, so the window imports them here.
+ACTIVE_STATES = ("starting", "running", "paused", "stopping")
+END_STATES = ("finished", "stopped", "failed")
+
 
 def _fsync_dir(directory: Path) -> None:
     try:

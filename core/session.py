@@ -31,13 +31,12 @@ from core.errors import ModelError, RunError
 from core.evaluate import attach_evaluation
 from core.models import build_model, count_parameters
 from core.runlog import (
-    MetricsLog, RunsLock, atomic_write_json, atomic_write_text, check_free_space, make_run_dir,
+    ACTIVE_STATES, END_STATES, MetricsLog, RunsLock, atomic_write_json, atomic_write_text, check_free_space,
+    make_run_dir,
 )
 from core.workers import PAUSE, RUN, STOP, Channels, WorkerSpec, default_threads, worker_main
 
 Listener = Callable[[list[dict[str, Any]]], None]
-ACTIVE_STATES = ("starting", "running", "paused", "stopping")
-END_STATES = ("finished", "stopped", "failed")
 CHECKPOINT_EVERY_S = 30.0
 TERMINATE_GRACE_S = 2.0
 
@@ -233,8 +232,7 @@ class Session:
             self._command = ctx.RawValue("i", RUN)
             self._run_event = ctx.Event()
             self._run_event.set()
-            self._stop_event = ctx.Event()
-            channels = Channels(self._queue, self._command, self._run_event, self._stop_event)
+            channels = Channels(self._queue, self._command, self._run_event)
             dist_init = ""
             if cfg.parallel.strategy == "ddp":
                 fd, self._dist_file = tempfile.mkstemp(prefix="traindesk-ddp-")
@@ -357,8 +355,7 @@ class Session:
             if self._pauses and not self._pauses[-1][1]:
                 self._pauses[-1][1] = time.time()
             self._command.value = STOP
-            self._stop_event.set()
-            self._run_event.set()
+            self._run_event.set()  # wakes paused workers, which then see STOP
             if self._stop_deadline is None:
                 self._stop_deadline = time.monotonic() + timeout
             if self._state != "stopping":

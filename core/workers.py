@@ -19,6 +19,7 @@ records are batched and put on the queue about every 50 ms.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import signal
@@ -76,8 +77,7 @@ class Channels:
 
     queue: Any        # multiprocessing Queue of lists of records
     command: Any      # multiprocessing RawValue('i'): RUN / PAUSE / STOP
-    run_event: Any    # multiprocessing Event: set = running
-    stop_event: Any   # multiprocessing Event: set = stop requested
+    run_event: Any    # multiprocessing Event: set = running (paused workers wait on it)
 
 
 class StopTraining(Exception):
@@ -158,7 +158,7 @@ class Trainer:
         if self.device.type == "cpu" and not self.is_ddp:
             self.model = self.shared  # train the shared-memory weights in place
         else:
-            self.model = _copy_model(self.shared).to(self.device)
+            self.model = copy.deepcopy(self.shared).to(self.device)
         self.net: nn.Module = self.model
         if self.is_ddp:
             from torch.nn.parallel import DistributedDataParallel as DDP
@@ -359,12 +359,6 @@ def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, tor
     model = build_model(spec.config.model, info.input_shape, info.num_classes, info.image_shape)
     model.load_state_dict(state, assign=True)  # assign: use these tensors, do not copy into new ones
     return model
-
-
-def _copy_model(model: nn.Module) -> nn.Module:
-    import copy
-
-    return copy.deepcopy(model)
 
 
 def _init_distributed(spec: WorkerSpec) -> None:

@@ -31,9 +31,11 @@ def _children_map() -> dict[int, list[int]]:
 def _service_pids() -> set[int]:
     """The multiprocessing forkserver and resource tracker live for the whole session by design."""
     pids: set[int] = set()
-    from multiprocessing import forkserver, resource_tracker
+    from multiprocessing import resource_tracker
 
-    fs = getattr(forkserver._forkserver, "_forkserver_pid", None)
+    from core.launcher import forkserver_pid
+
+    fs = forkserver_pid()
     rt = getattr(resource_tracker._resource_tracker, "_pid", None)
     pids.update(p for p in (fs, rt) if p)
     return pids
