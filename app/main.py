@@ -17,7 +17,7 @@ from app.settings import APPLICATION, ORGANIZATION
 def _warm_up_engine() -> None:
     """Start the forkserver (torch preloaded) in the background so the first Start is quick."""
     try:
-        from core import launcher
+        from core.launchers import local as launcher
     except ImportError:
         return
     warm_up = getattr(launcher, "warm_up", None)

@@ -37,7 +37,7 @@ from core.runlog import list_runs, read_metrics, read_summary
 
 STATE_TEXT = {
     "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused",
-    "stopping": "Stopping…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
+    "stopping": "Stopping…", "finishing": "Saving…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
 }
 RECENT_RUNS = 12
 ADVISOR_SECONDS = 3.0  # training seconds per probe of "Find fastest"
@@ -403,12 +403,9 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_run_started(self, session: Any) -> None:
         info = getattr(session, "info", None)
-        cfg: Config = session.config
         if info is not None and self._progress is not None:
-            # Each hogwild/ddp worker trains a shard; single and sweep workers see all the data.
-            shards = session.num_workers if cfg.parallel.strategy in ("hogwild", "ddp") else 1
             self._progress.workers = session.num_workers
-            self._progress.samples_per_epoch = math.ceil(info.n_train / shards)
+            self._progress.samples_per_epoch = session.strategy.samples_per_epoch(info.n_train)
         if session.run_dir is not None:
             self.label_run_dir.setText(str(session.run_dir))
             self.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")

@@ -14,13 +14,13 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal, Slot
 
 from app.metrics_reader import MetricsReader
 from app.tasks import BackgroundCalls
 from core.config import Config
 from core.errors import INPUT_ERRORS
-from core.runlog import ACTIVE_STATES, END_STATES
+from core.runlog import END_STATES
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,14 @@ def _continue_session_factory(run_dir: str, epochs: int | None) -> tuple[Any, An
 
 
 class RunController(QObject):
-    """Start, pause, resume and stop one Session at a time; report by signal."""
+    """Start, pause, resume and stop one Session at a time; report by signal.
 
-    state_changed = Signal(str)          # idle|starting|running|paused|stopping|finished|stopped|failed
+    The session owns the run's state; this controller keeps none of its own:
+    ``state`` is the session's, and ``state_changed`` follows the session's
+    state records as the reader delivers them.
+    """
+
+    state_changed = Signal(str)          # idle|starting|running|paused|stopping|finishing|finished|stopped|failed
     records = Signal(list)               # batches of metric records, at most ~30 a second
     start_failed = Signal(str)           # one line: bad config/data/model, the run did not start
     run_started = Signal(object)         # the Session, once start() returned
@@ -62,23 +67,21 @@ class RunController(QObject):
         self.session: Any = None
         self._buffer: Any = None
         self._reader: MetricsReader | None = None
-        self._state = "idle"
-        self._stop_requested = False
         self._ending = False
-        # Safety net for a run that ends without a final session state record
-        # (e.g. the engine's collector died): poll Session.active, cheaply.
-        self._poll = QTimer(self)
-        self._poll.setInterval(500)
-        self._poll.timeout.connect(self._on_poll)
 
     # -- queries ---------------------------------------------------------------
     @property
     def state(self) -> str:
-        return self._state
+        return str(self.session.state) if self.session is not None else "idle"
 
     @property
     def active(self) -> bool:
-        return self._state in ACTIVE_STATES
+        return self.session is not None and bool(self.session.active)
+
+    @property
+    def ended(self) -> bool:
+        """The run is over and reported (``run_ended`` emitted): nothing of it runs any more."""
+        return self.state in END_STATES and not self._calls.busy and self._reader is None
 
     @property
     def run_dir(self) -> Path | None:
@@ -115,45 +118,39 @@ class RunController(QObject):
             self.start_failed.emit(f"could not create the run: {type(exc).__name__}: {exc}")
             return
         self.session, self._buffer = session, buffer
-        self._stop_requested = False
         self._ending = False
         session.add_listener(buffer.put)
         self._reader = MetricsReader(buffer)
         self._reader.records.connect(self._on_reader_records, Qt.ConnectionType.QueuedConnection)
         self._reader.start()
-        self._set_state("starting")
+        session.begin()  # "starting" at once; the slow part runs on a background thread
+        self.state_changed.emit(self.state)
         self._calls.call(session.start, self._on_started, self._on_start_error, name="session-start")
 
     def pause(self) -> None:
-        if self._state == "running":
-            self.session.pause()
-            self._set_state("paused")
+        self._command(lambda s: s.pause())
 
     def resume(self) -> None:
-        if self._state == "paused":
-            self.session.resume()
-            self._set_state("running")
+        self._command(lambda s: s.resume())
 
     def stop(self) -> None:
         """Stop without asking; returns at once, ``run_ended`` follows."""
-        if self._state == "starting":
-            self._stop_requested = True  # start() is still running on its thread; stop right after
-            self._set_state("stopping")
-            return
-        if self._state not in ("running", "paused"):
-            return
-        self._set_state("stopping")
-        self._begin_stop()
+        self._command(lambda s: s.request_stop(STOP_TIMEOUT_S))
 
-    def _begin_stop(self) -> None:
-        session = self.session
-        self._calls.call(lambda: session.stop(timeout=STOP_TIMEOUT_S), self._on_joined,
-                         self._on_join_error, name="session-stop")
+    def _command(self, do: Callable[[Any], None]) -> None:
+        """Pass a command to the session; views re-render from its state at once (its record follows)."""
+        if self.session is None:
+            return
+        before = self.state
+        do(self.session)
+        if self.state != before:
+            self.state_changed.emit(self.state)
 
     def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5.0) -> None:
         """Blocking last resort at exit: stop the run, join every thread. Not for the live GUI."""
-        self._poll.stop()
         self._calls.forget_all()
+        if self.session is not None:
+            self.session.request_stop(STOP_TIMEOUT_S)
         self._calls.wait_all(timeout_s)
         if self.session is not None and getattr(self.session, "active", False):
             try:
@@ -164,13 +161,12 @@ class RunController(QObject):
 
     # -- engine callbacks (GUI thread) -----------------------------------------
     def _on_started(self, _result: Any) -> None:
+        if self.session is None:
+            return
         self._lower_worker_priority()
         self.run_started.emit(self.session)
-        self._poll.start()
-        if self._stop_requested:
-            self._begin_stop()
-        elif self._state == "starting":
-            self._set_state("paused" if self.session.state == "paused" else "running")
+        if not self.session.active:  # stopped before the workers started
+            self._begin_end()
 
     def _lower_worker_priority(self) -> None:
         if not hasattr(os, "setpriority"):
@@ -189,6 +185,7 @@ class RunController(QObject):
             log.error("Session.start failed:\n%s", "".join(traceback.format_exception(exc)))
             message = f"could not start the run: {type(exc).__name__}: {exc}"
         # start() may have spawned some workers before failing: make sure none stays.
+        self._ending = True  # reported as start_failed, not as a run that ended
         session = self.session
         self._calls.call(lambda: _stop_quietly(session), lambda _r: self._after_start_failure(message),
                          lambda _e: self._after_start_failure(message), name="session-cleanup")
@@ -196,7 +193,7 @@ class RunController(QObject):
     def _after_start_failure(self, message: str) -> None:
         self._stop_reader()
         self.session = None
-        self._set_state("idle")
+        self.state_changed.emit("idle")
         self.start_failed.emit(message)
 
     @Slot(list)
@@ -204,24 +201,15 @@ class RunController(QObject):
         self.records.emit(batch)
         for rec in batch:
             if rec.get("kind") == "state" and rec.get("worker") is None:
-                self._on_session_state(str(rec.get("state")), str(rec.get("detail") or ""))
-
-    def _on_session_state(self, state: str, detail: str = "") -> None:
-        # Only the end and the engine's own pause matter here: pause/resume states echo our
-        # own commands and may arrive after a newer one, so they must not overwrite self._state.
-        if state in END_STATES:
-            self._begin_end()
-        elif state == "paused" and detail.startswith("diverged") and self._state == "running":
-            self._set_state("paused")
-
-    def _on_poll(self) -> None:
-        if self.session is not None and self._state in ("running", "paused") and not self.session.active:
-            self._begin_end()
+                state = str(rec.get("state"))
+                self.state_changed.emit(state)
+                if state in END_STATES:
+                    self._begin_end()
 
     def _begin_end(self) -> None:
-        """The run ended by itself (finished or failed): reap the workers off the GUI thread."""
-        if self._ending or self._state in ("starting", "stopping") or self.session is None:
-            return
+        """The run ended: reap the workers and threads off the GUI thread, then report."""
+        if self._ending or self.session is None or self._calls.running("session-start"):
+            return  # a start still running reports through _on_started / _on_start_error
         self._ending = True
         session = self.session
         self._calls.call(lambda: session.wait(timeout=STOP_TIMEOUT_S) or session.stop(timeout=STOP_TIMEOUT_S),
@@ -232,15 +220,13 @@ class RunController(QObject):
         self._on_joined(None)
 
     def _on_joined(self, _status: Any) -> None:
-        self._poll.stop()
         self._stop_reader()
         session = self.session
-        status = getattr(session, "state", "stopped") if session is not None else "stopped"
+        status = self.state
         if status not in END_STATES:
             status = "stopped"
         summary = getattr(session, "summary", None)
         error = getattr(session, "error", None)
-        self._set_state(status)
         self.run_ended.emit(status, summary, error)
 
     def _stop_reader(self) -> None:
@@ -258,11 +244,6 @@ class RunController(QObject):
         if self._buffer is not None and hasattr(self._buffer, "close"):
             self._buffer.close()
         reader.deleteLater()
-
-    def _set_state(self, state: str) -> None:
-        if state != self._state:
-            self._state = state
-            self.state_changed.emit(state)
 
 
 def _stop_quietly(session: Any) -> None:

@@ -42,6 +42,10 @@ class BackgroundCalls(QObject):
     def busy(self) -> bool:
         return bool(self._threads)
 
+    def running(self, name: str) -> bool:
+        """Whether a call of this name has not reported back yet."""
+        return any(thread.objectName() == name for thread in self._threads)
+
     def call(self, fn: Callable[[], Any], on_done: Callable[[Any], None],
              on_error: Callable[[BaseException], None] | None = None, name: str = "call") -> None:
         thread = _CallThread(fn, name)

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from core import launcher  # noqa: E402
+from core.launchers import local as launcher  # noqa: E402
 from core.config import Config, apply_overrides  # noqa: E402
 from core.data import load_data  # noqa: E402
 from core.models import build_model  # noqa: E402

@@ -44,7 +44,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def live_run(app: QApplication, workers: int, epochs: int, runs_dir: str) -> dict[str, float]:
     from app.main_window import MainWindow
-    from core import launcher
+    from core.launchers import local as launcher
     from core.config import Config
 
     launcher.warm_up(block=True)

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import json, sys, time
 import torch
-from core import launcher
+from core.launchers import local as launcher
 from core.config import Config, apply_overrides
 from core.session import RecordBuffer, Session
 
@@ -162,7 +162,7 @@ def main() -> None:
     if args.memory_row:
         print(json.dumps(memory_row(int(args.memory_row[0]), Path(args.memory_row[1]))))
         return
-    from core import launcher
+    from core.launchers import local as launcher
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)

@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core import launcher  # noqa: E402
+from core.launchers import local as launcher  # noqa: E402
 from core.checkpoint import save_checkpoint  # noqa: E402
 from core.config import Config, to_dict, to_toml  # noqa: E402
 from core.export import export_run  # noqa: E402

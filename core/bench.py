@@ -23,7 +23,7 @@ def configure(parser: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core import launcher
+    from core.launchers import local as launcher
     from core.advisor import advise
     from core.cli import ArgumentError
     from core.config import Config, apply_overrides, load_config

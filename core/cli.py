@@ -135,7 +135,7 @@ class Progress:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from core import launcher
+    from core.launchers import local as launcher
     from core.session import Session
 
     if args.resume:

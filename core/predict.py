@@ -643,7 +643,7 @@ def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: in
         inp, classes, probs, chunks = _predict_here(model_path, Path(input_path), batch_rows)
         used = 1
     else:
-        from core import launcher
+        from core.launchers import local as launcher
 
         launcher.warm_up()  # boot the forkserver (torch preloaded) while this process reads the input
         meta = read_model_meta(model_path)
@@ -688,7 +688,7 @@ class ShardJob:
 
 def predict_worker(job: ShardJob, inp: PredictInput, x: Any, out: Any, results: Any) -> None:
     """Process entry point: predict rows start:stop into the shared ``out``; send the CSV text back."""
-    from core import launcher
+    from core.launchers import local as launcher
 
     launcher.die_with_parent(job.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us cleanly
@@ -715,7 +715,7 @@ def _predict_in_processes(model_path: Path, inp: PredictInput, n_classes: int, w
                           batch_rows: int) -> tuple[np.ndarray, list[str], int]:
     import torch
 
-    from core import launcher
+    from core.launchers import local as launcher
 
     ctx = launcher.get_context()
     bounds = shard_bounds(len(inp), workers, batch_rows)

@@ -14,7 +14,7 @@ from typing import Any, Callable, IO, Iterable, Iterator
 from core.errors import RunError
 
 # Session states (the "state" records with worker null); runlog is torch-free, so the window imports them here.
-ACTIVE_STATES = ("starting", "running", "paused", "stopping")
+ACTIVE_STATES = ("starting", "running", "paused", "stopping", "finishing")
 END_STATES = ("finished", "stopped", "failed")
 
 

@@ -1,34 +1,31 @@
-"""Training worker processes: one entry point, four strategies.
+"""Training worker processes: one entry point, the strategy decides the rest.
 
 ``worker_main(spec, data, shared, channels)`` is a module-level function
 taking picklable arguments, so it runs under ``spawn`` and ``forkserver``.
 ``shared`` holds state dicts of shared-memory tensors, not modules: each
 worker builds its model from the config (a custom model's class need not be
-importable by name) and binds it to those tensors.
+importable by name) and binds it to those tensors. The training step is as
+plain as pytorch/examples' mnist_hogwild; the strategy object
+(:mod:`core.strategies`) says how the model is wrapped, how ranks agree and
+how evaluation is split.
 
-- single / sweep: the worker trains its own model (in shared memory on CPU).
-- hogwild: every worker trains the same shared-memory model lock-free, each
-  with its own optimizer and data shard (seed + rank).
-- ddp: DistributedDataParallel over ``torch.distributed`` (gloo on CPU, nccl
-  on CUDA); rank 0 copies the weights back to shared memory for the parent.
-
-Control is a shared integer read once per batch (a plain memory read):
-0 run, 1 pause, 2 stop; the ``run`` event wakes paused workers. Metric
-records are batched and put on the queue about every 50 ms.
+Control is a shared integer read at batch boundaries (a plain memory read):
+run, checkpoint, pause, stop; the ``run`` event wakes waiting workers. On a
+checkpoint request every worker publishes its weights, sends its optimizer
+and RNG states and its position, and waits until the session has copied the
+weights: a checkpoint holds one consistent point of the run. Metric records
+are batched and put on the queue about every 50 ms.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import torch
@@ -37,14 +34,17 @@ from torch import nn
 
 from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import Config, OptimConfig
-from core.data import PreparedData, make_batches, full_tensors
+from core.data import PreparedData, full_tensors, make_batches
+from core.devices import worker_device
+from core.strategies import get_strategy
+from core.strategies.base import Strategy
 
-RUN, PAUSE, STOP = 0, 1, 2
+# The control word. Ranks that must act together take the max, so a stop wins over
+# a pause and a pause over a checkpoint.
+RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
 FLUSH_INTERVAL = 0.05   # seconds between queue puts
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
-DDP_CONTROL_EVERY = 8   # ddp ranks agree on pause/stop every N steps
 EVAL_BATCH = 2048
-TEARDOWN_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -53,14 +53,11 @@ class WorkerSpec:
 
     rank: int
     world_size: int
-    strategy: str
     config: Config
-    seed: int
-    lr: float
     threads: int
     parent_pid: int
-    dist_init: str = ""       # ddp: init_method ("file://..." or "env://")
-    device: str = "cpu"
+    local_rank: int = 0       # rank on this machine (device choice under torchrun)
+    dist_init: str = ""       # process group rendezvous: "file://..." or "env://"
     pause_on_divergence: bool = False  # GUI: pause the run instead of failing it
     # where to continue (resume): epoch in progress (1-based), batches of it already done
     start_epoch: int = 1
@@ -76,8 +73,9 @@ class Channels:
     """What connects a worker to its session: the metrics queue and the controls."""
 
     queue: Any        # multiprocessing Queue of lists of records
-    command: Any      # multiprocessing RawValue('i'): RUN / PAUSE / STOP
-    run_event: Any    # multiprocessing Event: set = running (paused workers wait on it)
+    command: Any      # multiprocessing RawValue('i'): RUN / CHECKPOINT / PAUSE / STOP
+    run_event: Any    # multiprocessing Event: set while the command is RUN or STOP
+    request: Any      # multiprocessing RawValue('i'): id of the latest checkpoint request
 
 
 class StopTraining(Exception):
@@ -139,81 +137,74 @@ def epoch_indices(n: int, epoch: int, seed: int, rank: int, world: int) -> torch
     return perm
 
 
-def resolve_device(spec_device: str, rank: int) -> torch.device:
-    if spec_device == "cuda":
-        return torch.device("cuda", rank % max(1, torch.cuda.device_count()))
-    return torch.device(spec_device)
-
-
 class Trainer:
     """The training loop of one worker."""
 
     def __init__(self, spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]],
-                 ch: Channels, out: RecordSender) -> None:
+                 ch: Channels, out: RecordSender, strategy: Strategy) -> None:
         self.spec, self.data, self.ch, self.out = spec, data, ch, out
         cfg = spec.config
-        self.device = resolve_device(spec.device, spec.rank)
-        self.is_ddp = spec.strategy == "ddp" and spec.world_size > 1  # one rank needs no all-reduce
-        self.shared = bind_shared_model(spec, data, shared[spec.rank] if spec.strategy == "sweep" else shared[0])
-        if self.device.type == "cpu" and not self.is_ddp:
-            self.model = self.shared  # train the shared-memory weights in place
-        else:
-            self.model = copy.deepcopy(self.shared).to(self.device)
-        self.net: nn.Module = self.model
-        if self.is_ddp:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            self.net = DDP(self.model, device_ids=ids)
-        self.optimizer = make_optimizer(self.model.parameters(), cfg.optim, spec.lr)
-        shard_world = spec.world_size if spec.strategy in ("hogwild", "ddp") else 1
-        self.shard_rank = spec.rank if shard_world > 1 else 0
-        self.shard_world = shard_world
+        self.strategy = strategy
+        rank = spec.rank
+        self.device = worker_device(cfg.parallel.device, spec.local_rank)
+        self.shared = bind_shared_model(spec, data, shared[strategy.model_index(rank)])
+        self.model, self.net = strategy.wrap_model(self.shared, self.device)
+        self.optimizer = make_optimizer(self.model.parameters(), cfg.optim, strategy.worker_lr(rank))
+        self.shard_rank, self.shard_world = strategy.shard(rank)
         self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers)
         if spec.optimizer_state is not None:
             self.optimizer.load_state_dict(state_from_bytes(spec.optimizer_state))
         if spec.rng_state is not None:
             torch.set_rng_state(state_from_bytes(spec.rng_state))
-        self.evaluates = spec.strategy != "hogwild" or spec.rank == 0
         self.epoch = spec.start_epoch
         self.batch = spec.start_batch  # batches done in the epoch in progress
         self.step = spec.start_step
         self.samples = spec.start_samples
         self.epochs_done = spec.start_epoch - 1
-        self.last_eval: dict[str, Any] | None = None
         self._loss_acc = 0.0  # losses since the last step record
         self._n_acc = 0
         self._last_record = time.monotonic()
         self._lr = float(self.optimizer.param_groups[0]["lr"])
 
     # -- control ----------------------------------------------------------------
-    def _agree(self, cmd: int) -> int:
-        """DDP ranks must pause/stop at the same step: take the max over ranks."""
-        if not self.is_ddp:
-            return cmd
-        import torch.distributed as dist
-
-        flag = torch.tensor([cmd], dtype=torch.int32)
-        if dist.get_backend() == "nccl":
-            flag = flag.to(self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return int(flag.item())
-
-    def _command(self) -> int:
+    def _word(self) -> int:
         return int(self.ch.command.value)
 
-    def _handle(self, cmd: int) -> None:
-        """Called at a batch boundary with the agreed command; raises StopTraining."""
-        while cmd == PAUSE:
-            self._emit_step(force=True)
-            self.out.state("paused", f"epoch {self.epoch} step {self.step}")
-            while self._command() == PAUSE:
-                self.ch.run_event.wait(0.1)
-            cmd = self._agree(self._command())
-            if cmd == RUN:
-                self.out.state("running", "resumed")
-        if cmd == STOP:
-            raise StopTraining
+    def _wait_while(self, command: int) -> None:
+        while self._word() == command:
+            self.ch.run_event.wait(0.1)
+
+    def _control(self, cmd: int) -> None:
+        """Act on the agreed command at a batch boundary; returns to train, or raises StopTraining."""
+        paused = False
+        while cmd != RUN:
+            if cmd == STOP:
+                raise StopTraining
+            if cmd == CHECKPOINT:
+                self._send_snapshot()
+                self._wait_while(CHECKPOINT)
+            elif cmd == PAUSE:
+                if not paused:
+                    paused = True
+                    self._emit_step(force=True)
+                    self.out.state("paused", f"epoch {self.epoch} step {self.step}")
+                self._wait_while(PAUSE)
+            cmd = self.strategy.agree(self._word(), self.device)
+        if paused:
+            self.out.state("running", "resumed")
+
+    def position(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "batch": self.batch, "step": self.step, "samples": self.samples}
+
+    def _send_snapshot(self) -> None:
+        """This worker's part of a consistent checkpoint; the session copies the weights meanwhile."""
+        self.publish_weights()
+        self._emit_step(force=True)
+        self.out.add({"kind": "_snapshot", "t": time.time(), "worker": self.spec.rank,
+                      "request": int(self.ch.request.value), **self.position(),
+                      "optimizer": state_to_bytes(self.optimizer.state_dict()),
+                      "rng": state_to_bytes(torch.get_rng_state())})
+        self.out.flush()
 
     # -- records ----------------------------------------------------------------
     def _emit_step(self, force: bool = False) -> None:
@@ -242,31 +233,31 @@ class Trainer:
                 self._train_epoch()
                 self.epochs_done = epoch
                 self.epoch, self.batch = epoch + 1, 0
-                self._sync_back()
+                self.publish_weights()
                 self._evaluate(epoch)
         except StopTraining:
             self._emit_step(force=True)
-            self._sync_back()
+            self.publish_weights()
             return "stopped"
         self._emit_step(force=True)
         return "finished"
 
     def _train_epoch(self) -> None:
-        spec = self.spec
-        indices = epoch_indices(len(self.data.train), self.epoch, spec.config.train.seed + (
-            spec.rank if spec.strategy == "sweep" else 0), self.shard_rank, self.shard_world)
+        spec, strategy = self.spec, self.strategy
+        indices = epoch_indices(len(self.data.train), self.epoch, strategy.permutation_seed(spec.rank),
+                                self.shard_rank, self.shard_world)
         if self.batch:  # resuming mid-epoch: the permutation is seeded, skip what was done
             indices = indices[self.batch * spec.config.train.batch_size:]
         net, opt, device = self.net, self.optimizer, self.device
         command = self.ch.command
         net.train()
         on_cpu = device.type == "cpu"
-        check_every = DDP_CONTROL_EVERY if self.is_ddp else 1
+        every = strategy.control_every
         for xb, yb in self.batches.epoch(indices):
-            if self.step % check_every == 0:
-                cmd = self._agree(command.value) if self.is_ddp else command.value
+            if self.step % every == 0:
+                cmd = strategy.agree(command.value, device) if every > 1 else command.value
                 if cmd:
-                    self._handle(cmd)
+                    self._control(cmd)
             if not on_cpu:
                 xb = xb.to(device, non_blocking=True)
                 yb = yb.to(device, non_blocking=True)
@@ -292,20 +283,18 @@ class Trainer:
         """A non-finite loss: the weights are still finite (no step taken with it)."""
         where = f"worker {self.spec.rank}, epoch {self.epoch}, step {self.step + 1}"
         message = f"loss became {value} at {where} (learning rate {self._lr:g}); lower optim.lr"
-        if not self.spec.pause_on_divergence or self.is_ddp:
+        if not (self.spec.pause_on_divergence and self.strategy.pauses_on_divergence):
             raise Diverged(message)
         self.out.log("error", f"{message}; run paused, the step was skipped")
         self.out.add({"kind": "_diverged", "t": time.time(), "worker": self.spec.rank, "message": message})
-        self.ch.command.value = PAUSE  # pauses every worker at its next batch
+        self.ch.command.value = PAUSE  # every worker pauses at its next batch; the session follows the record
         self.ch.run_event.clear()
         self.out.flush()
-        self._handle(PAUSE)
+        self._control(PAUSE)
 
-    def _sync_back(self) -> None:
-        """Copy trained weights to the shared model the parent reads (ddp, GPU)."""
-        if self.model is self.shared:
-            return
-        if self.is_ddp and self.spec.rank != 0:
+    def publish_weights(self) -> None:
+        """Copy the trained weights to the shared model the session reads (when training a copy)."""
+        if self.model is self.shared or not self.strategy.publishes_weights(self.spec.rank):
             return
         with torch.no_grad():
             for dst, src in zip(self.shared.state_dict().values(), self.model.state_dict().values()):
@@ -313,11 +302,10 @@ class Trainer:
 
     @torch.no_grad()
     def _evaluate(self, epoch: int) -> None:
-        if not self.evaluates or self.data.info.n_val == 0:
+        rank = self.spec.rank
+        if not self.strategy.evaluates(rank) or self.data.info.n_val == 0:
             return
-        x, y = full_tensors(self.data.val, self.data.info)
-        if self.is_ddp:
-            x, y = x[self.spec.rank::self.spec.world_size], y[self.spec.rank::self.spec.world_size]
+        x, y = self.strategy.eval_split(*full_tensors(self.data.val, self.data.info), rank)
         model = self.model
         model.eval()
         loss_sum = torch.zeros((), dtype=torch.float64)
@@ -329,26 +317,17 @@ class Trainer:
             loss_sum += F.cross_entropy(logits, yb, reduction="sum").double().cpu()
             correct += (logits.argmax(1) == yb).sum().double().cpu()
         stats = torch.stack([loss_sum, correct, torch.tensor(float(len(y)), dtype=torch.float64)])
-        if self.is_ddp:
-            import torch.distributed as dist
-
-            if dist.get_backend() == "nccl":
-                stats = stats.to(self.device)
-            dist.all_reduce(stats)
-            stats = stats.cpu()
-            if self.spec.rank != 0:
-                model.train()
-                return
+        reports = self.strategy.reduce_eval(stats, rank, self.device)
+        model.train()
+        if not reports:
+            return
         total = max(1.0, float(stats[2]))
-        record = {
-            "kind": "eval", "t": time.time(), "worker": self.spec.rank, "epoch": epoch,
+        self.out.add({
+            "kind": "eval", "t": time.time(), "worker": rank, "epoch": epoch,
             "val_loss": float(stats[0]) / total, "val_accuracy": float(stats[1]) / total,
             "samples": self.samples,
-        }
-        self.last_eval = record
-        self.out.add(record)
+        })
         self.out.flush()
-        model.train()
 
 
 def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:
@@ -361,27 +340,15 @@ def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, tor
     return model
 
 
-def _init_distributed(spec: WorkerSpec) -> None:
-    import torch.distributed as dist
-
-    backend = "nccl" if spec.device.startswith("cuda") else "gloo"
-    if spec.dist_init.startswith("env://"):
-        dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=120))
-    else:
-        dist.init_process_group(backend, init_method=spec.dist_init, rank=spec.rank,
-                                world_size=spec.world_size, timeout=timedelta(seconds=120))
-
-
 def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | None) -> dict[str, Any]:
     """The last record of a worker: how it ended and where to continue from."""
     record: dict[str, Any] = {
         "kind": "_done", "t": time.time(), "worker": spec.rank, "status": status, "error": error,
         "epochs_done": spec.start_epoch - 1, "epoch": spec.start_epoch, "batch": spec.start_batch,
-        "steps": spec.start_step, "samples": spec.start_samples, "optimizer": None, "rng": None,
+        "step": spec.start_step, "samples": spec.start_samples, "optimizer": None, "rng": None,
     }
     if trainer is not None:
-        record.update(epochs_done=trainer.epochs_done, epoch=trainer.epoch, batch=trainer.batch,
-                      steps=trainer.step, samples=trainer.samples,
+        record.update(epochs_done=trainer.epochs_done, **trainer.position(),
                       optimizer=state_to_bytes(trainer.optimizer.state_dict()),
                       rng=state_to_bytes(torch.get_rng_state()))
     return record
@@ -391,14 +358,12 @@ def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torc
     """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
     out.state("starting")
+    strategy = get_strategy(spec.config)
     trainer: Trainer | None = None
-    distributed = False
     try:
-        torch.manual_seed(spec.seed)
-        if spec.strategy == "ddp" and spec.world_size > 1:
-            _init_distributed(spec)
-            distributed = True
-        trainer = Trainer(spec, data, shared, ch, out)
+        torch.manual_seed(strategy.worker_seed(spec.rank))
+        strategy.setup_worker(spec)
+        trainer = Trainer(spec, data, shared, ch, out, strategy)
         status = trainer.run()
         out.state(status)
         out.add(_done(spec, status, trainer, None))
@@ -419,35 +384,17 @@ def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torc
     out.flush()
     ch.queue.close()
     ch.queue.join_thread()
-    if distributed:
-        _teardown_distributed(trainer, failed=code != 0)
+    if trainer is not None:
+        trainer.net = trainer.model  # drop a DDP reducer before its process group goes
+    strategy.teardown_worker(failed=code != 0)
     return code
-
-
-def _teardown_distributed(trainer: Trainer | None, failed: bool) -> None:
-    """Leave the process group in step with the peers, in a thread that may not block the exit."""
-    import torch.distributed as dist
-
-    def teardown() -> None:
-        try:
-            if not failed:
-                dist.barrier()  # no collective of a peer is still reading from us
-            if trainer is not None:
-                trainer.net = trainer.model  # drop the DDP reducer while the group is alive
-            dist.destroy_process_group()
-        except Exception:
-            pass
-
-    thread = threading.Thread(target=teardown, name="traindesk-ddp-teardown", daemon=True)
-    thread.start()
-    thread.join(TEARDOWN_TIMEOUT_S)
 
 
 def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> None:
     """Process entry point: isolate from the terminal, set threads, train, exit."""
     # Ctrl-C in a terminal reaches the whole process group; the session decides how to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from core.launcher import die_with_parent
+    from core.launchers.local import die_with_parent
 
     die_with_parent(spec.parent_pid)
     torch.set_num_threads(spec.threads)
@@ -464,4 +411,3 @@ def default_threads(workers: int, configured: int) -> int:
         return configured
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(1, cores // workers)
-

@@ -33,7 +33,7 @@ def _service_pids() -> set[int]:
     pids: set[int] = set()
     from multiprocessing import resource_tracker
 
-    from core.launcher import forkserver_pid
+    from core.launchers.local import forkserver_pid
 
     fs = forkserver_pid()
     rt = getattr(resource_tracker._resource_tracker, "_pid", None)

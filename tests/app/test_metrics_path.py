@@ -44,7 +44,7 @@ def test_reader_coalesces_to_at_most_30_batches_a_second(qtbot: Any) -> None:
 
 
 class FakeSession:
-    """Just enough of core.session.Session for the controller: start, pause, stop, records."""
+    """Just enough of core.session.Session for the controller: its states, its records."""
 
     def __init__(self, cfg: Config, fail: Exception | None = None, start_delay: float = 0.0) -> None:
         self.config = cfg
@@ -58,38 +58,61 @@ class FakeSession:
         self.num_workers = 1
         self.info = None
         self.calls: list[str] = []
+        self.lock = threading.Lock()
 
     @property
     def active(self) -> bool:
-        return self.state in ("starting", "running", "paused", "stopping")
+        return self.state in ("starting", "running", "paused", "stopping", "finishing")
 
     def add_listener(self, fn: Any) -> None:
         self.listeners.append(fn)
 
-    def _emit(self, state: str) -> None:
+    def _move(self, state: str) -> None:
+        self.state = state
         for fn in self.listeners:
             fn([{"kind": "state", "t": time.time(), "worker": None, "state": state, "detail": ""}])
 
+    def begin(self) -> None:
+        self.calls.append("begin")
+        self._move("starting")
+
     def start(self) -> None:
         time.sleep(self.start_delay)
-        self.calls.append("start")
-        if self.fail:
-            raise self.fail
-        self.state = "running"
-        self._emit("starting")
+        with self.lock:
+            self.calls.append("start")
+            if self.fail:
+                self._move("failed")
+                raise self.fail
+            if self.state == "stopping":
+                self._stopped()
+            else:
+                self._move("running")
+
+    def _stopped(self) -> None:
+        self.summary = {"status": "stopped"}
+        self._move("stopped")
 
     def pause(self) -> None:
         self.calls.append("pause")
+        if self.state == "running":
+            self._move("paused")
 
     def resume(self) -> None:
         self.calls.append("resume")
+        if self.state == "paused":
+            self._move("running")
+
+    def request_stop(self, timeout: float = 10.0) -> None:
+        with self.lock:
+            self.calls.append("stop")
+            if self.state == "starting":
+                self._move("stopping")  # start() ends it
+            elif self.state in ("running", "paused"):
+                self._move("stopping")
+                self._stopped()
 
     def stop(self, timeout: float = 10.0) -> str:
-        self.calls.append("stop")
-        if self.state in ("running", "starting", "paused"):
-            self.state = "stopped"
-            self.summary = {"status": "stopped"}
-            self._emit("stopped")
+        self.request_stop(timeout)
         return self.state
 
     def wait(self, timeout: float | None = None) -> str:
@@ -116,8 +139,8 @@ def test_stop_while_starting_stops_right_after_start(qtbot: Any) -> None:
         controller.start(Config())
         controller.stop()  # still starting: must not race start()
     assert ended.args[0] == "stopped"
-    assert sessions[0].calls == ["start", "stop"]
-    assert states == ["starting", "stopping", "stopped"]
+    assert sessions[0].calls == ["begin", "stop", "start"]  # start() sees the stop and spawns nothing
+    assert states[0] == "starting" and states[-2:] == ["stopping", "stopped"]
 
 
 def test_input_error_from_start_is_reported_not_raised(qtbot: Any) -> None:
@@ -135,9 +158,9 @@ def test_pause_resume_are_passed_through(qtbot: Any) -> None:
     with qtbot.waitSignal(controller.run_started, timeout=10_000):
         controller.start(Config())
     controller.pause()
-    assert controller.state == "paused"
+    assert controller.state == "paused"  # the session's state, not a copy
     controller.resume()
     assert controller.state == "running"
     with qtbot.waitSignal(controller.run_ended, timeout=10_000):
         controller.stop()
-    assert sessions[0].calls == ["start", "pause", "resume", "stop"]
+    assert sessions[0].calls == ["begin", "start", "pause", "resume", "stop"]

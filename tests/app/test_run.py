@@ -36,7 +36,7 @@ def start(qtbot: Any, window: Any, cfg: Config) -> None:
 
 
 def wait_end(qtbot: Any, window: Any, timeout: int = 60_000) -> None:
-    qtbot.waitUntil(lambda: window.controller.state in END, timeout=timeout)
+    qtbot.waitUntil(lambda: window.controller.ended, timeout=timeout)
 
 
 def test_start_pause_resume_stop(qtbot: Any, make_window: Any, live_children: Any, tmp_path: Path) -> None:
@@ -163,7 +163,8 @@ def test_a_diverging_run_pauses_with_the_reason_and_the_window_stays_usable(qtbo
     cfg = long_config(epochs=50).replace("optim", lr=100.0, momentum=0.99)
     window.panel.set_config(cfg)
     window.action_start.trigger()
-    qtbot.waitUntil(lambda: window.controller.state == "paused", timeout=60_000)
+    # the session pauses at once; its records (the reason) reach the window a moment later
+    qtbot.waitUntil(lambda: window.controller.state == "paused" and window.banner.isVisible(), timeout=60_000)
     log = window.log_pane.toPlainText()
     assert "loss became" in log and "lower optim.lr" in log
     assert window.banner.isVisible() and "lower optim.lr" in window.banner.text

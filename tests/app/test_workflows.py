@@ -37,14 +37,14 @@ def test_continue_a_stopped_run(qtbot: Any, make_window: Any) -> None:
     qtbot.waitUntil(lambda: window.controller.state == "running" and window.progress_run.value() > 0,
                     timeout=60_000)
     window.action_stop.trigger()
-    qtbot.waitUntil(lambda: window.controller.state in END, timeout=60_000)
+    qtbot.waitUntil(lambda: window.controller.ended, timeout=60_000)
     run_dir = window.controller.run_dir
     done = json.loads((run_dir / "summary.json").read_text())["epochs_done"]
     assert window.action_continue_run.isEnabled()
 
     window.panel.spin_epochs.setValue(done + 3)
     window.action_continue_run.trigger()
-    qtbot.waitUntil(lambda: window.controller.state in END and window.controller.run_dir == run_dir
+    qtbot.waitUntil(lambda: window.controller.ended and window.controller.run_dir == run_dir
                     and json.loads((run_dir / "summary.json").read_text())["epochs_done"] == done + 3,
                     timeout=90_000)
     assert window.controller.state == "finished"

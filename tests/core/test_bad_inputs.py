@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from core import cli, launcher
-from core import session as session_mod
+from core import cli
+from core.launchers import local as launcher
+from core.session import recording as session_mod
 from core.checkpoint import load_checkpoint, model_from_checkpoint
 from core.errors import RunError
 

@@ -266,7 +266,7 @@ def test_non_finite_weights_never_replace_the_last_checkpoint(runs_dir: Path) ->
     before = path.read_bytes()
     with torch.no_grad():
         next(session._models[0].parameters()).fill_(float("nan"))  # noqa: SLF001
-    session._write_checkpoint(optimizers=None)  # noqa: SLF001
+    session._write_checkpoint(session._progress())  # noqa: SLF001
     assert path.read_bytes() == before
 
 
@@ -359,7 +359,7 @@ def test_a_second_run_in_the_same_runs_dir_is_refused(runs_dir: Path) -> None:
         second = Session(cfg_for("train.epochs=1"), runs_dir=runs_dir)
         with pytest.raises(RunError, match="another run is active in .*pid"):
             second.start()
-        assert second.state == "idle"
+        assert second.state == "failed" and second.run_dir is None  # refused before any directory
     finally:
         first.stop(10)
     third = Session(cfg_for("train.epochs=1"), runs_dir=runs_dir)

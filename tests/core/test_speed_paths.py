@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_both_start_methods_train(method: str, tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from core import launcher\n"
+        "from core.launchers import local as launcher\n"
         "from core.config import Config, apply_overrides\n"
         "from core.session import Session\n"
         "if __name__ == '__main__':\n"

@@ -14,7 +14,7 @@ SCRIPT = """
 import json, sys
 from core.config import Config, apply_overrides
 from core.data import load_data
-from core.distributed import local_channels, torchrun_spec, under_torchrun
+from core.launchers.torchrun import local_channels, torchrun_spec, under_torchrun
 from core.models import build_model
 from core.workers import run_worker
 

@@ -140,3 +140,60 @@ def die_with_parent(parent_pid: int) -> None:
                 os._exit(70)
 
     threading.Thread(target=watch, name="traindesk-parent-watch", daemon=True).start()
+
+
+class LocalLauncher:
+    """Starts a run's workers as processes of this machine and makes their channels."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.ctx = get_context()
+        self._rendezvous_file: str | None = None
+
+    def warm_up(self) -> None:
+        warm_up()  # no-op when the forkserver already runs
+
+    def channels(self, command: int) -> Any:
+        from core.workers import Channels
+
+        ctx = self.ctx
+        return Channels(queue=ctx.Queue(), command=ctx.RawValue("i", command), run_event=ctx.Event(),
+                        request=ctx.RawValue("i", 0))
+
+    def rendezvous(self, uses_process_group: bool) -> str:
+        """Where a process group meets: a FileStore in a fresh temp path (the store creates it)."""
+        if not uses_process_group:
+            return ""
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="traindesk-ddp-")
+        os.close(fd)
+        os.unlink(path)  # a stale file would confuse the store
+        self._rendezvous_file = path
+        return f"file://{path}"
+
+    def start(self, specs: list[Any], data: Any, shared: list[Any], channels: Any) -> list[Any]:
+        """Start one process per spec; on any failure none is left running and the error is raised."""
+        from core.workers import worker_main
+
+        procs = [self.ctx.Process(target=worker_main, args=(spec, data, shared, channels),
+                                  name=f"traindesk-worker-{spec.rank}", daemon=False) for spec in specs]
+        try:
+            for proc in procs:
+                proc.start()
+        except BaseException:
+            for proc in procs:
+                if proc.pid is not None:
+                    proc.kill()
+                    proc.join(5)
+            raise
+        return procs
+
+    def cleanup(self) -> None:
+        if self._rendezvous_file:
+            try:
+                os.unlink(self._rendezvous_file)
+            except OSError:
+                pass
+            self._rendezvous_file = None

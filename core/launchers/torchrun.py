@@ -1,9 +1,9 @@
-"""Running the ddp worker under ``torchrun`` (PyTorch's launcher), one process per rank.
+"""Running as one rank of a group that ``torchrun`` (PyTorch's launcher) started.
 
 ``torchrun`` sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT;
-the worker initialises its process group from ``env://``. Control and
-records stay in-process: a SIGTERM/SIGINT sets the stop word, and records go
-to a callback (rank 0 writes them; the others may drop them).
+the worker joins its process group from ``env://``. Control and records stay
+in this process: a SIGTERM/SIGINT sets the stop word, and records go to a
+callback (rank 0 writes them; the others may drop them).
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
-import torch
 
 from core.config import Config
 from core.workers import RUN, STOP, Channels, WorkerSpec, default_threads
@@ -59,19 +57,17 @@ def local_channels(on_records: Callable[[list[dict[str, Any]]], None]) -> Channe
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return Channels(_Sink(on_records), word, run_event)
+    return Channels(_Sink(on_records), word, run_event, _Word(0))
 
 
 def torchrun_spec(cfg: Config) -> WorkerSpec:
-    """This rank's spec from torchrun's environment."""
+    """This rank's spec from torchrun's environment: ddp over every rank of the group."""
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
-    device = cfg.parallel.device
-    if device == "cuda":
-        device = f"cuda:{local_rank % max(1, torch.cuda.device_count())}"
+    cfg = cfg.replace("parallel", strategy="ddp", workers=world)
     return WorkerSpec(
-        rank=rank, world_size=world, strategy="ddp", config=cfg, seed=cfg.train.seed + rank, lr=cfg.optim.lr,
+        rank=rank, world_size=world, config=cfg,
         threads=default_threads(local_world, cfg.parallel.threads_per_worker), parent_pid=os.getppid(),
-        dist_init="env://", device=device,
+        local_rank=local_rank, dist_init="env://",
     )

@@ -1,0 +1,128 @@
+"""What every strategy decides, with the defaults most strategies share.
+
+A strategy is a small picklable object built from the config. The session
+asks it about the run's shape (workers, models, shards, learning rates, which
+model is the result); each worker asks it how to wrap the model, how ranks
+agree on pause/stop/checkpoint, when the trained weights reach the shared
+copy the session reads, and how evaluation is split. Callers never test a
+strategy's name.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+from torch import nn
+
+from core.config import Config, ConfigError
+from core.devices import validate_device
+
+if TYPE_CHECKING:
+    from core.workers import WorkerSpec
+
+
+class Strategy:
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""          # one line, for the window's tooltip and docs
+    runs_on_gpu: ClassVar[bool] = True
+    uses_process_group: ClassVar[bool] = False  # the launcher provides a rendezvous (file:// or env://)
+    pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    # -- the run's shape (session side) ------------------------------------------------
+    @property
+    def num_workers(self) -> int:
+        return self.config.parallel.workers
+
+    @property
+    def num_models(self) -> int:
+        """Models in shared memory: one, or one per worker (sweep)."""
+        return 1
+
+    def model_index(self, rank: int) -> int:
+        return 0
+
+    def shard(self, rank: int) -> tuple[int, int]:
+        """(shard rank, shard count) of the training set this worker trains on."""
+        return 0, 1
+
+    def samples_per_epoch(self, n_train: int) -> int:
+        """Training samples one worker sees per epoch (its shard, padded)."""
+        _, world = self.shard(0)
+        return -(-n_train // world)
+
+    def batches_per_epoch(self, n_train: int) -> int:
+        return max(1, math.ceil(self.samples_per_epoch(n_train) / self.config.train.batch_size))
+
+    def worker_lr(self, rank: int) -> float:
+        return self.config.optim.lr
+
+    def worker_seed(self, rank: int) -> int:
+        """Seeds the worker's torch RNG (dropout, init of what it builds)."""
+        return self.config.train.seed + rank
+
+    def permutation_seed(self, rank: int) -> int:
+        """Seeds the epoch permutations; workers of one shared run must agree on it."""
+        return self.config.train.seed
+
+    def worker_label(self, rank: int) -> str:
+        return f"worker {rank}"
+
+    def validate(self) -> None:
+        """Refuse a config this strategy cannot run (ConfigError, one line)."""
+        device = self.config.parallel.device
+        validate_device(device)
+        if device != "cpu" and not self.runs_on_gpu:
+            raise ConfigError(f"config: parallel.strategy \"{self.name}\" runs on the CPU; "
+                              f"use ddp, sweep or single with {device}")
+
+    def result_worker(self, last_eval: dict[int, dict[str, Any]]) -> int:
+        """The worker whose model is the run's result."""
+        return 0
+
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        """Strategy-specific keys of summary.json."""
+        return {}
+
+    # -- inside a worker ------------------------------------------------------------------
+    control_every: ClassVar[int] = 1  # batches between reads of the control word
+
+    def setup_worker(self, spec: "WorkerSpec") -> None:
+        """Before the model is built (e.g. join the process group)."""
+
+    def evaluates(self, rank: int) -> bool:
+        return True
+
+    def wrap_model(self, shared: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
+        """(model whose parameters the optimizer steps, module the batch goes through).
+
+        On the CPU the worker trains the shared-memory weights in place; on a GPU a copy.
+        """
+        if device.type == "cpu":
+            return shared, shared
+        model = copy.deepcopy(shared).to(device)
+        return model, model
+
+    def agree(self, command: int, device: torch.device) -> int:
+        """The command every rank acts on (ranks that must step together take the max)."""
+        return command
+
+    def publishes_weights(self, rank: int) -> bool:
+        """Whether this worker copies its weights to the shared copy (when it trains a copy)."""
+        return True
+
+    def eval_split(self, x: torch.Tensor, y: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, y
+
+    def reduce_eval(self, stats: torch.Tensor, rank: int, device: torch.device) -> bool:
+        """Combine (loss sum, correct, count) across ranks in place; True if this rank reports."""
+        return True
+
+    def teardown_worker(self, failed: bool) -> None:
+        """After the last record is delivered (e.g. leave the process group)."""
+

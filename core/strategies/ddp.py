@@ -1,0 +1,117 @@
+"""ddp: DistributedDataParallel over torch.distributed (gloo on CPU, nccl on CUDA).
+
+Each rank trains a copy of the model on its shard; gradients are averaged, so
+the copies stay equal and rank 0 publishes its weights to the shared copy the
+session reads. Ranks must act on the same batch, so they agree on the control
+word (pause, checkpoint, stop) with an all-reduce every ``control_every``
+batches, and split the validation set and sum its statistics.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from datetime import timedelta
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+from torch import nn
+
+from core.config import Config
+from core.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from core.workers import WorkerSpec
+
+PROCESS_GROUP_TIMEOUT = timedelta(seconds=120)
+TEARDOWN_TIMEOUT_S = 5.0
+
+
+class DDP(Strategy):
+    name = "ddp"
+    description = "DistributedDataParallel: gradients averaged over ranks (gloo on CPU, nccl on GPUs)."
+    uses_process_group = True
+    pauses_on_divergence = False  # one rank cannot pause alone: its peers would wait in a collective
+    control_every: ClassVar[int] = 8
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self._world = 1
+        self._net: nn.Module | None = None
+
+    def shard(self, rank: int) -> tuple[int, int]:
+        return rank, self.num_workers
+
+    # -- inside a worker ------------------------------------------------------------------
+    def setup_worker(self, spec: "WorkerSpec") -> None:
+        self._world = spec.world_size
+        if spec.world_size <= 1:
+            return  # one rank needs no all-reduce
+        import torch.distributed as dist
+
+        backend = "nccl" if spec.config.parallel.device.startswith("cuda") else "gloo"
+        if spec.dist_init.startswith("env://"):
+            dist.init_process_group(backend, init_method="env://", timeout=PROCESS_GROUP_TIMEOUT)
+        else:
+            dist.init_process_group(backend, init_method=spec.dist_init, rank=spec.rank,
+                                    world_size=spec.world_size, timeout=PROCESS_GROUP_TIMEOUT)
+
+    @property
+    def _distributed(self) -> bool:
+        return self._world > 1
+
+    def wrap_model(self, shared: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
+        if not self._distributed:
+            return super().wrap_model(shared, device)
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = copy.deepcopy(shared).to(device)
+        ids = [device.index] if device.type == "cuda" else None
+        self._net = DistributedDataParallel(model, device_ids=ids)
+        return model, self._net
+
+    def _all_reduce(self, tensor: torch.Tensor, device: torch.device, op: str = "sum") -> torch.Tensor:
+        import torch.distributed as dist
+
+        on_device = tensor.to(device) if dist.get_backend() == "nccl" else tensor
+        dist.all_reduce(on_device, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+        return on_device.cpu()
+
+    def agree(self, command: int, device: torch.device) -> int:
+        if not self._distributed:
+            return command
+        flag = self._all_reduce(torch.tensor([command], dtype=torch.int32), device, op="max")
+        return int(flag.item())
+
+    def publishes_weights(self, rank: int) -> bool:
+        return rank == 0  # the copies are equal
+
+    def eval_split(self, x: torch.Tensor, y: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self._distributed:
+            return x, y
+        return x[rank::self._world], y[rank::self._world]
+
+    def reduce_eval(self, stats: torch.Tensor, rank: int, device: torch.device) -> bool:
+        if not self._distributed:
+            return True
+        stats.copy_(self._all_reduce(stats, device))
+        return rank == 0
+
+    def teardown_worker(self, failed: bool) -> None:
+        """Leave the process group in step with the peers, in a thread that may not block the exit."""
+        if not self._distributed:
+            return
+        import torch.distributed as dist
+
+        def teardown() -> None:
+            try:
+                if not failed:
+                    dist.barrier()  # no collective of a peer is still reading from us
+                self._net = None  # drop the DDP reducer while the group is alive
+                dist.destroy_process_group()
+            except Exception:
+                pass
+
+        thread = threading.Thread(target=teardown, name="traindesk-ddp-teardown", daemon=True)
+        thread.start()
+        thread.join(TEARDOWN_TIMEOUT_S)

@@ -1,0 +1,21 @@
+"""hogwild: every worker trains one shared-memory model lock-free (pytorch/examples mnist_hogwild).
+
+Each worker has its own optimizer and its own shard of every epoch's
+permutation; rank 0 evaluates the shared weights at its epoch ends.
+"""
+
+from __future__ import annotations
+
+from core.strategies.base import Strategy
+
+
+class Hogwild(Strategy):
+    name = "hogwild"
+    description = "Workers train one shared-memory model lock-free, each on its own data shard."
+    runs_on_gpu = False
+
+    def shard(self, rank: int) -> tuple[int, int]:
+        return rank, self.num_workers
+
+    def evaluates(self, rank: int) -> bool:
+        return rank == 0

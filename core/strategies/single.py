@@ -1,0 +1,14 @@
+"""single: one worker process trains the model; the baseline and the debugging aid."""
+
+from __future__ import annotations
+
+from core.strategies.base import Strategy
+
+
+class Single(Strategy):
+    name = "single"
+    description = "One worker process: the baseline, and the easiest to debug."
+
+    @property
+    def num_workers(self) -> int:
+        return 1

@@ -1,0 +1,46 @@
+"""sweep: each worker trains its own model with its own learning rate or seed; the best is kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.strategies.base import Strategy
+
+
+class Sweep(Strategy):
+    name = "sweep"
+    description = "Each worker trains its own model (one learning rate each); the best one is kept."
+
+    @property
+    def num_models(self) -> int:
+        return self.num_workers
+
+    def model_index(self, rank: int) -> int:
+        return rank
+
+    def worker_lr(self, rank: int) -> float:
+        rates = self.config.parallel.sweep_lr
+        return rates[rank] if rates else self.config.optim.lr
+
+    def permutation_seed(self, rank: int) -> int:
+        return self.config.train.seed + rank
+
+    def worker_label(self, rank: int) -> str:
+        if self.config.parallel.sweep_lr:
+            return f"lr {self.worker_lr(rank):g}"
+        return f"seed {self.worker_seed(rank)}"
+
+    def result_worker(self, last_eval: dict[int, dict[str, Any]]) -> int:
+        if not last_eval:
+            return 0
+        return max(last_eval, key=lambda w: (last_eval[w]["val_accuracy"], -last_eval[w]["val_loss"], -w))
+
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
+        best = self.result_worker(last_eval)
+        return {
+            "best_worker": best,
+            "best_lr": self.worker_lr(best),
+            "sweep": [{"worker": w, "lr": self.worker_lr(w), "label": self.worker_label(w),
+                       "val_accuracy": e["val_accuracy"], "val_loss": e["val_loss"]}
+                      for w, e in sorted(last_eval.items())],
+        }
