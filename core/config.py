@@ -66,6 +66,7 @@ class TrainConfig:
     epochs: int = 10
     batch_size: int = 64
     seed: int = 0
+    checkpoint_every: float = 30.0  # seconds between consistent checkpoints while training; 0 = only at the end
 
 
 @dataclass(frozen=True)
@@ -246,6 +247,7 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
         v["epochs"] = _int(k("epochs"), v["epochs"], 1, 100000)
         v["batch_size"] = _int(k("batch_size"), v["batch_size"], 1, 1 << 20)
         v["seed"] = _int(k("seed"), v["seed"], 0, 2**31 - 1)
+        v["checkpoint_every"] = _float(k("checkpoint_every"), v["checkpoint_every"], 0.0, 86400.0)
     elif section == "parallel":
         v["strategy"] = _choice(k("strategy"), v["strategy"], STRATEGIES)
         v["workers"] = _int(k("workers"), v["workers"], 1, 256)

@@ -357,7 +357,7 @@ def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | N
 def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
     """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
-    out.state("starting")
+    out.state("starting", f"pid {os.getpid()}")
     strategy = get_strategy(spec.config)
     trainer: Trainer | None = None
     try:

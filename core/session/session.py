@@ -36,7 +36,6 @@ from core.strategies import get_strategy
 from core.workers import CHECKPOINT, PAUSE, RUN, STOP, WorkerSpec, default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
-CHECKPOINT_EVERY_S = 30.0
 CHECKPOINT_TIMEOUT_S = 60.0  # a worker that does not answer a checkpoint request this long: give up on it
 INTERNAL = ("_done", "_diverged", "_snapshot")  # worker -> session only, never written or forwarded
 
@@ -89,13 +88,11 @@ class Session:
     """One training run. See docs/ENGINE_API.md for the contract."""
 
     def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None,
-                 pause_on_divergence: bool = False, checkpoint_every_s: float = CHECKPOINT_EVERY_S,
-                 launcher: LocalLauncher | None = None) -> None:
+                 pause_on_divergence: bool = False, launcher: LocalLauncher | None = None) -> None:
         self.config = config
         self.strategy = get_strategy(config)
         self.launcher = launcher or LocalLauncher()
         self.pause_on_divergence = pause_on_divergence
-        self.checkpoint_every_s = checkpoint_every_s
         self.runs_dir = Path(runs_dir)
         self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
         self.info: DatasetInfo | None = None
@@ -540,7 +537,8 @@ class Session:
                 self._log("warning", f"checkpoint skipped: worker(s) {sorted(request.waiting)} did not answer "
                                      f"within {CHECKPOINT_TIMEOUT_S:g} s")
             return
-        if self.checkpoint_every_s and now - self._last_checkpoint >= self.checkpoint_every_s:
+        every = self.config.train.checkpoint_every
+        if every and now - self._last_checkpoint >= every:
             with self._run.lock:
                 if self._run.value == "running":
                     self._request_checkpoint()
