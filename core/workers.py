@@ -19,6 +19,7 @@ are batched and put on the queue about every 50 ms.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -42,6 +43,8 @@ from core.strategies.base import Strategy
 # The control word. Ranks that must act together take the max, so a stop wins over
 # a pause and a pause over a checkpoint.
 RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
+# What a paused run may change; every worker applies it when it resumes, at the same batch.
+LIVE_KEYS = ("optim.lr", "optim.weight_decay", "train.batch_size", "train.epochs")
 FLUSH_INTERVAL = 0.05   # seconds between queue puts
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 EVAL_BATCH = 2048
@@ -64,6 +67,7 @@ class WorkerSpec:
     start_batch: int = 0
     start_step: int = 0
     start_samples: int = 0
+    start_offset: int = -1    # samples of the epoch in progress done; -1: start_batch whole batches
     optimizer_state: bytes | None = None
     rng_state: bytes | None = None
 
@@ -76,10 +80,43 @@ class Channels:
     command: Any      # multiprocessing RawValue('i'): RUN / CHECKPOINT / PAUSE / STOP
     run_event: Any    # multiprocessing Event: set while the command is RUN or STOP
     request: Any      # multiprocessing RawValue('i'): id of the latest checkpoint request
+    settings: "SettingsBox"  # config changes made while paused
+
+
+class SettingsBox:
+    """Config changes handed to paused workers: a version number and a JSON text in shared memory."""
+
+    SIZE = 16384
+
+    def __init__(self, version: Any, text: Any) -> None:
+        self.version = version  # RawValue('i')
+        self.text = text        # RawArray('c', SIZE)
+
+    def write(self, changes: dict[str, Any]) -> None:
+        data = json.dumps(changes).encode()
+        if len(data) >= self.SIZE:
+            raise ValueError("config changes too large")
+        self.text.value = data
+        self.version.value += 1
+
+    def read(self) -> dict[str, Any]:
+        return dict(json.loads(self.text.value.decode() or "{}"))
+
+
+def apply_changes(config: Config, changes: dict[str, Any]) -> Config:
+    """``config`` with dotted keys changed (validated: ConfigError names the key)."""
+    for key, value in changes.items():
+        section, _, name = key.partition(".")
+        config = config.replace(section, **{name: value})
+    return config
 
 
 class StopTraining(Exception):
     pass
+
+
+class _EpochRestart(Exception):
+    """The batches of the epoch in progress must be made anew (the batch size changed)."""
 
 
 class Diverged(Exception):
@@ -143,7 +180,8 @@ class Trainer:
     def __init__(self, spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]],
                  ch: Channels, out: RecordSender, strategy: Strategy) -> None:
         self.spec, self.data, self.ch, self.out = spec, data, ch, out
-        cfg = spec.config
+        self.config = cfg = spec.config  # changes while paused replace it
+        self._settings_version = ch.settings.version.value
         self.strategy = strategy
         rank = spec.rank
         self.device = worker_device(cfg.parallel.device, spec.local_rank)
@@ -154,10 +192,15 @@ class Trainer:
         self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers)
         if spec.optimizer_state is not None:
             self.optimizer.load_state_dict(state_from_bytes(spec.optimizer_state))
+            for group in self.optimizer.param_groups:  # the config's (a fork may have changed them)
+                group["lr"] = strategy.worker_lr(rank)
+                group["weight_decay"] = cfg.optim.weight_decay
         if spec.rng_state is not None:
             torch.set_rng_state(state_from_bytes(spec.rng_state))
         self.epoch = spec.start_epoch
         self.batch = spec.start_batch  # batches done in the epoch in progress
+        # samples of this worker's shard of the epoch in progress done (batch sizes may change)
+        self.offset = spec.start_offset if spec.start_offset >= 0 else spec.start_batch * cfg.train.batch_size
         self.step = spec.start_step
         self.samples = spec.start_samples
         self.epochs_done = spec.start_epoch - 1
@@ -192,9 +235,29 @@ class Trainer:
             cmd = self.strategy.agree(self._word(), self.device)
         if paused:
             self.out.state("running", "resumed")
+            self._apply_settings()
+
+    def _apply_settings(self) -> None:
+        """Take the config changes the session made while paused (every rank at the same batch)."""
+        box = self.ch.settings
+        if box.version.value == self._settings_version:
+            return
+        self._settings_version = box.version.value
+        old, self.config = self.config, apply_changes(self.config, box.read())
+        self.strategy.config = self.config  # live keys change no part of the run's shape
+        lr = self.strategy.worker_lr(self.spec.rank)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+            group["weight_decay"] = self.config.optim.weight_decay
+        self._lr = lr
+        if self.config.train.batch_size != old.train.batch_size:
+            self.batches = make_batches(self.data.train, self.data.info, self.config.train.batch_size,
+                                        self.config.data.loader_workers)
+            raise _EpochRestart  # the epoch goes on from its offset with the new batch size
 
     def position(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "batch": self.batch, "step": self.step, "samples": self.samples}
+        return {"epoch": self.epoch, "batch": self.batch, "step": self.step, "samples": self.samples,
+                "offset": self.offset}
 
     def _send_snapshot(self) -> None:
         """This worker's part of a consistent checkpoint; the session copies the weights meanwhile."""
@@ -224,15 +287,17 @@ class Trainer:
 
     # -- loop -------------------------------------------------------------------
     def run(self) -> str:
-        cfg = self.spec.config
         self._last_record = time.monotonic()
         self.out.state("running")
         try:
-            for epoch in range(self.spec.start_epoch, cfg.train.epochs + 1):
-                self.epoch = epoch
-                self._train_epoch()
+            while self.epoch <= self.config.train.epochs:  # epochs may change while paused
+                try:
+                    self._train_epoch()
+                except _EpochRestart:
+                    continue
+                epoch = self.epoch
                 self.epochs_done = epoch
-                self.epoch, self.batch = epoch + 1, 0
+                self.epoch, self.batch, self.offset = epoch + 1, 0, 0
                 self.publish_weights()
                 self._evaluate(epoch)
         except StopTraining:
@@ -246,8 +311,8 @@ class Trainer:
         spec, strategy = self.spec, self.strategy
         indices = epoch_indices(len(self.data.train), self.epoch, strategy.permutation_seed(spec.rank),
                                 self.shard_rank, self.shard_world)
-        if self.batch:  # resuming mid-epoch: the permutation is seeded, skip what was done
-            indices = indices[self.batch * spec.config.train.batch_size:]
+        if self.offset:  # resuming mid-epoch: the permutation is seeded, skip what was done
+            indices = indices[self.offset:]
         net, opt, device = self.net, self.optimizer, self.device
         command = self.ch.command
         net.train()
@@ -271,6 +336,7 @@ class Trainer:
             opt.step()
             self.batch += 1
             self.step += 1
+            self.offset += yb.shape[0]
             self.samples += yb.shape[0]
             self._loss_acc += value
             self._n_acc += 1

@@ -155,11 +155,12 @@ class LocalLauncher:
         warm_up()  # no-op when the forkserver already runs
 
     def channels(self, command: int) -> Any:
-        from core.workers import Channels
+        from core.workers import Channels, SettingsBox
 
         ctx = self.ctx
+        settings = SettingsBox(ctx.RawValue("i", 0), ctx.RawArray("c", SettingsBox.SIZE))
         return Channels(queue=ctx.Queue(), command=ctx.RawValue("i", command), run_event=ctx.Event(),
-                        request=ctx.RawValue("i", 0))
+                        request=ctx.RawValue("i", 0), settings=settings)
 
     def rendezvous(self, uses_process_group: bool) -> str:
         """Where a process group meets: a FileStore in a fresh temp path (the store creates it)."""

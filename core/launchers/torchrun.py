@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from core.config import Config
-from core.workers import RUN, STOP, Channels, WorkerSpec, default_threads
+from core.workers import RUN, STOP, Channels, SettingsBox, WorkerSpec, default_threads
 
 
 def under_torchrun() -> bool:
@@ -25,6 +25,11 @@ def under_torchrun() -> bool:
 @dataclass
 class _Word:
     value: int = RUN
+
+
+@dataclass
+class _Text:
+    value: bytes = b""
 
 
 @dataclass
@@ -57,7 +62,7 @@ def local_channels(on_records: Callable[[list[dict[str, Any]]], None]) -> Channe
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return Channels(_Sink(on_records), word, run_event, _Word(0))
+    return Channels(_Sink(on_records), word, run_event, _Word(0), SettingsBox(_Word(0), _Text()))
 
 
 def torchrun_spec(cfg: Config) -> WorkerSpec:

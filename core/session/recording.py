@@ -76,7 +76,7 @@ def checkpoint_payload(config: Config, info: dict[str, Any], states: list[dict[s
     position and its optimizer and RNG states (bytes, or None before its
     first step) taken at the same point as the weights.
     """
-    progress = [{k: int(p[k]) for k in POSITION_KEYS} for p in parts]
+    progress = [{k: int(p[k]) for k in (*POSITION_KEYS, "offset") if k in p} for p in parts]
     return {
         "config": to_dict(config),
         "info": info,

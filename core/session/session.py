@@ -22,22 +22,59 @@ import torch
 from torch import nn
 
 from core.checkpoint import check_checkpoint, load_checkpoint, load_weights, state_to_bytes
-from core.config import Config
+from core.config import Config, ConfigError, to_toml
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
 from core.evaluate import attach_evaluation
 from core.launchers.local import LocalLauncher
 from core.models import build_model, count_parameters
+from core.runlog import atomic_write_text
 from core.session.processes import TERMINATE_GRACE_S, WorkerProcesses
 from core.session.recording import POSITION_KEYS, RunRecorder, checkpoint_payload, weights_finite
 from core.session.state import ENDED, RunState
 from core.session.stats import RunStats
 from core.strategies import get_strategy
-from core.workers import CHECKPOINT, PAUSE, RUN, STOP, WorkerSpec, default_threads
+from core.workers import CHECKPOINT, LIVE_KEYS, PAUSE, RUN, STOP, WorkerSpec, apply_changes, default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
 CHECKPOINT_TIMEOUT_S = 60.0  # a worker that does not answer a checkpoint request this long: give up on it
 INTERNAL = ("_done", "_diverged", "_snapshot")  # worker -> session only, never written or forwarded
+
+
+def _get(config: Config, key: str) -> Any:
+    section, _, name = key.partition(".")
+    return getattr(getattr(config, section), name)
+
+
+FORKABLE_SECTIONS = ("optim", "train")
+
+
+def _resumable(path: Path) -> tuple[dict[str, Any], str]:
+    return load_checkpoint(path), f"checkpoint: {path}"
+
+
+def _check_progress(ckpt: dict[str, Any], cfg: Config, path: Path, where: str) -> None:
+    progress = ckpt.get("progress") or []
+    workers = get_strategy(cfg).num_workers
+    if not isinstance(progress, list) or not all(
+        isinstance(p, dict) and all(isinstance(p.get(k), int) for k in POSITION_KEYS) for p in progress
+    ):
+        raise RunError(f"{where}: its progress table is unusable")
+    if len(progress) != workers:
+        raise RunError(f"checkpoint: {path}: holds no resumable progress for {workers} worker(s)")
+    if min(p["epoch"] for p in progress) > cfg.train.epochs:
+        raise RunError(
+            f"resume: {path} already finished all {cfg.train.epochs} epochs; pass --epochs N to train further"
+        )
+
+
+def _run_dir_of(path: Path) -> Path | None:
+    """The run directory a checkpoint path belongs to (None for a loose checkpoint file)."""
+    if path.is_dir():
+        return path
+    if path.parent.name == "checkpoints" and (path.parent.parent / "config.toml").exists():
+        return path.parent.parent
+    return None
 
 
 class RecordBuffer:
@@ -122,6 +159,7 @@ class Session:
         self._resume: dict[str, Any] | None = None  # the checkpoint a resumed run continues
         self._resume_dir: Path | None = None
         self._resume_where = "checkpoint"
+        self.parent: dict[str, Any] | None = None  # a fork: the run and step it branched from
 
     @classmethod
     def from_run(cls, path: str | Path, epochs: int | None = None, runs_dir: str | Path | None = None,
@@ -132,32 +170,43 @@ class Session:
         file (a new run directory is made under ``runs_dir``).
         """
         path = Path(path)
-        ckpt = load_checkpoint(path)
-        where = f"checkpoint: {path}"
+        ckpt, where = _resumable(path)
         cfg = check_checkpoint(ckpt, where)[0]
         if epochs is not None:
             cfg = cfg.replace("train", epochs=epochs)
-        progress = ckpt.get("progress") or []
-        workers = get_strategy(cfg).num_workers
-        if not isinstance(progress, list) or not all(
-            isinstance(p, dict) and all(isinstance(p.get(k), int) for k in POSITION_KEYS) for p in progress
-        ):
-            raise RunError(f"{where}: its progress table is unusable")
-        if len(progress) != workers:
-            raise RunError(f"checkpoint: {path}: holds no resumable progress for {workers} worker(s)")
-        if min(p["epoch"] for p in progress) > cfg.train.epochs:
-            raise RunError(
-                f"resume: {path} already finished all {cfg.train.epochs} epochs; pass --epochs N to train further"
-            )
-        if path.is_dir():
-            run_dir: Path | None = path
-        elif path.parent.name == "checkpoints" and (path.parent.parent / "config.toml").exists():
-            run_dir = path.parent.parent
-        else:
-            run_dir = None
+        _check_progress(ckpt, cfg, path, where)
+        run_dir = _run_dir_of(path)
         base = run_dir.parent if run_dir is not None else Path(runs_dir or "runs")
         session = cls(cfg, runs_dir=base, name=(run_dir.name if run_dir else "resumed"), **kwargs)
         session._resume, session._resume_dir, session._resume_where = ckpt, run_dir, where
+        return session
+
+    @classmethod
+    def fork(cls, path: str | Path, changes: dict[str, Any] | None = None, runs_dir: str | Path | None = None,
+             name: str | None = None, **kwargs: Any) -> "Session":
+        """A new run that starts from a run's last checkpoint (or a checkpoint file) with edited settings.
+
+        The new run directory records its parent run and the step it branched at.
+        """
+        path = Path(path)
+        ckpt, where = _resumable(path)
+        parent_cfg = check_checkpoint(ckpt, where)[0]
+        changes = dict(changes or {})
+        refused = sorted(k for k in changes if k.split(".")[0] not in FORKABLE_SECTIONS)
+        if refused:
+            raise ConfigError(f"config: {refused[0]} cannot change in a fork (the model and workers stay); "
+                              f"these can: {', '.join(s + '.*' for s in FORKABLE_SECTIONS)}")
+        cfg = apply_changes(parent_cfg, changes)
+        if cfg.optim.name != parent_cfg.optim.name:  # another optimizer starts with fresh states
+            ckpt = {**ckpt, "optimizers": None}
+        _check_progress(ckpt, cfg, path, where)
+        run_dir = _run_dir_of(path)
+        base = Path(runs_dir) if runs_dir is not None else (run_dir.parent if run_dir is not None else Path("runs"))
+        session = cls(cfg, runs_dir=base, name=name or f"{run_dir.name if run_dir else 'run'}-fork", **kwargs)
+        session._resume, session._resume_where = ckpt, where
+        session.parent = {"run": str(run_dir or path), "name": (run_dir or path).name,
+                          "epoch": int(ckpt["epoch"]), "step": int(ckpt["steps"]),
+                          "changes": {k: _get(cfg, k) for k in changes}}
         return session
 
     # -- public API -----------------------------------------------------------------
@@ -233,7 +282,7 @@ class Session:
             return
         self._recorder.open(self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers,
                             existing=self._resume_dir if self._resume is not None else None)
-        if self._resume is None:  # a run that fails before its first checkpoint restarts from here
+        if self._resume_dir is None:  # a run that fails before its first checkpoint restarts from here
             self._write_checkpoint([self._start_position(r) for r in range(self.num_workers)])
 
     def _spawn(self) -> None:
@@ -242,6 +291,8 @@ class Session:
         if self._resume is not None:
             p0 = self._resume["progress"][0]
             detail += f"; resuming at epoch {p0['epoch']}, batch {p0['batch']}"
+        if self.parent is not None:
+            detail += f"; forked from {self.parent['name']} at step {self.parent['step']}"
         self._emit([{"kind": "log", "t": time.time(), "worker": None, "level": "info", "message": detail}])
         dist_init = self.launcher.rendezvous(self.strategy.uses_process_group)
         threads = default_threads(self.num_workers, cfg.parallel.threads_per_worker)
@@ -279,17 +330,18 @@ class Session:
     def _start_position(self, rank: int) -> dict[str, Any]:
         """Where a worker starts: the beginning, or the resumed checkpoint's position and states."""
         if self._resume is None:
-            return {"epoch": 1, "batch": 0, "step": 0, "samples": 0, "optimizer": None, "rng": None}
+            return {"epoch": 1, "batch": 0, "step": 0, "samples": 0, "offset": 0, "optimizer": None, "rng": None}
         opt = (self._resume.get("optimizers") or [None] * self.num_workers)[rank]
         rng = (self._resume.get("rng") or [None] * self.num_workers)[rank]
-        return {**{k: int(self._resume["progress"][rank][k]) for k in POSITION_KEYS},
+        where = self._resume["progress"][rank]
+        return {**{k: int(where[k]) for k in POSITION_KEYS}, "offset": int(where.get("offset", -1)),
                 "optimizer": state_to_bytes(opt) if opt is not None else None,
                 "rng": state_to_bytes(rng) if rng is not None else None}
 
     def _resume_fields(self, rank: int) -> dict[str, Any]:
         p = self._start_position(rank)
         return {"start_epoch": p["epoch"], "start_batch": p["batch"], "start_step": p["step"],
-                "start_samples": p["samples"], "optimizer_state": p["optimizer"], "rng_state": p["rng"]}
+                "start_samples": p["samples"], "start_offset": p["offset"], "optimizer_state": p["optimizer"], "rng_state": p["rng"]}
 
     def pause(self) -> None:
         with self._run.lock:
@@ -297,16 +349,43 @@ class Session:
                 self._desired = PAUSE
                 self._apply_word()
 
-    def resume(self) -> None:
+    def resume(self, changes: dict[str, Any] | None = None) -> None:
+        """Resume a paused run; ``changes`` (keys of LIVE_KEYS) apply at the next batch of every worker.
+
+        Bad changes raise ConfigError (one line naming the key) and the run stays paused.
+        """
         with self._run.lock:
             if self._run.value != "paused":
                 return
+            if changes:
+                self._change_settings(changes)
             now = time.monotonic()
             for rank in self._last_seen:  # paused time is not a stall
                 self._last_seen[rank] = now
             self._desired = RUN
             self._apply_word()
             self._run.move("running", "resumed")
+
+    def _change_settings(self, changes: dict[str, Any]) -> None:
+        unknown = sorted(set(changes) - set(LIVE_KEYS))
+        if unknown:
+            raise ConfigError(f"config: {unknown[0]} cannot change during a run; these can: {', '.join(LIVE_KEYS)}")
+        new = apply_changes(self.config, changes)
+        done = min((p["epoch"] - 1 for p in self._progress()), default=0)
+        if new.train.epochs < max(1, done):
+            raise ConfigError(f"config: train.epochs must be at least the {done} epoch(s) already done, "
+                              f"got {new.train.epochs}")
+        diff = {k: {"from": _get(self.config, k), "to": _get(new, k)} for k in changes if _get(self.config, k) != _get(new, k)}
+        if not diff:
+            return
+        self.config = new
+        self.strategy.config = new
+        if self._channels is not None:
+            self._channels.settings.write({k: v["to"] for k, v in diff.items()})
+        if self.run_dir is not None:
+            atomic_write_text(self.run_dir / "config.toml", to_toml(new))
+        steps = {str(w): r["step"] for w, r in sorted(self.stats.last_step.items())}
+        self._emit([{"kind": "config", "t": time.time(), "worker": None, "changes": diff, "steps": steps}])
 
     def checkpoint(self) -> bool:
         """Ask for a consistent checkpoint now (running or paused); False if one cannot be asked."""
@@ -673,6 +752,7 @@ class Session:
             "parameters": self.num_parameters,
             "dataset": self.info.name if self.info else None,
             "launcher": self.launcher.name,
+            **({"parent": self.parent} if self.parent else {}),
             **self.strategy.summary_extra(stats.last_eval),
         }
         self.summary = summary

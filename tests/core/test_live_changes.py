@@ -1,0 +1,105 @@
+"""Settings changed while paused, and forks: every worker applies them at the same point."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.config import Config, ConfigError, apply_overrides
+from core.runlog import read_metrics
+from core.session import RecordBuffer, Session
+
+
+def cfg_for(*overrides: str) -> Config:
+    return apply_overrides(Config(), list(overrides))
+
+
+def pause_when_all_stepped(session: Session, buf: RecordBuffer, workers: int) -> None:
+    seen: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and {r["worker"] for r in seen if r["kind"] == "step"} != set(range(workers)):
+        seen += buf.drain(0.05)
+    session.pause()
+    paused: set[int] = set()
+    while time.monotonic() < deadline and paused != set(range(workers)):
+        paused |= {r["worker"] for r in buf.drain(0.05)
+                   if r["kind"] == "state" and r["state"] == "paused" and r["worker"] is not None}
+    assert paused == set(range(workers))
+
+
+def test_changes_made_while_paused_reach_every_worker_at_the_next_batch(runs_dir: Path) -> None:
+    session = Session(cfg_for("parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=90000"),
+                      runs_dir=runs_dir)
+    buf = RecordBuffer()
+    session.add_listener(buf.put)
+    session.start()
+    try:
+        pause_when_all_stepped(session, buf, 2)
+        with pytest.raises(ConfigError, match="model.hidden cannot change during a run"):
+            session.resume({"model.hidden": [8]})
+        with pytest.raises(ConfigError, match="optim.lr"):
+            session.resume({"optim.lr": -1.0})
+        assert session.state == "paused"
+        session.resume({"optim.lr": 0.01, "train.batch_size": 32, "train.epochs": 90001})
+        assert session.state == "running" and session.config.optim.lr == 0.01
+        deadline = time.monotonic() + 60
+        after: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+        while time.monotonic() < deadline and min(len(v) for v in after.values()) < 3:
+            for r in buf.drain(0.05):
+                if r["kind"] == "step":
+                    after[r["worker"]].append(r)
+    finally:
+        session.stop(10)
+    records = list(read_metrics(session.run_dir / "metrics.jsonl"))
+    changes = [i for i, r in enumerate(records) if r["kind"] == "config"]
+    assert len(changes) == 1
+    change = records[changes[0]]
+    assert change["changes"]["optim.lr"] == {"from": 0.05, "to": 0.01}
+    assert change["changes"]["train.batch_size"] == {"from": 64, "to": 32}
+    assert set(change["steps"]) == {"0", "1"}
+    before = [r for r in records[:changes[0]] if r["kind"] == "step"]
+    later = [r for r in records[changes[0]:] if r["kind"] == "step"]
+    assert before and all(r["lr"] == 0.05 for r in before)
+    assert {r["worker"] for r in later} == {0, 1} and all(r["lr"] == 0.01 for r in later)
+    assert "lr = 0.01" in (session.run_dir / "config.toml").read_text()
+
+
+def test_epochs_lowered_while_paused_end_the_run_there(runs_dir: Path) -> None:
+    session = Session(cfg_for("parallel.strategy=single", "train.epochs=100000"), runs_dir=runs_dir)
+    buf = RecordBuffer()
+    session.add_listener(buf.put)
+    session.start()
+    try:
+        pause_when_all_stepped(session, buf, 1)
+        done = session._progress()[0]["epoch"] - 1  # noqa: SLF001
+        session.resume({"train.epochs": done + 2})
+        assert session.wait(60) == "finished"
+    finally:
+        if session.active:
+            session.stop(10)
+    assert session.summary["epochs_done"] == done + 2
+
+
+def test_a_fork_starts_from_the_parents_checkpoint_and_names_it(runs_dir: Path) -> None:
+    parent = Session(cfg_for("parallel.strategy=single", "train.epochs=3"), runs_dir=runs_dir)
+    parent.start()
+    assert parent.wait(120) == "finished"
+    with pytest.raises(ConfigError, match="cannot change in a fork"):
+        Session.fork(parent.run_dir, {"model.hidden": [8]})
+
+    child = Session.fork(parent.run_dir, {"optim.lr": 0.01, "train.epochs": 5})
+    buf = RecordBuffer()
+    child.add_listener(buf.put)
+    child.start()
+    assert child.wait(120) == "finished"
+    assert child.run_dir != parent.run_dir and child.run_dir.parent == parent.run_dir.parent
+    s = child.summary
+    assert s["status"] == "finished" and s["epochs_done"] == 5
+    assert s["parent"]["name"] == parent.run_dir.name and s["parent"]["step"] == parent.summary["steps"]
+    assert s["parent"]["changes"] == {"optim.lr": 0.01, "train.epochs": 5}
+    steps = [r for r in read_metrics(child.run_dir / "metrics.jsonl") if r["kind"] == "step"]
+    assert steps[0]["step"] > parent.summary["steps"] and all(r["lr"] == 0.01 for r in steps)
+    assert parent.summary == __import__("json").loads((parent.run_dir / "summary.json").read_text())
