@@ -22,9 +22,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
-
-class ConfigError(ValueError):
-    """A bad configuration value; the message is one line naming the key."""
+from core.errors import ConfigError as ConfigError  # defined with the other input errors; importable here too
 
 
 STRATEGIES = ("single", "hogwild", "ddp", "sweep")
