@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.cli import register
-
 
 def configure(parser: Any) -> None:
     """probe each strategy and worker count on a config and suggest the fastest"""
@@ -54,6 +52,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"suggestion: --strategy {best['strategy']} --workers {best['workers']} "
           f"({best['samples_per_s']:,.0f} samples/s; fastest probe {result['fastest_samples_per_s']:,.0f})")
     return 0
-
-
-register("bench", configure, run)
