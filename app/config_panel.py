@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from app.tasks import BackgroundCalls
 from core.config import (
-    ACTIVATIONS, MODEL_KINDS, OPTIMIZERS, STRATEGIES, Config, ConfigError, from_dict, to_dict,
+    ACTIVATIONS, BOUNDS, MODEL_KINDS, OPTIMIZERS, STRATEGIES, Config, ConfigError, from_dict, to_dict,
 )
 from core.data import BUILTIN_DATASETS
 
@@ -77,16 +77,20 @@ def _list_text(values: tuple[Any, ...]) -> str:
     return ", ".join(_float_text(v) if isinstance(v, float) else str(v) for v in values)
 
 
-def _spin(lo: int, hi: int, name: str, tip: str = "") -> QSpinBox:
+def _spin(key: str, name: str, tip: str = "") -> QSpinBox:
+    """A spin box for the integer config key ("section.key"), with the engine's range."""
+    lo, hi, _ = BOUNDS[key]
     w = QSpinBox(objectName=name)
-    w.setRange(lo, hi)
+    w.setRange(int(lo), int(hi))
     w.setGroupSeparatorShown(True)
     w.setToolTip(tip)
     w.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
     return w
 
 
-def _dspin(lo: float, hi: float, decimals: int, step: float, name: str, tip: str = "") -> QDoubleSpinBox:
+def _dspin(key: str, decimals: int, step: float, name: str, tip: str = "") -> QDoubleSpinBox:
+    """A spin box for the number config key ("section.key"), with the engine's range."""
+    lo, hi, _ = BOUNDS[key]  # the keys shown this way have a closed range
     w = QDoubleSpinBox(objectName=name)
     w.setRange(lo, hi)
     w.setDecimals(decimals)
@@ -185,12 +189,12 @@ class ConfigPanel(QWidget):
         self.edit_target = QLineEdit(objectName="edit_target")
         self.edit_target.setToolTip("The CSV column holding the class labels")
         form.addRow("Target column", self.edit_target)
-        self.spin_image_size = _spin(0, 1024, "spin_image_size", "Resize images to SIZE×SIZE; 0 keeps the first image's size")
+        self.spin_image_size = _spin("data.image_size", "spin_image_size", "Resize images to SIZE×SIZE; 0 keeps the first image's size")
         self.spin_image_size.setSpecialValueText("original")
         form.addRow("Image size", self.spin_image_size)
-        self.spin_val_fraction = _dspin(0.0, 0.9, 2, 0.05, "spin_val_fraction", "Share of samples held out for validation")
+        self.spin_val_fraction = _dspin("data.val_fraction", 2, 0.05, "spin_val_fraction", "Share of samples held out for validation")
         form.addRow("Validation share", self.spin_val_fraction)
-        self.spin_loader_workers = _spin(0, 64, "spin_loader_workers", "DataLoader processes per worker decoding images (0 = in the worker)")
+        self.spin_loader_workers = _spin("data.loader_workers", "spin_loader_workers", "DataLoader processes per worker decoding images (0 = in the worker)")
         form.addRow("Loader processes", self.spin_loader_workers)
         self.check_standardize = QCheckBox("Standardize features", objectName="check_standardize")
         form.addRow("", self.check_standardize)
@@ -227,7 +231,7 @@ class ConfigPanel(QWidget):
         self.combo_activation = QComboBox(objectName="combo_activation")
         self.combo_activation.addItems(list(ACTIVATIONS))
         form.addRow("Activation", self.combo_activation)
-        self.spin_dropout = _dspin(0.0, 0.95, 2, 0.05, "spin_dropout")
+        self.spin_dropout = _dspin("model.dropout", 2, 0.05, "spin_dropout")
         form.addRow("Dropout", self.spin_dropout)
         self.label_model_params = QLabel(objectName="label_model_params")
         form.addRow(self.label_model_params)
@@ -243,15 +247,15 @@ class ConfigPanel(QWidget):
         self.edit_lr = QLineEdit(objectName="edit_lr")
         self.edit_lr.setToolTip("Learning rate, e.g. 0.05 or 1e-3")
         form.addRow("Learning rate", self.edit_lr)
-        self.spin_momentum = _dspin(0.0, 0.999, 3, 0.05, "spin_momentum", "SGD momentum")
+        self.spin_momentum = _dspin("optim.momentum", 3, 0.05, "spin_momentum", "SGD momentum")
         form.addRow("Momentum", self.spin_momentum)
         self.edit_weight_decay = QLineEdit(objectName="edit_weight_decay")
         form.addRow("Weight decay", self.edit_weight_decay)
-        self.spin_epochs = _spin(1, 100000, "spin_epochs", "Passes over the training data")
+        self.spin_epochs = _spin("train.epochs", "spin_epochs", "Passes over the training data")
         form.addRow("Epochs", self.spin_epochs)
-        self.spin_batch_size = _spin(1, 1 << 20, "spin_batch_size", "Samples per optimizer step, per worker")
+        self.spin_batch_size = _spin("train.batch_size", "spin_batch_size", "Samples per optimizer step, per worker")
         form.addRow("Batch size", self.spin_batch_size)
-        self.spin_seed = _spin(0, 2**31 - 1, "spin_seed", "Random seed (worker i uses seed + i)")
+        self.spin_seed = _spin("train.seed", "spin_seed", "Random seed (worker i uses seed + i)")
         form.addRow("Seed", self.spin_seed)
         self._train_form = form
         return box
@@ -264,9 +268,9 @@ class ConfigPanel(QWidget):
             self.combo_strategy.setItemData(self.combo_strategy.count() - 1, STRATEGY_HELP[name],
                                             Qt.ItemDataRole.ToolTipRole)
         form.addRow("Strategy", self.combo_strategy)
-        self.spin_workers = _spin(1, 256, "spin_workers", "Training processes")
+        self.spin_workers = _spin("parallel.workers", "spin_workers", "Training processes")
         form.addRow("Workers", self.spin_workers)
-        self.spin_threads = _spin(0, 1024, "spin_threads", "Torch threads in each worker; automatic shares the cores")
+        self.spin_threads = _spin("parallel.threads_per_worker", "spin_threads", "Torch threads in each worker; automatic shares the cores")
         self.spin_threads.setSpecialValueText("automatic")
         form.addRow("Threads / worker", self.spin_threads)
         self.combo_device = QComboBox(objectName="combo_device")

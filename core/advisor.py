@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core.config import Config, apply_overrides
+from core.config import BOUNDS, Config, apply_overrides
 from core.session import Session
 
 Report = Callable[[str], None]
@@ -68,7 +68,7 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
     """One probe; returns it and its (seconds since first step, val_accuracy) points."""
     probe = Probe(strategy, workers)
     probe_cfg = apply_overrides(cfg, [f"parallel.strategy={strategy}", f"parallel.workers={workers}",
-                                      "train.epochs=100000", "parallel.sweep_lr=[]"])
+                                      f"train.epochs={BOUNDS['train.epochs'].hi}", "parallel.sweep_lr=[]"])
     session = Session(probe_cfg, runs_dir=runs_dir, name=f"probe-{strategy}-{workers}")
     samples: dict[int, int] = {}
     totals: list[tuple[float, int]] = []

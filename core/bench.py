@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.cli import register
-
 
 def configure(parser: Any) -> None:
     """probe each strategy and worker count on a config and suggest the fastest"""
@@ -26,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from core.launchers import local as launcher
     from core.advisor import advise
     from core.cli import ArgumentError
-    from core.config import Config, apply_overrides, load_config
+    from core.config import BOUNDS, Config, apply_overrides, load_config
 
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     unknown = [s for s in strategies if s not in ("single", "hogwild", "ddp")]
@@ -34,8 +32,9 @@ def run(args: argparse.Namespace) -> int:
         raise ArgumentError(f"traindesk bench: --strategies takes single, hogwild, ddp; got {args.strategies!r}")
     if not 0.5 <= args.seconds <= 600:
         raise ArgumentError(f"traindesk bench: --seconds must be from 0.5 to 600, got {args.seconds:g}")
-    if args.max_workers is not None and not 1 <= args.max_workers <= 256:
-        raise ArgumentError(f"traindesk bench: --max-workers must be from 1 to 256, got {args.max_workers}")
+    lo, hi, _ = BOUNDS["parallel.workers"]
+    if args.max_workers is not None and not lo <= args.max_workers <= hi:
+        raise ArgumentError(f"traindesk bench: --max-workers must be from {lo} to {hi}, got {args.max_workers}")
     cfg = load_config(args.config) if args.config else Config()
     cfg = apply_overrides(cfg, list(args.set))
     launcher.warm_up()
@@ -54,6 +53,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"suggestion: --strategy {best['strategy']} --workers {best['workers']} "
           f"({best['samples_per_s']:,.0f} samples/s; fastest probe {result['fastest_samples_per_s']:,.0f})")
     return 0
-
-
-register("bench", configure, run)

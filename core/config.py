@@ -15,68 +15,82 @@ import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
+from core.errors import ConfigError as ConfigError  # defined with the other input errors; importable here too
+from core.strategies.registry import NAMES as STRATEGIES
 
-class ConfigError(ValueError):
-    """A bad configuration value; the message is one line naming the key."""
-
-
-STRATEGIES = ("single", "hogwild", "ddp", "sweep")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
 MODEL_KINDS = ("linear", "mlp", "cnn")
 DATA_SCHEMES = ("builtin", "csv", "npz", "images")
 
 
+class Bounds(NamedTuple):
+    """The range of a numeric key (of each item, for a list); the window's widgets take it too."""
+
+    lo: float
+    hi: float
+    lo_open: bool = False  # lo itself is not allowed (a learning rate above 0)
+
+
+def _bounded(default: Any, lo: float, hi: float, lo_open: bool = False) -> Any:
+    return field(default=default, metadata={"bounds": Bounds(lo, hi, lo_open)})
+
+
+LR = Bounds(0.0, 100.0, lo_open=True)
+
+
 @dataclass(frozen=True)
 class DataConfig:
     source: str = "builtin:digits"
     target: str = "label"
-    val_fraction: float = 0.2
-    loader_workers: int = 0
-    image_size: int = 0  # images only: resize to SIZExSIZE; 0 = the first image's size
+    val_fraction: float = _bounded(0.2, 0.0, 0.9)
+    loader_workers: int = _bounded(0, 0, 64)
+    image_size: int = _bounded(0, 0, 1024)  # images only: resize to SIZExSIZE; 0 = the first image's size
     standardize: bool = True
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     kind: str = "mlp"
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: tuple[int, ...] = _bounded((256, 256), 1, 65536)
     activation: str = "relu"
-    dropout: float = 0.0
-    channels: tuple[int, ...] = (16, 32)  # cnn only
+    dropout: float = _bounded(0.0, 0.0, 0.95)
+    channels: tuple[int, ...] = _bounded((16, 32), 1, 4096)  # cnn only
 
 
 @dataclass(frozen=True)
 class OptimConfig:
     name: str = "sgd"
-    lr: float = 0.05
-    momentum: float = 0.9
-    weight_decay: float = 0.0
+    lr: float = _bounded(0.05, *LR)
+    momentum: float = _bounded(0.9, 0.0, 0.999)
+    weight_decay: float = _bounded(0.0, 0.0, 10.0)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 10
-    batch_size: int = 64
-    seed: int = 0
-    checkpoint_every: float = 30.0  # seconds between consistent checkpoints while training; 0 = only at the end
+    epochs: int = _bounded(10, 1, 100000)
+    batch_size: int = _bounded(64, 1, 1 << 20)
+    seed: int = _bounded(0, 0, 2**31 - 1)
+    # seconds between consistent checkpoints while training; 0 = only at the end
+    checkpoint_every: float = _bounded(30.0, 0.0, 86400.0)
 
 
 @dataclass(frozen=True)
 class ParallelConfig:
     strategy: str = "hogwild"
-    workers: int = 2
-    threads_per_worker: int = 0
+    workers: int = _bounded(2, 1, 256)
+    threads_per_worker: int = _bounded(0, 0, 1024)
     device: str = "cpu"
-    sweep_lr: tuple[float, ...] = ()
-    stall_timeout: float = 120.0  # seconds without records (not paused) before a worker is reported stalled; 0 = never
+    sweep_lr: tuple[float, ...] = _bounded((), *LR)
+    # seconds without records (not paused) before a worker is reported stalled; 0 = never
+    stall_timeout: float = _bounded(120.0, 0.0, 86400.0)
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,12 @@ SECTIONS: dict[str, type] = {
     "optim": OptimConfig,
     "train": TrainConfig,
     "parallel": ParallelConfig,
+}
+
+# "section.key" -> its Bounds, as declared on the fields above.
+BOUNDS: dict[str, Bounds] = {
+    f"{name}.{f.name}": f.metadata["bounds"]
+    for name, cls in SECTIONS.items() for f in fields(cls) if "bounds" in f.metadata
 }
 
 
@@ -140,13 +160,15 @@ def _fail(key: str, what: str, value: Any) -> ConfigError:
     return ConfigError(f"config: {key} must be {what}, got {_show(value)}")
 
 
-def _int(key: str, value: Any, lo: int, hi: int) -> int:
+def _int(key: str, value: Any) -> int:
+    lo, hi, _ = BOUNDS[key]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise _fail(key, f"an integer from {lo} to {hi}", value)
     return value
 
 
-def _float(key: str, value: Any, lo: float, hi: float, lo_open: bool = False) -> float:
+def _float(key: str, value: Any) -> float:
+    lo, hi, lo_open = BOUNDS[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _fail(key, "a number", value)
     try:
@@ -178,7 +200,8 @@ def _str(key: str, value: Any) -> str:
     return value
 
 
-def _int_list(key: str, value: Any, lo: int, hi: int, allow_empty: bool) -> tuple[int, ...]:
+def _int_list(key: str, value: Any, allow_empty: bool) -> tuple[int, ...]:
+    lo, hi, _ = BOUNDS[key]
     what = f"a list of integers from {lo} to {hi}"
     if not isinstance(value, (list, tuple)) or (not value and not allow_empty):
         raise _fail(key, what, value)
@@ -218,7 +241,7 @@ def _check_device(key: str, value: Any) -> str:
 def _check_lrs(key: str, value: Any) -> tuple[float, ...]:
     if not isinstance(value, (list, tuple)):
         raise _fail(key, "a list of learning rates", value)
-    return tuple(_float(key, v, 0.0, 100.0, lo_open=True) for v in value)
+    return tuple(_float(key, v) for v in value)
 
 
 def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
@@ -228,33 +251,33 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
     if section == "data":
         v["source"] = _check_source(k("source"), v["source"])
         v["target"] = _str(k("target"), v["target"])
-        v["val_fraction"] = _float(k("val_fraction"), v["val_fraction"], 0.0, 0.9)
-        v["loader_workers"] = _int(k("loader_workers"), v["loader_workers"], 0, 64)
-        v["image_size"] = _int(k("image_size"), v["image_size"], 0, 1024)
+        v["val_fraction"] = _float(k("val_fraction"), v["val_fraction"])
+        v["loader_workers"] = _int(k("loader_workers"), v["loader_workers"])
+        v["image_size"] = _int(k("image_size"), v["image_size"])
         v["standardize"] = _bool(k("standardize"), v["standardize"])
     elif section == "model":
         v["kind"] = _check_model_kind(k("kind"), v["kind"])
-        v["hidden"] = _int_list(k("hidden"), v["hidden"], 1, 65536, allow_empty=True)
+        v["hidden"] = _int_list(k("hidden"), v["hidden"], allow_empty=True)
         v["activation"] = _choice(k("activation"), v["activation"], ACTIVATIONS)
-        v["dropout"] = _float(k("dropout"), v["dropout"], 0.0, 0.95)
-        v["channels"] = _int_list(k("channels"), v["channels"], 1, 4096, allow_empty=False)
+        v["dropout"] = _float(k("dropout"), v["dropout"])
+        v["channels"] = _int_list(k("channels"), v["channels"], allow_empty=False)
     elif section == "optim":
         v["name"] = _choice(k("name"), v["name"], OPTIMIZERS)
-        v["lr"] = _float(k("lr"), v["lr"], 0.0, 100.0, lo_open=True)
-        v["momentum"] = _float(k("momentum"), v["momentum"], 0.0, 0.999)
-        v["weight_decay"] = _float(k("weight_decay"), v["weight_decay"], 0.0, 10.0)
+        v["lr"] = _float(k("lr"), v["lr"])
+        v["momentum"] = _float(k("momentum"), v["momentum"])
+        v["weight_decay"] = _float(k("weight_decay"), v["weight_decay"])
     elif section == "train":
-        v["epochs"] = _int(k("epochs"), v["epochs"], 1, 100000)
-        v["batch_size"] = _int(k("batch_size"), v["batch_size"], 1, 1 << 20)
-        v["seed"] = _int(k("seed"), v["seed"], 0, 2**31 - 1)
-        v["checkpoint_every"] = _float(k("checkpoint_every"), v["checkpoint_every"], 0.0, 86400.0)
+        v["epochs"] = _int(k("epochs"), v["epochs"])
+        v["batch_size"] = _int(k("batch_size"), v["batch_size"])
+        v["seed"] = _int(k("seed"), v["seed"])
+        v["checkpoint_every"] = _float(k("checkpoint_every"), v["checkpoint_every"])
     elif section == "parallel":
         v["strategy"] = _choice(k("strategy"), v["strategy"], STRATEGIES)
-        v["workers"] = _int(k("workers"), v["workers"], 1, 256)
-        v["threads_per_worker"] = _int(k("threads_per_worker"), v["threads_per_worker"], 0, 1024)
+        v["workers"] = _int(k("workers"), v["workers"])
+        v["threads_per_worker"] = _int(k("threads_per_worker"), v["threads_per_worker"])
         v["device"] = _check_device(k("device"), v["device"])
         v["sweep_lr"] = _check_lrs(k("sweep_lr"), v["sweep_lr"])
-        v["stall_timeout"] = _float(k("stall_timeout"), v["stall_timeout"], 0.0, 86400.0)
+        v["stall_timeout"] = _float(k("stall_timeout"), v["stall_timeout"])
     return v
 
 

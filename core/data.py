@@ -24,7 +24,7 @@ import torch
 
 from core.config import DataConfig
 from core.errors import DataError
-from core.launchers.local import loader_worker_init
+from core.lifeline import loader_worker_init
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "synthetic")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}

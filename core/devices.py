@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from core.config import ConfigError
+from core.errors import ConfigError
 
 
 def validate_device(device: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from core.config import ConfigError
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line naming the key."""
 
 
 class UserError(Exception):

@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from core.cli import register
 from core.errors import RunError
 
 if TYPE_CHECKING:
@@ -311,7 +310,3 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not args.no_write:
         sys.stderr.write(f"wrote {Path(args.run_dir) / EVAL_FILE}\n")
     return 0
-
-
-register("evaluate", configure_cli, cmd_evaluate)
-

@@ -37,9 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import core.evaluate  # noqa: F401  - registers `traindesk evaluate` (the CLI imports this module, not that one)
 from core import predict as P
-from core.cli import register
 from core.errors import RunError, UserError
 
 if TYPE_CHECKING:
@@ -547,6 +545,3 @@ def cmd_export(args: argparse.Namespace) -> int:
     for path in result.files:
         print(path)
     return 0
-
-
-register("export", configure_cli, cmd_export)

@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
 
-from core.cli import register
 from core.errors import DataError, RunError, UserError
 
 if TYPE_CHECKING:
@@ -833,6 +832,3 @@ def cmd_predict(args: argparse.Namespace) -> int:
                      f"({rate:,.0f} rows/s, {result.workers} worker(s))\n")
     print(out)
     return 0
-
-
-register("predict", configure_cli, cmd_predict)

@@ -460,7 +460,7 @@ def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, tor
     """Process entry point: isolate from the terminal, set threads, train, exit."""
     # Ctrl-C in a terminal reaches the whole process group; the session decides how to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from core.launchers.local import die_with_parent
+    from core.lifeline import die_with_parent
 
     die_with_parent(spec.parent_pid)
     torch.set_num_threads(spec.threads)

@@ -1,9 +1,10 @@
 """The strategies: how worker processes share a training run.
 
 One module per strategy, each a :class:`~core.strategies.base.Strategy`
-subclass; this registry names them. Adding a strategy touches its module and
-one line here. The registry imports nothing heavy: the config validates
-``parallel.strategy`` against :data:`NAMES` without loading torch.
+subclass; :mod:`core.strategies.registry` names them. Adding a strategy
+touches its module and one line there. The registry is plain data: the
+config validates ``parallel.strategy`` against its names without loading
+torch.
 """
 
 from __future__ import annotations
@@ -15,14 +16,9 @@ if TYPE_CHECKING:
     from core.config import Config
     from core.strategies.base import Strategy
 
-# name -> "module:Class", imported when a run asks for it
-REGISTRY: dict[str, str] = {
-    "single": "core.strategies.single:Single",
-    "hogwild": "core.strategies.hogwild:Hogwild",
-    "ddp": "core.strategies.ddp:DDP",
-    "sweep": "core.strategies.sweep:Sweep",
-}
-NAMES: tuple[str, ...] = tuple(REGISTRY)
+from core.strategies.registry import NAMES, REGISTRY
+
+__all__ = ["NAMES", "REGISTRY", "get_strategy", "strategy_class"]
 
 
 def strategy_class(name: str) -> type["Strategy"]:

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
-from core.config import Config, ConfigError
 from core.devices import validate_device
+from core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from core.config import Config
     from core.workers import WorkerSpec
 
 
@@ -31,7 +32,7 @@ class Strategy:
     uses_process_group: ClassVar[bool] = False  # the launcher provides a rendezvous (file:// or env://)
     pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: "Config") -> None:
         self.config = config
 
     # -- the run's shape (session side) ------------------------------------------------

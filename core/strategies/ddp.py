@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 from torch import nn
 
-from core.config import Config
 from core.strategies.base import Strategy
 
 if TYPE_CHECKING:
+    from core.config import Config
     from core.workers import WorkerSpec
 
 PROCESS_GROUP_TIMEOUT = timedelta(seconds=120)
@@ -34,7 +34,7 @@ class DDP(Strategy):
     pauses_on_divergence = False  # one rank cannot pause alone: its peers would wait in a collective
     control_every: ClassVar[int] = 8
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: "Config") -> None:
         super().__init__(config)
         self._world = 1
         self._net: nn.Module | None = None

@@ -157,3 +157,15 @@ def test_window_open_bad_toml_shows_the_error(make_window: Any, tmp_path: Path) 
     assert not window.open_config(bad)
     assert "parallel.workers" in window.panel.label_config_error.text()
     assert window.panel.config() == before
+
+
+def test_spin_boxes_take_their_ranges_from_the_config_bounds(panel: ConfigPanel) -> None:
+    from core.config import BOUNDS
+
+    spins = {"data.image_size": panel.spin_image_size, "data.val_fraction": panel.spin_val_fraction,
+             "data.loader_workers": panel.spin_loader_workers, "model.dropout": panel.spin_dropout,
+             "optim.momentum": panel.spin_momentum, "train.epochs": panel.spin_epochs,
+             "train.batch_size": panel.spin_batch_size, "train.seed": panel.spin_seed,
+             "parallel.workers": panel.spin_workers, "parallel.threads_per_worker": panel.spin_threads}
+    for key, spin in spins.items():
+        assert (spin.minimum(), spin.maximum()) == BOUNDS[key][:2], key

@@ -110,7 +110,7 @@ def test_recent_runs_and_open_run(make_window: Any, qtbot: Any, tmp_path: Path) 
     assert labels[0].startswith(newer.name) and labels[1].startswith(older.name)
     assert "stopped" in labels[1]
     window.open_run(older)
-    qtbot.waitUntil(lambda: window.viewing_run == older, timeout=5000)
+    qtbot.waitUntil(lambda: window.viewing_run == older, timeout=30_000)
     assert window.plots.loss.point_count(0) == 50 and window.plots.loss.point_count(1) == 50
     assert "a worker note" in window.log_pane.toPlainText()
     assert "stopped" in window.progress_run.text()

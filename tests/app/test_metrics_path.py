@@ -31,7 +31,7 @@ def test_reader_coalesces_to_at_most_30_batches_a_second(qtbot: Any) -> None:
     producer = threading.Thread(target=produce, name="producer")
     started = time.monotonic()
     producer.start()
-    qtbot.waitUntil(lambda: stop.is_set() and sum(map(len, batches)) == total, timeout=10_000)
+    qtbot.waitUntil(lambda: stop.is_set() and sum(map(len, batches)) == total, timeout=60_000)
     elapsed = time.monotonic() - started
     producer.join()
     assert reader.stop()

@@ -8,7 +8,7 @@ Most cases call ``core.cli.main`` in-process (a ``python -m core`` start costs
 about a second); a handful run the real command in a subprocess, where stray
 warnings or a late traceback would show on the real stderr. Checkpoint cases
 call ``load_checkpoint``/``model_from_checkpoint`` directly, and go through
-``train --resume`` when the CLI has it.
+``train --resume``.
 """
 
 from __future__ import annotations
@@ -129,12 +129,6 @@ def _subprocess(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subpro
                           timeout=TIMEOUT_S, env=env)
 
 
-def _has_resume() -> bool:
-    parser = cli._build_parser()  # noqa: SLF001 - the parser is what --help prints
-    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")  # noqa: SLF001
-    return "--resume" in sub.choices["train"]._option_string_actions  # noqa: SLF001
-
-
 # ----------------------------------------------------------------------------- the corpus itself
 
 
@@ -225,10 +219,6 @@ def test_pickled_code_never_runs(corpus: Path, monkeypatch: pytest.MonkeyPatch, 
     assert "pwned" not in "".join(capfd.readouterr())
 
 
-needs_resume = pytest.mark.skipif(not _has_resume(), reason="train --resume is not in the CLI yet")
-
-
-@needs_resume
 @pytest.mark.parametrize("case", [_param(c, "resume_known_issue") for c in CKPT_CASES])
 def test_bad_checkpoint_resume_exits_2(case: dict[str, Any], in_process) -> None:  # type: ignore[no-untyped-def]
     rc, out, err, runs_dir = in_process(case)
@@ -236,7 +226,6 @@ def test_bad_checkpoint_resume_exits_2(case: dict[str, Any], in_process) -> None
     _check_one_line_error(case, rc, out, err, runs_dir, expect=case["stage"] == "load")
 
 
-@needs_resume
 def test_pickled_checkpoint_resume_real_command(corpus: Path, tmp_path: Path) -> None:
     case = next(c for c in CKPT_CASES if c["id"] == "checkpoint-pickled_code")
     runs_dir = tmp_path / "runs"

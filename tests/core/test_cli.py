@@ -10,8 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -95,3 +93,46 @@ def test_python_m_core_help() -> None:
     res = subprocess.run([sys.executable, "-m", "core", "--help"], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert res.returncode == 0 and "train" in res.stdout
+
+
+def test_help_lists_every_command_without_importing_them() -> None:
+    code = (
+        "import json, sys\n"
+        "from core import cli\n"
+        "try:\n"
+        "    cli.main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(json.dumps([m for m in sys.modules if m.split('.')[0] in ('core', 'app', 'torch', 'PySide6')]))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr
+    from core.cli import COMMANDS
+
+    for name, command in COMMANDS.items():
+        assert name in res.stdout and command.summary.split()[0] in res.stdout
+    loaded = set(json.loads(res.stdout.strip().splitlines()[-1]))
+    command_modules = {t.partition(":")[0] for c in COMMANDS.values() for t in (c.run, c.configure) if t}
+    assert loaded & (command_modules - {"core.cli"}) == set()
+    assert not [m for m in loaded if not m.startswith("core")], loaded
+
+
+def test_command_table_names_functions_that_exist() -> None:
+    from core import cli
+
+    for name, command in cli.COMMANDS.items():
+        for target in (command.run, command.configure):
+            if target is not None:
+                assert callable(cli._load(target)), (name, target)  # noqa: SLF001
+
+
+def test_gui_command_is_an_installed_entry_point() -> None:
+    from importlib.metadata import entry_points
+
+    from core import cli
+
+    outside = [name for name, command in cli.COMMANDS.items() if command.run is None]
+    assert outside == ["gui"]
+    found = entry_points(group=cli.ENTRY_POINT_GROUP, name="gui")
+    assert [ep.value for ep in found] == ["app.main:main"]

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from core.config import (
-    Config, ConfigError, apply_overrides, load_config, parse_toml, save_config, to_toml,
+    BOUNDS, SECTIONS, Config, ConfigError, apply_overrides, from_dict, load_config, parse_toml, save_config,
+    to_toml,
 )
 
 
@@ -93,3 +96,22 @@ def test_example_configs_load() -> None:
     assert len(examples) >= 4
     strategies = {load_config(p).parallel.strategy for p in examples}
     assert strategies >= {"single", "hogwild", "ddp", "sweep"}
+
+
+def test_every_number_has_its_bounds_and_validation_uses_them() -> None:
+    for section, cls in SECTIONS.items():
+        for f in fields(cls):
+            key = f"{section}.{f.name}"
+            default = getattr(cls(), f.name)
+            numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
+            if numeric or f.type.startswith("tuple[int") or f.type.startswith("tuple[float"):
+                assert key in BOUNDS, key
+    for key, (lo, hi, lo_open) in BOUNDS.items():
+        section, name = key.split(".")
+        is_list = isinstance(getattr(SECTIONS[section](), name), tuple)
+        above = hi * 2 if isinstance(hi, int) else hi + 1.0
+        with pytest.raises(ConfigError, match=re.escape(key)):
+            from_dict({section: {name: [above] if is_list else above}})
+        if lo_open:
+            with pytest.raises(ConfigError, match=re.escape(key)):
+                from_dict({section: {name: [lo] if is_list else lo}})

