@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -45,22 +46,31 @@ def _load_train_config(args: argparse.Namespace) -> Any:
 
 
 class Progress:
-    """One progress line on stderr: epoch, loss, accuracy, samples/s."""
+    """Training progress on stderr: a tqdm bar over epochs on a terminal, one line per epoch otherwise.
 
-    def __init__(self, epochs: int, quiet: bool) -> None:
+    A session listener: it runs on the session's collector thread.
+    """
+
+    def __init__(self, epochs: int, quiet: bool, start_epoch: int = 0) -> None:
         self.epochs = epochs
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
         self.lock = threading.Lock()
         self.loss: dict[int, float] = {}
         self.samples: dict[int, int] = {}
-        self.epoch = 0
+        self.epoch = start_epoch
         self.acc: float | None = None
         self.t0: float | None = None
         self.last_print = 0.0
+        self.bar: Any = None
+        if self.tty and not quiet:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=epochs, initial=start_epoch, unit="epoch", file=sys.stderr, dynamic_ncols=True,
+                            leave=True)
 
     def __call__(self, records: list[dict[str, Any]]) -> None:
-        changed_epoch = False
+        new_epochs = 0
         for r in records:
             kind = r["kind"]
             if kind == "step":
@@ -71,42 +81,72 @@ class Progress:
             elif kind == "eval":
                 self.acc = r["val_accuracy"]
                 if r["epoch"] > self.epoch:
+                    new_epochs += r["epoch"] - self.epoch
                     self.epoch = r["epoch"]
-                    changed_epoch = True
             elif kind == "log" and r.get("level") in ("error", "warning"):
                 message = r["message"].strip().splitlines()[-1]
                 if not message.startswith("worker"):
                     message = f"worker {r['worker']}: {message}"
-                self._print(f"[{r['level']}] {message}", final=True)
+                self.write(f"[{r['level']}] {message}")
         now = time.monotonic()
-        if changed_epoch or now - self.last_print > 0.5:
-            self.last_print = now
-            self._print(self.line(), final=changed_epoch and not self.tty)
+        if self.bar is not None:
+            if new_epochs or now - self.last_print > 0.5:
+                self.last_print = now
+                with self.lock:
+                    self.bar.set_postfix_str(self.postfix(), refresh=False)
+                    self.bar.update(new_epochs)
+        elif new_epochs and not self.quiet:
+            self.write(self.line())
 
-    def line(self) -> str:
+    def postfix(self) -> str:
         loss = sum(self.loss.values()) / len(self.loss) if self.loss else float("nan")
         samples = sum(self.samples.values())
         rate = samples / max(1e-9, time.time() - self.t0) if self.t0 else 0.0
         acc = f"{self.acc:.4f}" if self.acc is not None else "-"
-        return f"epoch {self.epoch}/{self.epochs}  loss {loss:.4f}  val_acc {acc}  {rate:,.0f} samples/s"
+        return f"loss {loss:.4f}  val_acc {acc}  {rate:,.0f} samples/s"
 
-    def _print(self, text: str, final: bool) -> None:
+    def line(self) -> str:
+        return f"epoch {self.epoch}/{self.epochs}  {self.postfix()}"
+
+    def write(self, text: str) -> None:
         if self.quiet:
             return
         with self.lock:
-            if self.tty:
-                sys.stderr.write("\r\033[K" + text + ("\n" if final else ""))
-            elif final:
+            if self.bar is not None:
+                self.bar.write(text, file=sys.stderr)
+            else:
                 sys.stderr.write(text + "\n")
-            sys.stderr.flush()
+                sys.stderr.flush()
 
     def close(self) -> None:
-        if self.tty and not self.quiet:
-            sys.stderr.write("\n")
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Interrupts:
+    """SIGINT/SIGTERM only count here; the main loop acts on the count (no locks in a handler)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self.count += 1
+
+    def __enter__(self) -> "Interrupts":
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+START_GRACE_S = 3.0  # after Ctrl-C during data loading, wait this long for the load before leaving
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from core.launchers import local as launcher
     from core.session import Session
 
     if args.resume:
@@ -114,34 +154,17 @@ def cmd_train(args: argparse.Namespace) -> int:
             raise ArgumentError("traindesk train: --resume continues a run with its own config; "
                                 "only --epochs may change")
         session = Session.from_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
-        cfg = session.config
     else:
-        cfg = _load_train_config(args)
-        session = Session(cfg, runs_dir=args.runs_dir, name=args.name)
-    launcher.warm_up()  # start the forkserver while data loads
-    progress = Progress(cfg.train.epochs, args.quiet)
+        session = Session(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
+    cfg = session.config
+    resumed_at = min(p["epoch"] for p in session.start_positions()) - 1
+    progress = Progress(cfg.train.epochs, args.quiet, start_epoch=resumed_at)
     session.add_listener(progress)
-    interrupted = threading.Event()
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if interrupted.is_set():
-            return
-        interrupted.set()
-        sys.stderr.write("\ninterrupted: stopping (checkpoint and summary are being written)\n")
-        session.request_stop()
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    previous_term = signal.signal(signal.SIGTERM, on_sigint)
-    try:
-        session.start()
-        while session.wait(0.2) is None:
-            pass
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, previous_term)
-        if session.active:
-            session.stop()
-        progress.close()
+    with Interrupts() as interrupts:
+        try:
+            abandoned = _drive(session, interrupts)
+        finally:
+            progress.close()
     summary = session.summary or {}
     status = summary.get("status", session.state)
     final = summary.get("final", {})
@@ -153,7 +176,59 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if status == "failed":
         sys.stderr.write(f"error: {session.error}\n")
-    print(session.run_dir)
-    if interrupted.is_set():
+    if session.run_dir is not None:
+        print(session.run_dir)
+    if abandoned:
+        # The data load is still running on its thread (it spawns nothing after a stop);
+        # interpreter teardown would wait for it to let go of the GIL: leave now.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
+    if interrupts.count:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if status == "failed" else EXIT_OK
+
+
+def _drive(session: Any, interrupts: Interrupts) -> bool:
+    """Start the session on a thread and wait for its end, acting on Ctrl-C in this (the main) thread.
+
+    First interrupt: stop at the next batch (checkpoint and summary are written). Second:
+    end the workers now (terminate, then kill); the summary is still written. True when
+    an interrupted start was left behind (still loading data).
+    """
+    from core.launchers import local as launcher
+
+    launcher.warm_up()  # start the forkserver while data loads
+    failure: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            session.start()
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            failure.append(exc)
+
+    starter = threading.Thread(target=start, name="traindesk-start", daemon=True)
+    session.begin()
+    starter.start()
+    handled = 0
+    interrupted_at: float | None = None
+    while True:
+        if interrupts.count > handled:
+            handled = interrupts.count
+            interrupted_at = interrupted_at or time.monotonic()
+            if handled == 1:
+                sys.stderr.write("\ninterrupted: stopping (checkpoint and summary are being written); "
+                                 "Ctrl-C again to end the workers now\n")
+                session.request_stop()
+            else:
+                sys.stderr.write("\ninterrupted again: ending the workers now\n")
+                session.request_stop(timeout=0)
+        if starter.is_alive():
+            starter.join(0.1)
+            if starter.is_alive() and interrupted_at is not None and time.monotonic() - interrupted_at > START_GRACE_S:
+                return True  # still loading data: it spawns nothing after a stop
+            continue
+        if failure:
+            raise failure[0]
+        if session.wait(0.1) is not None:
+            return False

@@ -343,6 +343,11 @@ class Session:
         return {"start_epoch": p["epoch"], "start_batch": p["batch"], "start_step": p["step"],
                 "start_samples": p["samples"], "start_offset": p["offset"], "optimizer_state": p["optimizer"], "rng_state": p["rng"]}
 
+    def start_positions(self) -> list[dict[str, Any]]:
+        """Where each worker starts: epoch, batch, step, samples (the beginning, or a resumed checkpoint's)."""
+        return [{k: v for k, v in self._start_position(r).items() if k in POSITION_KEYS}
+                for r in range(self.num_workers)]
+
     def pause(self) -> None:
         with self._run.lock:
             if self._run.value in ("running", "starting") and self._run.move("paused"):

@@ -136,3 +136,99 @@ def test_gui_command_is_an_installed_entry_point() -> None:
     assert outside == ["gui"]
     found = entry_points(group=cli.ENTRY_POINT_GROUP, name="gui")
     assert [ep.value for ep in found] == ["app.main:main"]
+
+
+def _group_gone(pgid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_ctrl_c_while_the_data_loads_spawns_no_worker(tmp_path: Path) -> None:
+    import numpy as np
+    import psutil
+
+    rng = np.random.default_rng(0)
+    table = np.column_stack([rng.normal(size=(300_000, 32)), rng.integers(0, 5, 300_000)])
+    path = tmp_path / "big.csv"
+    np.savetxt(path, table, fmt="%.2f", delimiter=",", header=",".join([f"f{i}" for i in range(32)] + ["label"]),
+               comments="")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "train", "--epochs", "5", "--runs-dir", str(tmp_path / "runs"),
+         "--set", f"data.source=csv:{path}"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        # Ctrl-C once the command runs (its forkserver is up) and is still reading the file
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not psutil.Process(proc.pid).children():
+            time.sleep(0.02)
+        time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole group
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert took < 5.0, f"took {took:.1f} s to exit"
+    assert "Traceback" not in err
+    assert not list((tmp_path / "runs").glob("*/metrics.jsonl")), "a run was started"
+    assert _group_gone(proc.pid, 10), "a process of the command is still running"
+
+
+def test_a_second_ctrl_c_ends_the_workers_at_once_and_still_writes_the_summary(tmp_path: Path) -> None:
+    model = tmp_path / "slow.py"
+    model.write_text(
+        "import math, time\n"
+        "from torch import nn\n"
+        "class Slow(nn.Module):\n"
+        "    def __init__(self, shape, classes):\n"
+        "        super().__init__()\n"
+        "        self.lin = nn.Linear(math.prod(shape), classes)\n"
+        "        self.n = 0\n"
+        "    def forward(self, x):\n"
+        "        self.n += 1\n"
+        "        if self.training and self.n > 3:\n"
+        "            time.sleep(60)  # a batch that takes a minute: a first Ctrl-C waits for it\n"
+        "        return self.lin(x.flatten(1))\n"
+        "def make(shape, classes):\n"
+        "    return Slow(shape, classes)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "train", "--epochs", "10", "--runs-dir", str(tmp_path / "runs"),
+         "--set", f"model.kind=custom:{model}:make"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            found = list((tmp_path / "runs").glob("*/metrics.jsonl"))
+            if found and '"kind":"step"' in found[0].read_text():
+                break
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(1.0)  # the first stop waits for the minute-long batch
+        assert proc.poll() is None
+        os.killpg(proc.pid, signal.SIGINT)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted again" in err and took < 15, (took, err)
+    run_dir = Path(out.strip().splitlines()[-1])
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "stopped"
+    assert _group_gone(proc.pid, 10)
