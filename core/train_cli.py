@@ -184,7 +184,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)
-    if interrupts.count:
+    if interrupts.count or status == "stopped":  # Ctrl-C, or a stop from the window or `traindesk stop`
         return EXIT_INTERRUPTED
     return EXIT_FAILED if status == "failed" else EXIT_OK
 

@@ -23,6 +23,7 @@ from torch import nn
 
 from core.checkpoint import check_checkpoint, load_checkpoint, load_weights, state_to_bytes
 from core.config import Config, ConfigError, to_toml
+from core.control import ControlWatcher
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
 from core.evaluate import attach_evaluation
@@ -37,6 +38,7 @@ from core.strategies import get_strategy
 from core.workers import CHECKPOINT, LIVE_KEYS, PAUSE, RUN, STOP, WorkerSpec, apply_changes, default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
+CONTROL_POLL_S = 0.2  # how often the control file is looked at
 CHECKPOINT_TIMEOUT_S = 60.0  # a worker that does not answer a checkpoint request this long: give up on it
 INTERNAL = ("_done", "_diverged", "_snapshot")  # worker -> session only, never written or forwarded
 
@@ -160,6 +162,8 @@ class Session:
         self._resume_dir: Path | None = None
         self._resume_where = "checkpoint"
         self.parent: dict[str, Any] | None = None  # a fork: the run and step it branched from
+        self._control: ControlWatcher | None = None
+        self._control_polled = 0.0
 
     @classmethod
     def from_run(cls, path: str | Path, epochs: int | None = None, runs_dir: str | Path | None = None,
@@ -267,6 +271,7 @@ class Session:
         except BaseException as exc:
             self._fail_before_spawn(exc)
             raise
+        self._control = ControlWatcher(self.run_dir) if self.run_dir is not None else None
         self._collector = threading.Thread(target=self._collect, name="traindesk-collector", daemon=True)
         self._collector.start()
 
@@ -513,6 +518,7 @@ class Session:
             if self._stop_deadline is not None:
                 self._procs.escalate(self._stop_deadline)
             self._schedule_checkpoint()
+            self._poll_control()
 
     def _handle(self, batch: list[dict[str, Any]]) -> None:
         public: list[dict[str, Any]] = []
@@ -608,6 +614,24 @@ class Session:
                 self.stalled.add(rank)
                 self._log("warning", f"worker {rank} stalled: no progress for {now - seen:.0f} s "
                                      f"(parallel.stall_timeout = {limit:g}); Stop ends it", rank)
+
+    def _poll_control(self) -> None:
+        """Act on a request in the run's control file (``traindesk pause|resume|stop``, an attached window)."""
+        now = time.monotonic()
+        if self._control is None or now - self._control_polled < CONTROL_POLL_S:
+            return
+        self._control_polled = now
+        request = self._control.poll()
+        if request is None:
+            return
+        command = request["command"]
+        self._log("info", f"{command} asked from outside (pid {request.get('pid')})")
+        if command == "pause":
+            self.pause()
+        elif command == "resume":
+            self.resume()
+        else:
+            self.request_stop()
 
     # -- consistent checkpoints ----------------------------------------------------------
     def _schedule_checkpoint(self) -> None:
