@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QColor
@@ -101,6 +102,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self.items: list[pg.PlotItem] = []
         self.legends: list[pg.LegendItem] = []
         self.ci.setContentsMargins(4, 4, 8, 4)
+        self._marks: dict[int, list[Any]] = {}  # plot item -> marker items drawn on it
         self.paint_cpu_s = 0.0  # CPU seconds spent painting, read by PlotsPanel to pace redraws
 
     def paintEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
@@ -108,7 +110,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
         super().paintEvent(event)
         self.paint_cpu_s += time.thread_time() - start
 
-    def _add_plot(self, col: int, title: str, y_label: str, legend: bool = True) -> pg.PlotItem:
+    def _add_plot(self, col: int, title: str, y_label: str, legend: bool = False) -> pg.PlotItem:
         item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left")})
         item.setTitle(title, size="10pt")
         item.setLabel("left", y_label)
@@ -120,10 +122,58 @@ class BasePlot(pg.GraphicsLayoutWidget):
         menu.addSeparator()
         menu.addAction("Save plot as PNG…", self._on_save_png)
         menu.addAction("Save data as CSV…", self._on_save_csv)
-        if legend:
-            self.legends.append(item.addLegend(offset=(-8, 8), labelTextSize="8pt", verSpacing=-6))
         self.items.append(item)
+        if legend:
+            self._add_legend(col + 1)
         return item
+
+    def _add_legend(self, col: int) -> pg.LegendItem:
+        """A legend in its own column beside the plots: it never covers a curve."""
+        legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, horSpacing=6)
+        legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Preferred)
+        self.ci.addItem(legend, row=0, col=col)
+        self.ci.layout.setColumnAlignment(col, Qt.AlignmentFlag.AlignTop)
+        self.legends.append(legend)
+        return legend
+
+    def _add_markers(self, item: pg.PlotItem) -> None:
+        """Draw the run's markers (vertical lines) and pauses (shaded spans) on ``item``."""
+        for old in self._marks.get(id(item), []):
+            item.removeItem(old)
+        drawn: list[Any] = []
+        data = self.data
+        time_axis = self._marker_x_is_time()
+        fg = QColor(self.colors.foreground)
+        shade = QColor(fg)
+        shade.setAlpha(28)
+        for span in data.pauses:
+            if time_axis:
+                end = span.end if math.isfinite(span.end) else (data.last_t or 0.0) - (data.t0 or 0.0)
+                region = pg.LinearRegionItem((span.start, max(end, span.start)), movable=False,
+                                             brush=pg.mkBrush(shade), pen=pg.mkPen(None))
+                region.setZValue(-10)
+                region.setToolTip("paused")
+                item.addItem(region, ignoreBounds=True)
+                drawn.append(region)
+            else:
+                line = pg.InfiniteLine(span.step, angle=90, movable=False,
+                                       pen=pg.mkPen(shade.darker(100), width=6))
+                line.setToolTip("paused here")
+                item.addItem(line, ignoreBounds=True)
+                drawn.append(line)
+        for marker in data.markers:
+            x = marker.t if time_axis else marker.step
+            line = pg.InfiniteLine(x, angle=90, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.PenStyle.DashLine),
+                                   label=marker.text,
+                                   labelOpts={"position": 0.92, "color": fg, "anchors": [(0, 0), (0, 0)],
+                                              "fill": pg.mkBrush(self.colors.legend_background)})
+            line.setToolTip(marker.text)
+            item.addItem(line, ignoreBounds=True)
+            drawn.append(line)
+        self._marks[id(item)] = drawn
+
+    def _marker_x_is_time(self) -> bool:
+        return self.x_mode == "time"
 
     # -- appearance ------------------------------------------------------------
     def apply_colors(self, colors: PlotColors) -> None:
@@ -139,7 +189,10 @@ class BasePlot(pg.GraphicsLayoutWidget):
             legend.setLabelTextColor(colors.foreground)
             legend.setBrush(pg.mkBrush(colors.legend_background))
             legend.setPen(pg.mkPen(None))
+            for _sample, label in legend.items:  # existing rows keep their old colour otherwise
+                label.setText(label.text, color=colors.foreground)
         self._restyle()
+        self.refresh(Changes(events=True))
 
     def _restyle(self) -> None:
         """Re-apply pens that depend on the colours (the mean/total curves use the foreground)."""
@@ -163,6 +216,8 @@ class BasePlot(pg.GraphicsLayoutWidget):
     def set_log_y(self, on: bool) -> None:
         for item in self.items:
             item.setLogMode(y=on)
+            # a loss is never below zero (log view coordinates are log10, unbounded)
+            item.setLimits(yMin=-1e307 if on else 0.0)
 
     def reset(self, data: RunData) -> None:
         self.data = data
@@ -170,7 +225,15 @@ class BasePlot(pg.GraphicsLayoutWidget):
             item.clear()
         for legend in self.legends:
             legend.clear()
+        self._marks.clear()
         self._forget_curves()
+
+    def _pen(self, w: int, color: QColor | None = None, alpha: int | None = None) -> Any:
+        """A worker's pen: the run's result (a sweep's winner) drawn bolder."""
+        c = QColor(color or worker_color(w))
+        if alpha is not None:
+            c.setAlpha(alpha)
+        return pg.mkPen(c, width=3 if self.data.winner == w and alpha is None else 1)
 
     def _forget_curves(self) -> None:
         raise NotImplementedError
@@ -229,7 +292,8 @@ class LossPlot(BasePlot):
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_loss", data, parent)
-        self.plot = self._add_plot(0, "Training loss", "loss")
+        self.plot = self._add_plot(0, "Training loss", "loss", legend=True)
+        self.plot.setLimits(yMin=0.0)
         self._update_x_label()
         self.raw: dict[int, pg.PlotDataItem] = {}
         self.smooth: dict[int, pg.PlotDataItem] = {}
@@ -247,13 +311,16 @@ class LossPlot(BasePlot):
         faint = QColor(color)
         faint.setAlpha(RAW_ALPHA)
         self.raw[w] = self.plot.plot(pen=pg.mkPen(faint, width=1))
-        self.smooth[w] = self.plot.plot(pen=pg.mkPen(color, width=1))
+        self.smooth[w] = self.plot.plot(pen=self._pen(w))
         self._ensure_mean()
-        self._relegend(self.legends[0], [(self.smooth[k], f"worker {k}") for k in sorted(self.smooth)]
-                       + [(self.mean, "mean")])
+        self._update_legend()
+
+    def _update_legend(self) -> None:
+        mean = [(self.mean, "mean")] if self.mean is not None and not self.data.separate_models else []
+        self._relegend(self.legends[0], [(self.smooth[k], self.data.label(k)) for k in sorted(self.smooth)] + mean)
 
     def _ensure_mean(self) -> None:
-        if self.mean is None:
+        if self.mean is None and not self.data.separate_models:
             self.mean = self.plot.plot(pen=self._mean_pen())
             self.mean.setZValue(10)  # drawn over the workers' curves
 
@@ -263,8 +330,21 @@ class LossPlot(BasePlot):
     def _restyle(self) -> None:
         if self.mean is not None:
             self.mean.setPen(self._mean_pen())
+        for w, curve in self.smooth.items():
+            curve.setPen(self._pen(w))
+            curve.setZValue(5 if self.data.winner == w else 0)
+
+    def relabel(self) -> None:
+        """Labels, the winner or the model layout changed: legends and pens follow."""
+        if self.data.separate_models and self.mean is not None:
+            self.plot.removeItem(self.mean)
+            self.mean = None
+        self._restyle()
+        self._update_legend()
 
     def refresh(self, changes: Changes | None) -> None:
+        if changes is None or changes.events:
+            self._add_markers(self.plot)
         xc = STEP if self.x_mode == "step" else TIME
         workers = self.data.loss.keys() if changes is None else changes.loss
         for w in sorted(workers):
@@ -273,7 +353,7 @@ class LossPlot(BasePlot):
             x = s.column(xc)
             self.raw[w].setData(x, s.column(LOSS))
             self.smooth[w].setData(x, s.column(SMOOTH))
-        if (changes is None or changes.mean) and len(self.data.mean):
+        if (changes is None or changes.mean) and len(self.data.mean) and not self.data.separate_models:
             self._ensure_mean()
             assert self.mean is not None
             # One worker: its own curve already is the mean, so hide the duplicate.
@@ -293,7 +373,8 @@ class LossPlot(BasePlot):
     def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
         for w in sorted(self.data.loss):
             yield str(w), self.data.loss[w], [STEP, TIME, LOSS, SMOOTH]
-        yield "mean", self.data.mean, [STEP, TIME, LOSS, SMOOTH]
+        if not self.data.separate_models:
+            yield "mean", self.data.mean, [STEP, TIME, LOSS, SMOOTH]
 
 
 class ValPlot(BasePlot):
@@ -305,14 +386,26 @@ class ValPlot(BasePlot):
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_val", data, parent)
         self.loss_plot = self._add_plot(0, "Validation loss", "loss")
-        self.acc_plot = self._add_plot(1, "Validation accuracy", "accuracy", legend=False)
+        self.acc_plot = self._add_plot(1, "Validation accuracy", "accuracy", legend=True)
         self.acc_plot.setXLink(self.loss_plot)
+        # Axes stay inside what the metrics can be: accuracy in [0, 1], loss above 0, epochs from 1.
+        self.loss_plot.setLimits(yMin=0.0, xMin=0.0)
+        self.acc_plot.setLimits(yMin=-0.01, yMax=1.01, xMin=0.0)
         self._update_x_label()
         self.loss_curves: dict[int, pg.PlotDataItem] = {}
         self.acc_curves: dict[int, pg.PlotDataItem] = {}
 
     def set_log_y(self, on: bool) -> None:
         self.loss_plot.setLogMode(y=on)  # accuracy stays linear: it lives in [0, 1]
+        self.loss_plot.setLimits(yMin=-1e307 if on else 0.0)
+
+    def relabel(self) -> None:
+        for w in self.loss_curves:
+            for curve in (self.loss_curves[w], self.acc_curves[w]):
+                curve.setPen(self._pen(w))
+                curve.setZValue(5 if self.data.winner == w else 0)
+        self._relegend(self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)])
+        self.legends[0].setVisible(len(self.loss_curves) > 1)
 
     def _forget_curves(self) -> None:
         self.loss_curves.clear()
@@ -323,10 +416,10 @@ class ValPlot(BasePlot):
         for w in sorted(workers):
             if w not in self.loss_curves:
                 color = worker_color(w)
-                style = dict(pen=pg.mkPen(color, width=1), symbolBrush=color, symbolPen=None, symbolSize=5)
+                style = dict(pen=self._pen(w), symbolBrush=color, symbolPen=None, symbolSize=5)
                 self.loss_curves[w] = self.loss_plot.plot(**style)
                 self.acc_curves[w] = self.acc_plot.plot(**style)
-                self._relegend(self.legends[0], [(self.loss_curves[k], f"worker {k}")
+                self._relegend(self.legends[0], [(self.loss_curves[k], self.data.label(k))
                                                  for k in sorted(self.loss_curves)])
             s = self.data.val[w]
             x = s.column(EPOCH)
@@ -356,7 +449,8 @@ class ThroughputPlot(BasePlot):
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_throughput", data, parent)
-        self.plot = self._add_plot(0, "Throughput", "samples/s")
+        self.plot = self._add_plot(0, "Throughput", "samples/s", legend=True)
+        self.plot.setLimits(yMin=0.0)
         self._update_x_label()
         self.curves: dict[int, pg.PlotDataItem] = {}
         self.total: pg.PlotDataItem | None = None
@@ -372,17 +466,27 @@ class ThroughputPlot(BasePlot):
         if self.total is not None:
             self.total.setPen(pg.mkPen(self.colors.foreground, width=2))
 
+    def _marker_x_is_time(self) -> bool:
+        return True
+
+    def relabel(self) -> None:
+        if self.curves:
+            self._relegend(self.legends[0], [(self.curves[k], self.data.label(k)) for k in sorted(self.curves)]
+                           + [(self.total, "total")])
+
     def refresh(self, changes: Changes | None) -> None:
+        if changes is None or changes.events:
+            self._add_markers(self.plot)
         xc = RTIME
         workers = self.data.rate.keys() if changes is None else changes.rate
         for w in sorted(workers):
             if w not in self.curves:
-                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1))
+                # connect="finite": a pause (a nan row) breaks the line instead of bridging it
+                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1), connect="finite")
                 if self.total is None:
-                    self.total = self.plot.plot(pen=pg.mkPen(self.colors.foreground, width=2))
+                    self.total = self.plot.plot(pen=pg.mkPen(self.colors.foreground, width=2), connect="finite")
                     self.total.setZValue(10)
-                self._relegend(self.legends[0], [(self.curves[k], f"worker {k}") for k in sorted(self.curves)]
-                               + [(self.total, "total")])
+                self.relabel()
             s = self.data.rate[w]
             self.curves[w].setData(s.column(xc), s.column(RATE))
         if (changes is None or changes.total) and len(self.data.total) and self.total is not None:
@@ -397,6 +501,76 @@ class ThroughputPlot(BasePlot):
         yield "total", self.data.total, [RSTEP, RTIME, RATE]
 
 
+class SweepPlot(BasePlot):
+    """A sweep's result: each worker's latest validation accuracy against its swept value."""
+
+    x_label = {"step": "learning rate", "time": "learning rate"}
+
+    def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
+        super().__init__("plot_sweep", data, parent)
+        self.plot = self._add_plot(0, "Sweep: validation accuracy", "accuracy")
+        self.plot.setLimits(yMin=-0.01, yMax=1.01)
+        self.plot.setLogMode(x=True)
+        self._update_x_label()
+        self.values: dict[int, float] = {}  # worker -> its swept value
+        self.points: pg.ScatterPlotItem | None = None
+        self.line: pg.PlotDataItem | None = None
+
+    def set_log_y(self, on: bool) -> None:
+        """Accuracy stays linear."""
+
+    def _forget_curves(self) -> None:
+        self.points = None
+        self.line = None
+
+    def set_values(self, values: dict[int, float]) -> None:
+        self.values = dict(values)
+        self.refresh(None)
+
+    def result(self) -> list[tuple[int, float, float]]:
+        """(worker, swept value, latest validation accuracy) sorted by value."""
+        out = []
+        for w, v in self.values.items():
+            s = self.data.val.get(w)
+            if s is not None and len(s) and v > 0:
+                out.append((w, v, s.last(VAL_ACC)))
+        return sorted(out, key=lambda r: r[1])
+
+    def refresh(self, changes: Changes | None) -> None:
+        if changes is not None and not changes.val:
+            return
+        rows = self.result()
+        if self.points is None:
+            self.line = self.plot.plot(pen=pg.mkPen(self.colors.foreground, width=1))
+            self.points = pg.ScatterPlotItem(size=10, pen=pg.mkPen(None))
+            self.plot.addItem(self.points)
+        assert self.line is not None
+        if not rows:
+            self.line.setData([], [])
+            self.points.setData([])
+            return
+        x = np.array([r[1] for r in rows])
+        y = np.array([r[2] for r in rows])
+        self.line.setData(x, y)
+        # ScatterPlotItem takes raw x; the plot's log mode maps PlotDataItems only
+        self.points.setData([{"pos": (math.log10(v), a), "brush": pg.mkBrush(worker_color(w)),
+                              "size": 14 if w == self.data.winner else 9, "data": w}
+                             for w, v, a in rows])
+
+    def _restyle(self) -> None:
+        if self.line is not None:
+            self.line.setPen(pg.mkPen(self.colors.foreground, width=1))
+
+    def csv_header(self) -> list[str]:
+        return ["worker", "value", "val_accuracy"]
+
+    def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
+        s = Series(2)
+        for _w, v, a in self.result():
+            s.append([(v, a)])
+        yield "sweep", s, [0, 1]
+
+
 class PlotsPanel(QWidget):
     """The three plots and their shared controls (x axis, log scale, smoothing, save)."""
 
@@ -408,7 +582,9 @@ class PlotsPanel(QWidget):
         self.loss = LossPlot(self.data)
         self.val = ValPlot(self.data)
         self.throughput = ThroughputPlot(self.data)
-        self.plots: list[BasePlot] = [self.loss, self.val, self.throughput]
+        self.sweep = SweepPlot(self.data)
+        self.sweep.hide()
+        self.plots: list[BasePlot] = [self.loss, self.val, self.throughput, self.sweep]
         self._pending: Changes | None = None
         self._frame_ms = MIN_FRAME_MS
         self._cost_s = 0.0
@@ -466,6 +642,7 @@ class PlotsPanel(QWidget):
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(self.val)
         bottom.addWidget(self.throughput)
+        bottom.addWidget(self.sweep)
         bottom.setChildrenCollapsible(False)
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.loss)
@@ -485,10 +662,28 @@ class PlotsPanel(QWidget):
     # -- data ------------------------------------------------------------------
     def reset(self, t0: float | None = None) -> None:
         self.data = RunData(t0=t0, smoothing=self.data.smoothing, max_points=self.data.max_points)
+        self.sweep.hide()
         self._pending = None
         self._redraw_timer.stop()
         for plot in self.plots:
             plot.reset(self.data)
+
+    def set_run_shape(self, labels: dict[int, str], separate_models: bool,
+                      sweep_values: dict[int, float] | None = None) -> None:
+        """What the workers are: their legend labels, whether each has its own model, a sweep's values."""
+        self.data.labels = dict(labels)
+        self.data.separate_models = separate_models
+        for plot in (self.loss, self.val, self.throughput):
+            plot.relabel()
+        self.sweep.set_values(sweep_values or {})
+        self.sweep.setVisible(bool(sweep_values) and len(sweep_values or {}) > 1)
+
+    def set_winner(self, worker: int | None) -> None:
+        """Draw the result's worker (a sweep's best) bolder on every plot."""
+        self.data.winner = worker
+        for plot in (self.loss, self.val, self.throughput):
+            plot.relabel()
+        self.sweep.refresh(None)
 
     def add_records(self, records: list[dict[str, Any]]) -> Changes:
         """Append records to the series; the curves follow at the next frame (``flush`` now)."""

@@ -40,13 +40,34 @@ class Changes:
     rate: set[int] = field(default_factory=set)
     total: bool = False
     new_workers: set[int] = field(default_factory=set)
+    events: bool = False  # a marker or a pause span was added or changed
 
     def __bool__(self) -> bool:
-        return bool(self.loss or self.mean or self.val or self.rate or self.total)
+        return bool(self.loss or self.mean or self.val or self.rate or self.total or self.events)
 
     def merge(self, other: "Changes") -> "Changes":
         return Changes(self.loss | other.loss, self.mean or other.mean, self.val | other.val,
-                       self.rate | other.rate, self.total or other.total, self.new_workers | other.new_workers)
+                       self.rate | other.rate, self.total or other.total, self.new_workers | other.new_workers,
+                       self.events or other.events)
+
+
+@dataclass
+class Marker:
+    """A labelled moment of the run: settings changed, resumed, forked."""
+
+    step: float
+    t: float      # seconds since t0
+    text: str
+    kind: str     # "config" | "resume" | "fork"
+
+
+@dataclass
+class PauseSpan:
+    """A pause, from its start to its end (``end`` nan while it lasts), in record time since t0."""
+
+    start: float
+    end: float
+    step: float
 
 
 class RunData:
@@ -55,6 +76,14 @@ class RunData:
     def __init__(self, t0: float | None = None, smoothing: float = 0.6,
                  max_points: int = DEFAULT_MAX_POINTS) -> None:
         self.t0 = t0
+        # Each worker trains its own model (a sweep): a mean across them means nothing.
+        self.separate_models = False
+        self.labels: dict[int, str] = {}  # worker -> legend label ("lr 0.05"); default "worker N"
+        self.winner: int | None = None    # the worker whose model is the result, once known
+        self.markers: list[Marker] = []
+        self.pauses: list[PauseSpan] = []
+        self.next_start = ("resumed", "resume")  # label and kind of the marker where the next segment starts
+        self._paused = False
         self.smoothing = smoothing
         self.max_points = max_points
         self.loss: dict[int, Series] = {}
@@ -68,6 +97,19 @@ class RunData:
         self._anchor: dict[int, tuple[float, float]] = {}  # worker -> (t, samples)
         self._latest_rate: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, rate)
         self._total_next_t = -math.inf
+
+    def label(self, worker: int) -> str:
+        return self.labels.get(worker, f"worker {worker}")
+
+    @property
+    def max_step(self) -> float:
+        return max((v[0] for v in self._latest.values()), default=0.0)
+
+    def add_marker(self, text: str, kind: str, step: float | None = None, t: float | None = None) -> Marker:
+        rel = (t - (self.t0 or t)) if t is not None else ((self.last_t or 0.0) - (self.t0 or 0.0))
+        marker = Marker(self.max_step if step is None else float(step), rel, text, kind)
+        self.markers.append(marker)
+        return marker
 
     @property
     def workers(self) -> list[int]:
@@ -93,13 +135,57 @@ class RunData:
                 self._on_step(rec, float(t), loss_rows, ch)
             elif kind == "eval":
                 self._on_eval(rec, float(t), ch)
-            elif kind == "state" and rec.get("state") in ("paused", "stopping", "starting"):
-                # A pause would otherwise show up as one long, slow window after resume.
-                self._anchor.clear()
+            elif kind == "state":
+                self._on_state(rec, float(t), ch)
+            elif kind == "config":
+                self._on_config(rec, float(t), ch)
         for w, rows in loss_rows.items():
             self._append_loss(self._loss_series(w, ch), rows)
             ch.loss.add(w)
         return ch
+
+    def _on_state(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
+        state = rec.get("state")
+        if state in ("paused", "stopping", "starting"):
+            # A pause would otherwise show up as one long, slow window after resume.
+            self._anchor.clear()
+        if rec.get("worker") is not None:
+            return
+        rel = t - (self.t0 or t)
+        if state == "starting" and (self.loss or self._latest):
+            # A continued run or a fork: its curves go on from here on the same axes.
+            text, kind = self.next_start
+            self.markers.append(Marker(self.max_step, rel, text, kind))
+            self.next_start = ("resumed", "resume")
+            self._break_rates()
+            ch.events = True
+        if state == "paused" and not self._paused:
+            self._paused = True
+            self.pauses.append(PauseSpan(rel, math.nan, self.max_step))
+            self._break_rates()
+            ch.events = True
+        elif state != "paused" and self._paused:
+            self._paused = False
+            self.pauses[-1].end = rel
+            ch.events = True
+
+    def _break_rates(self) -> None:
+        """A gap in the throughput curves (drawn with connect="finite"), not a line across it."""
+        for s in self.rate.values():
+            if len(s) and math.isfinite(s.last(RATE)):
+                s.append([(s.last(RSTEP), s.last(RTIME), math.nan)])
+        if len(self.total) and math.isfinite(self.total.last(RATE)):
+            self.total.append([(self.total.last(RSTEP), self.total.last(RTIME), math.nan)])
+        self._latest_rate.clear()
+
+    def _on_config(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
+        changes = rec.get("changes") or {}
+        parts = [f"{key.split('.')[-1]} {_short(v.get('from'))}→{_short(v.get('to'))}"
+                 for key, v in changes.items() if isinstance(v, dict)]
+        steps = [float(v) for v in (rec.get("steps") or {}).values() if isinstance(v, (int, float))]
+        step = max(steps) if steps else self.max_step
+        self.markers.append(Marker(step, t - (self.t0 or t), ", ".join(parts) or "settings changed", "config"))
+        ch.events = True
 
     def _loss_series(self, w: int, ch: Changes) -> Series:
         s = self.loss.get(w)
@@ -127,7 +213,7 @@ class RunData:
         prev = self._latest.get(w, (0.0, loss, loss))[2]
         smooth = self.smoothing * prev + (1.0 - self.smoothing) * loss
         self._latest[w] = (step, loss, smooth)
-        if t >= self._mean_next_t:
+        if not self.separate_models and t >= self._mean_next_t:
             self._mean_next_t = t + MEAN_EVERY_S
             steps, losses, smooths = zip(*self._latest.values())
             self.mean.append([(float(np.mean(steps)), rel, float(np.mean(losses)), float(np.mean(smooths)))])
@@ -188,6 +274,10 @@ class RunData:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: before any worker's first point
                 self.mean.rows()[:, SMOOTH] = np.nanmean(np.vstack(curves), axis=0) if curves else np.nan
+
+
+def _short(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _num(value: Any) -> float:

@@ -83,7 +83,28 @@ def test_throughput_ignores_the_pause() -> None:
     for r in recs[-100:]:
         r["samples"] += 3200
     data.add(recs)
-    assert data.rate[0].column(RATE).min() > 1000  # no dip from the 10 s pause
+    rates = data.rate[0].column(RATE)
+    assert np.nanmin(rates) > 1000  # no dip from the 10 s pause
+    assert np.isnan(rates).sum() == 1  # the line breaks at the pause instead of bridging it
+    assert len(data.pauses) == 1 and data.pauses[0].start == pytest.approx(1.0)
+
+
+def test_markers_pauses_and_separate_models() -> None:
+    data = RunData()
+    data.separate_models = True
+    data.labels = {0: "lr 0.1", 1: "lr 0.01"}
+    recs = _steps(2, 50)
+    recs.append({"kind": "state", "t": 1000.6, "worker": None, "state": "paused"})
+    recs.append({"kind": "config", "t": 1000.7, "worker": None, "changes": {"optim.lr": {"from": 0.05, "to": 0.01}},
+                 "steps": {"0": 50, "1": 50}})
+    recs.append({"kind": "state", "t": 1000.8, "worker": None, "state": "running"})
+    recs.append({"kind": "state", "t": 1002.0, "worker": None, "state": "starting"})  # continued
+    data.add(recs)
+    assert len(data.mean) == 0  # no mean across different models
+    assert data.label(1) == "lr 0.01" and data.label(5) == "worker 5"
+    assert [(m.kind, m.step, m.text) for m in data.markers] == [("config", 50.0, "lr 0.05→0.01"),
+                                                                 ("resume", 50.0, "resumed")]
+    assert data.pauses[0].end == pytest.approx(0.8)
 
 
 def test_progress_and_eta() -> None:
