@@ -18,7 +18,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
     QAbstractSpinBox, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox,
-    QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QSizePolicy, QSpinBox, QStackedWidget,
+    QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QPushButton, QSizePolicy, QSpinBox, QStackedWidget,
     QTableWidget, QTableWidgetItem, QToolButton, QVBoxLayout, QWidget,
 )
 
@@ -99,11 +99,23 @@ def _dspin(key: str, decimals: int, step: float, name: str, tip: str = "") -> QD
     return w
 
 
+# The keys a paused run accepts (core.workers.LIVE_KEYS) and a fork may change (optim.*, train.*).
+LIVE_KEYS = ("optim.lr", "optim.weight_decay", "train.batch_size", "train.epochs")
+MODES = ("edit", "locked", "live", "view")
+
+
 class ConfigPanel(QWidget):
-    """All settings of a run. Emits ``changed`` on every edit."""
+    """All settings of a run. Emits ``changed`` on every edit.
+
+    Modes: ``edit`` (everything editable), ``locked`` (a run is starting or
+    running), ``live`` (a paused run: only LIVE_KEYS), ``view`` (a past run's
+    settings, read-only except what Fork and Continue run may change, until
+    "Use these settings").
+    """
 
     changed = Signal()
     browse_requested = Signal(str)  # "csv" | "npz" | "images" | "custom" (the window owns file dialogs)
+    mode_changed = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -117,9 +129,12 @@ class ConfigPanel(QWidget):
         self._refresh_timer = QTimer(self, singleShot=True, interval=150)  # debounce typing
         self._refresh_timer.timeout.connect(self._on_refresh_info)
 
+        self.mode = "edit"
+        self._own_config: Config | None = None  # the user's settings while a run's are shown
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(8)
+        layout.addWidget(self._build_view_header())
         layout.addWidget(self._build_data_group())
         layout.addWidget(self._build_model_group())
         # The order of the decisions: what data, what model, how many processes, then details.
@@ -135,6 +150,94 @@ class ConfigPanel(QWidget):
         for w in self.findChildren(QWidget):
             self._connect_change(w)
         self.set_config(Config())
+
+    def _build_view_header(self) -> QWidget:
+        self.frame_view = QGroupBox(objectName="frame_run_settings")
+        row = QVBoxLayout(self.frame_view)
+        row.setContentsMargins(6, 4, 6, 4)
+        self.label_view = QLabel(objectName="label_run_settings")
+        self.label_view.setWordWrap(True)
+        buttons = QHBoxLayout()
+        self.button_use_settings = QPushButton("Use these settings", objectName="button_use_settings")
+        self.button_use_settings.setToolTip("Make the shown run's settings yours, to edit and Start")
+        self.button_use_settings.clicked.connect(self.use_shown_config)
+        self.button_my_settings = QPushButton("Back to mine", objectName="button_my_settings")
+        self.button_my_settings.setToolTip("Show your own settings again")
+        self.button_my_settings.clicked.connect(self.restore_own_config)
+        buttons.addWidget(self.button_use_settings)
+        buttons.addWidget(self.button_my_settings)
+        buttons.addStretch(1)
+        row.addWidget(self.label_view)
+        row.addLayout(buttons)
+        self.frame_view.hide()
+        return self.frame_view
+
+    # -- modes -------------------------------------------------------------------
+    def _inputs(self) -> list[QWidget]:
+        kinds = (QComboBox, QSpinBox, QDoubleSpinBox, QCheckBox, QToolButton)
+        out = []
+        for w in self.findChildren(QWidget):
+            if isinstance(w, kinds) or (isinstance(w, QLineEdit)
+                                        and not isinstance(w.parent(), (QSpinBox, QDoubleSpinBox, QComboBox))):
+                out.append(w)
+        return out
+
+    def live_widgets(self) -> dict[str, QWidget]:
+        return {"optim.lr": self.edit_lr, "optim.weight_decay": self.edit_weight_decay,
+                "train.batch_size": self.spin_batch_size, "train.epochs": self.spin_epochs}
+
+    def set_mode(self, mode: str) -> None:
+        """See the class docstring."""
+        assert mode in MODES, mode
+        self.mode = mode
+        super().setEnabled(mode != "locked")
+        if mode == "live":
+            allowed = set(self.live_widgets().values())
+        elif mode == "view":
+            allowed = set(self.live_widgets().values())
+        else:
+            allowed = None
+        for w in self._inputs():
+            if w.parent() is self.frame_view or w in (self.button_use_settings, self.button_my_settings):
+                continue
+            w.setEnabled(allowed is None or w in allowed)
+        self.frame_view.setVisible(mode == "view")
+        if mode == "edit":
+            self._update_visibility()
+        self.mode_changed.emit(mode)
+
+    def show_run_config(self, cfg: Config, run_name: str) -> None:
+        """Show a past run's settings, read-only (until use_shown_config); the user's are kept aside."""
+        if self.mode != "view":
+            try:
+                self._own_config = self.config()
+            except ConfigError:
+                self._own_config = self._base
+        self.set_config(cfg)
+        self.label_view.setText(f"Settings of <b>{run_name}</b>. Fork and Continue run use the learning rate, "
+                                "weight decay, batch size and epochs shown here.")
+        self.set_mode("view")
+
+    def use_shown_config(self) -> None:
+        self._own_config = None
+        self.set_mode("edit")
+
+    def restore_own_config(self) -> None:
+        own, self._own_config = self._own_config, None
+        if own is not None:
+            self.set_config(own)
+        self.set_mode("edit")
+
+    def live_changes(self, current: Config) -> dict[str, Any]:
+        """The LIVE_KEYS whose shown values differ from ``current`` (raises ConfigError on a bad value)."""
+        shown = self.config()
+        out = {}
+        for key in LIVE_KEYS:
+            section, name = key.split(".")
+            new, old = getattr(getattr(shown, section), name), getattr(getattr(current, section), name)
+            if new != old:
+                out[key] = new
+        return out
 
     # -- building --------------------------------------------------------------
     def _form(self, title: str) -> tuple[QGroupBox, QFormLayout]:
@@ -162,6 +265,11 @@ class ConfigPanel(QWidget):
         menu.addAction("CSV file…", lambda: self.browse_requested.emit("csv"))
         menu.addAction("NPZ file…", lambda: self.browse_requested.emit("npz"))
         menu.addAction("Image folder…", lambda: self.browse_requested.emit("images"))
+        menu.addSeparator()
+        self.action_remove_source = menu.addAction("Remove this source from the list", self.remove_current_source)
+        self.action_remove_source.setObjectName("action_remove_source")
+        menu.aboutToShow.connect(lambda: self.action_remove_source.setEnabled(
+            not str(self.combo_dataset.currentData() or "").startswith("builtin:")))
         browse.setMenu(menu)
         row = QHBoxLayout()
         row.setSpacing(4)
@@ -352,6 +460,14 @@ class ConfigPanel(QWidget):
         if select:
             self.combo_dataset.setCurrentIndex(self.combo_dataset.findData(source))
 
+    def remove_current_source(self) -> None:
+        """Drop a file/folder source from the picker (e.g. one that failed); built-in ones stay."""
+        index = self.combo_dataset.currentIndex()
+        if index < 0 or str(self.combo_dataset.itemData(index)).startswith("builtin:"):
+            return
+        self.combo_dataset.setCurrentIndex(0)
+        self.combo_dataset.removeItem(index)
+
     def _select_device(self, device: str) -> None:
         index = self.combo_device.findData(device)
         if index < 0:
@@ -435,12 +551,12 @@ class ConfigPanel(QWidget):
         single = strategy == "single"
         if single and self.spin_workers.value() != 1:
             self.spin_workers.setValue(1)  # "single" means one worker; the config rejects more
-        self.spin_workers.setEnabled(not single and self.isEnabled())
+        self.spin_workers.setEnabled(not single and self.isEnabled() and self.mode == "edit")
         self.combo_strategy.setToolTip(STRATEGY_HELP.get(strategy, ""))
 
     def setEnabled(self, enabled: bool) -> None:  # noqa: N802 - Qt override
         super().setEnabled(enabled)
-        if enabled:
+        if enabled and self.mode == "edit":
             self._update_visibility()
 
     # -- dataset description and parameter count (background) --------------------
@@ -476,6 +592,7 @@ class ConfigPanel(QWidget):
         if key != self._describe_key:
             return
         self._describe_key = None
+        self._params_key = None  # a valid dataset picked again counts its parameters again
         self.label_dataset_summary.setText(f"⚠ {exc}")
         self.label_model_params.setText("")
         self._clear_preview()

@@ -15,7 +15,7 @@ import numpy as np
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
-    QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QListView, QListWidget, QListWidgetItem,
+    QAbstractItemView, QApplication, QHBoxLayout, QHeaderView, QLabel, QListView, QListWidget, QListWidgetItem,
     QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
@@ -23,6 +23,15 @@ from app.export_dialog import error_text
 from app.tasks import BackgroundCalls
 
 GALLERY_LIMIT = 48
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+class _SortItem(QTableWidgetItem):
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        a, b = self.data(SORT_ROLE), other.data(SORT_ROLE)
+        if a is None or b is None:
+            return super().__lt__(other)
+        return bool(a < b)
 THUMB = 72
 
 
@@ -82,6 +91,9 @@ class EvaluateView(QWidget):
         self._calls = BackgroundCalls(self)
         self._token = 0  # results of an older load_run are dropped
 
+        self.label_context = QLabel(objectName="label_eval_context")
+        self.label_context.setWordWrap(True)
+        self.label_context.hide()
         self.label_summary = QLabel("No run loaded.", objectName="label_eval_summary")
         self.label_summary.setWordWrap(True)
         self.button_reevaluate = QPushButton("Re-evaluate", objectName="button_reevaluate")
@@ -120,6 +132,7 @@ class EvaluateView(QWidget):
         body.addWidget(tables)
         body.addWidget(gallery)
         layout = QVBoxLayout(self)
+        layout.addWidget(self.label_context)
         layout.addLayout(top)
         layout.addWidget(body, 1)
 
@@ -160,6 +173,17 @@ class EvaluateView(QWidget):
         """Block until background work has returned (shutdown and tests)."""
         return self._calls.wait_all(timeout_s)
 
+    def set_context(self, text: str) -> None:
+        """A line above the results (e.g. which sweep model they are of)."""
+        self.label_context.setText(text)
+        self.label_context.setVisible(bool(text))
+
+    def refresh_colors(self) -> None:
+        """The theme changed: the heat map's colours come from the palette."""
+        if self.evaluation is not None:
+            classes = [c["class"] for c in self.evaluation["per_class"]]
+            self._fill_confusion(classes, self.evaluation["confusion"])
+
     # -- showing ----------------------------------------------------------------------------
     def show_evaluation(self, full: dict[str, Any], images: list[tuple[np.ndarray, str]] | None = None) -> None:
         self.evaluation = full
@@ -179,9 +203,10 @@ class EvaluateView(QWidget):
         t.setColumnCount(len(classes))
         t.setHorizontalHeaderLabels([f"→ {c}" for c in classes])
         t.setVerticalHeaderLabels(classes)
-        base = self.palette().base().color()
-        hot = self.palette().highlight().color()
-        light_text, dark_text = QColor("#ffffff"), self.palette().text().color()
+        palette = QApplication.palette()  # the theme's, also right after a theme change
+        base = palette.base().color()
+        hot = palette.highlight().color()
+        light_text, dark_text = QColor("#ffffff"), palette.text().color()
         for i, row in enumerate(cm):
             total = sum(row) or 1
             for j, count in enumerate(row):
@@ -201,13 +226,17 @@ class EvaluateView(QWidget):
         for i, c in enumerate(per_class):
             cells = [c["class"], c["precision"], c["recall"], c["f1"], c["support"]]
             for j, value in enumerate(cells):
-                item = QTableWidgetItem()
+                item = _SortItem()
                 if isinstance(value, float):
                     item.setData(Qt.ItemDataRole.DisplayRole, round(value, 4))
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 else:
                     item.setData(Qt.ItemDataRole.DisplayRole, value)
+                # classes sort in the model's class order (2 before 10), numbers by value
+                item.setData(SORT_ROLE, i if j == 0 else value)
                 t.setItem(i, j, item)
         t.setSortingEnabled(True)
+        t.sortByColumn(0, Qt.SortOrder.AscendingOrder)  # the arrow shows what the rows are in
         t.resizeColumnsToContents()
 
     def _fill_gallery(self, images: list[tuple[np.ndarray, str]]) -> None:

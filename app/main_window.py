@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication, QFileDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea,
-    QSplitter, QTabWidget, QToolBar, QVBoxLayout, QWidget,
+    QSplitter, QTabWidget, QToolBar, QToolButton, QVBoxLayout, QWidget,
 )
 
 from app import icons
@@ -29,10 +29,11 @@ from app.log_pane import LogPane
 from app.plots import PlotsPanel
 from app.run_controller import RunController
 from app.run_data import ProgressTracker, format_duration
+from app.runs_view import RunsView
 from app.settings import AppSettings
 from app.tasks import BackgroundCalls
 from app.theme import Theme, apply_theme, get_theme
-from core.config import Config, ConfigError, load_config, parse_toml, save_config
+from core.config import Config, ConfigError, load_config, parse_toml, save_config, to_dict
 from core.runlog import list_runs, read_metrics, read_summary
 
 STATE_TEXT = {
@@ -71,6 +72,11 @@ class MainWindow(QMainWindow):
         self._advisor_lines = _AdvisorLines(self)
         self._advisor_lines.line.connect(self._on_advisor_line)
         self._gc = GuiGarbageCollector(self)
+        self._preparing = False   # reading a run's history before continuing or forking it
+        self._after_end: Any = None  # what to do once the run on screen has ended (fork a paused run)
+        self._advisor_done = 0
+        self._advisor_total = 0
+        self._viewing_summary: dict[str, Any] | None = None
 
         self.controller = RunController(self)
         self.controller.state_changed.connect(self._on_state_changed)
@@ -137,10 +143,21 @@ class MainWindow(QMainWindow):
         self.action_find_fastest = a("action_find_fastest", "Find fastest…", [],
                                      "Probe each strategy and worker count on this config for a few seconds "
                                      "and suggest the fastest", self._on_find_fastest)
+        self.action_compare = a("action_compare", "Compare", ["Ctrl+Shift+M"],
+                                "Overlay the curves of the runs selected in Runs and list the settings that differ",
+                                self._on_compare, "runs")
+        self.action_fork = a("action_fork", "Fork…", ["Ctrl+Shift+F"],
+                             "Start a new run from this run's checkpoint with the learning rate, weight decay, "
+                             "batch size and epochs shown in the panel (a paused run is stopped first)",
+                             self._on_fork, "start")
+        self.action_show_runs = a("action_show_runs", "Runs", ["Ctrl+Shift+L"],
+                                  "Every run of the runs folder: sort, filter, notes, compare", self._on_show_runs)
 
     def _build_central(self) -> None:
         self.panel = ConfigPanel()
         self.panel.browse_requested.connect(self._on_browse)
+        self.panel.changed.connect(self._on_panel_changed)
+        self.panel.mode_changed.connect(lambda _m: self._update_actions())
         scroll = QScrollArea(objectName="config_scroll")
         scroll.setWidget(self.panel)
         scroll.setWidgetResizable(True)
@@ -161,13 +178,25 @@ class MainWindow(QMainWindow):
         from app.evaluate_view import EvaluateView
         from app.predict_view import PredictView
 
+        from app.compare_view import CompareView
+
         self.evaluate_view = EvaluateView()
         self.predict_view = PredictView()
+        self.runs_view = RunsView([self.action_compare, self.action_fork])
+        self.runs_view.active = self._active_runs
+        self.runs_view.open_requested.connect(self.open_run)
+        self.runs_view.error.connect(self._show_error)
+        self.runs_view.selection_changed.connect(self._update_actions)
+        self.compare_view = CompareView()
+        self.compare_view.failed.connect(self._show_error)
         self.tabs = QTabWidget(objectName="tabs_main")
         self.tabs.setDocumentMode(True)
         self.tabs.addTab(self.plots, "Training")
+        self.tabs.addTab(self.runs_view, "Runs")
+        self.tabs.addTab(self.compare_view, "Compare")
         self.tabs.addTab(self.evaluate_view, "Evaluate")
         self.tabs.addTab(self.predict_view, "Predict")
+        self.tabs.currentChanged.connect(lambda _i: self._update_actions())
         top_layout.addWidget(self.tabs, 1)
         self.right_splitter = QSplitter(Qt.Orientation.Vertical, objectName="right_splitter")
         self.right_splitter.addWidget(right_top)
@@ -196,6 +225,8 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.action_save_config)
         file_menu.addSeparator()
         file_menu.addAction(self.action_open_run)
+        file_menu.addAction(self.action_show_runs)
+        file_menu.addAction(self.action_compare)
         self.menu_recent = QMenu("Recent runs", self, objectName="menu_recent_runs")
         self.menu_recent.aboutToShow.connect(self._on_fill_recent)
         file_menu.addMenu(self.menu_recent)
@@ -209,6 +240,7 @@ class MainWindow(QMainWindow):
             run_menu.addAction(action)
         run_menu.addSeparator()
         run_menu.addAction(self.action_continue_run)
+        run_menu.addAction(self.action_fork)
         run_menu.addAction(self.action_find_fastest)
         view_menu = bar.addMenu("&View")
         view_menu.addAction(self.action_dark)
@@ -222,6 +254,7 @@ class MainWindow(QMainWindow):
         tb.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         for action in (self.action_start, self.action_pause, self.action_resume, self.action_stop):
             tb.addAction(action)
+        tb.addAction(self.action_fork)
         tb.addAction(self.action_find_fastest)
         tb.addSeparator()
         for action in (self.action_open_config, self.action_save_config, self.action_open_run):
@@ -244,8 +277,22 @@ class MainWindow(QMainWindow):
         self.progress_run.setFixedWidth(300)
         self.progress_run.setFormat("No run")
         self.progress_run.setTextVisible(True)
+        self.label_winner = QLabel("", objectName="label_winner")
+        self.label_winner.setToolTip("The sweep's best setting (its model is the run's result)")
+        self.progress_advisor = QProgressBar(objectName="progress_advisor")
+        self.progress_advisor.setFixedWidth(160)
+        self.progress_advisor.setFormat("probe %v/%m")
+        self.progress_advisor.hide()
+        self.button_cancel_advisor = QToolButton(objectName="button_cancel_advisor")
+        self.button_cancel_advisor.setText("Cancel")
+        self.button_cancel_advisor.setToolTip("Stop probing: the probe running now ends at once")
+        self.button_cancel_advisor.clicked.connect(self.cancel_find_fastest)
+        self.button_cancel_advisor.hide()
         status.addWidget(self.label_state)
         status.addWidget(self.label_run_dir, 1)
+        status.addPermanentWidget(self.label_winner)
+        status.addPermanentWidget(self.progress_advisor)
+        status.addPermanentWidget(self.button_cancel_advisor)
         status.addPermanentWidget(self.label_throughput)
         status.addPermanentWidget(self.progress_run)
 
@@ -303,6 +350,8 @@ class MainWindow(QMainWindow):
                 action.setIcon(icons.icon(action.data(), t.icon))
         self.panel.set_icons(icons.icon("open", t.icon))
         self.plots.apply_colors(t.plot)
+        self.compare_view.apply_colors(t.plot)
+        self.evaluate_view.refresh_colors()
         self.log_pane.set_colors(t.error, t.warning, t.muted)
 
     def _on_toggle_theme(self, dark: bool) -> None:
@@ -312,10 +361,18 @@ class MainWindow(QMainWindow):
     # -- state -----------------------------------------------------------------
     def _update_actions(self) -> None:
         state = self.controller.state
-        active = self.controller.active or self.advising  # probes use every core too
-        self.action_start.setEnabled(not active and not self._close_when_ended)
-        self.action_find_fastest.setEnabled(not active and not self._close_when_ended)
+        attached = self.controller.attached
+        # probes use every core too; reading a run's history comes just before its start
+        active = self.controller.active or self.advising or self._preparing
+        viewing = self.panel.mode == "view"
+        self.action_start.setEnabled(not active and not self._close_when_ended and not viewing)
+        self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)" if viewing
+                                     else "Start training with these settings (Ctrl+R, F5)")
+        self.action_find_fastest.setEnabled(not active and not self._close_when_ended and not viewing)
         self.action_continue_run.setEnabled(not active and self._continuable_run() is not None)
+        self.action_fork.setEnabled(not self._close_when_ended and not self.advising and not self._preparing
+                                    and self._fork_source() is not None)
+        self.action_compare.setEnabled(len(self.runs_view.selected_runs()) >= 2)
         self.action_pause.setEnabled(state == "running")
         self.action_resume.setEnabled(state == "paused")
         self.action_stop.setEnabled(state in ("starting", "running", "paused"))
@@ -326,11 +383,16 @@ class MainWindow(QMainWindow):
         self.action_runs_dir.setEnabled(not active)
         self.action_clear.setEnabled(not active)
         self._update_export_action()
-        self.panel.setEnabled(not active)
+        # A paused run of ours takes new learning rate, weight decay, batch size and epochs.
+        mode = ("live" if state == "paused" and not attached else "locked") if active else \
+            ("view" if viewing else "edit")
+        if mode != self.panel.mode:
+            self.panel.set_mode(mode)
 
     @Slot(str)
     def _on_state_changed(self, state: str) -> None:
-        self.label_state.setText(STATE_TEXT.get(state, state))
+        text = STATE_TEXT.get(state, state)
+        self.label_state.setText(f"{text} (attached)" if self.controller.attached else text)
         if state == "paused":
             self.label_throughput.setText("paused")
         self._update_actions()
@@ -342,11 +404,14 @@ class MainWindow(QMainWindow):
             return
         cfg = self.panel.try_config()
         if cfg is None:
-            self._show_error(self.panel.label_config_error.text())
+            self._show_input_error(self.panel.label_config_error.text())
+            return
+        if self.panel.mode == "view":
             return
         self.banner.hide()
         self.viewing_run = None
         self.plots.reset(t0=time.time())
+        self._apply_run_shape(cfg)
         self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
         self.progress_run.setValue(0)
         self.label_run_dir.setText("")
@@ -360,7 +425,28 @@ class MainWindow(QMainWindow):
         self.controller.pause()
 
     def _on_resume(self) -> None:
-        self.controller.resume()
+        """Resume; settings edited while paused apply at the next batch of every worker."""
+        session = self.controller.session
+        changes: dict[str, Any] = {}
+        if session is not None and not self.controller.attached:
+            try:
+                changes = self.panel.live_changes(session.config)
+            except ConfigError as exc:
+                self.panel.show_error(str(exc))
+                self._show_error(str(exc))
+                return
+        try:
+            self.controller.resume(changes)
+        except ConfigError as exc:  # the run stays paused
+            self.panel.show_error(str(exc))
+            self._show_error(str(exc))
+            return
+        if changes:
+            text = ", ".join(f"{k} = {v}" for k, v in changes.items())
+            self.log_pane.add_message("state", f"resumed with {text}", who="session")
+            if self._progress is not None and "train.epochs" in changes:
+                self._progress.epochs = int(changes["train.epochs"])
+        self.banner.hide()
 
     def _on_stop(self) -> None:
         self.controller.stop()
@@ -395,7 +481,7 @@ class MainWindow(QMainWindow):
     @Slot(str)
     def _on_start_failed(self, message: str) -> None:
         self.panel.show_error(message)
-        self._show_error(message)
+        self._show_input_error(message)
         self._progress = None
         self.progress_run.setFormat("Not started")
         self._update_actions()
@@ -406,9 +492,17 @@ class MainWindow(QMainWindow):
         if info is not None and self._progress is not None:
             self._progress.workers = session.num_workers
             self._progress.samples_per_epoch = session.strategy.samples_per_epoch(info.n_train)
-        if session.run_dir is not None:
+        if self.controller.attached:
+            self.label_run_dir.setText(session.describe())
+            self.log_pane.add_message("state", session.describe(), who="session")
+        elif session.run_dir is not None:
             self.label_run_dir.setText(str(session.run_dir))
             self.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")
+            parent = getattr(session, "parent", None)
+            if parent:
+                self.log_pane.add_message("state", f"fork of {parent['name']} at step {parent['step']}",
+                                          who="session")
+        self.runs_view.refresh()
 
     @Slot(list)
     def _on_records(self, records: list[dict[str, Any]]) -> None:
@@ -422,6 +516,8 @@ class MainWindow(QMainWindow):
         rate = self.plots.data.total_rate()
         if self.controller.state == "running" and math.isfinite(rate):
             self.label_throughput.setText(f"{rate:,.0f} samples/s")
+        if self.controller.attached and any(r.get("kind") == "state" for r in records):
+            self.label_run_dir.setText(self.controller.session.describe())
 
     def _update_progress(self) -> None:
         p = self._progress
@@ -458,14 +554,78 @@ class MainWindow(QMainWindow):
         self._update_progress()
         self._update_actions()
         run_dir = self.controller.run_dir
+        if summary:
+            self._show_winner(summary)
         if status != "failed" and run_dir is not None and not self._close_when_ended:
             self.evaluate_view.load_run(run_dir)  # eval.json, written at the end of the run
+        self.runs_view.refresh()
         if self._close_when_ended:
             QTimer.singleShot(0, self.close)
+            return
+        after, self._after_end = self._after_end, None
+        if after is not None:
+            after()
 
     def _show_error(self, message: str) -> None:
         self.banner.show_message(message, "error")
+        self.banner.setProperty("cause", "")
         self.log_pane.add_message("error", message)
+
+    def _show_input_error(self, message: str) -> None:
+        """An error in what the user typed or chose: it goes away once they change it."""
+        self._show_error(message)
+        self.banner.setProperty("cause", "input")
+
+    def _on_panel_changed(self) -> None:
+        if self.banner.isVisible() and self.banner.property("cause") == "input":
+            self.banner.hide()
+        self._update_actions()
+
+    # -- what the workers are: labels, shared or separate models, a sweep's winner ----------
+    def _apply_run_shape(self, cfg: Config, summary: dict[str, Any] | None = None) -> None:
+        from core.strategies import get_strategy
+
+        strategy = get_strategy(cfg)
+        n = strategy.num_workers
+        separate = strategy.num_models > 1
+        sweep = {w: strategy.worker_lr(w) for w in range(n)} if separate and cfg.parallel.sweep_lr else None
+        self.plots.set_run_shape({w: strategy.worker_label(w) for w in range(n)}, separate, sweep)
+        self.label_winner.setText("")
+        self.evaluate_view.set_context("")
+        if summary:
+            self._show_winner(summary, announce=False)
+
+    def _show_winner(self, summary: dict[str, Any], announce: bool = True) -> None:
+        """Name a sweep's best setting in the status bar, the log and the Evaluate tab; draw it bolder."""
+        best = summary.get("best_worker")
+        sweep = summary.get("sweep")
+        if not isinstance(best, int) or not isinstance(sweep, list) or len(sweep) < 2:
+            return
+        entry = next((e for e in sweep if e.get("worker") == best), {})
+        label = entry.get("label") or self.plots.data.label(best)
+        acc = entry.get("val_accuracy")
+        text = f"best: {label}" + (f" (val accuracy {acc:.4f})" if isinstance(acc, (int, float)) else "")
+        self.label_winner.setText(text)
+        self.plots.set_winner(best)
+        self.evaluate_view.set_context(f"Sweep winner {label}: the evaluation below is of its model.")
+        if announce:
+            self.log_pane.add_message("state", f"sweep {text}", who="session")
+
+    def _active_runs(self) -> set[Path]:
+        run_dir = self.controller.run_dir
+        return {Path(run_dir)} if run_dir is not None and self.controller.active else set()
+
+    # -- runs and comparison ---------------------------------------------------------------
+    def _on_show_runs(self) -> None:
+        self.tabs.setCurrentWidget(self.runs_view)
+
+    def _on_compare(self) -> None:
+        runs = self.runs_view.selected_runs()
+        if len(runs) < 2:
+            self._show_error("select two or more runs in Runs to compare them")
+            return
+        self.compare_view.compare(runs)
+        self.tabs.setCurrentWidget(self.compare_view)
 
     # -- config files ----------------------------------------------------------
     def open_config(self, path: str | Path) -> bool:
@@ -531,6 +691,7 @@ class MainWindow(QMainWindow):
             self.settings.runs_dir = path
             self._runs_dir_override = None
             self.log_pane.add_message("state", f"new runs go to {path}")
+            self.runs_view.set_runs_dir(self.runs_dir)
 
     # -- past runs -------------------------------------------------------------
     def _on_fill_recent(self) -> None:
@@ -551,22 +712,52 @@ class MainWindow(QMainWindow):
             self.open_run(path)
 
     def open_run(self, run_dir: str | Path) -> None:
-        """Show a past run's curves from its metrics.jsonl (read off the GUI thread)."""
-        if self.controller.active:
+        """Show a run: a live one of another process is followed (attached), any other as history.
+
+        Its curves (a fork's drawn on from its parent's), its settings (read-only in the panel until
+        "Use these settings") and its evaluation. Files are read off the GUI thread.
+        """
+        if self.controller.active or self._preparing:
             return
         run_dir = Path(run_dir)
         if not (run_dir / "metrics.jsonl").is_file():
             self._show_error(f"{run_dir} has no metrics.jsonl: not a run folder")
             return
+        from core.control import active_run_pid
+
+        if active_run_pid(run_dir) is not None:
+            self.attach_run(run_dir)
+            return
         self.label_state.setText("Loading run…")
-        self._calls.call(lambda: (list(read_metrics(run_dir / "metrics.jsonl")), read_summary(run_dir)),
-                         lambda result: self._on_run_loaded(run_dir, *result),
+        self._calls.call(lambda: _read_run(run_dir), lambda result: self._on_run_loaded(run_dir, *result),
                          lambda exc: self._show_error(f"could not read {run_dir}: {exc}"), name="read-run")
 
-    def _on_run_loaded(self, run_dir: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None) -> None:
+    def attach_run(self, run_dir: Path) -> None:
+        """Follow the live run another process runs in ``run_dir``: curves grow, Pause/Resume/Stop steer it."""
+        try:
+            cfg = load_config(run_dir / "config.toml")
+        except ConfigError as exc:
+            self._show_error(str(exc))
+            return
+        self.banner.hide()
+        self.viewing_run = None
+        self.plots.reset()
+        self._apply_run_shape(cfg)
+        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self.tabs.setCurrentWidget(self.plots)
+        self.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
+        self.controller.attach(run_dir)
+
+    def _on_run_loaded(self, run_dir: Path, records: list[dict[str, Any]], summary: dict[str, Any] | None,
+                       cfg: Config | None) -> None:
+        if self.controller.active:
+            return  # a run started meanwhile: it owns the plots
         self.viewing_run = run_dir
+        self._viewing_summary = summary
         self.banner.hide()
         self.plots.reset()
+        if cfg is not None:
+            self._apply_run_shape(cfg, summary)
         self.plots.add_records(records)
         self.plots.flush()
         self.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
@@ -578,6 +769,8 @@ class MainWindow(QMainWindow):
         self._progress = None
         self.progress_run.setValue(PROGRESS_STEPS if status == "finished" else 0)
         self.progress_run.setFormat(f"{status or 'no summary'} · {epochs} epoch(s)")
+        if cfg is not None:
+            self.panel.show_run_config(cfg, run_dir.name)
         self._update_actions()
         if (run_dir / "checkpoints" / "last.pt").is_file():
             self.evaluate_view.load_run(run_dir)
@@ -615,24 +808,116 @@ class MainWindow(QMainWindow):
 
     def _on_continue_run(self) -> None:
         run_dir = self._continuable_run()
-        if run_dir is None or self.controller.active:
+        if run_dir is None or self.controller.active or self._preparing:
             return
         summary = read_summary(run_dir) or {}
         wanted = self.panel.spin_epochs.value()
         epochs = wanted if wanted > summary.get("epochs_done", 0) else None
+        self._preparing = True  # nothing else starts while the history is read
+        self._update_actions()
+        self._calls.call(lambda: _read_run(run_dir), lambda result: self._continue_with_history(run_dir, epochs, *result),
+                         lambda exc: self._continue_with_history(run_dir, epochs, [], None, None), name="read-run")
+
+    def _continue_with_history(self, run_dir: Path, epochs: int | None, records: list[dict[str, Any]],
+                               _summary: Any, cfg: Config | None) -> None:
+        """The earlier curves stay; the continued run's go on from them, with a marker where it resumed."""
+        self._preparing = False
         self.banner.hide()
         self.viewing_run = None
-        self.plots.reset(t0=time.time())
+        if cfg is None:
+            cfg = self.panel.config()
+        if epochs is not None:
+            cfg = cfg.replace("train", epochs=epochs)
+        if self.panel.mode == "view":
+            self.panel.use_shown_config()
+        self.panel.set_config(cfg)
+        self.plots.reset()
+        self._apply_run_shape(cfg)
+        self.plots.add_records(records)
+        self.plots.flush()
         self.tabs.setCurrentWidget(self.plots)
-        try:
-            cfg = load_config(run_dir / "config.toml")
-            self.panel.set_config(cfg if epochs is None else cfg.replace("train", epochs=epochs))
-            cfg = self.panel.config()
-        except ConfigError:
-            cfg = self.panel.config()
         self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self._progress.resume_from(records)  # counts from where the run stopped, not from zero
+        self._update_progress()
         self.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
         self.controller.continue_run(run_dir, epochs)
+
+    # -- fork ------------------------------------------------------------------
+    def _fork_source(self) -> Path | None:
+        """The run Fork branches from: a paused run of ours, or the run on screen with a checkpoint."""
+        if self.controller.active:
+            if self.controller.state == "paused" and not self.controller.attached:
+                return self.controller.run_dir
+            return None
+        selected = self.runs_view.selected_runs() if self.tabs.currentWidget() is self.runs_view else []
+        run_dir = selected[0] if len(selected) == 1 else (self.viewing_run or self.controller.run_dir)
+        if run_dir is None or not (Path(run_dir) / "checkpoints" / "last.pt").is_file():
+            return None
+        return Path(run_dir)
+
+    def fork_changes(self, source_cfg: Config) -> dict[str, Any]:
+        """The optim.* and train.* values shown in the panel that differ from the source run's."""
+        shown = to_dict(self.panel.config())
+        base = to_dict(source_cfg)
+        return {f"{section}.{key}": value for section in ("optim", "train")
+                for key, value in shown[section].items() if base[section].get(key) != value}
+
+    def _on_fork(self) -> None:
+        run_dir = self._fork_source()
+        if run_dir is None:
+            return
+        try:
+            source_cfg = self.controller.session.config if self.controller.active else \
+                load_config(run_dir / "config.toml")
+            changes = self.fork_changes(source_cfg)
+        except ConfigError as exc:
+            self.panel.show_error(str(exc))
+            self._show_input_error(str(exc))
+            return
+        if self.controller.active:
+            # One active run per runs folder: the paused run stops first (its checkpoint is the pause point).
+            self.log_pane.add_message("state", f"stopping {run_dir.name} to fork it", who="session")
+            self._after_end = lambda: self._start_fork(run_dir, changes)
+            self.controller.stop()
+            self._update_actions()
+            return
+        self._start_fork(run_dir, changes)
+
+    def _start_fork(self, run_dir: Path, changes: dict[str, Any]) -> None:
+        self._preparing = True
+        self._update_actions()
+        self._calls.call(lambda: _read_run(run_dir), lambda result: self._fork_with_history(run_dir, changes, *result),
+                         lambda exc: self._fork_with_history(run_dir, changes, [], None, None), name="read-run")
+
+    def _fork_with_history(self, run_dir: Path, changes: dict[str, Any], records: list[dict[str, Any]],
+                           _summary: Any, cfg: Config | None) -> None:
+        """The parent's curves first, the fork's branching from them."""
+        self._preparing = False
+        self.banner.hide()
+        self.viewing_run = None
+        if self.panel.mode == "view":
+            self.panel.use_shown_config()
+        if cfg is not None:
+            from core.workers import apply_changes
+
+            try:
+                self.panel.set_config(apply_changes(cfg, changes))
+            except ConfigError:
+                pass
+            self.plots.reset()
+            self._apply_run_shape(cfg)
+        else:
+            self.plots.reset()
+        self.plots.add_records([r for r in records if r.get("kind") in ("step", "eval", "config")])
+        self.plots.data.next_start = (f"fork of {run_dir.name}", "fork")
+        self.plots.flush()
+        self.tabs.setCurrentWidget(self.plots)
+        epochs = self.panel.spin_epochs.value()
+        self._progress = ProgressTracker(epochs, cfg.parallel.workers if cfg else 1)
+        self._progress.resume_from(records)
+        text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"
+        self.log_pane.add_message("state", f"forking {run_dir.name} with {text}", who="session")
+        self.controller.fork(run_dir, changes)
 
     # -- find fastest ----------------------------------------------------------
     def _on_find_fastest(self) -> None:
@@ -648,6 +933,12 @@ class MainWindow(QMainWindow):
         self._advisor_cancel = False
         self._update_actions()
         n = len(candidates(cores()))
+        self._advisor_done, self._advisor_total = 0, n
+        self.progress_advisor.setRange(0, n)
+        self.progress_advisor.setValue(0)
+        self.progress_advisor.show()
+        self.button_cancel_advisor.setEnabled(True)
+        self.button_cancel_advisor.show()
         self.label_state.setText("Finding the fastest setting…")
         self.log_pane.add_message("state", f"find fastest: {n} probes of {ADVISOR_SECONDS:g} s on this config",
                                   who="advisor")
@@ -660,22 +951,40 @@ class MainWindow(QMainWindow):
     @Slot(str)
     def _on_advisor_line(self, text: str) -> None:
         self.log_pane.add_message("state", text, who="advisor")
+        self._advisor_done += 1  # one line per probe
+        self.progress_advisor.setValue(min(self._advisor_done, self._advisor_total))
+
+    def cancel_find_fastest(self) -> None:
+        """Stop probing: the running probe ends at once and no suggestion is offered."""
+        if self.advising:
+            self._advisor_cancel = True
+            self.button_cancel_advisor.setEnabled(False)
+            self.label_state.setText("Cancelling…")
+
+    def _end_advising(self) -> None:
+        self.advising = False
+        self.progress_advisor.hide()
+        self.button_cancel_advisor.hide()
 
     def _on_advice(self, result: dict[str, Any]) -> None:
-        self.advising = False
+        self._end_advising()
         self.label_state.setText(STATE_TEXT.get(self.controller.state, ""))
         self._update_actions()
         best = result.get("suggestion")
         if result.get("cancelled") or best is None:
-            self.log_pane.add_message("state", "find fastest: no suggestion", who="advisor")
+            self.log_pane.add_message("state", "find fastest: cancelled" if result.get("cancelled")
+                                      else "find fastest: no suggestion", who="advisor")
             return
         text = f"{best['strategy']} with {best['workers']} worker(s): {best['samples_per_s']:,.0f} samples/s"
-        self.log_pane.add_message("state", f"find fastest suggests {text}", who="advisor")
-        if self.ask_use_advice(result):
+        current = self.panel.config().parallel
+        result["is_current"] = (current.strategy, current.workers) == (best["strategy"], best["workers"])
+        self.log_pane.add_message("state", f"find fastest suggests {text}"
+                                  + (": that is the current setting" if result["is_current"] else ""), who="advisor")
+        if self.ask_use_advice(result) and not result["is_current"]:
             self.apply_advice(result)
 
     def _on_advice_failed(self, exc: BaseException) -> None:
-        self.advising = False
+        self._end_advising()
         self._update_actions()
         self._show_error(f"find fastest failed: {' '.join(str(exc).splitlines())}")
 
@@ -683,14 +992,20 @@ class MainWindow(QMainWindow):
         """Show the probes and ask whether to use the suggestion (tests monkeypatch this)."""
         rows = "".join(
             f"<tr><td>{p['strategy']} ×{p['workers']}</td><td align=right>{p['samples_per_s']:,.0f}</td>"
-            f"<td align=right>{'' if p['best_accuracy'] is None else format(p['best_accuracy'], '.3f')}</td></tr>"
-            for p in result["probes"])
+            f"<td align=right>{'no epoch in the probe' if p['best_accuracy'] is None else format(p['best_accuracy'], '.3f')}"
+            f"</td></tr>" for p in result["probes"])
         best = result["suggestion"]
         box = QMessageBox(self)
         box.setWindowTitle("Fastest setting")
         box.setTextFormat(Qt.TextFormat.RichText)
-        box.setText(f"<table cellspacing=6><tr><th>strategy</th><th>samples/s</th><th>val acc</th></tr>{rows}</table>"
-                    f"<p>Use <b>{best['strategy']}</b> with <b>{best['workers']}</b> worker(s)?</p>")
+        table = f"<table cellspacing=6><tr><th>strategy</th><th>samples/s</th><th>val acc</th></tr>{rows}</table>"
+        if result.get("is_current"):
+            box.setText(f"{table}<p><b>{best['strategy']}</b> with <b>{best['workers']}</b> worker(s) is fastest: "
+                        "that is already your setting.</p>")
+            box.setStandardButtons(QMessageBox.StandardButton.Ok)
+            box.exec()
+            return False
+        box.setText(f"{table}<p>Use <b>{best['strategy']}</b> with <b>{best['workers']}</b> worker(s)?</p>")
         box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No)
         return box.exec() == QMessageBox.StandardButton.Yes
 
@@ -711,7 +1026,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         self._advisor_cancel = True  # a probe in progress stops at once
-        if self.controller.active:
+        if self.controller.active and not self.controller.attached:  # an attached run goes on without us
             if not self._close_when_ended:
                 if self.ask_before_close and not self.confirm_stop_on_close():
                     event.ignore()
@@ -725,6 +1040,8 @@ class MainWindow(QMainWindow):
             return
         self._save_settings()
         self.panel.shutdown()
+        self.runs_view.wait(5.0)
+        self.compare_view.wait(5.0)
         self.evaluate_view.wait(5.0)
         self.predict_view.wait(5.0)
         self._calls.forget_all()
@@ -732,3 +1049,45 @@ class MainWindow(QMainWindow):
         self.controller.shutdown()
         self._gc.stop()
         event.accept()
+
+
+def _read_run(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, Config | None]:
+    """A run's records (a fork's preceded by its parent's up to the branch), summary and config.
+
+    Background thread.
+    """
+    records = list(read_metrics(run_dir / "metrics.jsonl")) if (run_dir / "metrics.jsonl").is_file() else []
+    summary = read_summary(run_dir)
+    try:
+        cfg: Config | None = load_config(run_dir / "config.toml")
+    except (ConfigError, OSError):
+        cfg = None
+    parent = (summary or {}).get("parent")
+    if isinstance(parent, dict) and parent.get("run"):
+        records = _parent_records(Path(parent["run"]), records) + records
+    return records, summary, cfg
+
+
+def _parent_records(parent_dir: Path, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parent's step and eval records up to where the fork branched (each worker's first step)."""
+    path = parent_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    first_step: dict[int, float] = {}
+    first_epoch = min((r.get("epoch", 1) for r in records if r.get("kind") == "eval"), default=10**9)
+    for r in records:
+        if r.get("kind") == "step":
+            first_step.setdefault(int(r.get("worker") or 0), float(r.get("step", 0)))
+    t_end = min((r["t"] for r in records if isinstance(r.get("t"), (int, float))), default=float("inf"))
+    out = []
+    for r in read_metrics(path):
+        kind = r.get("kind")
+        if not isinstance(r.get("t"), (int, float)) or r["t"] > t_end:
+            continue
+        if kind == "step" and float(r.get("step", 0)) < first_step.get(int(r.get("worker") or 0), float("inf")):
+            out.append(r)
+        elif kind == "eval" and r.get("epoch", 0) < first_epoch:
+            out.append(r)
+        elif kind == "config":
+            out.append(r)
+    return out

@@ -45,6 +45,19 @@ def _continue_session_factory(run_dir: str, epochs: int | None) -> tuple[Any, An
     return Session.from_run(run_dir, epochs=epochs, pause_on_divergence=True), RecordBuffer()
 
 
+def _fork_session_factory(run_dir: str, changes: dict[str, Any], runs_dir: str | None) -> tuple[Any, Any]:
+    from core.session import RecordBuffer, Session
+
+    return Session.fork(run_dir, changes=changes, runs_dir=runs_dir, pause_on_divergence=True), RecordBuffer()
+
+
+def _attach_session_factory(run_dir: str) -> tuple[Any, Any]:
+    from app.attached_run import AttachedSession
+    from core.session import RecordBuffer
+
+    return AttachedSession(run_dir), RecordBuffer()
+
+
 class RunController(QObject):
     """Start, pause, resume and stop one Session at a time; report by signal.
 
@@ -84,6 +97,11 @@ class RunController(QObject):
         return self.state in END_STATES and not self._calls.busy and self._reader is None
 
     @property
+    def attached(self) -> bool:
+        """The run is another process's, followed through its run directory."""
+        return bool(getattr(self.session, "attached", False))
+
+    @property
     def run_dir(self) -> Path | None:
         return getattr(self.session, "run_dir", None) if self.session is not None else None
 
@@ -106,6 +124,18 @@ class RunController(QObject):
         if self.active:
             raise RuntimeError("a run is already active")
         self._launch(lambda: _continue_session_factory(str(run_dir), epochs))
+
+    def fork(self, run_dir: str | Path, changes: dict[str, Any], runs_dir: str | Path | None = None) -> None:
+        """A new run from ``run_dir``'s last consistent checkpoint with ``changes`` (optim.*/train.* keys)."""
+        if self.active:
+            raise RuntimeError("a run is already active")
+        self._launch(lambda: _fork_session_factory(str(run_dir), changes, None if runs_dir is None else str(runs_dir)))
+
+    def attach(self, run_dir: str | Path) -> None:
+        """Follow the live run another process runs in ``run_dir``; steer it through its control file."""
+        if self.active:
+            raise RuntimeError("a run is already active")
+        self._launch(lambda: _attach_session_factory(str(run_dir)))
 
     def _launch(self, make: Callable[[], tuple[Any, Any]]) -> None:
         try:
@@ -130,8 +160,9 @@ class RunController(QObject):
     def pause(self) -> None:
         self._command(lambda s: s.pause())
 
-    def resume(self) -> None:
-        self._command(lambda s: s.resume())
+    def resume(self, changes: dict[str, Any] | None = None) -> None:
+        """Resume; ``changes`` (LIVE_KEYS) apply at the next batch. ConfigError: the run stays paused."""
+        self._command(lambda s: s.resume(changes) if changes else s.resume())
 
     def stop(self) -> None:
         """Stop without asking; returns at once, ``run_ended`` follows."""
@@ -149,6 +180,11 @@ class RunController(QObject):
     def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5.0) -> None:
         """Blocking last resort at exit: stop the run, join every thread. Not for the live GUI."""
         self._calls.forget_all()
+        if self.attached:  # another process's run: stop following it, never stop it
+            self.session.detach()
+            self._calls.wait_all(timeout_s)
+            self._stop_reader()
+            return
         if self.session is not None:
             self.session.request_stop(STOP_TIMEOUT_S)
         self._calls.wait_all(timeout_s)

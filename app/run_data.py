@@ -343,6 +343,13 @@ class ProgressTracker:
             while len(self._history) > 2 and t - self._history[0][0] > 30.0:
                 self._history.popleft()
 
+    def resume_from(self, records: Iterable[dict[str, Any]]) -> None:
+        """Count an earlier part of the run (a continued run's, a fork's parent's) without its ending."""
+        self.add(records)
+        self.done = False
+        self.paused = False
+        self._history.clear()  # the time between the parts says nothing about the speed
+
     def _on_step(self, rec: dict[str, Any]) -> None:
         w = int(rec.get("worker") or 0)
         epoch = int(rec.get("epoch", 1))

@@ -257,18 +257,35 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     if isinstance(data.val, ImageSplit):
         return []
     x = data.val.x.numpy()
+    mean, std = info.get("mean"), info.get("std")
+    if mean is not None and std is not None and x.ndim >= 2 and np.size(mean) in (1, x.shape[1]):
+        # back to the pixels the user gave, not standardised ones (per feature or per channel)
+        stats = (1, -1) + (1,) * (x.ndim - 2)
+        x = x * np.asarray(std, dtype=np.float32).reshape(stats) + np.asarray(mean, dtype=np.float32).reshape(stats)
+    lo, hi = _pixel_range(x)
     for it in items:
         if it["index"] < len(x):
-            out.append((_to_uint8(x[it["index"]].reshape(shape)), _caption(it)))
+            out.append((_to_uint8(x[it["index"]].reshape(shape), lo, hi), _caption(it)))
     return out
 
 
-def _to_uint8(img: np.ndarray) -> np.ndarray:
-    """(C, H, W) floats -> HxW or HxWx3 uint8, stretched to the image's own range."""
+def _pixel_range(x: np.ndarray) -> tuple[float, float]:
+    """The range pixels live in: 0-1 or 0-255 when the data fits one, else the data's own (one for all images)."""
+    lo, hi = float(x.min()), float(x.max())
+    if lo >= -1e-3 and hi <= 1.0 + 1e-3:
+        return 0.0, 1.0
+    if lo >= -1e-3 and hi <= 255.0 + 1e-3:
+        return 0.0, 255.0 if hi > 16.0 else hi  # digits are 0-16
+    return lo, hi
+
+
+def _to_uint8(img: np.ndarray, lo: float | None = None, hi: float | None = None) -> np.ndarray:
+    """(C, H, W) floats -> HxW or HxWx3 uint8 over [lo, hi] (default: the image's own range)."""
     import numpy as np
 
-    lo, hi = float(img.min()), float(img.max())
-    arr = ((img - lo) / (hi - lo or 1.0) * 255).astype(np.uint8)
+    lo = float(img.min()) if lo is None else lo
+    hi = float(img.max()) if hi is None else hi
+    arr = (np.clip((img - lo) / (hi - lo or 1.0), 0.0, 1.0) * 255).astype(np.uint8)
     return arr[0] if arr.shape[0] == 1 else np.ascontiguousarray(arr.transpose(1, 2, 0))
 
 

@@ -1,0 +1,182 @@
+"""Every run of a runs directory as a row: what ran, how it ended, the user's notes (no Qt: testable).
+
+``RunIndex.scan()`` reads each run's ``summary.json``, ``config.toml`` and
+``notes.json`` and, for the best validation accuracy, its ``metrics.jsonl``
+incrementally (a live run's log is read from where the last scan stopped).
+It is called off the GUI thread. Notes, tags and the display name live in
+the run directory (``notes.json``), so they travel with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import ConfigError, load_config, to_dict
+from core.runlog import MetricsTail, atomic_write_json, read_summary
+
+NOTES_FILE = "notes.json"
+TRASH_DIR = ".trash"
+_STAMP = re.compile(r"^(\d{8})-(\d{6})")
+
+
+@dataclass
+class RunRow:
+    path: Path
+    name: str                 # the display name (notes.json) or the folder's name
+    started: float            # unix time
+    status: str               # finished | stopped | failed | running | incomplete
+    dataset: str = ""
+    model: str = ""
+    strategy: str = ""
+    workers: int = 0
+    epochs_done: int = 0
+    epochs: int = 0
+    best_val_accuracy: float = math.nan
+    final_val_accuracy: float = math.nan
+    samples_per_s: float = math.nan
+    wall_s: float = math.nan
+    notes: str = ""
+    tags: list[str] = field(default_factory=list)
+    parent: str = ""          # the parent run's folder name, for a fork
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> str:
+        return self.path.name
+
+
+def read_notes(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((Path(run_dir) / NOTES_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_notes(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Update the run's notes.json (``notes``, ``tags``, ``name``); returns what it now holds."""
+    data = read_notes(run_dir)
+    data.update(fields)
+    if "tags" in data:
+        data["tags"] = sorted({str(t).strip() for t in data["tags"] if str(t).strip()})
+    atomic_write_json(Path(run_dir) / NOTES_FILE, data)
+    return data
+
+
+def parse_tags(text: str) -> list[str]:
+    return sorted({t.strip() for t in re.split(r"[,;]", text) if t.strip()})
+
+
+def trash_run(run_dir: Path) -> Path:
+    """Move a run into the runs directory's trash folder (not deleted: the user can take it back)."""
+    run_dir = Path(run_dir)
+    trash = run_dir.parent / TRASH_DIR
+    trash.mkdir(exist_ok=True)
+    target = trash / run_dir.name
+    n = 1
+    while target.exists():
+        target = trash / f"{run_dir.name}-{n}"
+        n += 1
+    shutil.move(str(run_dir), str(target))
+    return target
+
+
+def started_at(run_dir: Path) -> float:
+    m = _STAMP.match(run_dir.name)
+    if m:
+        try:
+            return time.mktime(time.strptime(m.group(1) + m.group(2), "%Y%m%d%H%M%S"))
+        except ValueError:
+            pass
+    try:
+        return (run_dir / "config.toml").stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+class _EvalTail:
+    """The best and latest validation accuracy of one run, read incrementally."""
+
+    def __init__(self, path: Path) -> None:
+        self.tail = MetricsTail(path)
+        self.best: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+
+    def update(self) -> None:
+        for rec in self.tail.read():
+            if rec.get("kind") == "eval" and isinstance(rec.get("val_accuracy"), (int, float)):
+                w = int(rec.get("worker") or 0)
+                acc = float(rec["val_accuracy"])
+                self.last[w] = acc
+                self.best[w] = max(acc, self.best.get(w, -math.inf))
+
+
+class RunIndex:
+    """Rows for the runs table; keeps per-run readers between scans so live logs are read incrementally."""
+
+    def __init__(self, runs_dir: Path | str) -> None:
+        self.runs_dir = Path(runs_dir)
+        self._tails: dict[Path, _EvalTail] = {}
+
+    def scan(self, active: set[Path] | None = None) -> list[RunRow]:
+        """Every run directory, newest first. ``active``: runs known to be live (else asked of the lock)."""
+        from core.control import active_run_pid
+
+        if not self.runs_dir.is_dir():
+            return []
+        rows = []
+        seen = set()
+        for d in sorted((p for p in self.runs_dir.iterdir() if p.is_dir() and (p / "config.toml").is_file()),
+                        key=lambda p: p.name, reverse=True):
+            seen.add(d)
+            live = (d in active) if active is not None else active_run_pid(d) is not None
+            rows.append(self.row(d, live or active_run_pid(d) is not None))
+        for gone in set(self._tails) - seen:
+            del self._tails[gone]
+        return rows
+
+    def row(self, d: Path, live: bool = False) -> RunRow:
+        summary = read_summary(d) or {}
+        notes = read_notes(d)
+        try:
+            cfg = load_config(d / "config.toml")
+            cfg_dict = to_dict(cfg)
+        except (ConfigError, OSError):
+            cfg, cfg_dict = None, {}
+        status = "running" if live else (summary.get("status") or "incomplete")
+        row = RunRow(path=d, name=str(notes.get("name") or d.name), started=started_at(d), status=status,
+                     notes=str(notes.get("notes") or ""), tags=list(notes.get("tags") or []), config=cfg_dict)
+        if cfg is not None:
+            row.dataset = str(summary.get("dataset") or cfg.data.source.split("/")[-1])
+            row.model = cfg.model.kind.split(":")[0] if cfg.model.kind.startswith("custom:") else cfg.model.kind
+            row.strategy = cfg.parallel.strategy
+            row.workers = int(summary.get("workers") or cfg.parallel.workers)
+            row.epochs = cfg.train.epochs
+        row.epochs_done = int(summary.get("epochs_done") or 0)
+        final = summary.get("final") or {}
+        if isinstance(final.get("val_accuracy"), (int, float)):
+            row.final_val_accuracy = float(final["val_accuracy"])
+        for key in ("samples_per_s", "wall_s"):
+            if isinstance(summary.get(key), (int, float)):
+                setattr(row, key, float(summary[key]))
+        parent = summary.get("parent")
+        if isinstance(parent, dict):
+            row.parent = str(parent.get("name") or "")
+        tail = self._tails.get(d)
+        if tail is None:
+            tail = self._tails[d] = _EvalTail(d / "metrics.jsonl")
+        tail.update()
+        if tail.best:
+            row.best_val_accuracy = max(tail.best.values())
+            if live or math.isnan(row.final_val_accuracy):
+                best_worker = summary.get("best_worker")
+                last = tail.last.get(best_worker) if isinstance(best_worker, int) else None
+                row.final_val_accuracy = last if last is not None else max(tail.last.values())
+        return row

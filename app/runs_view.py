@@ -1,0 +1,364 @@
+"""The Runs view: every run of the runs directory in a sortable, filterable table (``table_runs``).
+
+A model/view table: ``RunsTableModel`` holds ``RunRow``s, a
+``QSortFilterProxyModel`` sorts (by the raw values, not the text) and filters
+(any column). Name, tags and notes are edited in place and saved to the run's
+``notes.json``. The folder is scanned on a background thread, on demand and
+every few seconds while the view is visible, so a live run's row follows it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import (
+    QAbstractTableModel, QItemSelectionModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt,
+    QTimer, Signal,
+)
+from PySide6.QtGui import QAction, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QMessageBox, QTableView, QToolButton,
+    QVBoxLayout, QWidget,
+)
+
+from app.run_data import format_duration
+from app.run_index import RunIndex, RunRow, parse_tags, trash_run, write_notes
+from app.tasks import BackgroundCalls
+
+Index = QModelIndex | QPersistentModelIndex
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+REFRESH_MS = 3000
+
+# (header, RunRow attribute, editable)
+COLUMNS: list[tuple[str, str, bool]] = [
+    ("Name", "name", True), ("Started", "started", False), ("Status", "status", False),
+    ("Dataset", "dataset", False), ("Model", "model", False), ("Strategy", "strategy", False),
+    ("Workers", "workers", False), ("Epochs", "epochs_done", False), ("Best val acc", "best_val_accuracy", False),
+    ("Final val acc", "final_val_accuracy", False), ("Samples/s", "samples_per_s", False),
+    ("Wall time", "wall_s", False), ("Tags", "tags", True), ("Notes", "notes", True),
+]
+COL = {attr: i for i, (_h, attr, _e) in enumerate(COLUMNS)}
+
+
+def _display(row: RunRow, attr: str) -> str:
+    value = getattr(row, attr)
+    if attr == "started":
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(value)) if value else ""
+    if attr == "epochs_done":
+        return f"{row.epochs_done}/{row.epochs}" if row.epochs else str(row.epochs_done)
+    if attr in ("best_val_accuracy", "final_val_accuracy"):
+        return "" if math.isnan(value) else f"{value:.4f}"
+    if attr == "samples_per_s":
+        return "" if math.isnan(value) else f"{value:,.0f}"
+    if attr == "wall_s":
+        return "" if math.isnan(value) else format_duration(value)
+    if attr == "tags":
+        return ", ".join(value)
+    if attr == "name" and row.parent:
+        return f"{value}  (fork of {row.parent})"
+    return str(value)
+
+
+def _sort_key(row: RunRow, attr: str) -> Any:
+    value = getattr(row, attr)
+    if isinstance(value, float):
+        return -math.inf if math.isnan(value) else value
+    if isinstance(value, list):
+        return ", ".join(value).lower()
+    if isinstance(value, str):
+        return value.lower()
+    return value
+
+
+class RunsTableModel(QAbstractTableModel):
+    edited = Signal(object)  # the RunRow whose notes/tags/name changed
+    edit_failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[RunRow] = []
+
+    def set_rows(self, rows: list[RunRow]) -> None:
+        if [r.path for r in rows] == [r.path for r in self.rows]:
+            self.rows = rows  # same runs: update the cells in place (selection and scroll stay)
+            if rows:
+                self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(COLUMNS) - 1))
+            return
+        self.beginResetModel()
+        self.rows = rows
+        self.endResetModel()
+
+    def row_for(self, path: Path) -> int:
+        return next((i for i, r in enumerate(self.rows) if r.path == path), -1)
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt API
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section][0]
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        base = super().flags(index)
+        if index.isValid() and COLUMNS[index.column()][2]:
+            return base | Qt.ItemFlag.ItemIsEditable
+        return base
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row = self.rows[index.row()]
+        attr = COLUMNS[index.column()][1]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return _display(row, attr)
+        if role == Qt.ItemDataRole.EditRole:
+            return ", ".join(row.tags) if attr == "tags" else str(getattr(row, attr))
+        if role == SORT_ROLE:
+            return _sort_key(row, attr)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"{row.path}\n{row.notes}" if row.notes else str(row.path)
+        if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(getattr(row, attr), (int, float)) \
+                and attr not in ("started",):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.FontRole and attr == "status" and row.status == "running":
+            font = QFont()
+            font.setBold(True)
+            return font
+        return None
+
+    def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:  # noqa: N802
+        if role != Qt.ItemDataRole.EditRole or not index.isValid():
+            return False
+        row = self.rows[index.row()]
+        attr = COLUMNS[index.column()][1]
+        text = str(value)
+        try:
+            if attr == "tags":
+                saved = write_notes(row.path, tags=parse_tags(text))
+                row.tags = list(saved["tags"])
+            elif attr == "notes":
+                write_notes(row.path, notes=text)
+                row.notes = text
+            elif attr == "name":
+                name = text.strip() or row.path.name
+                write_notes(row.path, name=name)
+                row.name = name
+            else:
+                return False
+        except OSError as exc:
+            self.edit_failed.emit(f"could not save the notes of {row.path.name}: {exc.strerror or exc}")
+            return False
+        self.dataChanged.emit(index, index)
+        self.edited.emit(row)
+        return True
+
+
+class RunsFilter(QSortFilterProxyModel):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSortRole(SORT_ROLE)
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setFilterKeyColumn(-1)  # any column
+
+
+class RunsView(QWidget):
+    """The runs table with a filter box and the actions that work on the selected runs."""
+
+    open_requested = Signal(object)      # Path of the run to open
+    error = Signal(str)
+    selection_changed = Signal()
+
+    def __init__(self, actions: list[QAction] | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("runs_view")
+        self.index: RunIndex | None = None
+        self.active: Callable[[], set[Path]] = lambda: set()
+        self._calls = BackgroundCalls(self)
+        self._pending_refresh = False
+        self.model = RunsTableModel(self)
+        self.model.edit_failed.connect(self.error)
+        self.proxy = RunsFilter(self)
+        self.proxy.setSourceModel(self.model)
+
+        self.edit_filter = QLineEdit(objectName="edit_runs_filter")
+        self.edit_filter.setPlaceholderText("Filter runs (name, dataset, tag, status…)")
+        self.edit_filter.setClearButtonEnabled(True)
+        self.edit_filter.textChanged.connect(self.proxy.setFilterFixedString)
+        self.label_count = QLabel(objectName="label_runs_count")
+
+        self.table = QTableView(objectName="table_runs")
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(COL["started"], Qt.SortOrder.DescendingOrder)  # newest first
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
+                                   | QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().hide()
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self.table.doubleClicked.connect(self._on_double_clicked)
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self.selection_changed.emit())
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._on_context_menu)
+
+        self.action_open = QAction("Open", self, objectName="action_runs_open")
+        self.action_open.setToolTip("Show the selected run: its curves, settings and evaluation")
+        self.action_open.triggered.connect(self._on_open)
+        self.action_rename = QAction("Rename…", self, objectName="action_runs_rename")
+        self.action_rename.triggered.connect(self._on_rename)
+        self.action_delete = QAction("Delete…", self, objectName="action_runs_delete")
+        self.action_delete.setToolTip("Move the selected runs to the trash folder of the runs directory")
+        self.action_delete.triggered.connect(self._on_delete)
+        self.action_refresh = QAction("Refresh", self, objectName="action_runs_refresh")
+        self.action_refresh.triggered.connect(self.refresh)
+        self.extra_actions = list(actions or [])
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(self.edit_filter, 1)
+        for action in [self.action_open, *self.extra_actions, self.action_rename, self.action_delete,
+                       self.action_refresh]:
+            button = QToolButton()
+            button.setDefaultAction(action)
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+            bar.addWidget(button)
+        bar.addWidget(self.label_count)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(bar)
+        layout.addWidget(self.table, 1)
+
+        self._timer = QTimer(self, interval=REFRESH_MS)
+        self._timer.timeout.connect(self._on_timer)
+        self.selection_changed.connect(self._update_actions)
+        self._update_actions()
+
+    # -- the folder ------------------------------------------------------------------------
+    def set_runs_dir(self, runs_dir: Path | str) -> None:
+        if self.index is None or self.index.runs_dir != Path(runs_dir):
+            self.index = RunIndex(runs_dir)
+            self.model.set_rows([])
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Scan the runs directory again (background thread); the table follows."""
+        if self.index is None:
+            return
+        if self._calls.running("scan-runs"):
+            self._pending_refresh = True
+            return
+        index, active = self.index, self.active()
+        self._calls.call(lambda: index.scan(active), lambda rows: self._on_scanned(index, rows),
+                         lambda exc: self.error.emit(f"could not read the runs folder: {exc}"), name="scan-runs")
+
+    def _on_scanned(self, index: RunIndex, rows: list[RunRow]) -> None:
+        if index is not self.index:
+            return  # the folder changed meanwhile
+        selected = set(self.selected_runs())
+        self.model.set_rows(rows)
+        self.select_runs([p for p in selected if self.model.row_for(p) >= 0], clear=True)
+        self.label_count.setText(f"{len(rows)} run(s)")
+        if self._pending_refresh:
+            self._pending_refresh = False
+            self.refresh()
+
+    def _on_timer(self) -> None:
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        self.refresh()
+        self._timer.start()
+
+    def hideEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        self._timer.stop()
+        super().hideEvent(event)
+
+    @property
+    def busy(self) -> bool:
+        return self._calls.busy
+
+    def wait(self, timeout_s: float = 10.0) -> bool:
+        self._timer.stop()
+        self._calls.forget_all()
+        return self._calls.wait_all(timeout_s)
+
+    # -- selection ---------------------------------------------------------------------------
+    def selected_runs(self) -> list[Path]:
+        rows = sorted({self.proxy.mapToSource(i).row() for i in self.table.selectionModel().selectedRows()})
+        return [self.model.rows[r].path for r in rows if 0 <= r < len(self.model.rows)]
+
+    def select_runs(self, paths: list[Path], clear: bool = True) -> None:
+        sm = self.table.selectionModel()
+        if clear:
+            sm.clearSelection()
+        flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+        for p in paths:
+            r = self.model.row_for(Path(p))
+            if r >= 0:
+                sm.select(self.proxy.mapFromSource(self.model.index(r, 0)), flags)
+
+    def _update_actions(self) -> None:
+        n = len(self.selected_runs())
+        self.action_open.setEnabled(n == 1)
+        self.action_rename.setEnabled(n == 1)
+        self.action_delete.setEnabled(n >= 1 and not any(self._is_live(p) for p in self.selected_runs()))
+
+    def _is_live(self, path: Path) -> bool:
+        r = self.model.row_for(path)
+        return r >= 0 and self.model.rows[r].status == "running"
+
+    # -- actions -----------------------------------------------------------------------------
+    def _on_double_clicked(self, index: QModelIndex) -> None:
+        if not COLUMNS[index.column()][2]:  # editable cells edit; the others open the run
+            self.open_requested.emit(self.model.rows[self.proxy.mapToSource(index).row()].path)
+
+    def _on_open(self) -> None:
+        runs = self.selected_runs()
+        if len(runs) == 1:
+            self.open_requested.emit(runs[0])
+
+    def _on_rename(self) -> None:
+        runs = self.selected_runs()
+        if len(runs) != 1:
+            return
+        r = self.model.row_for(runs[0])
+        self.table.edit(self.proxy.mapFromSource(self.model.index(r, COL["name"])))
+
+    def confirm_delete(self, runs: list[Path]) -> bool:
+        """Ask before moving runs to the trash (tests monkeypatch this)."""
+        names = "\n".join(p.name for p in runs[:10]) + ("\n…" if len(runs) > 10 else "")
+        answer = QMessageBox.question(self, "Delete runs?",
+                                      f"Move {len(runs)} run(s) to {runs[0].parent / '.trash'}?\n\n{names}",
+                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _on_delete(self) -> None:
+        runs = [p for p in self.selected_runs() if not self._is_live(p)]
+        if not runs or not self.confirm_delete(runs):
+            return
+        for path in runs:
+            try:
+                trash_run(path)
+            except OSError as exc:
+                self.error.emit(f"could not move {path.name} to the trash: {exc}")
+        self.refresh()
+
+    def _on_context_menu(self, pos: Any) -> None:
+        menu = QMenu(self)
+        for action in [self.action_open, *self.extra_actions, self.action_rename, self.action_delete]:
+            menu.addAction(action)
+        menu.popup(self.table.viewport().mapToGlobal(pos))
