@@ -6,6 +6,7 @@ import argparse
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from PySide6.QtCore import QTimer
@@ -40,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from app.main_window import MainWindow  # after QApplication: pyqtgraph reads it on import
 
+    if args.runs_dir:  # remembered: the next start without --runs-dir uses it too
+        from app.settings import AppSettings
+
+        AppSettings().runs_dir = str(Path(args.runs_dir).expanduser())
     window = MainWindow(runs_dir=args.runs_dir)
     if args.theme:
         window.action_dark.setChecked(args.theme == "dark")

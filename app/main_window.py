@@ -94,6 +94,7 @@ class MainWindow(QMainWindow):
         self.plots.view_changed.connect(self._on_view_changed)  # after restoring, or it overwrites them
         self.panel.spin_epochs.valueChanged.connect(lambda _v: self._update_actions())
         self._apply_theme(self._theme.name)
+        self.runs_view.set_runs_dir(self.runs_dir)
         self._update_actions()
 
     # -- construction ----------------------------------------------------------
