@@ -434,13 +434,13 @@ class MainWindow(QMainWindow):
                 changes = self.panel.live_changes(session.config)
             except ConfigError as exc:
                 self.panel.show_error(str(exc))
-                self._show_error(str(exc))
+                self._show_input_error(str(exc))
                 return
         try:
             self.controller.resume(changes)
         except ConfigError as exc:  # the run stays paused
             self.panel.show_error(str(exc))
-            self._show_error(str(exc))
+            self._show_input_error(str(exc))
             return
         if changes:
             text = ", ".join(f"{k} = {v}" for k, v in changes.items())
