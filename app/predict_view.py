@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
-    QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QTableView, QVBoxLayout,
-    QWidget,
+    QAbstractItemView, QApplication, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+    QPushButton, QSpinBox, QSplitter, QTableView, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
 from app.export_dialog import error_text
@@ -25,6 +26,7 @@ from app.tasks import BackgroundCalls
 
 MODEL_FILTER = "Exported models (*.safetensors *.pt2 *.onnx *.pt model.json)"
 INPUT_FILTER = "Features (*.csv *.npz)"
+# A labelled input (a CSV "label"/"target" column, an NPZ "y", class folders) is scored as a test set.
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -101,6 +103,17 @@ class PredictView(QWidget):
         self.model_predictions = PredictionsModel(self)
         self.table = QTableView(objectName="table_predictions")
         self.table.setModel(self.model_predictions)
+        self.label_test = QLabel(objectName="label_test_metrics")
+        self.label_test.setWordWrap(True)
+        self.table_test_confusion = QTableWidget(objectName="table_test_confusion")
+        self.table_test_confusion.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table_test_confusion.setToolTip("rows: true class, columns: predicted class")
+        self.table_test_per_class = QTableWidget(0, 5, objectName="table_test_per_class")
+        self.table_test_per_class.setHorizontalHeaderLabels(["class", "precision", "recall", "F1", "support"])
+        self.table_test_per_class.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table_test_per_class.verticalHeader().setVisible(False)
+        self.test_panel = QWidget(objectName="test_panel")
+        self.evaluation: dict[str, Any] | None = None
         self._layout()
 
         self.button_model.clicked.connect(self._on_browse_model)
@@ -125,10 +138,21 @@ class PredictView(QWidget):
         actions.addWidget(self.button_predict)
         actions.addWidget(self.button_save)
         actions.addWidget(self.label_status, 1)
+        test = QVBoxLayout(self.test_panel)
+        test.setContentsMargins(0, 0, 0, 0)
+        test.addWidget(self.label_test)
+        tables = QSplitter(Qt.Orientation.Horizontal)
+        tables.addWidget(self.table_test_confusion)
+        tables.addWidget(self.table_test_per_class)
+        test.addWidget(tables, 1)
+        self.test_panel.hide()
+        body = QSplitter(Qt.Orientation.Vertical)
+        body.addWidget(self.table)
+        body.addWidget(self.test_panel)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addLayout(actions)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(body, 1)
 
     # -- inputs -------------------------------------------------------------------------------
     def set_model(self, path: Path | str) -> None:
@@ -158,7 +182,7 @@ class PredictView(QWidget):
         return self._calls.busy
 
     def run(self) -> None:
-        """Predict on a background thread."""
+        """Predict on a background thread (a labelled input is also scored as a test set)."""
         if self.busy:
             return
         model, inp = self.edit_model.text().strip(), self.edit_input.text().strip()
@@ -182,9 +206,58 @@ class PredictView(QWidget):
         self.label_status.setText(f"{len(result.ids):,} rows predicted with {result.model_path.name} in "
                                   f"{result.seconds:.2f} s ({rate:,.0f} rows/s)")
         self.button_save.setEnabled(True)
+        self.show_test_evaluation(result.evaluation() if hasattr(result, "evaluation") else None)
         self.predicted.emit(result)
 
+    def show_test_evaluation(self, ev: dict[str, Any] | None) -> None:
+        """Accuracy, per-class metrics and the confusion matrix of a labelled input; hidden otherwise."""
+        from app.evaluate_view import heat_color
+
+        self.evaluation = ev
+        self.test_panel.setVisible(ev is not None)
+        if ev is None:
+            return
+        macro = sum(c["f1"] for c in ev["per_class"]) / max(1, len(ev["per_class"]))
+        self.label_test.setText(f"Test set: accuracy {ev['accuracy']:.2%} on {ev['n']:,} labelled samples · "
+                                f"macro F1 {macro:.3f}")
+        classes = [c["class"] for c in ev["per_class"]]
+        t = self.table_test_confusion
+        t.clear()
+        t.setRowCount(len(classes))
+        t.setColumnCount(len(classes))
+        t.setHorizontalHeaderLabels([f"→ {c}" for c in classes])
+        t.setVerticalHeaderLabels(classes)
+        palette = QApplication.palette()
+        base, hot = palette.base().color(), palette.highlight().color()
+        for i, row in enumerate(ev["confusion"]):
+            total = sum(row) or 1
+            for j, count in enumerate(row):
+                item = QTableWidgetItem(str(count))
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                item.setBackground(QBrush(heat_color(count / total, base, hot)))
+                item.setForeground(QBrush(QColor("#ffffff") if count / total > 0.5 else palette.text().color()))
+                t.setItem(i, j, item)
+        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        p = self.table_test_per_class
+        p.setRowCount(len(classes))
+        for i, c in enumerate(ev["per_class"]):
+            for j, value in enumerate([c["class"], c["precision"], c["recall"], c["f1"], c["support"]]):
+                item = QTableWidgetItem(f"{value:.4f}" if isinstance(value, float) else str(value))
+                if j:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                p.setItem(i, j, item)
+        p.resizeColumnsToContents()
+
     def _on_error(self, exc: BaseException) -> None:
+        self._set_busy(False)
+        # an old result next to a new error would read as the answer to this input
+        self.result = None
+        self.model_predictions.set_result(None)
+        self.show_test_evaluation(None)
+        self.button_save.setEnabled(False)
+        self._fail(error_text(exc))
+
+    def _on_save_error(self, exc: BaseException) -> None:
         self._set_busy(False)
         self._fail(error_text(exc))
 
@@ -209,7 +282,7 @@ class PredictView(QWidget):
             return
         result = self.result
         self._set_busy(True)
-        self._calls.call(lambda: result.save(Path(path)), lambda _r: self._on_saved(Path(path)), self._on_error,
+        self._calls.call(lambda: result.save(Path(path)), lambda _r: self._on_saved(Path(path)), self._on_save_error,
                          name="save-predictions")
 
     def _on_saved(self, path: Path) -> None:

@@ -389,6 +389,9 @@ class PredictInput:
     ids: list[str]
     x: np.ndarray | None = None
     paths: tuple[str, ...] = ()
+    labels: list[str] | None = None   # the true classes, when the input has them (a test set)
+    image_shape: tuple[int, ...] = ()  # decode images to this (C, H, W); empty: the model's input shape
+    pixel_scale: float = 1.0           # decoded pixels are [0, 1]; x 255 for a model trained on 0-255 arrays
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -431,6 +434,9 @@ def _where_in_csv(message: str, path: Path) -> str:
     return f"{what[:120]} at data row {row + 1}, column {col}{name}"
 
 
+LABEL_COLUMNS = ("label", "target", "class", "y")  # a CSV column with the true classes makes a test set
+
+
 def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
     """The model's feature columns, by name, from a CSV; an ``id`` column, if any, names the rows."""
     import numpy as np
@@ -455,7 +461,9 @@ def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
         ids = [str(v) for v in _loadtxt(path, [index["id"]], str)[:, 0]]
     else:
         ids = [str(i) for i in range(x.shape[0])]
-    return PredictInput(ids, x=x.reshape((x.shape[0], *meta["input"]["shape"])))
+    target = next((c for c in LABEL_COLUMNS if c in index and c not in features), None)
+    labels = [str(v) for v in _loadtxt(path, [index[target]], str)[:, 0]] if target else None
+    return PredictInput(ids, x=x.reshape((x.shape[0], *meta["input"]["shape"])), labels=labels)
 
 
 def _check_finite(x: np.ndarray, path: Path) -> None:
@@ -480,6 +488,8 @@ def read_npz_input(path: Path, meta: dict[str, Any]) -> PredictInput:
             x = np.asarray(npz[key])
             id_key = next((k for k in ("id", "ids") if k in npz.files), None)
             ids_arr = np.asarray(npz[id_key]) if id_key else None
+            y_key = next((k for k in ("y", "Y", "labels", "label") if k in npz.files), None)
+            y_arr = np.asarray(npz[y_key]) if y_key else None
     except DataError:
         raise
     except Exception as exc:  # numpy raises many types for a corrupt archive
@@ -494,7 +504,22 @@ def read_npz_input(path: Path, meta: dict[str, Any]) -> PredictInput:
         ids = [str(v) for v in ids_arr.tolist()]
     else:
         ids = [str(i) for i in range(x.shape[0])]
-    return PredictInput(ids, x=x)
+    labels = None
+    if y_arr is not None and y_arr.shape[:1] == x.shape[:1]:
+        labels = _class_labels(y_arr.reshape(-1).tolist(), [str(c) for c in meta.get("classes") or []])
+    return PredictInput(ids, x=x, labels=labels)
+
+
+def _class_labels(values: list[Any], classes: list[str]) -> list[str]:
+    """True labels as class names: integers index the classes unless they are class names themselves."""
+    names = set(classes)
+    out = []
+    for v in values:
+        text = str(int(v)) if isinstance(v, float) and float(v).is_integer() else str(v)
+        if text not in names and isinstance(v, (int, float)) and 0 <= int(v) < len(classes):
+            text = classes[int(v)]
+        out.append(text)
+    return out
 
 
 def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
@@ -502,7 +527,14 @@ def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
     from core.data import IMAGE_SUFFIXES
 
     shape = [int(s) for s in meta["input"]["shape"]]
-    if len(shape) != 3:
+    image_shape = [int(s) for s in meta["input"].get("image_shape") or []]
+    if len(shape) == 3:
+        image_shape = shape
+    elif _named_features(meta):
+        image_shape = []  # named features (digits' pixel_0_0...): a tabular model, whatever it pictures
+    elif len(image_shape) == 2:
+        image_shape = [1, *image_shape]
+    if len(image_shape) != 3 or math.prod(image_shape) != math.prod(shape):
         raise DataError(
             f"predict: {root} is an image folder but the model takes {math.prod(shape)} tabular features; "
             "give a CSV or NPZ"
@@ -510,7 +542,22 @@ def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
         raise DataError(f"predict: {root} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
-    return PredictInput([p.relative_to(root).as_posix() for p in files], paths=tuple(str(p) for p in files))
+    ids = [p.relative_to(root).as_posix() for p in files]
+    # A class-folder tree (root/<class>/image) is a labelled test set.
+    classes = {str(c) for c in meta.get("classes") or []}
+    tops = [i.split("/")[0] if "/" in i else None for i in ids]
+    labels = [str(t) for t in tops] if tops and all(t in classes for t in tops) else None
+    # A model trained on an array of 0-255 pixels (its mean says so) gets them as it learned them.
+    scale = 255.0 if max((abs(float(m)) for m in (meta.get("preprocessing") or {}).get("mean") or [0.0]),
+                         default=0.0) > 1.5 else 1.0
+    return PredictInput(ids, paths=tuple(str(p) for p in files), labels=labels,
+                        image_shape=tuple(image_shape), pixel_scale=scale)
+
+
+def _named_features(meta: dict[str, Any]) -> bool:
+    """Whether the training data named its features (an array's are only numbered f0, f1, ...)."""
+    names = [str(f) for f in meta["input"].get("features") or []]
+    return bool(names) and names != [f"f{i}" for i in range(len(names))]
 
 
 def read_input(path: Path, meta: dict[str, Any]) -> PredictInput:
@@ -537,7 +584,10 @@ def _batch(inp: PredictInput, x: Any, start: int, stop: int, shape: Sequence[int
     if inp.paths:
         from core.data import decode_image
 
-        return np.stack([decode_image(p, tuple(shape)) for p in inp.paths[start:stop]])
+        decoded = np.stack([decode_image(p, inp.image_shape or tuple(shape)) for p in inp.paths[start:stop]])
+        if inp.pixel_scale != 1.0:
+            decoded *= inp.pixel_scale
+        return decoded.reshape((len(decoded), *shape))
     return np.asarray(x[start:stop], dtype=np.float32)
 
 
@@ -595,10 +645,29 @@ class Predictions:
     model_path: Path
     workers: int
     seconds: float
+    labels: list[str] | None = None  # true classes of a labelled input (a test set)
 
     @property
     def predicted(self) -> list[str]:
         return [self.classes[k] for k in self.probs.argmax(axis=1).tolist()]
+
+    def evaluation(self) -> dict[str, Any] | None:
+        """Accuracy, per-class precision/recall/F1 and the confusion matrix against the true labels."""
+        if self.labels is None:
+            return None
+        from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+
+        predicted = self.predicted
+        classes = list(self.classes) + sorted(set(self.labels) - set(self.classes))
+        precision, recall, f1, support = precision_recall_fscore_support(
+            self.labels, predicted, labels=classes, zero_division=0)
+        return {
+            "n": len(self.labels),
+            "accuracy": float(accuracy_score(self.labels, predicted)),
+            "confusion": confusion_matrix(self.labels, predicted, labels=classes).tolist(),
+            "per_class": [{"class": c, "precision": float(p), "recall": float(r), "f1": float(f),
+                           "support": int(n)} for c, p, r, f, n in zip(classes, precision, recall, f1, support)],
+        }
 
     def csv_text(self) -> str:
         return csv_header(self.classes) + "".join(self.chunks)
@@ -650,7 +719,7 @@ def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: in
         _check_shape(inp, meta, Path(input_path))
         classes = [str(c) for c in meta["classes"]]
         probs, chunks, used = _predict_in_processes(model_path, inp, len(classes), workers, batch_rows)
-    return Predictions(inp.ids, classes, probs, chunks, model_path, used, time.perf_counter() - t0)
+    return Predictions(inp.ids, classes, probs, chunks, model_path, used, time.perf_counter() - t0, inp.labels)
 
 
 def _predict_here(model_path: Path, input_path: Path,
@@ -687,9 +756,9 @@ class ShardJob:
 
 def predict_worker(job: ShardJob, inp: PredictInput, x: Any, out: Any, results: Any) -> None:
     """Process entry point: predict rows start:stop into the shared ``out``; send the CSV text back."""
-    from core.launchers import local as launcher
+    from core.lifeline import die_with_parent
 
-    launcher.die_with_parent(job.parent_pid)
+    die_with_parent(job.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us cleanly
     try:
         predictor = load_predictor(Path(job.model_path), threads=job.threads)
@@ -721,7 +790,8 @@ def _predict_in_processes(model_path: Path, inp: PredictInput, n_classes: int, w
     threads = max(1, (os.cpu_count() or 1) // len(bounds))
     # Features and results live in shared memory: workers map them, nothing large is pickled.
     x = torch.from_numpy(inp.x).share_memory_() if inp.x is not None else None
-    shard_inp = PredictInput(inp.ids, paths=inp.paths)  # the ids travel once per worker; x goes shared
+    # the ids travel once per worker; x goes shared
+    shard_inp = PredictInput(inp.ids, paths=inp.paths, image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
     out = torch.zeros((len(inp), n_classes), dtype=torch.float32).share_memory_()
     results = ctx.Queue()
     procs = []

@@ -93,6 +93,39 @@ def test_evaluate_view_shows_confusion_matrix_and_gallery(qtbot: Any, run_and_in
     assert view.list_misclassified.count() == min(48, full["misclassified_total"])
     assert (run_dir / "eval.json").is_file()
     assert "Accuracy" in view.label_summary.text()
+    # classes in class order under an ascending arrow
+    header = view.table_per_class.horizontalHeader()
+    assert header.sortIndicatorSection() == 0 and header.sortIndicatorOrder() == Qt.SortOrder.AscendingOrder
+    assert [view.table_per_class.item(r, 0).text() for r in range(10)] == [str(c) for c in range(10)]
+    view.table_per_class.sortByColumn(0, Qt.SortOrder.DescendingOrder)
+    assert view.table_per_class.item(0, 0).text() == "9"
+    # mistakes are drawn as the digits look (0-16 pixels), not as standardised values stretched per image
+    icon = view.list_misclassified.item(0).icon().pixmap(72, 72).toImage()
+    greys = {icon.pixelColor(x, y).value() for x in range(0, 72, 9) for y in range(0, 72, 9)}
+    assert min(greys) == 0 and len(greys) > 2  # background black, strokes in several greys
+
+
+def test_confusion_matrix_follows_the_theme(qtbot: Any, run_and_input: tuple[Path, Path]) -> None:
+    from PySide6.QtWidgets import QApplication
+
+    from app.theme import apply_theme
+
+    run_dir, _ = run_and_input
+    view = EvaluateView()
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.evaluated, timeout=60_000):
+        view.load_run(run_dir)
+    empty = next(view.table_confusion.item(0, j) for j in range(10) if view.table_confusion.item(0, j).text() == "0")
+    assert empty.background().color().lightness() > 200
+    app = QApplication.instance()
+    try:
+        apply_theme(app, "dark")
+        view.refresh_colors()
+        empty = next(view.table_confusion.item(0, j) for j in range(10)
+                     if view.table_confusion.item(0, j).text() == "0")
+        assert empty.background().color().lightness() < 100
+    finally:
+        apply_theme(app, "light")
 
 
 def test_predict_view_predicts_and_saves(qtbot: Any, run_and_input: tuple[Path, Path], tmp_path: Path) -> None:
@@ -111,8 +144,15 @@ def test_predict_view_predicts_and_saves(qtbot: Any, run_and_input: tuple[Path, 
     with qtbot.waitSignal(view.saved, timeout=30_000):
         view.save(tmp_path / "p.csv")
     assert (tmp_path / "p.csv").read_text() == view.result.csv_text()
+    # the NPZ has y: it is a test set
+    assert view.test_panel.isVisibleTo(view) and "accuracy" in view.label_test.text()
+    assert view.table_test_confusion.rowCount() == 10 and view.table_test_per_class.rowCount() == 10
+    assert view.evaluation["n"] == 50
     view.set_input(tmp_path / "nothing.csv")
     with qtbot.waitSignal(view.failed, timeout=30_000) as blocker:
         view.run()
     assert "input not found" in blocker.args[0]
     _wait(qtbot, view)
+    # nothing of the previous input stays next to the error
+    assert view.table.model().rowCount() == 0 and not view.button_save.isEnabled()
+    assert not view.test_panel.isVisibleTo(view)

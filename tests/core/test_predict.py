@@ -173,3 +173,38 @@ def _corrupt_csv(path: Path) -> str:
     cells[5] = "abc"
     lines[3] = ",".join(cells)
     return "\n".join(lines) + "\n"
+
+
+def test_a_labelled_input_is_a_test_set(exported: dict[str, Path], inputs: dict[str, Path]) -> None:
+    for kind in ("csv", "npz"):
+        res = predict(exported[".safetensors"], inputs[kind])
+        ev = res.evaluation()
+        assert ev is not None and ev["n"] == len(res.ids)
+        truth = res.labels
+        assert ev["accuracy"] == pytest.approx(np.mean([p == t for p, t in zip(res.predicted, truth)]))
+        assert len(ev["confusion"]) == 10 and sum(map(sum, ev["confusion"])) == len(res.ids)
+        assert [c["class"] for c in ev["per_class"]][:3] == ["0", "1", "2"]
+
+
+def test_a_model_trained_on_npz_images_takes_a_png_folder(tmp_path: Path) -> None:
+    from PIL import Image
+
+    from core.export import export_run
+
+    rng = np.random.default_rng(2)
+    x, y = [], []
+    for cls, level in ((0, 40), (1, 200)):
+        (tmp_path / "imgs" / str(cls)).mkdir(parents=True)
+        for i in range(20):
+            arr = np.clip(rng.normal(level, 30, (8, 8)), 0, 255).astype(np.uint8)
+            x.append(arr)
+            y.append(cls)
+            if i < 5:
+                Image.fromarray(arr).save(tmp_path / "imgs" / str(cls) / f"{i}.png")
+    np.savez(tmp_path / "train.npz", x=np.stack(x), y=np.array(y))
+    run_dir = make_run(tmp_path / "runs", source=f"npz:{tmp_path / 'train.npz'}", steps=40)
+    model = export_run(run_dir, "safetensors", tmp_path / "m.safetensors").path
+    res = predict(model, tmp_path / "imgs")
+    assert len(res.ids) == 10
+    assert res.labels == ["0"] * 5 + ["1"] * 5  # class folders are the truth
+    assert res.evaluation()["accuracy"] == 1.0
