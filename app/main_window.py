@@ -350,6 +350,11 @@ class MainWindow(QMainWindow):
             if isinstance(action.data(), str):
                 action.setIcon(icons.icon(action.data(), t.icon))
         self.panel.set_icons(icons.icon("open", t.icon))
+        # Actions that do not fit a narrow window go behind the toolbar's overflow button: make it visible.
+        more = self.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+        if more is not None:
+            more.setIcon(icons.icon("more", t.icon))
+            more.setToolTip("More actions")
         self.plots.apply_colors(t.plot)
         self.compare_view.apply_colors(t.plot)
         self.evaluate_view.refresh_colors()
