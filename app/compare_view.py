@@ -155,7 +155,9 @@ class CompareView(QWidget):
             item.setLimits(yMin=-0.01, yMax=1.01) if metric == "val_accuracy" else item.setLimits(yMin=0.0)
             self.items[metric] = item
         self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6)
+        self.legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Fixed)
         self.plot.ci.addItem(self.legend, row=0, col=len(METRICS))
+        self.plot.ci.layout.setColumnAlignment(len(METRICS), Qt.AlignmentFlag.AlignTop)
         self.best_marks: dict[str, pg.ScatterPlotItem] = {}
 
         self.table_diff = QTableWidget(objectName="table_compare_diff")
@@ -322,6 +324,8 @@ class CompareView(QWidget):
         t.setHorizontalHeaderLabels([r.name for r in self.runs])
         t.setRowCount(len(keys))
         t.setVerticalHeaderLabels(keys)
+        t.setToolTip("The settings that differ between the compared runs" if keys
+                     else "These runs ran with the same settings")
         for r, key in enumerate(keys):
             for c, f in enumerate(flat):
                 value = f.get(key)

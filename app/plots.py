@@ -130,7 +130,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
     def _add_legend(self, col: int) -> pg.LegendItem:
         """A legend in its own column beside the plots: it never covers a curve."""
         legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, horSpacing=6)
-        legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Preferred)
+        legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Fixed)
         self.ci.addItem(legend, row=0, col=col)
         self.ci.layout.setColumnAlignment(col, Qt.AlignmentFlag.AlignTop)
         self.legends.append(legend)
@@ -165,7 +165,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
             x = marker.t if time_axis else marker.step
             line = pg.InfiniteLine(x, angle=90, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.PenStyle.DashLine),
                                    label=marker.text,
-                                   labelOpts={"position": 0.92, "color": fg, "anchors": [(0, 0), (0, 0)],
+                                   labelOpts={"position": 0.92, "color": fg, "anchors": [(1, 0), (1, 0)],
                                               "fill": pg.mkBrush(self.colors.legend_background)})
             line.setToolTip(marker.text)
             item.addItem(line, ignoreBounds=True)
@@ -508,9 +508,9 @@ class SweepPlot(BasePlot):
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_sweep", data, parent)
-        self.plot = self._add_plot(0, "Sweep: validation accuracy", "accuracy")
+        self.plot = self._add_plot(0, "Sweep result", "val accuracy")
         self.plot.setLimits(yMin=-0.01, yMax=1.01)
-        self.plot.setLogMode(x=True)
+        self.plot.getAxis("bottom").enableAutoSIPrefix(False)
         self._update_x_label()
         self.values: dict[int, float] = {}  # worker -> its swept value
         self.points: pg.ScatterPlotItem | None = None
@@ -549,13 +549,16 @@ class SweepPlot(BasePlot):
             self.line.setData([], [])
             self.points.setData([])
             return
-        x = np.array([r[1] for r in rows])
+        # x is log10 of the swept value, labelled with the values themselves (rates span decades)
+        x = np.log10([r[1] for r in rows])
         y = np.array([r[2] for r in rows])
         self.line.setData(x, y)
-        # ScatterPlotItem takes raw x; the plot's log mode maps PlotDataItems only
         self.points.setData([{"pos": (math.log10(v), a), "brush": pg.mkBrush(worker_color(w)),
                               "size": 14 if w == self.data.winner else 9, "data": w}
                              for w, v, a in rows])
+        self.plot.getAxis("bottom").setTicks([[(math.log10(v), f"{v:g}") for _w, v, _a in rows]])
+        pad = max(0.15, 0.1 * float(x.max() - x.min()))
+        self.plot.setXRange(float(x.min()) - pad, float(x.max()) + pad, padding=0)
 
     def _restyle(self) -> None:
         if self.line is not None:
@@ -644,6 +647,7 @@ class PlotsPanel(QWidget):
         bottom.addWidget(self.throughput)
         bottom.addWidget(self.sweep)
         bottom.setChildrenCollapsible(False)
+        self.bottom_splitter = bottom
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.loss)
         self.splitter.addWidget(bottom)
@@ -673,10 +677,16 @@ class PlotsPanel(QWidget):
         """What the workers are: their legend labels, whether each has its own model, a sweep's values."""
         self.data.labels = dict(labels)
         self.data.separate_models = separate_models
+        self.data.expected_workers = len(labels)
         for plot in (self.loss, self.val, self.throughput):
             plot.relabel()
         self.sweep.set_values(sweep_values or {})
-        self.sweep.setVisible(bool(sweep_values) and len(sweep_values or {}) > 1)
+        show = bool(sweep_values) and len(sweep_values or {}) > 1
+        was = self.sweep.isVisibleTo(self)
+        self.sweep.setVisible(show)
+        if show and not was:  # room for it within the width the other plots had
+            total = sum(self.bottom_splitter.sizes()[:2]) or 900
+            self.bottom_splitter.setSizes([total * 2 // 4, total // 4, total // 4])
 
     def set_winner(self, worker: int | None) -> None:
         """Draw the result's worker (a sweep's best) bolder on every plot."""

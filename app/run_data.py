@@ -28,6 +28,7 @@ RSTEP, RTIME, RATE = 0, 1, 2
 MEAN_EVERY_S = 0.1  # one mean-loss point per this much record time
 RATE_WINDOW_S = 0.5  # samples/s measured over windows of this length
 RATE_STALE_S = 1.5  # a worker silent this long no longer counts in the total
+MIN_WINDOW_S = 0.1  # a worker's last, shorter window still gives a point when it ends
 
 
 @dataclass
@@ -96,6 +97,8 @@ class RunData:
         self._mean_next_t = -math.inf
         self._anchor: dict[int, tuple[float, float]] = {}  # worker -> (t, samples)
         self._latest_rate: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, rate)
+        self._last_sample: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, samples)
+        self.expected_workers = 0  # the mean waits for every worker (0: unknown)
         self._total_next_t = -math.inf
 
     def label(self, worker: int) -> str:
@@ -146,11 +149,17 @@ class RunData:
 
     def _on_state(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
         state = rec.get("state")
+        worker = rec.get("worker")
+        if worker is not None:
+            w = int(worker)
+            if state in ("finished", "stopped") and w in self._anchor:
+                self._close_window(w, t, ch)  # a short run's last stretch still counts
+            if state in ("paused", "stopping", "starting", "finished", "stopped", "failed"):
+                self._anchor.pop(w, None)
+            return
         if state in ("paused", "stopping", "starting"):
             # A pause would otherwise show up as one long, slow window after resume.
             self._anchor.clear()
-        if rec.get("worker") is not None:
-            return
         rel = t - (self.t0 or t)
         if state == "starting" and (self.loss or self._latest):
             # A continued run or a fork: its curves go on from here on the same axes.
@@ -213,7 +222,8 @@ class RunData:
         prev = self._latest.get(w, (0.0, loss, loss))[2]
         smooth = self.smoothing * prev + (1.0 - self.smoothing) * loss
         self._latest[w] = (step, loss, smooth)
-        if not self.separate_models and t >= self._mean_next_t:
+        # A mean over the workers that have started so far would jump back when a late one joins.
+        if not self.separate_models and t >= self._mean_next_t and len(self._latest) >= self.expected_workers:
             self._mean_next_t = t + MEAN_EVERY_S
             steps, losses, smooths = zip(*self._latest.values())
             self.mean.append([(float(np.mean(steps)), rel, float(np.mean(losses)), float(np.mean(smooths)))])
@@ -222,7 +232,14 @@ class RunData:
         if isinstance(samples, (int, float)):
             self._on_samples(w, t, step, float(samples), ch)
 
+    def _close_window(self, w: int, t: float, ch: Changes) -> None:
+        last = self._last_sample.get(w)
+        anchor = self._anchor.get(w)
+        if last is not None and anchor is not None and last[0] - anchor[0] >= MIN_WINDOW_S:
+            self._rate_point(w, last[0], last[1], (last[2] - anchor[1]) / (last[0] - anchor[0]), ch)
+
     def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
+        self._last_sample[w] = (t, step, samples)
         anchor = self._anchor.get(w)
         if anchor is None or t - anchor[0] > 4 * RATE_WINDOW_S + RATE_STALE_S:
             self._anchor[w] = (t, samples)
@@ -230,8 +247,10 @@ class RunData:
         dt = t - anchor[0]
         if dt < RATE_WINDOW_S:
             return
-        rate = max(0.0, (samples - anchor[1]) / dt)
+        self._rate_point(w, t, step, max(0.0, (samples - anchor[1]) / dt), ch)
         self._anchor[w] = (t, samples)
+
+    def _rate_point(self, w: int, t: float, step: float, rate: float, ch: Changes) -> None:
         rel = t - (self.t0 or t)
         s = self.rate.get(w)
         if s is None:

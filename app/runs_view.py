@@ -266,7 +266,10 @@ class RunsView(QWidget):
         if index is not self.index:
             return  # the folder changed meanwhile
         selected = set(self.selected_runs())
+        first = not self.model.rows and rows
         self.model.set_rows(rows)
+        if first:
+            self.table.resizeColumnsToContents()
         self.select_runs([p for p in selected if self.model.row_for(p) >= 0], clear=True)
         self.label_count.setText(f"{len(rows)} run(s)")
         if self._pending_refresh:
