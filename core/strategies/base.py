@@ -124,6 +124,10 @@ class Strategy:
         """Combine (loss sum, correct, count) across ranks in place; True if this rank reports."""
         return True
 
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order (a collective where ranks step together)."""
+        return [obj]
+
     def teardown_worker(self, failed: bool) -> None:
         """After the last record is delivered (e.g. leave the process group)."""
 
