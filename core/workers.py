@@ -48,6 +48,7 @@ LIVE_KEYS = ("optim.lr", "optim.weight_decay", "train.batch_size", "train.epochs
 FLUSH_INTERVAL = 0.05   # seconds between queue puts
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 EVAL_BATCH = 2048
+EXCHANGE_EVERY = 32     # torchrun: steps between collections of every rank's records (a multiple of 8)
 
 
 @dataclass(frozen=True)
@@ -347,7 +348,8 @@ class Trainer:
         every = strategy.control_every
         for xb, yb in self.batches.epoch(indices):
             if self.step % every == 0:
-                self.exchange_records()
+                if self.step % EXCHANGE_EVERY == 0:
+                    self.exchange_records()
                 cmd = strategy.agree(command.value, device) if every > 1 else command.value
                 if cmd:
                     self._control(cmd)
