@@ -31,6 +31,8 @@ class Strategy:
     runs_on_gpu: ClassVar[bool] = True
     uses_process_group: ClassVar[bool] = False  # the launcher provides a rendezvous (file:// or env://)
     pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
+    fixed_workers: ClassVar[int] = 0     # the worker count it always has (0: parallel.workers)
+    own_keys: ClassVar[tuple[str, ...]] = ()  # config keys that only this strategy reads
 
     def __init__(self, config: "Config") -> None:
         self.config = config
@@ -38,7 +40,7 @@ class Strategy:
     # -- the run's shape (session side) ------------------------------------------------
     @property
     def num_workers(self) -> int:
-        return self.config.parallel.workers
+        return self.fixed_workers or self.config.parallel.workers
 
     @property
     def num_models(self) -> int:
