@@ -45,7 +45,7 @@ from core.strategies.base import Strategy
 RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
 # What a paused run may change; every worker applies it when it resumes, at the same batch.
 LIVE_KEYS = ("optim.lr", "optim.weight_decay", "train.batch_size", "train.epochs")
-FLUSH_INTERVAL = 0.05   # seconds between queue puts
+FLUSH_INTERVAL = 0.05   # seconds between queue puts at most (sooner when the queue is empty)
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 EVAL_BATCH = 2048
 EXCHANGE_EVERY = 32     # torchrun: steps between collections of every rank's records (a multiple of 8)
@@ -147,8 +147,16 @@ class RecordSender:
         self.add({"kind": "log", "t": time.time(), "worker": self.worker, "level": level, "message": message})
 
     def maybe_flush(self, now: float) -> None:
-        if now - self.last_flush >= FLUSH_INTERVAL:
+        """Put the buffer on the queue every FLUSH_INTERVAL, or sooner when the reader has caught up."""
+        elapsed = now - self.last_flush
+        if elapsed >= FLUSH_INTERVAL or (elapsed >= RECORD_INTERVAL and self._reader_idle()):
             self.flush(now)
+
+    def _reader_idle(self) -> bool:
+        try:
+            return bool(self.queue.qsize() == 0)  # a semaphore read; the queue is drained
+        except (AttributeError, NotImplementedError):  # queues without a size (macOS, in-process sinks)
+            return False
 
     def flush(self, now: float | None = None) -> None:
         if self.buffer:
