@@ -127,7 +127,7 @@ class Session:
     """One training run. See docs/ENGINE_API.md for the contract."""
 
     def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None,
-                 pause_on_divergence: bool = False, launcher: LocalLauncher | None = None) -> None:
+                 pause_on_divergence: bool = False, launcher: Any = None) -> None:
         self.config = config
         self.strategy = get_strategy(config)
         self.launcher = launcher or LocalLauncher()
@@ -287,6 +287,7 @@ class Session:
             return
         self._recorder.open(self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers,
                             existing=self._resume_dir if self._resume is not None else None)
+        self.launcher.attach(self.run_dir)
         if self._resume_dir is None:  # a run that fails before its first checkpoint restarts from here
             self._write_checkpoint([self._start_position(r) for r in range(self.num_workers)])
 
@@ -304,7 +305,7 @@ class Session:
         shared = [m.state_dict() for m in self._models]  # shared-memory tensors, rebound in each worker
         specs = [WorkerSpec(rank=rank, world_size=self.num_workers, config=cfg, threads=threads,
                             parent_pid=os.getpid(), local_rank=rank, dist_init=dist_init,
-                            pause_on_divergence=self.pause_on_divergence, **self._resume_fields(rank))
+                            pause_on_divergence=self.pause_on_divergence, **self.start_fields(rank))
                  for rank in range(self.num_workers)]
         self._procs = WorkerProcesses(self.launcher.start(specs, self._data, shared, self._channels))
 
@@ -343,7 +344,8 @@ class Session:
                 "optimizer": state_to_bytes(opt) if opt is not None else None,
                 "rng": state_to_bytes(rng) if rng is not None else None}
 
-    def _resume_fields(self, rank: int) -> dict[str, Any]:
+    def start_fields(self, rank: int) -> dict[str, Any]:
+        """A worker's WorkerSpec fields for where it starts (position, optimizer and RNG states)."""
         p = self._start_position(rank)
         return {"start_epoch": p["epoch"], "start_batch": p["batch"], "start_step": p["step"],
                 "start_samples": p["samples"], "start_offset": p["offset"], "optimizer_state": p["optimizer"], "rng_state": p["rng"]}
@@ -781,6 +783,7 @@ class Session:
             "parameters": self.num_parameters,
             "dataset": self.info.name if self.info else None,
             "launcher": self.launcher.name,
+            **self.launcher.summary_extra(stats.nodes()),
             **({"parent": self.parent} if self.parent else {}),
             **self.strategy.summary_extra(stats.last_eval),
         }
