@@ -117,9 +117,10 @@ def test_continue_keeps_every_earlier_point(qtbot: Any, make_window: Any) -> Non
     qtbot.waitUntil(lambda: window.controller.run_dir == run_dir and window.controller.ended
                     and window.controller.state == "finished", timeout=90_000)
     window.plots.flush()
-    for w, xs in before.items():
-        now = list(window.plots.loss.raw[w].xData)
-        assert now[:len(xs)] == xs and len(now) > len(xs)  # every earlier point, then more
+    for w, xs in before.items():  # every earlier point stays
+        assert list(window.plots.loss.raw[w].xData)[:len(xs)] == xs
+    # and more follow (a hogwild worker that was an epoch ahead may have had nothing left to do)
+    assert sum(window.plots.loss.point_count(w) for w in before) > sum(len(xs) for xs in before.values())
     assert any(m.kind == "resume" for m in window.plots.data.markers)
     assert window.progress_run.value() == window.progress_run.maximum()
 
