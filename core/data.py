@@ -9,11 +9,9 @@ each training worker (``data.loader_workers`` processes).
 
 from __future__ import annotations
 
-import csv
 import functools
 import math
 import os
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -25,12 +23,12 @@ import torch
 from core.config import DataConfig
 from core.errors import DataError
 from core.launcher import loader_worker_init
+from core.readers import Columns, TextColumn, read_csv, read_npz
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "synthetic")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -173,136 +171,52 @@ def _synthetic(query: str, source: str) -> _Raw:
                 y.numpy(), x=x.numpy(), feature_names=[f"f{i}" for i in range(f)])
 
 
-def _encode_labels(values: Sequence[str], source: str, what: str) -> tuple[np.ndarray, list[str]]:
+def _encode_labels(column: TextColumn, source: str, what: str) -> tuple[np.ndarray, list[str]]:
     """Class names sorted (numerically when they are all numbers) and label indices."""
-    uniq = sorted(set(values))
+    uniq = sorted(set(column.values))
     try:
         uniq = sorted(uniq, key=float)
     except ValueError:
         pass
     if len(uniq) < 2:
         raise DataError(f"{_where(source)}: {what} has only one class ({uniq[0] if uniq else 'none'}); need at least 2")
-    index = {v: i for i, v in enumerate(uniq)}
-    return np.array([index[v] for v in values], dtype=np.int64), [str(u) for u in uniq]
+    rank = {v: i for i, v in enumerate(uniq)}
+    order = np.array([rank[v] for v in column.values], dtype=np.int64)
+    return order[column.codes], [str(u) for u in uniq]
 
 
 def _csv(path_text: str, target: str, source: str) -> _Raw:
     path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise DataError(f"{_where(source)}: file not found: {path}")
-    numbered: list[tuple[int, list[str]]] = []  # (line number where the record ends, fields)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            for row in reader:
-                numbered.append((reader.line_num, row))
-    except UnicodeDecodeError:
-        with path.open("rb") as fh:
-            utf16 = fh.read(2) in (b"\xff\xfe", b"\xfe\xff")
-        hint = " (it looks like UTF-16; save it as UTF-8)" if utf16 else ""
-        raise DataError(f"{_where(source)}: {path} is not UTF-8 text{hint}") from None
-    except csv.Error as exc:
-        raise DataError(f"{_where(source)}: {path}: malformed CSV: {exc}") from None
-    except OSError as exc:
-        raise DataError(f"{_where(source)}: cannot read {path}: {exc.strerror}") from None
-    numbered = [(n, r) for n, r in numbered if any(cell.strip() for cell in r)]
-    if not numbered:
-        raise DataError(f"{_where(source)}: {path} is empty")
-    header = [h.strip() for h in numbered[0][1]]
-    lines = [n for n, _ in numbered[1:]]
-    body = [r for _, r in numbered[1:]]
-    if not body:
-        raise DataError(f"{_where(source)}: {path} has a header but no data rows")
-    if target not in header:
-        raise DataError(
-            f"{_where(source)}: target column {target!r} not found in {path}; columns: "
-            + ", ".join(header[:20]) + (" ..." if len(header) > 20 else "")
-            + " (set data.target)"
-        )
-    if len(header) < 2:
-        raise DataError(f"{_where(source)}: {path} has no feature columns besides {target!r}")
-    for lineno, row in zip(lines, body):
-        if len(row) != len(header):
-            hint = " (an unclosed quote?)" if any("\n" in cell for cell in row) else ""
+    t = -1
+
+    def columns(header: list[str]) -> Columns:
+        nonlocal t
+        if target not in header:
             raise DataError(
-                f"{_where(source)}: {path} line {lineno} has {len(row)} fields, the header has {len(header)}{hint}"
+                f"{_where(source)}: target column {target!r} not found in {path}; columns: "
+                + ", ".join(header[:20]) + (" ..." if len(header) > 20 else "")
+                + " (set data.target)"
             )
-    t = header.index(target)
-    for lineno, row in zip(lines, body):
-        if not row[t].strip():
-            raise DataError(f"{_where(source)}: {path} line {lineno} has no value in target column {target!r}")
-    feature_idx = [i for i in range(len(header)) if i != t]
-    x = np.empty((len(body), len(feature_idx)), dtype=np.float32)
-    for j, col in enumerate(feature_idx):
-        for i, (lineno, row) in enumerate(zip(lines, body)):
-            cell = row[col].strip()
-            try:
-                value = float(cell)
-            except ValueError:
-                raise DataError(
-                    f"{_where(source)}: {path} column {header[col]!r} is not numeric "
-                    f"(line {lineno}: {cell[:40]!r})"
-                ) from None
-            if not math.isfinite(value):
-                raise DataError(
-                    f"{_where(source)}: {path} column {header[col]!r} has a non-finite value "
-                    f"(line {lineno}: {cell[:40]!r})"
-                )
-            if abs(value) > FLOAT32_MAX:
-                raise DataError(
-                    f"{_where(source)}: {path} column {header[col]!r} has a value too large for float32 "
-                    f"(line {lineno}: {cell[:40]!r})"
-                )
-            x[i, j] = value
-    y, names = _encode_labels([row[t].strip() for row in body], source, f"target column {target!r}")
-    return _Raw(path.stem, names, y, x=x, feature_names=[header[i] for i in feature_idx])
+        if len(header) < 2:
+            raise DataError(f"{_where(source)}: {path} has no feature columns besides {target!r}")
+        t = header.index(target)
+        return Columns(numeric=[i for i in range(len(header)) if i != t], text=[t],
+                       required={t: f"target column {target!r}"})
+
+    table = read_csv(path, _where(source), columns)
+    y, names = _encode_labels(table.text[t], source, f"target column {target!r}")
+    features = [table.header[i] for i in range(len(table.header)) if i != t]
+    return _Raw(path.stem, names, y, x=table.x, feature_names=features)
 
 
 def _npz(path_text: str, source: str) -> _Raw:
     path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise DataError(f"{_where(source)}: file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            keys = set(npz.files)
-            xk = next((k for k in ("x", "X", "features") if k in keys), None)
-            yk = next((k for k in ("y", "Y", "labels", "target") if k in keys), None)
-            if xk is None or yk is None:
-                raise DataError(
-                    f"{_where(source)}: {path} needs arrays 'x' and 'y', has: " + ", ".join(sorted(keys))
-                )
-            x = np.asarray(npz[xk])
-            y_raw = np.asarray(npz[yk])
-            names_arr = npz["class_names"] if "class_names" in keys else None
-    except DataError:
-        raise
-    except ValueError as exc:
-        if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
-            raise DataError(
-                f"{_where(source)}: {path} holds object arrays (pickled Python objects), which are refused; "
-                "save numeric arrays"
-            ) from None
-        why = type(exc).__name__ if zipfile.is_zipfile(path) else "not a zip archive"
-        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({why})") from None
-    except Exception as exc:  # numpy raises many types for a corrupt archive
-        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({type(exc).__name__})") from None
-    if x.ndim < 2 or y_raw.ndim != 1 or x.shape[0] != y_raw.shape[0]:
-        raise DataError(
-            f"{_where(source)}: {path}: x must be (N, ...) and y (N,), got {x.shape} and {y_raw.shape}"
-        )
-    if x.shape[0] == 0:
-        raise DataError(f"{_where(source)}: {path} holds no samples")
-    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
-        raise DataError(f"{_where(source)}: {path}: x must be real numbers, got {x.dtype}")
-    if math.prod(x.shape[1:]) == 0:
-        raise DataError(f"{_where(source)}: {path}: x has no features, shape {x.shape}")
-    with np.errstate(over="ignore", invalid="ignore"):  # too large for float32 becomes inf: refused below
-        x = x.astype(np.float32)
-    if not np.isfinite(x).all():
-        raise DataError(f"{_where(source)}: {path}: x has NaN or infinite values (or values too large for float32)")
-    if np.issubdtype(y_raw.dtype, np.floating) and not np.isfinite(y_raw).all():
-        raise DataError(f"{_where(source)}: {path}: y has NaN or infinite labels")
-    y, names = _encode_labels([str(v) for v in y_raw.tolist()], source, "y")
+    arrays = read_npz(path, _where(source), labels=True)
+    x, y_raw, names_arr = arrays.x, arrays.y, arrays.class_names
+    assert y_raw is not None
+    uniq, codes = np.unique(y_raw, return_inverse=True)
+    y, names = _encode_labels(TextColumn(codes.reshape(-1).astype(np.int64), [str(v) for v in uniq.tolist()]),
+                              source, "y")
     if names_arr is not None and np.issubdtype(y_raw.dtype, np.integer) and int(y_raw.min()) >= 0:
         given = [str(n) for n in names_arr.tolist()]
         if len(given) > int(y_raw.max()):

@@ -16,18 +16,15 @@ module level: the CLI imports this module at start-up for every command.
 from __future__ import annotations
 
 import argparse
-import csv
 import functools
 import json
 import math
 import os
 import pickle
 import queue as queue_mod
-import re
 import signal
 import sys
 import time
-import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -395,106 +392,44 @@ class PredictInput:
         return len(self.ids)
 
 
-def _csv_header(path: Path) -> list[str]:
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            header = next(csv.reader(fh), None)
-    except UnicodeDecodeError:
-        raise DataError(f"predict: {path} is not UTF-8 text") from None
-    except OSError as exc:
-        raise DataError(f"predict: cannot read {path}: {exc.strerror}") from None
-    if not header:
-        raise DataError(f"predict: {path} is empty")
-    return [h.strip() for h in header]
-
-
-def _loadtxt(path: Path, usecols: list[int], dtype: Any) -> np.ndarray:
-    import numpy as np
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "input contained no data": reported below as one line
-            return np.loadtxt(path, delimiter=",", skiprows=1, usecols=usecols, dtype=dtype, ndmin=2,
-                              encoding="utf-8-sig", quotechar='"')
-    except ValueError as exc:
-        raise DataError(f"predict: {path}: {_where_in_csv(str(exc), path)}") from None
-
-
-def _where_in_csv(message: str, path: Path) -> str:
-    """numpy's "could not convert string 'x' to float32 at row R, column C." as a line and a column name."""
-    first = (message.splitlines() or [""])[0].rstrip(".")
-    found = re.search(r"^(.*) at row (\d+), column (\d+)$", first)
-    if not found:
-        return first[:200]
-    what, row, col = found.group(1), int(found.group(2)), int(found.group(3))
-    header = _csv_header(path)
-    name = f" ({header[col - 1]!r})" if 0 < col <= len(header) else ""
-    return f"{what[:120]} at data row {row + 1}, column {col}{name}"
-
-
 def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
     """The model's feature columns, by name, from a CSV; an ``id`` column, if any, names the rows."""
-    import numpy as np
+    from core.readers import Columns, read_csv
 
-    header = _csv_header(path)
     features = [str(f) for f in meta["input"].get("features") or []]
     n_features = math.prod(int(s) for s in meta["input"]["shape"])
     if len(features) != n_features:
         raise DataError(f"predict: the model takes {n_features} values per sample, not CSV columns; give an NPZ")
-    index = {name: i for i, name in enumerate(header)}
-    missing = [f for f in features if f not in index]
-    if missing:
-        raise DataError(
-            f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
-            + ", ".join(repr(m) for m in missing[:4])
-        )
-    x = _loadtxt(path, [index[f] for f in features], np.float32)
-    if x.shape[0] == 0:
-        raise DataError(f"predict: {path} has a header but no data rows")
-    _check_finite(x, path)
-    if "id" in index:
-        ids = [str(v) for v in _loadtxt(path, [index["id"]], str)[:, 0]]
-    else:
-        ids = [str(i) for i in range(x.shape[0])]
+    id_col: list[int] = []
+
+    def columns(header: list[str]) -> Columns:
+        index = {name: i for i, name in enumerate(header)}
+        missing = [f for f in features if f not in index]
+        if missing:
+            raise DataError(
+                f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
+                + ", ".join(repr(m) for m in missing[:4])
+            )
+        id_col[:] = [index["id"]] if "id" in index else []
+        return Columns(numeric=[index[f] for f in features], text=id_col)
+
+    table = read_csv(path, "predict", columns)
+    x = table.x
+    ids = table.text[id_col[0]].tolist() if id_col else [str(i) for i in range(x.shape[0])]
     return PredictInput(ids, x=x.reshape((x.shape[0], *meta["input"]["shape"])))
-
-
-def _check_finite(x: np.ndarray, path: Path) -> None:
-    import numpy as np
-
-    bad = ~np.isfinite(x)
-    if bad.any():
-        row = int(np.flatnonzero(bad.any(axis=tuple(range(1, x.ndim))))[0])
-        raise DataError(f"predict: {path} has a NaN or infinite value (row {row})")
 
 
 def read_npz_input(path: Path, meta: dict[str, Any]) -> PredictInput:
     """Array ``x`` (N, ...) from an NPZ; an ``id``/``ids`` array, if any, names the rows."""
-    import numpy as np
+    from core.readers import read_npz
 
     shape = tuple(int(s) for s in meta["input"]["shape"])
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            key = next((k for k in ("x", "X", "features") if k in npz.files), None)
-            if key is None:
-                raise DataError(f"predict: {path} needs an array 'x'; has: " + ", ".join(sorted(npz.files)))
-            x = np.asarray(npz[key])
-            id_key = next((k for k in ("id", "ids") if k in npz.files), None)
-            ids_arr = np.asarray(npz[id_key]) if id_key else None
-    except DataError:
-        raise
-    except Exception as exc:  # numpy raises many types for a corrupt archive
-        raise DataError(f"predict: {path} is not a readable .npz file ({type(exc).__name__})") from None
-    if x.ndim < 1 or x.shape[0] == 0 or not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"predict: {path}: x must be a non-empty numeric array (N, ...), got {x.dtype} {x.shape}")
+    arrays = read_npz(path, "predict", labels=False)
+    x = arrays.x
     if math.prod(x.shape[1:]) != math.prod(shape):
         raise DataError(f"predict: {path}: x has samples of shape {x.shape[1:]}, the model takes {shape}")
-    x = np.ascontiguousarray(x.reshape((x.shape[0], *shape)), dtype=np.float32)
-    _check_finite(x, path)
-    if ids_arr is not None and ids_arr.shape[:1] == x.shape[:1]:
-        ids = [str(v) for v in ids_arr.tolist()]
-    else:
-        ids = [str(i) for i in range(x.shape[0])]
+    x = x.reshape((x.shape[0], *shape))
+    ids = [str(v) for v in arrays.ids.tolist()] if arrays.ids is not None else [str(i) for i in range(x.shape[0])]
     return PredictInput(ids, x=x)
 
 

@@ -150,7 +150,7 @@ def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict
     (tmp_path / "bare.pt").write_bytes(exported[".pt"].read_bytes())
     cases = [
         ([model, str(tmp_path / "nofeat.csv")], "lacks 64 of the model's 64 feature columns"),
-        ([model, str(tmp_path / "text.csv")], "could not convert"),
+        ([model, str(tmp_path / "text.csv")], "is not numeric (line 4: 'abc')"),
         ([model, str(tmp_path / "shape.npz")], "the model takes (64,)"),
         ([model, str(tmp_path / "missing.csv")], "input not found"),
         ([model, str(tmp_path / "notes.txt")], "must be a .csv, a .npz or an image folder"),
