@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.errors import UserError
-from core.predict import BATCH_ROWS, predict, read_model_meta, shard_bounds
+from core.predict import BATCH_ROWS, chunk_bounds, predict, read_model_meta
 from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
 
 
@@ -109,14 +109,18 @@ def test_stdout_when_no_out(exported: dict[str, Path], inputs: dict[str, Path],
     assert rows[0][:2] == ["id", "predicted"] and rows[1][0] == "0" and len(rows) == 360
 
 
-def test_shards_are_whole_batches() -> None:
-    assert shard_bounds(10, 4, 4) == [(0, 4), (4, 8), (8, 10)]  # 3 batches: only 3 workers get work
-    assert shard_bounds(BATCH_ROWS * 5 + 1, 2) == [(0, BATCH_ROWS * 3), (BATCH_ROWS * 3, BATCH_ROWS * 5 + 1)]
-    for n, w in ((1, 8), (1000, 3), (4097, 2)):
-        bounds = shard_bounds(n, w, 128)
-        assert bounds[0][0] == 0 and bounds[-1][1] == n
-        assert all(lo % 128 == 0 and hi > lo for lo, hi in bounds)
-        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+def test_chunks_are_fixed_batches() -> None:
+    assert chunk_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_bounds(0, 4) == []
+    assert chunk_bounds(BATCH_ROWS + 1) == [(0, BATCH_ROWS), (BATCH_ROWS, BATCH_ROWS + 1)]
+
+
+def test_any_worker_count_gives_the_same_bytes(exported: dict[str, Path], inputs: dict[str, Path]) -> None:
+    model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
+    texts = {w: predict(model, inputs["npz"], workers=w, batch_rows=50) for w in (1, 3, 8)}
+    assert texts[3].workers == 3 and texts[8].workers == 8  # 359 rows: 8 batches of 50
+    assert texts[1].csv_text() == texts[3].csv_text() == texts[8].csv_text()
+    assert np.array_equal(texts[1].probs, texts[8].probs)
 
 
 def test_image_folder_input(tmp_path: Path) -> None:
