@@ -145,3 +145,18 @@ def test_custom_model(tmp_path: Path) -> None:
     (tmp_path / "s.py").write_text("def f(:\n")
     with pytest.raises(ModelError, match="syntax error"):
         build_model(ModelConfig(kind=f"custom:{tmp_path / 's.py'}:f"), (4,), 3)
+
+
+def test_split_keeps_lone_samples_and_small_classes() -> None:
+    y = np.array([0] * 10 + [1] * 4 + [2])  # class 2: one sample
+    train, val = stratified_split(y, 0.2, seed=0)
+    assert sorted(np.concatenate([train, val]).tolist()) == list(range(15))
+    assert 14 in train  # a lone sample trains unless val_fraction rounds to 1
+    assert np.bincount(y[val]).tolist() == [2, 1] and np.bincount(y[train]).tolist() == [8, 3, 1]
+    _, val9 = stratified_split(y, 0.9, seed=0)
+    assert 14 in val9 and np.bincount(y[val9], minlength=3).tolist() == [9, 3, 1]
+    everything, none = stratified_split(y, 0.0, seed=0)
+    assert len(none) == 0 and len(everything) == 15
+    three = np.repeat(np.arange(3), 5)
+    _, tiny = stratified_split(three, 0.01, seed=0)
+    assert np.bincount(three[tiny]).tolist() == [1, 1, 1]  # at least one per class, as sklearn alone refuses

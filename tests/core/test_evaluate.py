@@ -88,7 +88,7 @@ def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_evaluate_run_writes_eval_json_and_summary(digits_run: Path) -> None:
     full = evaluate_run(digits_run)
     _, y, probs = raw_validation(digits_run)  # the same seeded split, evaluated independently
-    assert full["n"] == len(y) == 359
+    assert full["n"] == len(y) == 360
     assert full["accuracy"] == pytest.approx(float((probs.argmax(1) == y.numpy()).mean()))
     assert np.array(full["confusion"]).sum() == full["n"]
     on_disk = json.loads((digits_run / "eval.json").read_text())
@@ -132,7 +132,7 @@ def test_session_hook_adds_evaluation_and_never_raises(digits_run: Path, tmp_pat
     summary = {"status": "finished", "final": {"val_accuracy": 0.9}}
     (run_dir / "summary.json").write_text(json.dumps(summary))
     new = attach_evaluation(run_dir, lambda: model, data, summary)
-    assert new is not None and new["evaluation"]["n"] == 359 and new["final"] == summary["final"]
+    assert new is not None and new["evaluation"]["n"] == 360 and new["final"] == summary["final"]
     assert json.loads((run_dir / "summary.json").read_text()) == new
     assert (run_dir / "eval.json").is_file()
 

@@ -82,14 +82,14 @@ def test_workers_2_equals_workers_1_row_for_row(exported: dict[str, Path], input
         outs = []
         for workers in ("1", "2"):
             out = tmp_path / f"pred{suffix}-{workers}.csv"
-            # small batches: the 359 rows make 6 batches, dealt 3 and 3 to two processes
+            # small batches: the 360 rows make 6 batches, shared by two processes
             code, stdout, err = run_cli(capsys, "predict", str(exported[suffix]), str(inputs["csv"]),
                                         "--out", str(out), "--workers", workers, "--batch-rows", "64")
             assert code == 0, err
             assert stdout.strip() == str(out) and f"{workers} worker(s)" in err
             outs.append(out.read_text())
         one, two = _rows(outs[0]), _rows(outs[1])
-        assert len(one) == 360
+        assert len(one) == 361
         for a, b in zip(one, two):
             assert a == b, suffix
 
@@ -106,7 +106,7 @@ def test_stdout_when_no_out(exported: dict[str, Path], inputs: dict[str, Path],
     code, out, err = run_cli(capsys, "predict", str(exported[".pt2"]), str(inputs["npz"]))
     assert code == 0, err
     rows = _rows(out)
-    assert rows[0][:2] == ["id", "predicted"] and rows[1][0] == "0" and len(rows) == 360
+    assert rows[0][:2] == ["id", "predicted"] and rows[1][0] == "0" and len(rows) == 361
 
 
 def test_chunks_are_fixed_batches() -> None:
@@ -118,7 +118,7 @@ def test_chunks_are_fixed_batches() -> None:
 def test_any_worker_count_gives_the_same_bytes(exported: dict[str, Path], inputs: dict[str, Path]) -> None:
     model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
     texts = {w: predict(model, inputs["npz"], workers=w, batch_rows=50) for w in (1, 3, 8)}
-    assert texts[3].workers == 3 and texts[8].workers == 8  # 359 rows: 8 batches of 50
+    assert texts[3].workers == 3 and texts[8].workers == 8  # 360 rows: 8 batches of 50
     assert texts[1].csv_text() == texts[3].csv_text() == texts[8].csv_text()
     assert np.array_equal(texts[1].probs, texts[8].probs)
 
