@@ -524,8 +524,6 @@ def _land(staged: Path, dest: Path, sidecar: dict[str, Any]) -> tuple[Path, ...]
         with contextlib.suppress(OSError):
             dest.unlink()
         raise RunError(f"export: cannot write {side}: {exc.strerror or exc}") from None
-    for path in (dest, side):
-        P.usual_mode(path)
     return dest, side
 
 

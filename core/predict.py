@@ -553,7 +553,6 @@ class Predictions:
             atomic_write_bytes(path, self.csv_text().encode("utf-8"))
         except OSError as exc:
             raise UserError(f"predict: cannot write {path}: {exc.strerror or exc}") from None
-        usual_mode(path)
 
 
 def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, int]]:
@@ -692,25 +691,6 @@ def _predict_in_pool(pool: Any, inp: PredictInput, chunks: list[tuple[int, int]]
 
 
 # ----------------------------------------------------------------------------- command line
-
-
-def usual_mode(path: Path) -> None:
-    """The mode a plain ``open(path, "w")`` gives: atomic writes go through mkstemp (0600), outputs are for sharing."""
-    try:
-        path.chmod(0o666 & ~_umask())
-    except OSError:
-        pass
-
-
-def _umask() -> int:
-    # read, not os.umask(0)-and-back: that would briefly change it for every thread (the GUI exports off-thread)
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def configure_cli(p: argparse.ArgumentParser) -> None:
