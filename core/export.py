@@ -41,6 +41,7 @@ import core.evaluate  # noqa: F401  - registers `traindesk evaluate` (the CLI im
 from core import predict as P
 from core.cli import register
 from core.errors import RunError, UserError
+from core.progress import progress
 
 if TYPE_CHECKING:
     import numpy as np
@@ -452,13 +453,20 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
     dest = resolve_out(run_dir, fmt, out)
     stage = _make_stage(dest)
     try:
-        desc = describe(data, run_dir)
-        batch = validation_batch(data)
-        entry = file_entry(fmt, output)
-        staged, staged_side = stage / dest.name, stage / P.SIDECAR
-        _write(fmt, model, desc, staged, output, batch.raw)
-        _write_sidecar(staged_side, {**desc, "files": {dest.name: entry}})
-        check = verify(fmt, staged, model, desc, output, batch.raw)
+        with progress(3, f"export {fmt}", unit="step") as bar:
+            bar.set_postfix_str("validation rows")
+            desc = describe(data, run_dir)
+            batch = validation_batch(data)
+            entry = file_entry(fmt, output)
+            staged, staged_side = stage / dest.name, stage / P.SIDECAR
+            bar.update(1)
+            bar.set_postfix_str("writing")
+            _write(fmt, model, desc, staged, output, batch.raw)
+            _write_sidecar(staged_side, {**desc, "files": {dest.name: entry}})
+            bar.update(1)
+            bar.set_postfix_str("verifying")
+            check = verify(fmt, staged, model, desc, output, batch.raw)
+            bar.update(1)
         if not check.max_abs_diff <= TOLERANCE:
             raise RunError(
                 f"export: {dest.name}: the reloaded {fmt} model differs from the trained model by "

@@ -599,11 +599,10 @@ def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: in
                        time.perf_counter() - t0)
 
 
-def _progress(total: int, desc: str = "predict") -> Any:
-    """A row counter on stderr when it is a terminal; silent for pipes, files and tests."""
-    from tqdm import tqdm
+def _progress(total: int) -> Any:
+    from core.progress import progress
 
-    return tqdm(total=total, desc=desc, unit="rows", unit_scale=True, leave=False, disable=not sys.stderr.isatty())
+    return progress(total, "predict", unit="rows", unit_scale=True)
 
 
 def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
