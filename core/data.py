@@ -37,7 +37,7 @@ class DatasetInfo:
 
     name: str
     n_samples: int
-    input_shape: tuple[int, ...]  # one sample as the model receives it
+    input_shape: tuple[int, ...]  # one sample as the model receives it: (C, H, W) for images, (F,) for tables
     num_classes: int
     class_names: tuple[str, ...]
     feature_names: tuple[str, ...] = ()
@@ -391,6 +391,9 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
         f_mean = np.zeros(x.shape[1], dtype=np.float32)
         f_std = np.ones(x.shape[1], dtype=np.float32)
     xs = torch.from_numpy(((x - f_mean) / f_std).astype(np.float32))
+    # images (digits, an NPZ of images) reach every model as (C, H, W), as from an image folder
+    input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(x.shape[1]),)
+    xs = xs.reshape(len(xs), *input_shape)
     ys = torch.from_numpy(raw.y)
     tr = torch.from_numpy(train_idx)
     va = torch.from_numpy(val_idx)
@@ -399,7 +402,7 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
     if share:
         for t in (train.x, train.y, val.x, val.y):
             t.share_memory_()
-    info = DatasetInfo(input_shape=(int(x.shape[1]),), mean=tuple(float(m) for m in f_mean),
+    info = DatasetInfo(input_shape=input_shape, mean=tuple(float(m) for m in f_mean),
                        std=tuple(float(s) for s in f_std), **common)  # type: ignore[arg-type]
     return PreparedData(info, train, val)
 
@@ -422,7 +425,7 @@ def describe_source(source: str, target: str = "label", image_size: int = 0) -> 
         input_shape: tuple[int, ...] = raw.image_shape
     else:
         assert raw.x is not None
-        input_shape = (int(raw.x.shape[1]),)
+        input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(raw.x.shape[1]),)
         for i in range(min(PREVIEW_ROWS, n)):
             rows.append(tuple(float(v) for v in raw.x[i]) + (raw.class_names[raw.y[i]],))
         if raw.image_shape is not None:

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import shutil
 import sys
 import tempfile
@@ -190,6 +191,8 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
             val = ImageSplit(val.paths[:rows], val.labels[:rows])
         x, _ = full_tensors(val, prepared.info)
         x = x[:rows]
+        if len(x) and tuple(x.shape[1:]) != shape and math.prod(x.shape[1:]) == math.prod(shape):
+            x = x.reshape(len(x), *shape)  # a run from before images became (C, H, W): flat samples
         if tuple(x.shape[1:]) != shape or len(x) < 2:
             raise UserError(f"the data no longer has samples of shape {shape}")
         # load_data standardised with the statistics of the data as it is now: undo exactly that

@@ -75,7 +75,8 @@ def test_npz_source(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "d.npz", x=rng.normal(size=(60, 1, 3, 3)).astype(np.float32), y=np.arange(60) % 3)
     data = load_data(DataConfig(source=f"npz:{tmp_path / 'd.npz'}"))
-    assert data.info.input_shape == (9,) and data.info.image_shape == (1, 3, 3)
+    assert data.info.input_shape == data.info.image_shape == (1, 3, 3)  # images reach models as (C, H, W)
+    assert tuple(data.train.x.shape[1:]) == (1, 3, 3)
     assert data.info.class_names == ("0", "1", "2")
     with pytest.raises(DataError, match="needs arrays 'x' and 'y'"):
         np.savez(tmp_path / "e.npz", a=np.zeros(3))

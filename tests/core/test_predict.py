@@ -42,7 +42,7 @@ def inputs(exported: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
     """The validation rows, raw, as a CSV (shuffled columns, an id column, the label) and as an NPZ."""
     root = tmp_path_factory.mktemp("inputs")
     raw, y, _ = raw_validation(exported["run"])
-    x = raw.numpy()
+    x = raw.numpy().reshape(len(raw), -1)  # digits are (1, 8, 8) images; the CSV has one column per pixel
     features = read_model_meta(exported[".safetensors"])["input"]["features"]
     order = list(reversed(range(len(features))))  # columns out of training order: matched by name
     with (root / "val.csv").open("w", newline="") as fh:
@@ -155,10 +155,10 @@ def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict
     cases = [
         ([model, str(tmp_path / "nofeat.csv")], "lacks 64 of the model's 64 feature columns"),
         ([model, str(tmp_path / "text.csv")], "is not numeric (line 4: 'abc')"),
-        ([model, str(tmp_path / "shape.npz")], "the model takes (64,)"),
+        ([model, str(tmp_path / "shape.npz")], "the model takes (1, 8, 8)"),
         ([model, str(tmp_path / "missing.csv")], "input not found"),
         ([model, str(tmp_path / "notes.txt")], "must be a .csv, a .npz or an image folder"),
-        ([model, str(tmp_path)], "image folder but the model takes 64 tabular features"),
+        ([model, str(tmp_path)], "holds no images"),  # digits models take (1, 8, 8) images
         ([str(tmp_path / "notes.txt"), str(inputs["csv"])], "is not an exported model"),
         ([str(tmp_path / "bare.pt"), str(inputs["csv"])], "bare state dict"),
         ([model, str(inputs["csv"]), "--workers", "0"], "--workers must be from 1 to 256"),
@@ -169,6 +169,14 @@ def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict
         assert code == 2, (args, err)
         assert len(err.strip().splitlines()) == 1 and message in err, (args, err)
         assert out == ""
+
+
+def test_image_folder_for_a_tabular_model(tmp_path: Path) -> None:
+    from core.errors import DataError
+    from core.predict import read_input
+
+    with pytest.raises(DataError, match="image folder but the model takes 4 tabular features"):
+        read_input(tmp_path, {"input": {"shape": [4]}})
 
 
 def _corrupt_csv(path: Path) -> str:
