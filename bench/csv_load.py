@@ -7,8 +7,9 @@ The file has ``--features`` float columns and an integer ``label`` column
 training reads it: the features as float32 and the labels encoded, all checks
 included (standardisation and the split are not part of it). numpy.loadtxt and
 pyarrow.csv.read_csv read the same file into arrays (pyarrow with its default
-options: threads, type inference). Figures are the best of N rounds, taken
-round robin so that each round sees the same load on a shared machine.
+options: threads, type inference). Each case runs N rounds, round robin so
+that each round sees the same load on a shared machine; the best and the
+median of the N are printed, with their ratios to the fastest library reader.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import statistics
 import sys
 import tempfile
 import time
@@ -48,7 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=300_000)
     parser.add_argument("--features", type=int, default=32)
-    parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure is the best of N")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per case")
     args = parser.parse_args()
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
     print(f"machine: {os.cpu_count()} CPU cores; load average {os.getloadavg()[0]:.1f}")
@@ -68,14 +70,19 @@ def main() -> int:
             print("pyarrow: not installed, skipped")
         for fn in cases.values():  # warm: imports and the page cache
             fn()
-        best = {name: timed(fn) for name, fn in cases.items()}
-        for _ in range(args.repeat - 1):
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(args.repeat):
             for name, fn in cases.items():
-                best[name] = min(best[name], timed(fn))
-    fastest = min((s for n, s in best.items() if not n.startswith("traindesk")), default=1.0)
-    print(f"\n{'':<36} {'seconds':>8}   vs fastest library reader")
-    for name, seconds in best.items():
-        print(f"{name:<36} {seconds:>8.2f}   {seconds / fastest:>6.2f}x")
+                times[name].append(timed(fn))
+    best = {name: min(ts) for name, ts in times.items()}
+    median = {name: statistics.median(ts) for name, ts in times.items()}
+    libraries = [n for n in cases if not n.startswith("traindesk")]
+    fast_best = min(best[n] for n in libraries)
+    fast_median = min(median[n] for n in libraries)
+    print(f"\n{'':<36} {'best s':>7} {'median s':>9}   vs fastest library reader (best / median)")
+    for name in cases:
+        print(f"{name:<36} {best[name]:>7.2f} {median[name]:>9.2f}   "
+              f"{best[name] / fast_best:>5.2f}x / {median[name] / fast_median:.2f}x")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0
 

@@ -105,7 +105,8 @@ def _read_fast(path: Path, select: Select) -> CsvData | None:
     try:
         table = pacsv.read_csv(
             path,
-            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            # a line break inside a value needs quotes; without any, blocks split at every newline (faster)
+            parse_options=pacsv.ParseOptions(newlines_in_values=_has_quotes(path)),
             convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(dict.fromkeys(numeric + text)),
                                                  strings_can_be_null=False, quoted_strings_can_be_null=False),
         )
@@ -135,6 +136,16 @@ def _read_fast(path: Path, select: Select) -> CsvData | None:
         codes[i] = TextColumn(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
                               [str(v) for v in encoded.dictionary.to_pylist()])
     return CsvData(header, np.ascontiguousarray(xt.T), codes)
+
+
+def _has_quotes(path: Path) -> bool:
+    import mmap
+
+    try:
+        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return mm.find(b'"') != -1
+    except (OSError, ValueError):  # e.g. an empty file cannot be mapped
+        return True
 
 
 def _read_exact(path: Path, where: str, select: Select) -> CsvData:
