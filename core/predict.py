@@ -584,13 +584,16 @@ def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: in
                 bar.update(hi - lo)
         classes, used = predictor.classes, 1
     else:
+        from core import launcher
+
+        launcher.warm_up()  # the forkserver boots (torch preloaded) while this process reads the input
         meta = read_model_meta(model_path)
         classes = [str(c) for c in meta["classes"]]
-        with _pool(model_path, workers) as pool:  # its processes load the model while this one reads the input
-            inp = read_input(input_path, meta)
-            _check_shape(inp, meta, input_path)
-            chunks = chunk_bounds(len(inp), batch_rows)
-            used = min(workers, len(chunks))
+        inp = read_input(input_path, meta)
+        _check_shape(inp, meta, input_path)
+        chunks = chunk_bounds(len(inp), batch_rows)
+        used = min(workers, len(chunks))
+        with _pool(model_path, used) as pool:
             results = _predict_in_pool(pool, inp, chunks, batch_rows)
     import numpy as np
 
@@ -632,7 +635,6 @@ def _init_worker(model_path: str, parent_pid: int) -> None:
 
 
 def _ready() -> None:
-    """A first task per process: starts the processes (and their model loading) early."""
     if _worker_error is not None:
         raise _worker_error
 
@@ -659,8 +661,6 @@ def _pool(model_path: Path, workers: int) -> Iterator[Any]:
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(),
                                initializer=_init_worker, initargs=(str(model_path), os.getpid()))
     try:
-        for _ in range(workers):  # each submit with no idle process starts one
-            pool.submit(_ready)
         yield pool
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)  # a failed batch makes the rest pointless
