@@ -3,9 +3,10 @@
 CSV: pyarrow's multi-threaded reader parses a well-formed file; when it refuses
 one, or the values break a rule (blank, non-finite, too large for float32), the
 file is read again by the line-precise reader below, whose one-line error names
-the line and the column. Both readers accept the same files and give the same
-float32 values (parsed as float64, then rounded once), so the error path alone
-pays for the slow reader. NPZ: ``np.load`` without pickles, checked once.
+the line and the column (it also accepts what only Python's float() reads, such
+as ``1_000``). Where both accept a file they give the same float32 values
+(parsed as float64, then rounded once), so well-formed files never pay for the
+slow reader. NPZ: ``np.load`` without pickles, checked once.
 
 Torch-free: ``core.predict`` imports this at command time.
 """
