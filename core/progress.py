@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
 
-def progress(total: int, desc: str, unit: str = "it", **kwargs: Any) -> Any:
-    """A tqdm bar on stderr, disabled unless stderr is a terminal; stdout is never touched."""
+@functools.cache
+def _bar_class() -> type:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr,
-                disable=not sys.stderr.isatty(), **kwargs)
+    class Bar(tqdm):  # type: ignore[misc]
+        # tqdm starts a monitor thread for every bar, shown or not; the window's export and predict
+        # run on worker threads and must leave no thread behind
+        monitor_interval = 0
+
+    return Bar
+
+
+def progress(total: int, desc: str, unit: str = "it", **kwargs: Any) -> Any:
+    """A tqdm bar on stderr, disabled unless stderr is a terminal; stdout is never touched."""
+    return _bar_class()(total=total, desc=desc, unit=unit, leave=False, file=sys.stderr,
+                        disable=not sys.stderr.isatty(), **kwargs)
 
 
 def note(bar: Any, line: str) -> None:

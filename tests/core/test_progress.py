@@ -31,3 +31,12 @@ def test_shown_on_a_terminal(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
         note(bar, "a probe line")
     assert "predict" in term.getvalue() and "10/10" in term.getvalue() and "a probe line" in term.getvalue()
     assert capsys.readouterr().out == ""
+
+
+def test_no_monitor_thread_is_left_behind() -> None:
+    import threading
+
+    before = {t.name for t in threading.enumerate()}
+    with progress(3, "export", unit="step") as bar:
+        bar.update(3)
+    assert "tqdm_monitor" not in {t.name for t in threading.enumerate()} - before
