@@ -257,10 +257,17 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
         return []
     x = data.val.x.numpy()
     mean, std = info.get("mean"), info.get("std")
-    if mean is not None and std is not None and x.ndim >= 2 and np.size(mean) in (1, x.shape[1]):
+    if mean is not None and std is not None and x.ndim >= 2:
         # back to the pixels the user gave, not standardised ones (per feature or per channel)
-        stats = (1, -1) + (1,) * (x.ndim - 2)
-        x = x * np.asarray(std, dtype=np.float32).reshape(stats) + np.asarray(mean, dtype=np.float32).reshape(stats)
+        if np.size(mean) == int(np.prod(x.shape[1:])):
+            stats: tuple[int, ...] = (1, *x.shape[1:])
+        elif np.size(mean) in (1, x.shape[1]):
+            stats = (1, -1) + (1,) * (x.ndim - 2)
+        else:
+            stats = ()
+        if stats:
+            x = x * np.asarray(std, dtype=np.float32).reshape(stats) \
+                + np.asarray(mean, dtype=np.float32).reshape(stats)
     lo, hi = _pixel_range(x)
     for it in items:
         if it["index"] < len(x):
