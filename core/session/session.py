@@ -416,6 +416,7 @@ class Session:
             state = self._run.value
             if state == "idle":
                 self._run.move("stopped", "stopped before start")
+                self._run.ended.set()
                 return
             if state in ENDED or state == "finishing":
                 return
@@ -791,9 +792,11 @@ class Session:
         self._recorder.summary(summary)
 
     def _close(self) -> None:
+        """Release the run directory, its lock and the channels; only then is the run over for waiters."""
         self._recorder.close()
         self.launcher.cleanup()
         ch = self._channels
         if ch is not None:
             ch.queue.close()
             ch.queue.cancel_join_thread()
+        self._run.ended.set()
