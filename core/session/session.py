@@ -761,12 +761,13 @@ class Session:
         """A strategy whose result is not the shared model (search: the best trial) hands it over here."""
         if self.run_dir is None or self.info is None:
             return
-        result = self.strategy.result_state(self.run_dir)
-        if result is None:
+        path = self.strategy.result_checkpoint(self.run_dir)
+        if path is None:
             return
-        config, state = result
+        ckpt = load_checkpoint(path)
+        config = check_checkpoint(ckpt, f"checkpoint: {path}")[0]
         model = build_model(config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape)
-        model.load_state_dict(state)
+        load_weights(model, ckpt["model"], f"checkpoint: {path}")
         self.config, self._models = config, [model]
 
     def _progress(self) -> list[dict[str, int]]:

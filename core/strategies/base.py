@@ -97,8 +97,8 @@ class Strategy:
     def prepare_run(self, run_dir: "Path", resuming: bool) -> None:
         """Once the run directory exists, before the workers start (search: open the study)."""
 
-    def result_state(self, run_dir: "Path") -> "tuple[Config, dict[str, torch.Tensor]] | None":
-        """The run's result when it is not the shared model: (its config, its weights); None otherwise."""
+    def result_checkpoint(self, run_dir: "Path") -> "Path | None":
+        """A checkpoint holding the run's result when it is not the shared model (search: the best trial)."""
         return None
 
     # -- inside a worker ------------------------------------------------------------------
