@@ -4,8 +4,9 @@ The learning rate grows exponentially from ``start`` to ``end`` over a few
 hundred mini-batches of the user's data and model while the smoothed loss is
 recorded; the test stops once the loss runs away. The suggestion is fastai's
 "valley": the middle of the longest stretch over which the loss keeps
-falling. It trains a copy: the model given (or the config's fresh one) keeps
-its weights.
+falling, looked for where the curve has begun to fall (on its flat start,
+noise would stretch the valley towards rates too low to train). It trains
+a copy: the model given (or the config's fresh one) keeps its weights.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from torch import nn
 
 from core.config import Config
 
-# fastai starts at 1e-7; on small models the first third of those steps moves nothing and
-# drags the valley low, so the range starts at 1e-5
-START_LR, END_LR, STEPS = 1e-5, 10.0, 100
+START_LR, END_LR, STEPS = 1e-7, 10.0, 100  # fastai's defaults
 SMOOTH = 0.98      # exponential moving average of the loss (fastai's beta)
 DIVERGED = 4.0     # stop once the smoothed loss exceeds this many times its minimum
 
@@ -59,6 +58,21 @@ def valley(lrs: list[float], losses: list[float]) -> int:
             max_start = max_end - lds[max_end]
     sections = (max_end - max_start) / 3
     return min(n - 1, max_start + int(sections) + int(sections / 2))
+
+
+def _falling_from(losses: list[float], lo: int, hi: int) -> int:
+    """Where the loss starts to fall for good: the last step before the minimum at or above the start's loss.
+
+    Before it the curve is flat, and noise there would stretch the valley towards rates too low to train.
+    """
+    if hi - lo < 3:
+        return lo
+    low = min(range(lo, hi), key=losses.__getitem__)
+    start = losses[lo]
+    for i in range(low, lo, -1):
+        if losses[i] >= start:
+            return i
+    return lo
 
 
 def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR, end: float = END_LR,
@@ -124,6 +138,7 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
         raise UserError(f"lr-find: the loss was not finite at lr {start:g}; lower --start")
     # fastai leaves out the first tenth and the last 5 steps: start-up noise and the blow-up
     lo, hi = len(losses) // 10, max(len(losses) // 10 + 3, len(losses) - 5)
+    lo = _falling_from(losses, lo, hi)
     window_lrs, window_losses = lrs[lo:hi], losses[lo:hi]
     index = lo + valley(window_lrs, window_losses)
     return LRFinderResult(lrs, losses, lrs[index], index, stopped_early)
