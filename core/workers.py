@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.augment import make_augment
 from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
@@ -192,7 +193,8 @@ class Trainer:
         self.model, self.net = strategy.wrap_model(self.shared, self.device)
         self.optimizer = make_optimizer(self.model.parameters(), cfg.optim, strategy.worker_lr(rank))
         self.shard_rank, self.shard_world = strategy.shard(rank)
-        self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers)
+        self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers,
+                                    make_augment(cfg.augment, data.info.image_shape))
         if spec.optimizer_state is not None:
             self.optimizer.load_state_dict(state_from_bytes(spec.optimizer_state))
             for group in self.optimizer.param_groups:  # the config's (a fork may have changed them)
@@ -267,7 +269,8 @@ class Trainer:
         self._scheduled = scheduled(self.config.schedule)
         if self.config.train.batch_size != old.train.batch_size:
             self.batches = make_batches(self.data.train, self.data.info, self.config.train.batch_size,
-                                        self.config.data.loader_workers)
+                                        self.config.data.loader_workers,
+                                        make_augment(self.config.augment, self.data.info.image_shape))
             raise _EpochRestart  # the epoch goes on from its offset with the new batch size
 
     def position(self) -> dict[str, Any]:

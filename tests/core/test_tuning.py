@@ -145,3 +145,31 @@ def test_lr_find_cli_prints_the_suggestion_last(capsys: pytest.CaptureFixture[st
     assert 1e-7 <= float(out[-1]) <= 10.0
     assert (tmp_path / "curve.csv").read_text().startswith("lr,loss\n")
     assert main(["lr-find", "--start", "0"]) == 2
+
+
+# ----------------------------------------------------------------------------- augmentation
+
+def test_augmentation_changes_training_images_only() -> None:
+    from core.augment import make_augment, preview
+    from core.config import AugmentConfig
+    from core.data import make_batches
+
+    assert make_augment(AugmentConfig(), (1, 8, 8)) is None  # off by default
+    cfg = AugmentConfig(crop_scale=0.6, hflip=True, rotation=15.0, jitter=0.2)
+    assert make_augment(cfg, None) is None  # not images
+    data = load_data(Config().data, seed=0, share=False)
+    x, _ = full_tensors(data.train, data.info)
+    plain = next(make_batches(data.train, data.info, 16, 0).epoch(torch.arange(16)))[0]
+    torch.manual_seed(0)
+    changed = next(make_batches(data.train, data.info, 16, 0, make_augment(cfg, data.info.image_shape))
+                   .epoch(torch.arange(16)))[0]
+    assert changed.shape == plain.shape and torch.isfinite(changed).all() and not torch.equal(changed, plain)
+    assert torch.equal(plain, x[:16])
+    grid = preview(cfg, x[:3].view(-1, 1, 8, 8), copies=4)
+    assert grid.shape == (3, 4, 1, 8, 8)
+
+
+def test_an_augmented_run_trains(runs_dir: Path) -> None:
+    session = run(runs_dir, "train.epochs=4", "optim.lr=0.1", "augment.rotation=10.0", "augment.crop_scale=0.8")
+    s = session.summary
+    assert s is not None and s["status"] == "finished" and s["final"]["val_accuracy"] >= 0.85, s
