@@ -28,17 +28,9 @@ from core.config import (
     ACTIVATIONS, BOUNDS, MODEL_KINDS, OPTIMIZERS, STRATEGIES, Config, ConfigError, from_dict, to_dict,
 )
 from core.data import BUILTIN_DATASETS
+from core.strategies import strategy_class
 
 THUMB = 32  # preview thumbnail size in pixels
-STRATEGY_HELP = {
-    "single": "One worker process: the baseline, easiest to debug.",
-    "hogwild": "Workers train one shared-memory model lock-free, each on its own data shard.",
-    "ddp": "DistributedDataParallel: workers average gradients every step (gloo on CPU).",
-    "sweep": "Each worker trains its own model (own seed or learning rate); the best is kept.",
-    "search": "Hyperparameter search: Optuna trials in the workers (the [search] table of the config).",
-}
-
-
 def available_devices() -> list[str]:
     """Devices this machine has, so the picker never offers one that cannot run."""
     import torch
@@ -269,7 +261,7 @@ class ConfigPanel(QWidget):
         self.combo_strategy = QComboBox(objectName="combo_strategy")
         for name in STRATEGIES:
             self.combo_strategy.addItem(name, name)
-            self.combo_strategy.setItemData(self.combo_strategy.count() - 1, STRATEGY_HELP[name],
+            self.combo_strategy.setItemData(self.combo_strategy.count() - 1, strategy_class(name).description,
                                             Qt.ItemDataRole.ToolTipRole)
         form.addRow("Strategy", self.combo_strategy)
         self.spin_workers = _spin("parallel.workers", "spin_workers", "Training processes")
@@ -392,7 +384,8 @@ class ConfigPanel(QWidget):
         p["workers"] = self.spin_workers.value()
         p["threads_per_worker"] = self.spin_threads.value()
         p["device"] = self.combo_device.currentData()
-        p["sweep_lr"] = _parse_list(self.edit_sweep_lr.text(), float) if p["strategy"] == "sweep" else []
+        reads_rates = "parallel.sweep_lr" in strategy_class(p["strategy"]).own_keys
+        p["sweep_lr"] = _parse_list(self.edit_sweep_lr.text(), float) if reads_rates else []
         self.tuning.take(raw)
         return from_dict(raw)
 
@@ -437,12 +430,13 @@ class ConfigPanel(QWidget):
         self._model_form.setRowVisible(self.combo_activation, kind in ("mlp", "cnn"))
         self._model_form.setRowVisible(self.spin_dropout, kind in ("mlp", "cnn"))
         self._train_form.setRowVisible(self.spin_momentum, self.combo_optimizer.currentData() == "sgd")
-        self._parallel_form.setRowVisible(self.edit_sweep_lr, strategy == "sweep")
-        single = strategy == "single"
-        if single and self.spin_workers.value() != 1:
-            self.spin_workers.setValue(1)  # "single" means one worker; the config rejects more
-        self.spin_workers.setEnabled(not single and self.isEnabled())
-        self.combo_strategy.setToolTip(STRATEGY_HELP.get(strategy, ""))
+        cls = strategy_class(strategy) if strategy in STRATEGIES else None
+        self._parallel_form.setRowVisible(self.edit_sweep_lr, cls is not None and "parallel.sweep_lr" in cls.own_keys)
+        fixed = cls.fixed_workers if cls is not None else 0
+        if fixed and self.spin_workers.value() != fixed:
+            self.spin_workers.setValue(fixed)  # e.g. "single" means one worker; the config rejects more
+        self.spin_workers.setEnabled(not fixed and self.isEnabled())
+        self.combo_strategy.setToolTip(cls.description if cls is not None else "")
 
     def setEnabled(self, enabled: bool) -> None:  # noqa: N802 - Qt override
         super().setEnabled(enabled)

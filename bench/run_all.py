@@ -18,6 +18,7 @@ SCRIPTS = [
     ("Against PyTorch Lightning", ["lightning_compare.py", "--repeats", "3"]),
     ("Live plots", ["gui_latency.py"]),
     ("Batch prediction", ["predict_throughput.py"]),
+    ("torchrun against the local launcher", ["torchrun_vs_local.py", "--repeats", "3"]),
 ]
 
 

@@ -39,9 +39,35 @@ COMMANDS: dict[str, Command] = {
                         "core.evaluate:cmd_evaluate", "core.evaluate:configure_cli"),
     "lr-find": Command("suggest a learning rate: the range test of fastai, its valley suggestion printed last",
                        "core.lr_finder:cmd_lr_find", "core.lr_finder:configure_cli"),
+    "pause": Command("pause the active run in RUN_DIR (started by the window, a CLI train or torchrun)",
+                     "core.cli:cmd_control", "core.cli:configure_control"),
+    "resume": Command("resume the paused run in RUN_DIR", "core.cli:cmd_control", "core.cli:configure_control"),
+    "stop": Command("stop the active run in RUN_DIR (its checkpoint and summary are written)",
+                    "core.cli:cmd_control", "core.cli:configure_control"),
     "bench": Command("probe each strategy and worker count on a config and suggest the fastest",
                      "core.bench:run", "core.bench:configure"),
 }
+
+
+def configure_control(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run's directory")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the run to acknowledge")
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    """pause / resume / stop: write the run's control file, wait for the state record that answers it."""
+    from core.control import send, wait_acknowledged
+    from core.runlog import MetricsTail
+
+    run_dir = Path(args.run_dir)
+    tail = MetricsTail(run_dir / "metrics.jsonl", start_at_end=True)
+    request = send(run_dir, args.command)
+    record = wait_acknowledged(run_dir, request, timeout=args.timeout, tail=tail)
+    if record is None:
+        sys.stderr.write(f"{args.command}: {run_dir} did not acknowledge within {args.timeout:g} s\n")
+        return EXIT_FAILED
+    print(f"{record['state']}")
+    return EXIT_OK
 
 
 class ArgumentError(Exception):

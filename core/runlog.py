@@ -127,6 +127,12 @@ class RunsLock:
         os.pwrite(fd, f"pid {os.getpid()}, run {name}".encode(), 0)
         return cls(fd, runs_dir / ".active")
 
+    def name_run(self, name: str) -> None:
+        """Say which run holds the lock (its directory's name, once it exists)."""
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"pid {os.getpid()}, run {name}".encode(), 0)
+
     def release(self) -> None:
         if self._fd is not None:
             import fcntl
@@ -193,6 +199,44 @@ def read_metrics(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+class MetricsTail:
+    """Reads a growing metrics.jsonl incrementally: each ``read()`` returns the records added since.
+
+    A line still being written (no newline yet) waits for the next read.
+    """
+
+    def __init__(self, path: Path, start_at_end: bool = False) -> None:
+        self.path = Path(path)
+        self.offset = 0
+        self._partial = b""
+        if start_at_end:
+            try:
+                self.offset = self.path.stat().st_size
+            except OSError:
+                pass
+
+    def read(self, max_bytes: int = 1 << 24) -> list[dict[str, Any]]:
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read(max_bytes)
+        except OSError:
+            return []
+        self.offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()  # b"" after a complete line
+        out = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return out
 
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
@@ -123,6 +124,49 @@ class Progress:
             self.bar.close()
 
 
+def _torchrun_session(args: argparse.Namespace) -> Any:
+    """Under torchrun: rank 0's session (a new run, or the one a restarted group continues); None elsewhere.
+
+    Every rank joins the process group first; rank 0 decides where each rank starts and tells them.
+    """
+    from core.launchers import torchrun as tr
+    from core.runlog import read_summary
+    from core.session import Session
+
+    if args.resume:
+        raise ArgumentError("traindesk train: under torchrun a run resumes by itself after a restart "
+                            "(--max-restarts); --resume is for local runs")
+    world = int(os.environ["WORLD_SIZE"])
+    cfg = _load_train_config(args).replace("parallel", strategy="ddp", workers=world)
+    tr.join_group(cfg)
+    rank = int(os.environ["RANK"])
+    if rank != 0:
+        start = tr.broadcast(None)
+        if start is None:  # rank 0 could not set up the run and says why
+            return None
+        code = tr.run_other_rank(start["config"], start["fields"][rank])
+        if code:
+            raise SystemExit(code)
+        return None
+    session = None
+    try:
+        previous = tr.find_run(Path(args.runs_dir))
+        if previous is not None:
+            run_dir, restarts = previous
+            before = read_summary(run_dir) or {}
+            session = Session.from_run(run_dir, epochs=cfg.train.epochs, launcher=tr.TorchrunLauncher())
+            resumed_samples = sum(p["samples"] for p in session.start_positions())
+            session.launcher.restarts = restarts + 1
+            lost = max(0, int(before.get("samples") or 0) - resumed_samples)
+            session.launcher.samples_lost = int(before.get("samples_lost") or 0) + lost
+        else:
+            session = Session(cfg, runs_dir=args.runs_dir, name=args.name, launcher=tr.TorchrunLauncher())
+    finally:
+        fields = [session.start_fields(r) for r in range(world)] if session is not None else None
+        tr.broadcast({"config": session.config, "fields": fields} if session is not None else None)
+    return session
+
+
 class Interrupts:
     """SIGINT/SIGTERM only count here; the main loop acts on the count (no locks in a handler)."""
 
@@ -147,12 +191,16 @@ START_GRACE_S = 3.0  # after Ctrl-C during data loading, wait this long for the 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from core.launchers.torchrun import under_torchrun
     from core.session import Session
 
-    if args.resume:
-        if args.config or args.strategy or args.workers is not None or args.set or args.name:
-            raise ArgumentError("traindesk train: --resume continues a run with its own config; "
-                                "only --epochs may change")
+    if args.resume and (args.config or args.strategy or args.workers is not None or args.set or args.name):
+        raise ArgumentError("traindesk train: --resume continues a run with its own config; only --epochs may change")
+    if under_torchrun():
+        session = _torchrun_session(args)
+        if session is None:
+            return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
+    elif args.resume:
         session = Session.from_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
     else:
         session = Session(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
@@ -186,6 +234,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         os._exit(EXIT_INTERRUPTED)
     if interrupts.count:
         return EXIT_INTERRUPTED
+    if status == "stopped":  # by the window or `traindesk stop`
+        # under torchrun a non-zero exit is a failure that --max-restarts would restart
+        return EXIT_OK if session.launcher.name == "torchrun" else EXIT_INTERRUPTED
     return EXIT_FAILED if status == "failed" else EXIT_OK
 
 
@@ -196,9 +247,7 @@ def _drive(session: Any, interrupts: Interrupts) -> bool:
     end the workers now (terminate, then kill); the summary is still written. True when
     an interrupted start was left behind (still loading data).
     """
-    from core.launchers import local as launcher
-
-    launcher.warm_up()  # start the forkserver while data loads
+    session.launcher.warm_up()  # start the forkserver (if any) while data loads
     failure: list[BaseException] = []
 
     def start() -> None:

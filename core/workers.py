@@ -47,9 +47,10 @@ from core.strategies.base import Strategy
 RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
 # What a paused run may change; every worker applies it when it resumes, at the same batch.
 LIVE_KEYS = ("optim.lr", "optim.weight_decay", "train.batch_size", "train.epochs")
-FLUSH_INTERVAL = 0.05   # seconds between queue puts
+FLUSH_INTERVAL = 0.05   # seconds between queue puts at most (sooner when the queue is empty)
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 EVAL_BATCH = 2048
+EXCHANGE_EVERY = 32     # torchrun: steps between collections of every rank's records (a multiple of 8)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class WorkerSpec:
     threads: int
     parent_pid: int
     local_rank: int = 0       # rank on this machine (device choice under torchrun)
+    node: str = ""            # the machine's name, for the records
+    gather_records: bool = False  # torchrun: rank 0 collects every rank's records at agreement points
     dist_init: str = ""       # process group rendezvous: "file://..." or "env://"
     pause_on_divergence: bool = False  # GUI: pause the run instead of failing it
     # where to continue (resume): epoch in progress (1-based), batches of it already done
@@ -139,16 +142,25 @@ class RecordSender:
     def add(self, record: dict[str, Any]) -> None:
         self.buffer.append(record)
 
-    def state(self, state: str, detail: str = "") -> None:
-        self.add({"kind": "state", "t": time.time(), "worker": self.worker, "state": state, "detail": detail})
+    def state(self, state: str, detail: str = "", **extra: Any) -> None:
+        self.add({"kind": "state", "t": time.time(), "worker": self.worker, "state": state, "detail": detail,
+                  **extra})
         self.flush()
 
     def log(self, level: str, message: str) -> None:
         self.add({"kind": "log", "t": time.time(), "worker": self.worker, "level": level, "message": message})
 
     def maybe_flush(self, now: float) -> None:
-        if now - self.last_flush >= FLUSH_INTERVAL:
+        """Put the buffer on the queue every FLUSH_INTERVAL, or sooner when the reader has caught up."""
+        elapsed = now - self.last_flush
+        if elapsed >= FLUSH_INTERVAL or (elapsed >= RECORD_INTERVAL and self._reader_idle()):
             self.flush(now)
+
+    def _reader_idle(self) -> bool:
+        try:
+            return bool(self.queue.qsize() == 0)  # a semaphore read; the queue is drained
+        except (AttributeError, NotImplementedError):  # queues without a size (macOS, in-process sinks)
+            return False
 
     def flush(self, now: float | None = None) -> None:
         if self.buffer:
@@ -224,6 +236,7 @@ class Trainer:
         self.keeps_best = strategy.keeps_best
         self.record_extra: dict[str, Any] = {}  # added to this worker's step and eval records
         self.on_eval: Any = None  # called with each eval record this worker reports
+        self._gathers = spec.gather_records and spec.world_size > 1
 
     # -- control ----------------------------------------------------------------
     def _word(self) -> int:
@@ -241,12 +254,14 @@ class Trainer:
                 raise StopTraining
             if cmd == CHECKPOINT:
                 self._send_snapshot()
+                self.exchange_records()
                 self._wait_while(CHECKPOINT)
             elif cmd == PAUSE:
                 if not paused:
                     paused = True
                     self._emit_step(force=True)
                     self.out.state("paused", f"epoch {self.epoch} step {self.step}")
+                    self.exchange_records()
                 self._wait_while(PAUSE)
             cmd = self.strategy.agree(self._word(), self.device)
         if paused:
@@ -273,6 +288,25 @@ class Trainer:
                                         make_augment(self.config.augment, self.data.info.image_shape))
             raise _EpochRestart  # the epoch goes on from its offset with the new batch size
 
+    def exchange_records(self) -> None:
+        """torchrun: every rank hands what it said since the last exchange to rank 0 (a collective).
+
+        Called where all ranks are at the same point (agreement, pause, checkpoint, the end), so
+        nodes need no shared filesystem for metrics.
+        """
+        if not self._gathers:
+            return
+        mine: list[dict[str, Any]] = []
+        if self.spec.rank != 0:
+            self.out.flush()
+            mine = self.ch.queue.take()
+        # rank 0's own records follow at its next flush: a peer's last records come before rank 0's end
+        gathered = self.strategy.gather(mine)
+        if self.spec.rank == 0:
+            for records in gathered[1:]:
+                if records:
+                    self.ch.queue.put(records)
+
     def position(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "batch": self.batch, "step": self.step, "samples": self.samples,
                 "offset": self.offset, "lr_scale": self._plateau.scale if self._plateau else 1.0}
@@ -292,8 +326,10 @@ class Trainer:
         """This worker's part of a consistent checkpoint; the session copies the weights meanwhile."""
         self.publish_weights()
         self._emit_step(force=True)
+        # under torchrun only rank 0 has the session's request id: ranks agree on it (the max)
+        request = self.strategy.agree(int(self.ch.request.value), self.device)
         self.out.add({"kind": "_snapshot", "t": time.time(), "worker": self.spec.rank,
-                      "request": int(self.ch.request.value), **self.position(),
+                      "request": request, **self.position(),
                       "optimizer": state_to_bytes(self.optimizer.state_dict()),
                       "rng": state_to_bytes(torch.get_rng_state())})
         self.out.flush()
@@ -349,6 +385,8 @@ class Trainer:
         every = strategy.control_every
         for xb, yb in self.batches.epoch(indices):
             if self.step % every == 0:
+                if self.step % EXCHANGE_EVERY == 0:
+                    self.exchange_records()
                 cmd = strategy.agree(command.value, device) if every > 1 else command.value
                 if cmd:
                     self._control(cmd)
@@ -502,7 +540,8 @@ def _load_class(target: str) -> Any:
 def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
     """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
-    out.state("starting", f"pid {os.getpid()}")
+    out.state("starting", f"pid {os.getpid()}", pid=os.getpid(), node=spec.node or _hostname(),
+              local_rank=spec.local_rank)
     strategy = get_strategy(spec.config)
     trainer: Trainer | None = None
     try:
@@ -513,6 +552,7 @@ def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torc
         status = trainer.run()
         out.state(status)
         out.add(_done(spec, status, trainer, None))
+        trainer.exchange_records()  # the ranks end together: the last records reach rank 0
         code = 0
     except Exception as exc:  # report everything; the session decides what the run becomes
         if isinstance(exc, Diverged):  # not a bug: the message says it all
@@ -534,6 +574,12 @@ def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torc
         trainer.net = trainer.model  # drop a DDP reducer before its process group goes
     strategy.teardown_worker(failed=code != 0)
     return code
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
 
 
 def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> None:

@@ -137,6 +137,12 @@ class LocalLauncher:
             raise
         return procs
 
+    def attach(self, run_dir: Any) -> None:
+        """The run directory is known (nothing to record for local processes)."""
+
+    def summary_extra(self, nodes: list[str]) -> dict[str, Any]:
+        return {}
+
     def cleanup(self) -> None:
         if self._rendezvous_file:
             try:

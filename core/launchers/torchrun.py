@@ -1,21 +1,35 @@
-"""Running as one rank of a group that ``torchrun`` (PyTorch's launcher) started.
+"""Running under ``torchrun`` (PyTorch's own launcher): this process is one rank of the group.
 
-``torchrun`` sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT;
-the worker joins its process group from ``env://``. Control and records stay
-in this process: a SIGTERM/SIGINT sets the stop word, and records go to a
-callback (rank 0 writes them; the others may drop them).
+``torchrun ... -m core train CONFIG --runs-dir DIR`` starts one process per
+rank on every node; each joins the process group from ``env://`` and trains
+with the ddp strategy across all ranks. Global rank 0 is also the run's
+session: it writes the run directory, polls the control file and takes the
+consistent checkpoints. The other ranks write nothing there: their records
+reach rank 0 through the process group at the points where the ranks agree
+(:meth:`core.workers.Trainer.exchange_records`), so the nodes need no shared
+filesystem for metrics. With ``--max-restarts`` torchrun restarts the group
+when a rank dies; rank 0 finds the run by the rendezvous id and resumes it
+from its last consistent checkpoint.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import queue as queue_mod
 import signal
+import socket
 import threading
 from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
 from typing import Any, Callable
 
 from core.config import Config
-from core.workers import RUN, STOP, Channels, SettingsBox, WorkerSpec, default_threads
+from core.workers import RUN, STOP, Channels, SettingsBox, WorkerSpec, default_threads, run_worker
+
+RUN_FILE = "torchrun.json"  # in the run directory: the rendezvous id and the restarts so far
 
 
 def under_torchrun() -> bool:
@@ -50,18 +64,66 @@ class _Sink:
         pass
 
 
-def local_channels(on_records: Callable[[list[dict[str, Any]]], None]) -> Channels:
-    """Channels for a worker running in this very process; SIGTERM/SIGINT stop it at the next batch."""
-    run_event = threading.Event()
-    run_event.set()
-    word = _Word()
+class InProcessQueue:
+    """Rank 0's queue between its worker thread and its session, in one process."""
 
+    def __init__(self) -> None:
+        self._q: queue_mod.Queue[list[dict[str, Any]]] = queue_mod.Queue()
+
+    def put(self, records: list[dict[str, Any]]) -> None:
+        self._q.put(records)
+
+    def get(self, timeout: float | None = None) -> list[dict[str, Any]]:
+        return self._q.get(timeout=timeout)
+
+    def close(self) -> None:
+        pass
+
+    def join_thread(self) -> None:
+        pass
+
+    def cancel_join_thread(self) -> None:
+        pass
+
+
+class GatheringQueue:
+    """Another rank's records wait here until rank 0 collects them."""
+
+    def __init__(self) -> None:
+        self._items: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    def put(self, records: list[dict[str, Any]]) -> None:
+        with self._lock:
+            self._items.extend(records)
+
+    def take(self) -> list[dict[str, Any]]:
+        with self._lock:
+            items, self._items = self._items, []
+            return items
+
+    def close(self) -> None:
+        pass
+
+    def join_thread(self) -> None:
+        pass
+
+
+def _stop_on_signals(word: _Word, run_event: threading.Event) -> None:
     def on_signal(signum: int, frame: Any) -> None:
         word.value = STOP
         run_event.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+def local_channels(on_records: Callable[[list[dict[str, Any]]], None]) -> Channels:
+    """Channels for a worker running in this very process; SIGTERM/SIGINT stop it at the next batch."""
+    run_event = threading.Event()
+    run_event.set()
+    word = _Word()
+    _stop_on_signals(word, run_event)
     return Channels(_Sink(on_records), word, run_event, _Word(0), SettingsBox(_Word(0), _Text()))
 
 
@@ -74,5 +136,152 @@ def torchrun_spec(cfg: Config) -> WorkerSpec:
     return WorkerSpec(
         rank=rank, world_size=world, config=cfg,
         threads=default_threads(local_world, cfg.parallel.threads_per_worker), parent_pid=os.getppid(),
-        local_rank=local_rank, dist_init="env://",
+        local_rank=local_rank, dist_init="env://", node=socket.gethostname(),
     )
+
+
+class RankThread:
+    """This rank's training, on a thread of the session's process; quacks like a Process."""
+
+    def __init__(self, target: Callable[[], int]) -> None:
+        self.pid = os.getpid()
+        self.exitcode: int | None = None
+        self._target = target
+        self._thread = threading.Thread(target=self._run, name="traindesk-rank", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.exitcode = self._target()
+        except BaseException:  # noqa: BLE001 - run_worker reports its own failures
+            self.exitcode = 1
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def terminate(self) -> None:
+        """A thread cannot be ended from outside: the stop word already asks it to stop."""
+
+    kill = terminate
+
+
+class TorchrunLauncher:
+    """Rank 0's launcher: trains this rank on a thread; torchrun started the other ranks."""
+
+    name = "torchrun"
+
+    def __init__(self, restarts: int = 0, samples_lost: int = 0) -> None:
+        self.rank = int(os.environ["RANK"])
+        self.world = int(os.environ["WORLD_SIZE"])
+        self.local_rank = int(os.environ["LOCAL_RANK"])
+        self.local_world = int(os.environ.get("LOCAL_WORLD_SIZE", self.world))
+        self.node = socket.gethostname()
+        self.restarts = restarts
+        self.samples_lost = samples_lost
+
+    def warm_up(self) -> None:
+        pass  # no processes to start: torchrun started them
+
+    def channels(self, command: int) -> Channels:
+        run_event = threading.Event()
+        run_event.set()
+        return Channels(InProcessQueue(), _Word(command), run_event, _Word(0), SettingsBox(_Word(0), _Text()))
+
+    def rendezvous(self, uses_process_group: bool) -> str:
+        return "env://"
+
+    def attach(self, run_dir: Path) -> None:
+        """The run directory is known: record which rendezvous it belongs to."""
+        from core.runlog import atomic_write_json
+
+        atomic_write_json(run_dir / RUN_FILE, {"rdzv_id": os.environ.get("TORCHELASTIC_RUN_ID", ""),
+                                               "world_size": self.world, "restarts": self.restarts})
+
+    def start(self, specs: list[WorkerSpec], data: Any, shared: list[Any], channels: Channels) -> list[Any]:
+        import torch
+
+        spec = dataclasses.replace(specs[self.rank], local_rank=self.local_rank, node=self.node,
+                                   gather_records=True, parent_pid=os.getpid(),
+                                   threads=default_threads(self.local_world, specs[0].config.parallel.threads_per_worker))
+        torch.set_num_threads(spec.threads)
+        handle = RankThread(lambda: run_worker(spec, data, shared, channels))
+        handle.start()
+        return [handle]
+
+    def summary_extra(self, nodes: list[str]) -> dict[str, Any]:
+        return {"world_size": self.world, "nodes": nodes, "restarts": self.restarts,
+                "samples_lost": self.samples_lost}
+
+    def cleanup(self) -> None:
+        pass
+
+
+def join_group(cfg: Config) -> None:
+    """Join torchrun's process group (from env://) before anything else talks over it."""
+    import torch.distributed as dist
+
+    backend = "nccl" if cfg.parallel.device.startswith("cuda") else "gloo"
+    dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=120))
+
+
+def find_run(runs_dir: Path) -> tuple[Path, int] | None:
+    """The unfinished run this rendezvous id started before (a restart), and its restarts so far.
+
+    Restarted ranks cannot tell a restart from their environment alone (torchrun counts
+    restarts per node), so the run directory says: the newest run with this rendezvous id
+    that did not finish is continued.
+    """
+    from core.runlog import read_summary
+
+    rdzv = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    if not rdzv or rdzv == "none" or not Path(runs_dir).is_dir():
+        return None
+    found = []
+    for path in Path(runs_dir).glob(f"*/{RUN_FILE}"):
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if info.get("rdzv_id") == rdzv:
+            found.append((path.parent, int(info.get("restarts", 0))))
+    if not found:
+        return None
+    run_dir, restarts = max(found, key=lambda f: f[0].name)
+    summary = read_summary(run_dir) or {}
+    if summary.get("status") == "finished" or not (run_dir / "checkpoints" / "last.pt").is_file():
+        return None
+    return run_dir, restarts
+
+
+def broadcast(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank."""
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def run_other_rank(cfg: Config, start: dict[str, Any]) -> int:
+    """A rank other than 0: train in this process; records go to rank 0 through the group."""
+    import torch
+
+    from core.data import load_data
+    from core.models import build_model
+
+    spec = dataclasses.replace(torchrun_spec(cfg), gather_records=True, **start)
+    torch.set_num_threads(spec.threads)
+    data = load_data(spec.config.data, seed=cfg.train.seed, share=False)
+    # the weights do not matter: DistributedDataParallel starts every rank from rank 0's
+    model = build_model(spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape)
+    run_event = threading.Event()
+    run_event.set()
+    word = _Word()
+    _stop_on_signals(word, run_event)
+    channels = Channels(GatheringQueue(), word, run_event, _Word(0), SettingsBox(_Word(0), _Text()))
+    return run_worker(spec, data, [model.state_dict()], channels)

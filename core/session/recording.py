@@ -31,6 +31,7 @@ class RunRecorder:
         try:
             check_free_space(runs_dir, parameters, workers)
             run_dir = existing if existing is not None else make_run_dir(runs_dir, name)
+            self._lock.name_run(run_dir.name)
             atomic_write_text(run_dir / "config.toml", to_toml(config))
             self._log = MetricsLog(run_dir / "metrics.jsonl")
         except BaseException:

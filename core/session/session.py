@@ -23,6 +23,7 @@ from torch import nn
 
 from core.checkpoint import check_checkpoint, load_checkpoint, load_weights, state_from_bytes, state_to_bytes
 from core.config import Config, ConfigError, to_dict, to_toml
+from core.control import ControlWatcher
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
 from core.evaluate import attach_evaluation
@@ -38,6 +39,7 @@ from core.strategies import get_strategy
 from core.workers import CHECKPOINT, LIVE_KEYS, PAUSE, RUN, STOP, WorkerSpec, apply_changes, default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
+CONTROL_POLL_S = 0.2  # how often the control file is looked at
 CHECKPOINT_TIMEOUT_S = 60.0  # a worker that does not answer a checkpoint request this long: give up on it
 INTERNAL = ("_done", "_diverged", "_snapshot", "_best")  # worker -> session only, never written or forwarded
 
@@ -126,7 +128,7 @@ class Session:
     """One training run. See docs/ENGINE_API.md for the contract."""
 
     def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None,
-                 pause_on_divergence: bool = False, launcher: LocalLauncher | None = None) -> None:
+                 pause_on_divergence: bool = False, launcher: Any = None) -> None:
         self.config = config
         self.strategy = get_strategy(config)
         self.launcher = launcher or LocalLauncher()
@@ -163,6 +165,8 @@ class Session:
         self.parent: dict[str, Any] | None = None  # a fork: the run and step it branched from
         self.best: dict[str, Any] | None = None    # the run's best evaluation: value, worker, epoch
         self.stop_reason: str | None = None        # why a run ended early yet finished (early stopping)
+        self._control: ControlWatcher | None = None
+        self._control_polled = 0.0
 
     @classmethod
     def from_run(cls, path: str | Path, epochs: int | None = None, runs_dir: str | Path | None = None,
@@ -270,6 +274,7 @@ class Session:
         except BaseException as exc:
             self._fail_before_spawn(exc)
             raise
+        self._control = ControlWatcher(self.run_dir) if self.run_dir is not None else None
         self._collector = threading.Thread(target=self._collect, name="traindesk-collector", daemon=True)
         self._collector.start()
 
@@ -285,6 +290,7 @@ class Session:
             return
         self._recorder.open(self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers,
                             existing=self._resume_dir if self._resume is not None else None)
+        self.launcher.attach(self.run_dir)
         if self._resume_dir is None:  # a run that fails before its first checkpoint restarts from here
             self._write_checkpoint([self._start_position(r) for r in range(self.num_workers)])
         else:
@@ -306,7 +312,7 @@ class Session:
         specs = [WorkerSpec(rank=rank, world_size=self.num_workers, config=cfg, threads=threads,
                             parent_pid=os.getpid(), local_rank=rank, dist_init=dist_init,
                             pause_on_divergence=self.pause_on_divergence, run_dir=str(self.run_dir),
-                            **self._resume_fields(rank))
+                            **self.start_fields(rank))
                  for rank in range(self.num_workers)]
         self._procs = WorkerProcesses(self.launcher.start(specs, self._data, shared, self._channels))
 
@@ -347,7 +353,8 @@ class Session:
                 "optimizer": state_to_bytes(opt) if opt is not None else None,
                 "rng": state_to_bytes(rng) if rng is not None else None}
 
-    def _resume_fields(self, rank: int) -> dict[str, Any]:
+    def start_fields(self, rank: int) -> dict[str, Any]:
+        """A worker's WorkerSpec fields for where it starts (position, optimizer and RNG states)."""
         p = self._start_position(rank)
         return {"start_epoch": p["epoch"], "start_batch": p["batch"], "start_step": p["step"],
                 "start_samples": p["samples"], "start_offset": p["offset"], "start_lr_scale": p["lr_scale"],
@@ -523,6 +530,7 @@ class Session:
             if self._stop_deadline is not None:
                 self._procs.escalate(self._stop_deadline)
             self._schedule_checkpoint()
+            self._poll_control()
 
     def _handle(self, batch: list[dict[str, Any]]) -> None:
         public: list[dict[str, Any]] = []
@@ -654,6 +662,24 @@ class Session:
                 self.stalled.add(rank)
                 self._log("warning", f"worker {rank} stalled: no progress for {now - seen:.0f} s "
                                      f"(parallel.stall_timeout = {limit:g}); Stop ends it", rank)
+
+    def _poll_control(self) -> None:
+        """Act on a request in the run's control file (``traindesk pause|resume|stop``, an attached window)."""
+        now = time.monotonic()
+        if self._control is None or now - self._control_polled < CONTROL_POLL_S:
+            return
+        self._control_polled = now
+        request = self._control.poll()
+        if request is None:
+            return
+        command = request["command"]
+        self._log("info", f"{command} asked from outside (pid {request.get('pid')})")
+        if command == "pause":
+            self.pause()
+        elif command == "resume":
+            self.resume()
+        else:
+            self.request_stop()
 
     # -- consistent checkpoints ----------------------------------------------------------
     def _schedule_checkpoint(self) -> None:
@@ -821,6 +847,7 @@ class Session:
             "launcher": self.launcher.name,
             **({"stop_reason": self.stop_reason} if self.stop_reason else {}),
             **({"best": self.best} if self.best else {}),
+            **self.launcher.summary_extra(stats.nodes()),
             **({"parent": self.parent} if self.parent else {}),
             **self.strategy.summary_extra(stats.last_eval),
         }

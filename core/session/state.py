@@ -54,9 +54,6 @@ class RunState:
     def active(self) -> bool:
         return self._state in ACTIVE
 
-    def can_move(self, to: str) -> bool:
-        return to in TRANSITIONS[self._state]
-
     def move(self, to: str, detail: str = "") -> bool:
         """Go to ``to`` if allowed from here; announce it. False (and nothing) otherwise."""
         with self.lock:

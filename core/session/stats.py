@@ -20,6 +20,7 @@ class RunStats:
     first_step_t: float | None = None
     last_step_t: float | None = None
     pauses: list[list[float]] = field(default_factory=list)               # [start, end] (end 0 while paused)
+    where: dict[int, dict[str, Any]] = field(default_factory=dict)         # worker -> pid, node, local_rank
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
@@ -47,6 +48,8 @@ class RunStats:
     def _on_state(self, rec: dict[str, Any]) -> None:
         state = rec.get("state")
         if rec.get("worker") is not None:
+            if state == "starting" and "node" in rec:
+                self.where[rec["worker"]] = {k: rec.get(k) for k in ("pid", "node", "local_rank")}
             if state == "running" and self.first_step_t is None:
                 self.first_step_t = rec["t"]  # sent just before a worker's first step
             return
@@ -55,6 +58,9 @@ class RunStats:
             self.pauses.append([rec["t"], 0.0])
         elif state != "paused" and paused:
             self.pauses[-1][1] = rec["t"]
+
+    def nodes(self) -> list[str]:
+        return sorted({str(w["node"]) for w in self.where.values() if w.get("node")})
 
     @property
     def paused(self) -> bool:

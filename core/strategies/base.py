@@ -35,6 +35,8 @@ class Strategy:
     pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
     keeps_best: ClassVar[bool] = True  # reporting workers send the weights of each new best evaluation
     runner: ClassVar[str] = ""  # "module:Class" of a worker's loop other than the Trainer (search: trials)
+    fixed_workers: ClassVar[int] = 0     # the worker count it always has (0: parallel.workers)
+    own_keys: ClassVar[tuple[str, ...]] = ()  # config keys that only this strategy reads
 
     def __init__(self, config: "Config") -> None:
         self.config = config
@@ -42,7 +44,7 @@ class Strategy:
     # -- the run's shape (session side) ------------------------------------------------
     @property
     def num_workers(self) -> int:
-        return self.config.parallel.workers
+        return self.fixed_workers or self.config.parallel.workers
 
     @property
     def num_models(self) -> int:
@@ -134,6 +136,10 @@ class Strategy:
     def reduce_eval(self, stats: torch.Tensor, rank: int, device: torch.device) -> bool:
         """Combine (loss sum, correct, count) across ranks in place; True if this rank reports."""
         return True
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order (a collective where ranks step together)."""
+        return [obj]
 
     def teardown_worker(self, failed: bool) -> None:
         """After the last record is delivered (e.g. leave the process group)."""

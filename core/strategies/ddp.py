@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import threading
 from datetime import timedelta
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -49,6 +49,8 @@ class DDP(Strategy):
             return  # one rank needs no all-reduce
         import torch.distributed as dist
 
+        if dist.is_initialized():  # torchrun: the command joined the group already
+            return
         backend = "nccl" if spec.config.parallel.device.startswith("cuda") else "gloo"
         if spec.dist_init.startswith("env://"):
             dist.init_process_group(backend, init_method="env://", timeout=PROCESS_GROUP_TIMEOUT)
@@ -96,6 +98,15 @@ class DDP(Strategy):
             return True
         stats.copy_(self._all_reduce(stats, device))
         return rank == 0
+
+    def gather(self, obj: Any) -> list[Any]:
+        if not self._distributed:
+            return [obj]
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self._world
+        dist.all_gather_object(out, obj)
+        return out
 
     def teardown_worker(self, failed: bool) -> None:
         """Leave the process group in step with the peers, in a thread that may not block the exit."""

@@ -8,7 +8,4 @@ from core.strategies.base import Strategy
 class Single(Strategy):
     name = "single"
     description = "One worker process: the baseline, and the easiest to debug."
-
-    @property
-    def num_workers(self) -> int:
-        return 1
+    fixed_workers = 1

@@ -10,6 +10,7 @@ from core.strategies.base import Strategy
 class Sweep(Strategy):
     name = "sweep"
     description = "Each worker trains its own model (one learning rate each); the best one is kept."
+    own_keys = ("parallel.sweep_lr",)
 
     @property
     def num_models(self) -> int:
