@@ -1,7 +1,7 @@
-"""Batch prediction throughput: `traindesk predict` with 1 and 2 workers against a bare model(x) loop.
+"""Batch prediction throughput: `traindesk predict` with 1, 2 and 4 workers against a bare model(x) loop.
 
-    .venv/bin/python bench/predict_throughput.py [--rows 200000] [--formats safetensors,onnx,torch-export]
-                                                 [--input npz|csv] [--repeat 3]
+    .venv/bin/python bench/predict_throughput.py [--rows 200000] [--formats safetensors,onnx]
+                                                 [--workers 1,2,4] [--input csv|npz] [--repeat 3]
 
 The model is the default MLP (64 -> 256 -> 256 -> 10) with untrained weights
 (throughput does not depend on them). "predict" figures are end to end, as
@@ -103,9 +103,10 @@ def report(best: dict[str, float], rows: int) -> None:
     for name, seconds in best.items():
         rate = rows / seconds
         print(f"{name:<44} {rate:>12,.0f}   {rate / bare:>6.2f}x   {seconds:>7.2f}")
-        if name.endswith("--workers 2"):
-            one = rows / best[name.replace("--workers 2", "--workers 1")]
-            print(f"{'  2 workers / 1 worker':<44} {rate / one:>12.2f}x")
+        head, _, workers = name.rpartition(" --workers ")
+        if head and workers != "1" and f"{head} --workers 1" in best:
+            one = rows / best[f"{head} --workers 1"]
+            print(f"{f'  {workers} workers / 1 worker':<44} {rate / one:>12.2f}x")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
@@ -118,8 +119,9 @@ def predict_to_null(model: Path, inp: Path, workers: int) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--formats", default="safetensors,onnx,torch-export")
-    parser.add_argument("--input", choices=("npz", "csv"), default="npz")
+    parser.add_argument("--formats", default="safetensors,onnx")
+    parser.add_argument("--workers", default="1,2,4", help="worker counts to measure")
+    parser.add_argument("--input", choices=("csv", "npz"), default="csv")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure is the best of N")
     args = parser.parse_args()
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
@@ -141,7 +143,7 @@ def main() -> int:
             except Exception as exc:  # e.g. the onnx extra is not installed
                 print(f"{fmt}: skipped ({exc})")
                 continue
-            for workers in (1, 2):
+            for workers in [int(w) for w in args.workers.split(",")]:
                 cases[f"predict {fmt} --workers {workers}"] = functools.partial(predict_to_null, model, inp, workers)
         # Round robin, best of N: on a shared machine the figures of one round see the same load.
         best = {name: timed(fn) for name, fn in cases.items()}

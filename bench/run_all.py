@@ -17,6 +17,7 @@ SCRIPTS = [
     ("Start, pause, stop and memory", ["latency_memory.py", "--repeats", "5"]),
     ("Against PyTorch Lightning", ["lightning_compare.py", "--repeats", "3"]),
     ("Live plots", ["gui_latency.py"]),
+    ("CSV loading", ["csv_load.py"]),
     ("Batch prediction", ["predict_throughput.py"]),
     ("torchrun against the local launcher", ["torchrun_vs_local.py", "--repeats", "3"]),
 ]

@@ -39,11 +39,16 @@ def run(args: argparse.Namespace) -> int:
     cfg = apply_overrides(cfg, list(args.set))
     launcher.warm_up()
 
-    def report(line: str) -> None:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+    from core.advisor import candidates, cores
+    from core.progress import note, progress
 
-    result = advise(cfg, seconds=args.seconds, max_workers=args.max_workers, strategies=strategies, report=report)
+    with progress(len(candidates(args.max_workers or cores(), strategies)), "probes", unit="probe") as bar:
+        def report(line: str) -> None:
+            note(bar, line)
+            bar.update(1)
+
+        result = advise(cfg, seconds=args.seconds, max_workers=args.max_workers, strategies=strategies,
+                        report=report)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
     best = result["suggestion"]

@@ -9,11 +9,9 @@ each training worker (``data.loader_workers`` processes).
 
 from __future__ import annotations
 
-import csv
 import functools
 import math
 import os
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -25,12 +23,12 @@ import torch
 from core.config import DataConfig
 from core.errors import DataError
 from core.lifeline import loader_worker_init
+from core.readers import Columns, TextColumn, read_csv, read_npz
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "synthetic")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -39,7 +37,7 @@ class DatasetInfo:
 
     name: str
     n_samples: int
-    input_shape: tuple[int, ...]  # one sample as the model receives it
+    input_shape: tuple[int, ...]  # one sample as the model receives it: (C, H, W) for images, (F,) for tables
     num_classes: int
     class_names: tuple[str, ...]
     feature_names: tuple[str, ...] = ()
@@ -173,136 +171,52 @@ def _synthetic(query: str, source: str) -> _Raw:
                 y.numpy(), x=x.numpy(), feature_names=[f"f{i}" for i in range(f)])
 
 
-def _encode_labels(values: Sequence[str], source: str, what: str) -> tuple[np.ndarray, list[str]]:
+def _encode_labels(column: TextColumn, source: str, what: str) -> tuple[np.ndarray, list[str]]:
     """Class names sorted (numerically when they are all numbers) and label indices."""
-    uniq = sorted(set(values))
+    uniq = sorted(set(column.values))
     try:
         uniq = sorted(uniq, key=float)
     except ValueError:
         pass
     if len(uniq) < 2:
         raise DataError(f"{_where(source)}: {what} has only one class ({uniq[0] if uniq else 'none'}); need at least 2")
-    index = {v: i for i, v in enumerate(uniq)}
-    return np.array([index[v] for v in values], dtype=np.int64), [str(u) for u in uniq]
+    rank = {v: i for i, v in enumerate(uniq)}
+    order = np.array([rank[v] for v in column.values], dtype=np.int64)
+    return order[column.codes], [str(u) for u in uniq]
 
 
 def _csv(path_text: str, target: str, source: str) -> _Raw:
     path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise DataError(f"{_where(source)}: file not found: {path}")
-    numbered: list[tuple[int, list[str]]] = []  # (line number where the record ends, fields)
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            for row in reader:
-                numbered.append((reader.line_num, row))
-    except UnicodeDecodeError:
-        with path.open("rb") as fh:
-            utf16 = fh.read(2) in (b"\xff\xfe", b"\xfe\xff")
-        hint = " (it looks like UTF-16; save it as UTF-8)" if utf16 else ""
-        raise DataError(f"{_where(source)}: {path} is not UTF-8 text{hint}") from None
-    except csv.Error as exc:
-        raise DataError(f"{_where(source)}: {path}: malformed CSV: {exc}") from None
-    except OSError as exc:
-        raise DataError(f"{_where(source)}: cannot read {path}: {exc.strerror}") from None
-    numbered = [(n, r) for n, r in numbered if any(cell.strip() for cell in r)]
-    if not numbered:
-        raise DataError(f"{_where(source)}: {path} is empty")
-    header = [h.strip() for h in numbered[0][1]]
-    lines = [n for n, _ in numbered[1:]]
-    body = [r for _, r in numbered[1:]]
-    if not body:
-        raise DataError(f"{_where(source)}: {path} has a header but no data rows")
-    if target not in header:
-        raise DataError(
-            f"{_where(source)}: target column {target!r} not found in {path}; columns: "
-            + ", ".join(header[:20]) + (" ..." if len(header) > 20 else "")
-            + " (set data.target)"
-        )
-    if len(header) < 2:
-        raise DataError(f"{_where(source)}: {path} has no feature columns besides {target!r}")
-    for lineno, row in zip(lines, body):
-        if len(row) != len(header):
-            hint = " (an unclosed quote?)" if any("\n" in cell for cell in row) else ""
+    t = -1
+
+    def columns(header: list[str]) -> Columns:
+        nonlocal t
+        if target not in header:
             raise DataError(
-                f"{_where(source)}: {path} line {lineno} has {len(row)} fields, the header has {len(header)}{hint}"
+                f"{_where(source)}: target column {target!r} not found in {path}; columns: "
+                + ", ".join(header[:20]) + (" ..." if len(header) > 20 else "")
+                + " (set data.target)"
             )
-    t = header.index(target)
-    for lineno, row in zip(lines, body):
-        if not row[t].strip():
-            raise DataError(f"{_where(source)}: {path} line {lineno} has no value in target column {target!r}")
-    feature_idx = [i for i in range(len(header)) if i != t]
-    x = np.empty((len(body), len(feature_idx)), dtype=np.float32)
-    for j, col in enumerate(feature_idx):
-        for i, (lineno, row) in enumerate(zip(lines, body)):
-            cell = row[col].strip()
-            try:
-                value = float(cell)
-            except ValueError:
-                raise DataError(
-                    f"{_where(source)}: {path} column {header[col]!r} is not numeric "
-                    f"(line {lineno}: {cell[:40]!r})"
-                ) from None
-            if not math.isfinite(value):
-                raise DataError(
-                    f"{_where(source)}: {path} column {header[col]!r} has a non-finite value "
-                    f"(line {lineno}: {cell[:40]!r})"
-                )
-            if abs(value) > FLOAT32_MAX:
-                raise DataError(
-                    f"{_where(source)}: {path} column {header[col]!r} has a value too large for float32 "
-                    f"(line {lineno}: {cell[:40]!r})"
-                )
-            x[i, j] = value
-    y, names = _encode_labels([row[t].strip() for row in body], source, f"target column {target!r}")
-    return _Raw(path.stem, names, y, x=x, feature_names=[header[i] for i in feature_idx])
+        if len(header) < 2:
+            raise DataError(f"{_where(source)}: {path} has no feature columns besides {target!r}")
+        t = header.index(target)
+        return Columns(numeric=[i for i in range(len(header)) if i != t], text=[t],
+                       required={t: f"target column {target!r}"})
+
+    table = read_csv(path, _where(source), columns)
+    y, names = _encode_labels(table.text[t], source, f"target column {target!r}")
+    features = [table.header[i] for i in range(len(table.header)) if i != t]
+    return _Raw(path.stem, names, y, x=table.x, feature_names=features)
 
 
 def _npz(path_text: str, source: str) -> _Raw:
     path = Path(path_text).expanduser()
-    if not path.is_file():
-        raise DataError(f"{_where(source)}: file not found: {path}")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            keys = set(npz.files)
-            xk = next((k for k in ("x", "X", "features") if k in keys), None)
-            yk = next((k for k in ("y", "Y", "labels", "target") if k in keys), None)
-            if xk is None or yk is None:
-                raise DataError(
-                    f"{_where(source)}: {path} needs arrays 'x' and 'y', has: " + ", ".join(sorted(keys))
-                )
-            x = np.asarray(npz[xk])
-            y_raw = np.asarray(npz[yk])
-            names_arr = npz["class_names"] if "class_names" in keys else None
-    except DataError:
-        raise
-    except ValueError as exc:
-        if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
-            raise DataError(
-                f"{_where(source)}: {path} holds object arrays (pickled Python objects), which are refused; "
-                "save numeric arrays"
-            ) from None
-        why = type(exc).__name__ if zipfile.is_zipfile(path) else "not a zip archive"
-        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({why})") from None
-    except Exception as exc:  # numpy raises many types for a corrupt archive
-        raise DataError(f"{_where(source)}: {path} is not a readable .npz file ({type(exc).__name__})") from None
-    if x.ndim < 2 or y_raw.ndim != 1 or x.shape[0] != y_raw.shape[0]:
-        raise DataError(
-            f"{_where(source)}: {path}: x must be (N, ...) and y (N,), got {x.shape} and {y_raw.shape}"
-        )
-    if x.shape[0] == 0:
-        raise DataError(f"{_where(source)}: {path} holds no samples")
-    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
-        raise DataError(f"{_where(source)}: {path}: x must be real numbers, got {x.dtype}")
-    if math.prod(x.shape[1:]) == 0:
-        raise DataError(f"{_where(source)}: {path}: x has no features, shape {x.shape}")
-    with np.errstate(over="ignore", invalid="ignore"):  # too large for float32 becomes inf: refused below
-        x = x.astype(np.float32)
-    if not np.isfinite(x).all():
-        raise DataError(f"{_where(source)}: {path}: x has NaN or infinite values (or values too large for float32)")
-    if np.issubdtype(y_raw.dtype, np.floating) and not np.isfinite(y_raw).all():
-        raise DataError(f"{_where(source)}: {path}: y has NaN or infinite labels")
-    y, names = _encode_labels([str(v) for v in y_raw.tolist()], source, "y")
+    arrays = read_npz(path, _where(source), labels=True)
+    x, y_raw, names_arr = arrays.x, arrays.y, arrays.class_names
+    assert y_raw is not None
+    uniq, codes = np.unique(y_raw, return_inverse=True)
+    y, names = _encode_labels(TextColumn(codes.reshape(-1).astype(np.int64), [str(v) for v in uniq.tolist()]),
+                              source, "y")
     if names_arr is not None and np.issubdtype(y_raw.dtype, np.integer) and int(y_raw.min()) >= 0:
         given = [str(n) for n in names_arr.tolist()]
         if len(given) > int(y_raw.max()):
@@ -410,21 +324,26 @@ def _read_source(cfg: DataConfig) -> _Raw:
 
 
 def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Seeded split keeping each class's share in both parts."""
-    rng = np.random.default_rng(seed)
-    train_idx: list[np.ndarray] = []
-    val_idx: list[np.ndarray] = []
-    for cls in np.unique(y):
-        idx = np.flatnonzero(y == cls)
-        rng.shuffle(idx)
-        n_val = int(round(len(idx) * val_fraction))
-        if val_fraction > 0 and len(idx) >= 2:
-            n_val = min(max(n_val, 1), len(idx) - 1)
-        val_idx.append(idx[:n_val])
-        train_idx.append(idx[n_val:])
-    train = np.concatenate(train_idx)
-    val = np.concatenate(val_idx)
-    rng.shuffle(train)
+    """Seeded split keeping each class's share in both parts (sorted indices: training, validation).
+
+    Each part holds at least as many samples as there are classes (sklearn needs
+    that to stratify). A class with a single sample cannot be stratified: it
+    goes to validation only when ``val_fraction`` rounds to 1, else to training.
+    """
+    from sklearn.model_selection import train_test_split
+
+    y = np.asarray(y, dtype=np.int64)
+    idx = np.arange(len(y))
+    if val_fraction <= 0 or len(y) == 0:
+        return idx, idx[:0]
+    single = np.bincount(y)[y] < 2
+    lone, rest = idx[single], idx[~single]
+    train, val = (idx[:0], lone) if int(round(val_fraction)) >= 1 else (lone, idx[:0])
+    if len(rest):
+        k = len(np.unique(y[rest]))
+        n_val = min(max(math.ceil(len(rest) * val_fraction), k), len(rest) - k)
+        tr, va = train_test_split(rest, test_size=n_val, random_state=seed, shuffle=True, stratify=y[rest])
+        train, val = np.concatenate([train, tr]), np.concatenate([val, va])
     return np.sort(train), np.sort(val)
 
 
@@ -472,6 +391,9 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
         f_mean = np.zeros(x.shape[1], dtype=np.float32)
         f_std = np.ones(x.shape[1], dtype=np.float32)
     xs = torch.from_numpy(((x - f_mean) / f_std).astype(np.float32))
+    # images (digits, an NPZ of images) reach every model as (C, H, W), as from an image folder
+    input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(x.shape[1]),)
+    xs = xs.reshape(len(xs), *input_shape)
     ys = torch.from_numpy(raw.y)
     tr = torch.from_numpy(train_idx)
     va = torch.from_numpy(val_idx)
@@ -480,7 +402,7 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
     if share:
         for t in (train.x, train.y, val.x, val.y):
             t.share_memory_()
-    info = DatasetInfo(input_shape=(int(x.shape[1]),), mean=tuple(float(m) for m in f_mean),
+    info = DatasetInfo(input_shape=input_shape, mean=tuple(float(m) for m in f_mean),
                        std=tuple(float(s) for s in f_std), **common)  # type: ignore[arg-type]
     return PreparedData(info, train, val)
 
@@ -503,7 +425,7 @@ def describe_source(source: str, target: str = "label", image_size: int = 0) -> 
         input_shape: tuple[int, ...] = raw.image_shape
     else:
         assert raw.x is not None
-        input_shape = (int(raw.x.shape[1]),)
+        input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(raw.x.shape[1]),)
         for i in range(min(PREVIEW_ROWS, n)):
             rows.append(tuple(float(v) for v in raw.x[i]) + (raw.class_names[raw.y[i]],))
         if raw.image_shape is not None:

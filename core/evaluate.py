@@ -30,44 +30,43 @@ MISCLASSIFIED_KEPT = 500     # eval.json lists at most this many misclassified s
 BATCH = 4096
 
 
-# ----------------------------------------------------------------------------- metrics (pure numpy)
+# ----------------------------------------------------------------------------- metrics (scikit-learn)
 
 
-def confusion_matrix(y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> np.ndarray:
-    """Counts with rows = true class, columns = predicted class."""
+def metrics(y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence[str]) -> dict[str, Any]:
+    """Accuracy, per-class precision/recall/F1/support, macro and weighted averages, confusion matrix.
+
+    ``zero_division=0``: a class never predicted has precision 0, not NaN (JSON has no NaN).
+    """
     import numpy as np
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
-    flat = np.asarray(y_true, dtype=np.int64) * n_classes + np.asarray(y_pred, dtype=np.int64)
-    return np.bincount(flat, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
+    labels = list(range(len(classes)))
+    y_true = np.asarray(y_true, dtype=np.int64)
+    y_pred = np.asarray(y_pred, dtype=np.int64)
+    n = int(len(y_true))
+    if n == 0:
+        cm = np.zeros((len(classes), len(classes)), dtype=np.int64)
+        zeros = {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+        return {"n": 0, "accuracy": 0.0,
+                "per_class": [{"class": str(c), **zeros, "support": 0} for c in classes],
+                "macro": dict(zeros), "weighted": dict(zeros), "confusion": cm.tolist(),
+                "confusion_axes": "rows: true class, columns: predicted class"}
+    cm = confusion_matrix(y_true, y_pred, labels=labels)
+    p, r, f, support = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    per_class = [{"class": str(name), "precision": float(p[k]), "recall": float(r[k]), "f1": float(f[k]),
+                  "support": int(support[k])} for k, name in enumerate(classes)]
 
-
-def _ratio(num: float, den: float) -> float:
-    # sklearn's zero_division=0: a class never predicted has precision 0, not NaN (JSON has no NaN)
-    return float(num / den) if den else 0.0
-
-
-def metrics_from_confusion(cm: np.ndarray, classes: Sequence[str]) -> dict[str, Any]:
-    """Accuracy, per-class precision/recall/F1/support, macro and weighted averages."""
-    tp = cm.diagonal().astype(float)
-    predicted = cm.sum(axis=0).astype(float)
-    support = cm.sum(axis=1).astype(float)
-    total = float(cm.sum())
-    per_class: list[dict[str, Any]] = []
-    for k, name in enumerate(classes):
-        p, r = _ratio(tp[k], predicted[k]), _ratio(tp[k], support[k])
-        per_class.append({"class": str(name), "precision": p, "recall": r,
-                          "f1": _ratio(2 * p * r, p + r), "support": int(support[k])})
-
-    def average(weights: Sequence[float]) -> dict[str, float]:
-        w = sum(weights)
-        return {m: _ratio(sum(c[m] * wk for c, wk in zip(per_class, weights)), w) for m in ("precision", "recall", "f1")}
+    def average(how: str) -> dict[str, float]:
+        ap, ar, af, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average=how, zero_division=0)
+        return {"precision": float(ap), "recall": float(ar), "f1": float(af)}
 
     return {
-        "n": int(total),
-        "accuracy": _ratio(float(tp.sum()), total),
+        "n": n,
+        "accuracy": float(np.trace(cm)) / n,
         "per_class": per_class,
-        "macro": average([1.0] * len(per_class)),
-        "weighted": average([float(s) for s in support]),
+        "macro": average("macro"),
+        "weighted": average("weighted"),
         "confusion": cm.astype(int).tolist(),
         "confusion_axes": "rows: true class, columns: predicted class",
     }
@@ -80,7 +79,7 @@ def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
 
     y_true = np.asarray(y_true, dtype=np.int64)
     y_pred = probs.argmax(axis=1)
-    out = metrics_from_confusion(confusion_matrix(y_true, y_pred, len(classes)), classes)
+    out = metrics(y_true, y_pred, classes)
     wrong = np.flatnonzero(y_pred != y_true)
     confidence = probs[wrong, y_pred[wrong]] if len(wrong) else np.empty(0)
     order = wrong[np.argsort(-confidence, kind="stable")][:MISCLASSIFIED_KEPT]  # most confident mistakes first

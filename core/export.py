@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 import shutil
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from core import predict as P
 from core.errors import RunError, UserError
+from core.progress import progress
 
 if TYPE_CHECKING:
     import numpy as np
@@ -187,6 +189,8 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
             val = ImageSplit(val.paths[:rows], val.labels[:rows])
         x, _ = full_tensors(val, prepared.info)
         x = x[:rows]
+        if len(x) and tuple(x.shape[1:]) != shape and math.prod(x.shape[1:]) == math.prod(shape):
+            x = x.reshape(len(x), *shape)  # a run from before images became (C, H, W): flat samples
         if tuple(x.shape[1:]) != shape or len(x) < 2:
             raise UserError(f"the data no longer has samples of shape {shape}")
         # load_data standardised with the statistics of the data as it is now: undo exactly that
@@ -449,13 +453,20 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
     dest = resolve_out(run_dir, fmt, out)
     stage = _make_stage(dest)
     try:
-        desc = describe(data, run_dir)
-        batch = validation_batch(data)
-        entry = file_entry(fmt, output)
-        staged, staged_side = stage / dest.name, stage / P.SIDECAR
-        _write(fmt, model, desc, staged, output, batch.raw)
-        _write_sidecar(staged_side, {**desc, "files": {dest.name: entry}})
-        check = verify(fmt, staged, model, desc, output, batch.raw)
+        with progress(3, f"export {fmt}", unit="step") as bar:
+            bar.set_postfix_str("validation rows")
+            desc = describe(data, run_dir)
+            batch = validation_batch(data)
+            entry = file_entry(fmt, output)
+            staged, staged_side = stage / dest.name, stage / P.SIDECAR
+            bar.update(1)
+            bar.set_postfix_str("writing")
+            _write(fmt, model, desc, staged, output, batch.raw)
+            _write_sidecar(staged_side, {**desc, "files": {dest.name: entry}})
+            bar.update(1)
+            bar.set_postfix_str("verifying")
+            check = verify(fmt, staged, model, desc, output, batch.raw)
+            bar.update(1)
         if not check.max_abs_diff <= TOLERANCE:
             raise RunError(
                 f"export: {dest.name}: the reloaded {fmt} model differs from the trained model by "
@@ -521,8 +532,6 @@ def _land(staged: Path, dest: Path, sidecar: dict[str, Any]) -> tuple[Path, ...]
         with contextlib.suppress(OSError):
             dest.unlink()
         raise RunError(f"export: cannot write {side}: {exc.strerror or exc}") from None
-    for path in (dest, side):
-        P.usual_mode(path)
     return dest, side
 
 

@@ -8,30 +8,28 @@ a CSV, an NPZ or an image folder with the training features, raw (unscaled):
 every predictor standardises with the statistics it carries.
 
 With ``--workers N`` the rows are cut into fixed batches (the same batches
-whatever N is) and whole batches are dealt to N processes, so the output is
-identical to ``--workers 1`` byte for byte. Nothing here imports torch at
+whatever N is) and whole batches go to a pool of N processes, each with one
+compute thread and the model loaded once; the output is identical to
+``--workers 1`` byte for byte. Nothing here imports torch at
 module level: the CLI imports this module at start-up for every command.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
+import contextlib
 import functools
 import json
 import math
 import os
 import pickle
-import queue as queue_mod
-import re
 import signal
 import sys
 import time
-import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Sequence
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from core.errors import DataError, RunError, UserError
 
@@ -47,7 +45,6 @@ SIDECAR = "model.json"
 RUNNABLE_SUFFIXES = (".safetensors", ".pt2", ".onnx", ".pt")
 BATCH_ROWS = 2048                      # fixed batch boundaries: results do not depend on --workers
 PROB_FORMAT = "%.7g"                   # float32 holds ~7 significant digits
-WORKER_DEATH_GRACE_S = 5.0
 
 
 # ----------------------------------------------------------------------------- the model with its preprocessing
@@ -394,106 +391,44 @@ class PredictInput:
         return len(self.ids)
 
 
-def _csv_header(path: Path) -> list[str]:
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as fh:
-            header = next(csv.reader(fh), None)
-    except UnicodeDecodeError:
-        raise DataError(f"predict: {path} is not UTF-8 text") from None
-    except OSError as exc:
-        raise DataError(f"predict: cannot read {path}: {exc.strerror}") from None
-    if not header:
-        raise DataError(f"predict: {path} is empty")
-    return [h.strip() for h in header]
-
-
-def _loadtxt(path: Path, usecols: list[int], dtype: Any) -> np.ndarray:
-    import numpy as np
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "input contained no data": reported below as one line
-            return np.loadtxt(path, delimiter=",", skiprows=1, usecols=usecols, dtype=dtype, ndmin=2,
-                              encoding="utf-8-sig", quotechar='"')
-    except ValueError as exc:
-        raise DataError(f"predict: {path}: {_where_in_csv(str(exc), path)}") from None
-
-
-def _where_in_csv(message: str, path: Path) -> str:
-    """numpy's "could not convert string 'x' to float32 at row R, column C." as a line and a column name."""
-    first = (message.splitlines() or [""])[0].rstrip(".")
-    found = re.search(r"^(.*) at row (\d+), column (\d+)$", first)
-    if not found:
-        return first[:200]
-    what, row, col = found.group(1), int(found.group(2)), int(found.group(3))
-    header = _csv_header(path)
-    name = f" ({header[col - 1]!r})" if 0 < col <= len(header) else ""
-    return f"{what[:120]} at data row {row + 1}, column {col}{name}"
-
-
 def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
     """The model's feature columns, by name, from a CSV; an ``id`` column, if any, names the rows."""
-    import numpy as np
+    from core.readers import Columns, read_csv
 
-    header = _csv_header(path)
     features = [str(f) for f in meta["input"].get("features") or []]
     n_features = math.prod(int(s) for s in meta["input"]["shape"])
     if len(features) != n_features:
         raise DataError(f"predict: the model takes {n_features} values per sample, not CSV columns; give an NPZ")
-    index = {name: i for i, name in enumerate(header)}
-    missing = [f for f in features if f not in index]
-    if missing:
-        raise DataError(
-            f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
-            + ", ".join(repr(m) for m in missing[:4])
-        )
-    x = _loadtxt(path, [index[f] for f in features], np.float32)
-    if x.shape[0] == 0:
-        raise DataError(f"predict: {path} has a header but no data rows")
-    _check_finite(x, path)
-    if "id" in index:
-        ids = [str(v) for v in _loadtxt(path, [index["id"]], str)[:, 0]]
-    else:
-        ids = [str(i) for i in range(x.shape[0])]
+    id_col: list[int] = []
+
+    def columns(header: list[str]) -> Columns:
+        index = {name: i for i, name in enumerate(header)}
+        missing = [f for f in features if f not in index]
+        if missing:
+            raise DataError(
+                f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
+                + ", ".join(repr(m) for m in missing[:4])
+            )
+        id_col[:] = [index["id"]] if "id" in index else []
+        return Columns(numeric=[index[f] for f in features], text=id_col)
+
+    table = read_csv(path, "predict", columns)
+    x = table.x
+    ids = table.text[id_col[0]].tolist() if id_col else [str(i) for i in range(x.shape[0])]
     return PredictInput(ids, x=x.reshape((x.shape[0], *meta["input"]["shape"])))
-
-
-def _check_finite(x: np.ndarray, path: Path) -> None:
-    import numpy as np
-
-    bad = ~np.isfinite(x)
-    if bad.any():
-        row = int(np.flatnonzero(bad.any(axis=tuple(range(1, x.ndim))))[0])
-        raise DataError(f"predict: {path} has a NaN or infinite value (row {row})")
 
 
 def read_npz_input(path: Path, meta: dict[str, Any]) -> PredictInput:
     """Array ``x`` (N, ...) from an NPZ; an ``id``/``ids`` array, if any, names the rows."""
-    import numpy as np
+    from core.readers import read_npz
 
     shape = tuple(int(s) for s in meta["input"]["shape"])
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            key = next((k for k in ("x", "X", "features") if k in npz.files), None)
-            if key is None:
-                raise DataError(f"predict: {path} needs an array 'x'; has: " + ", ".join(sorted(npz.files)))
-            x = np.asarray(npz[key])
-            id_key = next((k for k in ("id", "ids") if k in npz.files), None)
-            ids_arr = np.asarray(npz[id_key]) if id_key else None
-    except DataError:
-        raise
-    except Exception as exc:  # numpy raises many types for a corrupt archive
-        raise DataError(f"predict: {path} is not a readable .npz file ({type(exc).__name__})") from None
-    if x.ndim < 1 or x.shape[0] == 0 or not np.issubdtype(x.dtype, np.number):
-        raise DataError(f"predict: {path}: x must be a non-empty numeric array (N, ...), got {x.dtype} {x.shape}")
+    arrays = read_npz(path, "predict", labels=False)
+    x = arrays.x
     if math.prod(x.shape[1:]) != math.prod(shape):
         raise DataError(f"predict: {path}: x has samples of shape {x.shape[1:]}, the model takes {shape}")
-    x = np.ascontiguousarray(x.reshape((x.shape[0], *shape)), dtype=np.float32)
-    _check_finite(x, path)
-    if ids_arr is not None and ids_arr.shape[:1] == x.shape[:1]:
-        ids = [str(v) for v in ids_arr.tolist()]
-    else:
-        ids = [str(i) for i in range(x.shape[0])]
+    x = x.reshape((x.shape[0], *shape))
+    ids = [str(v) for v in arrays.ids.tolist()] if arrays.ids is not None else [str(i) for i in range(x.shape[0])]
     return PredictInput(ids, x=x)
 
 
@@ -530,7 +465,7 @@ def read_input(path: Path, meta: dict[str, Any]) -> PredictInput:
 # ----------------------------------------------------------------------------- predicting and formatting
 
 
-def _batch(inp: PredictInput, x: Any, start: int, stop: int, shape: Sequence[int]) -> np.ndarray:
+def _batch(inp: PredictInput, start: int, stop: int, shape: Sequence[int]) -> np.ndarray:
     """Raw rows ``start:stop`` as float32 (decoding images if needed)."""
     import numpy as np
 
@@ -538,19 +473,20 @@ def _batch(inp: PredictInput, x: Any, start: int, stop: int, shape: Sequence[int
         from core.data import decode_image
 
         return np.stack([decode_image(p, tuple(shape)) for p in inp.paths[start:stop]])
-    return np.asarray(x[start:stop], dtype=np.float32)
+    assert inp.x is not None
+    return np.asarray(inp.x[start:stop], dtype=np.float32)
 
 
-def predict_rows(predictor: Predictor, inp: PredictInput, x: Any, start: int, stop: int,
-                 batch_rows: int = BATCH_ROWS) -> np.ndarray:
-    """Probabilities for rows ``start:stop``; ``start`` must be a multiple of ``batch_rows``."""
+def predict_chunk(predictor: Predictor, inp: PredictInput, start: int, stop: int,
+                  batch_rows: int = BATCH_ROWS) -> tuple[np.ndarray, str]:
+    """Probabilities and CSV lines for rows ``start:stop``, in batches of ``batch_rows`` from ``start``."""
     import numpy as np
 
     out = np.empty((stop - start, len(predictor.classes)), dtype=np.float32)
     for b in range(start, stop, batch_rows):
         e = min(b + batch_rows, stop)
-        out[b - start:e - start] = predictor.probabilities(_batch(inp, x, b, e, predictor.input_shape))
-    return out
+        out[b - start:e - start] = predictor.probabilities(_batch(inp, b, e, predictor.input_shape))
+    return out, format_rows(inp.ids[start:stop], out, predictor.classes)
 
 
 _CSV_SPECIAL = (",", '"', "\r", "\n")
@@ -616,51 +552,59 @@ class Predictions:
             atomic_write_bytes(path, self.csv_text().encode("utf-8"))
         except OSError as exc:
             raise UserError(f"predict: cannot write {path}: {exc.strerror or exc}") from None
-        usual_mode(path)
 
 
-def shard_bounds(n_rows: int, workers: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, int]]:
-    """Contiguous row ranges of whole batches, one per worker (no empty ones)."""
-    n_batches = max(1, math.ceil(n_rows / batch_rows))
-    workers = max(1, min(workers, n_batches))
-    bounds = []
-    for k in range(workers):
-        b0, b1 = k * n_batches // workers, (k + 1) * n_batches // workers
-        lo, hi = b0 * batch_rows, min(b1 * batch_rows, n_rows)
-        if hi > lo:
-            bounds.append((lo, hi))
-    return bounds
+def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, int]]:
+    """Fixed row ranges of one batch each: the same whatever the worker count, so the output is too."""
+    return [(lo, min(lo + batch_rows, n_rows)) for lo in range(0, n_rows, batch_rows)]
 
 
 def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: int = BATCH_ROWS) -> Predictions:
-    """Predict every row of ``input_path`` with the exported model at ``model_path``."""
+    """Predict every row of ``input_path`` with the exported model at ``model_path``.
+
+    One worker predicts in this process with its default threads. More deal the
+    batches to a pool of processes with one compute thread each, which also
+    format their rows; results are put back in input order.
+    """
     if workers < 1 or workers > 256:
         raise UserError(f"predict: --workers must be from 1 to 256, got {workers}")
     t0 = time.perf_counter()
     model_path = resolve_model_path(Path(model_path))
+    input_path = Path(input_path)
     if workers == 1:
-        inp, classes, probs, chunks = _predict_here(model_path, Path(input_path), batch_rows)
-        used = 1
+        predictor = load_predictor(model_path)
+        inp = read_input(input_path, predictor.meta)
+        _check_shape(inp, predictor.meta, input_path)
+        chunks = chunk_bounds(len(inp), batch_rows)
+        with _progress(len(inp)) as bar:
+            results = []
+            for lo, hi in chunks:
+                results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
+                bar.update(hi - lo)
+        classes, used = predictor.classes, 1
     else:
         from core.launchers import local as launcher
 
-        launcher.warm_up()  # boot the forkserver (torch preloaded) while this process reads the input
+        launcher.warm_up()  # the forkserver boots (torch preloaded) while this process reads the input
         meta = read_model_meta(model_path)
-        inp = read_input(Path(input_path), meta)
-        _check_shape(inp, meta, Path(input_path))
         classes = [str(c) for c in meta["classes"]]
-        probs, chunks, used = _predict_in_processes(model_path, inp, len(classes), workers, batch_rows)
-    return Predictions(inp.ids, classes, probs, chunks, model_path, used, time.perf_counter() - t0)
+        inp = read_input(input_path, meta)
+        _check_shape(inp, meta, input_path)
+        chunks = chunk_bounds(len(inp), batch_rows)
+        used = min(workers, len(chunks))
+        with _pool(model_path, used) as pool:
+            results = _predict_in_pool(pool, inp, chunks, batch_rows)
+    import numpy as np
+
+    probs = np.concatenate([r[0] for r in results]) if results else np.empty((0, len(classes)), np.float32)
+    return Predictions(inp.ids, classes, probs, [r[1] for r in results], model_path, used,
+                       time.perf_counter() - t0)
 
 
-def _predict_here(model_path: Path, input_path: Path,
-                  batch_rows: int) -> tuple[PredictInput, list[str], np.ndarray, list[str]]:
-    """One worker: this process, its default threads, no copies."""
-    predictor = load_predictor(model_path)
-    inp = read_input(input_path, predictor.meta)
-    _check_shape(inp, predictor.meta, input_path)
-    probs = predict_rows(predictor, inp, inp.x, 0, len(inp), batch_rows)
-    return inp, predictor.classes, probs, [format_rows(inp.ids, probs, predictor.classes)]
+def _progress(total: int) -> Any:
+    from core.progress import progress
+
+    return progress(total, "predict", unit="rows", unit_scale=True)
 
 
 def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
@@ -669,138 +613,82 @@ def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
         raise DataError(f"predict: {path}: samples have shape {tuple(inp.x.shape[1:])}, the model takes {shape}")
 
 
-# ----------------------------------------------------------------------------- worker processes
+# ----------------------------------------------------------------------------- the process pool
 
 
-@dataclass(frozen=True)
-class ShardJob:
-    """What one prediction worker does: picklable under spawn/forkserver."""
-
-    rank: int
-    model_path: str
-    start: int
-    stop: int
-    batch_rows: int
-    threads: int
-    parent_pid: int
+_worker_predictor: Predictor | None = None
+_worker_error: BaseException | None = None
 
 
-def predict_worker(job: ShardJob, inp: PredictInput, x: Any, out: Any, results: Any) -> None:
-    """Process entry point: predict rows start:stop into the shared ``out``; send the CSV text back."""
-    from core.launchers import local as launcher
+def _init_worker(model_path: str, parent_pid: int) -> None:
+    """Pool process start: one compute thread, the model loaded once for every batch it gets."""
+    global _worker_predictor, _worker_error
+    from core.lifeline import die_with_parent
 
-    launcher.die_with_parent(job.parent_pid)
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us cleanly
     try:
-        predictor = load_predictor(Path(job.model_path), threads=job.threads)
-        probs = predict_rows(predictor, inp, x, job.start, job.stop, job.batch_rows)
-        out[job.start:job.stop] = _as_tensor(probs)
-        text = format_rows(inp.ids[job.start:job.stop], probs, predictor.classes)
-        results.put(("ok", job.rank, text, ""))
-    except UserError as exc:
-        results.put(("error", job.rank, str(exc), "input"))
+        _worker_predictor = load_predictor(Path(model_path), threads=1)
+    except BaseException as exc:  # reported by the first batch: an initializer error would only break the pool
+        _worker_error = exc
+
+
+def _ready() -> None:
+    if _worker_error is not None:
+        raise _worker_error
+
+
+def _predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int) -> tuple[np.ndarray, str]:
+    """One batch in a pool process; ``inp`` holds just this batch's rows (ids, features or paths)."""
+    _ready()
+    assert _worker_predictor is not None
+    try:
+        return predict_chunk(_worker_predictor, inp, 0, stop - start, batch_rows)
+    except UserError:
+        raise
     except Exception as exc:  # the parent reports it as one line
         first = (str(exc).splitlines() or [""])[0]
-        results.put(("error", job.rank, f"predict: worker {job.rank}: {type(exc).__name__}: {first[:200]}", "bug"))
+        raise RuntimeError(f"predict: rows {start}-{stop}: {type(exc).__name__}: {first[:200]}") from None
 
 
-def _as_tensor(a: np.ndarray) -> torch.Tensor:
-    import torch
-
-    return torch.from_numpy(a)
-
-
-def _predict_in_processes(model_path: Path, inp: PredictInput, n_classes: int, workers: int,
-                          batch_rows: int) -> tuple[np.ndarray, list[str], int]:
-    import torch
+@contextlib.contextmanager
+def _pool(model_path: Path, workers: int) -> Iterator[Any]:
+    from concurrent.futures import ProcessPoolExecutor
 
     from core.launchers import local as launcher
 
-    ctx = launcher.get_context()
-    bounds = shard_bounds(len(inp), workers, batch_rows)
-    threads = max(1, (os.cpu_count() or 1) // len(bounds))
-    # Features and results live in shared memory: workers map them, nothing large is pickled.
-    x = torch.from_numpy(inp.x).share_memory_() if inp.x is not None else None
-    shard_inp = PredictInput(inp.ids, paths=inp.paths)  # the ids travel once per worker; x goes shared
-    out = torch.zeros((len(inp), n_classes), dtype=torch.float32).share_memory_()
-    results = ctx.Queue()
-    procs = []
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(),
+                               initializer=_init_worker, initargs=(str(model_path), os.getpid()))
     try:
-        for rank, (lo, hi) in enumerate(bounds):
-            job = ShardJob(rank, str(model_path), lo, hi, batch_rows, threads, os.getpid())
-            proc = ctx.Process(target=predict_worker, args=(job, shard_inp, x, out, results),
-                               name=f"traindesk-predict-{rank}", daemon=False)
-            proc.start()
-            procs.append(proc)
-        texts = _collect(procs, results)
+        yield pool
     except BaseException:
-        _end_processes(procs, grace_s=0.0)  # a failed shard makes the others pointless: stop them now
+        pool.shutdown(wait=True, cancel_futures=True)  # a failed batch makes the rest pointless
         raise
-    finally:
-        _end_processes(procs, grace_s=5.0)
-        results.close()
-        results.cancel_join_thread()
-    return out.numpy(), [texts[r] for r in range(len(bounds))], len(bounds)
+    pool.shutdown(wait=True)
 
 
-def _collect(procs: list[Any], results: Any) -> dict[int, str]:
-    """Each worker's CSV text; the first error (or a dead worker) raises."""
-    texts: dict[int, str] = {}
-    dead_since: dict[int, float] = {}
-    while len(texts) < len(procs):
-        try:
-            kind, rank, payload, why = results.get(timeout=0.1)
-        except queue_mod.Empty:
-            _check_alive(procs, texts, dead_since)
-            continue
-        if kind == "error":
-            raise (UserError(payload) if why == "input" else RuntimeError(payload))
-        texts[rank] = payload
-    return texts
+def _predict_in_pool(pool: Any, inp: PredictInput, chunks: list[tuple[int, int]],
+                     batch_rows: int) -> list[tuple[np.ndarray, str]]:
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
+    def part(lo: int, hi: int) -> PredictInput:
+        return PredictInput(inp.ids[lo:hi], x=None if inp.x is None else inp.x[lo:hi], paths=inp.paths[lo:hi])
 
-def _check_alive(procs: list[Any], texts: dict[int, str], dead_since: dict[int, float]) -> None:
-    now = time.monotonic()
-    for rank, proc in enumerate(procs):
-        if rank in texts or proc.is_alive():
-            continue
-        # a worker that exited cleanly has its result in the pipe; give the reader a moment
-        if proc.exitcode != 0 or now - dead_since.setdefault(rank, now) > WORKER_DEATH_GRACE_S:
-            raise RuntimeError(f"predict: worker {rank} (pid {proc.pid}) died with exit code {proc.exitcode}")
-
-
-def _end_processes(procs: list[Any], grace_s: float) -> None:
-    for proc in procs:
-        proc.join(grace_s)
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-            proc.join(2.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(2.0)
+    futures = {pool.submit(_predict_task, part(lo, hi), lo, hi, batch_rows): k for k, (lo, hi) in enumerate(chunks)}
+    results: list[Any] = [None] * len(chunks)
+    try:
+        with _progress(len(inp)) as bar:
+            for future in as_completed(futures):
+                k = futures[future]
+                results[k] = future.result()
+                bar.update(chunks[k][1] - chunks[k][0])
+    except BrokenProcessPool:
+        raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
+    return results
 
 
 # ----------------------------------------------------------------------------- command line
-
-
-def usual_mode(path: Path) -> None:
-    """The mode a plain ``open(path, "w")`` gives: atomic writes go through mkstemp (0600), outputs are for sharing."""
-    try:
-        path.chmod(0o666 & ~_umask())
-    except OSError:
-        pass
-
-
-def _umask() -> int:
-    # read, not os.umask(0)-and-back: that would briefly change it for every thread (the GUI exports off-thread)
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
 
 
 def configure_cli(p: argparse.ArgumentParser) -> None:

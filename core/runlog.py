@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, IO, Iterable, Iterator
@@ -35,10 +35,12 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write through ``write(fh)`` to a temp file beside ``path``, fsync, then rename.
 
     Readers see the old file or the new one, never a half-written one; on any
-    error the temp file is removed and ``path`` is untouched.
+    error the temp file is removed and ``path`` is untouched. The file gets the
+    mode a plain ``open(path, "w")`` gives (0666 less the umask), not mkstemp's
+    0600: run folders are shared with other users of a cluster.
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)
@@ -52,6 +54,18 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
             pass
         raise
     _fsync_dir(path.parent)
+
+
+def _create_temp(path: Path) -> tuple[int, str]:
+    """A new file beside ``path``, created 0666 so that the kernel applies the umask (and default ACLs)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

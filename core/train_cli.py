@@ -65,10 +65,9 @@ class Progress:
         self.last_print = 0.0
         self.bar: Any = None
         if self.tty and not quiet:
-            from tqdm import tqdm
+            from core.progress import progress
 
-            self.bar = tqdm(total=epochs, initial=start_epoch, unit="epoch", file=sys.stderr, dynamic_ncols=True,
-                            leave=True)
+            self.bar = progress(epochs, "train", unit="epoch", initial=start_epoch, dynamic_ncols=True, leave=True)
 
     def __call__(self, records: list[dict[str, Any]]) -> None:
         new_epochs = 0

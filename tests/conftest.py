@@ -4,28 +4,11 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
+import psutil
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
-
-def _children_map() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the command name may contain spaces: fields after the last ')' are fixed
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] == "Z":
-            continue
-        tree.setdefault(int(fields[1]), []).append(int(entry.name))
-    return tree
 
 
 def _service_pids() -> set[int]:
@@ -42,24 +25,26 @@ def _service_pids() -> set[int]:
 
 
 def live_descendants(root: int | None = None) -> list[int]:
-    """Descendant pids of this process, excluding the service processes themselves."""
-    tree = _children_map()
+    """Descendant pids of this process (not zombies), excluding the service processes themselves."""
     services = _service_pids()
+    try:
+        children = psutil.Process(root or os.getpid()).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
     out: list[int] = []
-    stack = [root or os.getpid()]
-    while stack:
-        pid = stack.pop()
-        for child in tree.get(pid, []):
-            stack.append(child)
-            if child not in services:
-                out.append(child)
+    for child in children:
+        try:
+            if child.pid not in services and child.status() != psutil.STATUS_ZOMBIE:
+                out.append(child.pid)
+        except psutil.NoSuchProcess:
+            pass
     return out
 
 
 @pytest.fixture(autouse=True)
 def no_leftover_processes():
     yield
-    if os.name != "posix" or not Path("/proc").exists():
+    if os.name != "posix":
         return
     deadline = time.monotonic() + 10
     left = live_descendants()

@@ -12,6 +12,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import psutil
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QSettings, QThread
 
@@ -43,28 +44,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 # -- child processes -----------------------------------------------------------------------
-def _proc_children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] in ("Z", "X"):  # exited, only waiting to be reaped
-            continue
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    return children
-
-
 def _cmdline(pid: int) -> str:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
         return ""
 
 
@@ -76,14 +59,15 @@ def _is_mp_helper(pid: int) -> bool:
 def live_children() -> list[int]:
     """Descendants of this process, minus the forkserver and resource tracker themselves
     (their children, the workers, do count)."""
-    tree = _proc_children()
     found: list[int] = []
-    stack = list(tree.get(os.getpid(), []))
-    while stack:
-        pid = stack.pop()
-        if not _is_mp_helper(pid):
-            found.append(pid)
-        stack.extend(tree.get(pid, []))
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):  # exited, only waiting to be reaped
+                continue
+        except psutil.NoSuchProcess:
+            continue
+        if not _is_mp_helper(child.pid):
+            found.append(child.pid)
     return found
 
 

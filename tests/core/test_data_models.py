@@ -75,7 +75,8 @@ def test_npz_source(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "d.npz", x=rng.normal(size=(60, 1, 3, 3)).astype(np.float32), y=np.arange(60) % 3)
     data = load_data(DataConfig(source=f"npz:{tmp_path / 'd.npz'}"))
-    assert data.info.input_shape == (9,) and data.info.image_shape == (1, 3, 3)
+    assert data.info.input_shape == data.info.image_shape == (1, 3, 3)  # images reach models as (C, H, W)
+    assert tuple(data.train.x.shape[1:]) == (1, 3, 3)
     assert data.info.class_names == ("0", "1", "2")
     with pytest.raises(DataError, match="needs arrays 'x' and 'y'"):
         np.savez(tmp_path / "e.npz", a=np.zeros(3))
@@ -145,3 +146,18 @@ def test_custom_model(tmp_path: Path) -> None:
     (tmp_path / "s.py").write_text("def f(:\n")
     with pytest.raises(ModelError, match="syntax error"):
         build_model(ModelConfig(kind=f"custom:{tmp_path / 's.py'}:f"), (4,), 3)
+
+
+def test_split_keeps_lone_samples_and_small_classes() -> None:
+    y = np.array([0] * 10 + [1] * 4 + [2])  # class 2: one sample
+    train, val = stratified_split(y, 0.2, seed=0)
+    assert sorted(np.concatenate([train, val]).tolist()) == list(range(15))
+    assert 14 in train  # a lone sample trains unless val_fraction rounds to 1
+    assert np.bincount(y[val]).tolist() == [2, 1] and np.bincount(y[train]).tolist() == [8, 3, 1]
+    _, val9 = stratified_split(y, 0.9, seed=0)
+    assert 14 in val9 and np.bincount(y[val9], minlength=3).tolist() == [9, 3, 1]
+    everything, none = stratified_split(y, 0.0, seed=0)
+    assert len(none) == 0 and len(everything) == 15
+    three = np.repeat(np.arange(3), 5)
+    _, tiny = stratified_split(three, 0.01, seed=0)
+    assert np.bincount(three[tiny]).tolist() == [1, 1, 1]  # at least one per class, as sklearn alone refuses

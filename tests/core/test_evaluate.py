@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sklearn import metrics as skm
 
 from core.evaluate import (
-    attach_evaluation, compact, confusion_matrix, evaluate_run, metrics_from_confusion, misclassified_images, report,
+    attach_evaluation, compact, evaluate_run, metrics, misclassified_images, report,
 )
 from core.errors import RunError
 from test_export import raw_validation, run_cli
@@ -27,9 +27,9 @@ def test_metrics_agree_with_sklearn(case: tuple[int, list[tuple[int, int]]]) -> 
     k, pairs = case
     y_true = np.array([a for a, _ in pairs])
     y_pred = np.array([b for _, b in pairs])
-    cm = confusion_matrix(y_true, y_pred, k)
-    assert (cm == skm.confusion_matrix(y_true, y_pred, labels=list(range(k)))).all()
-    m = metrics_from_confusion(cm, [f"c{i}" for i in range(k)])
+    m = metrics(y_true, y_pred, [f"c{i}" for i in range(k)])
+    assert m["confusion"] == skm.confusion_matrix(y_true, y_pred, labels=list(range(k))).tolist()
+    assert m["confusion"] == _hand_confusion(y_true, y_pred, k)
     p, r, f, s = skm.precision_recall_fscore_support(y_true, y_pred, labels=list(range(k)), zero_division=0)
     assert m["accuracy"] == pytest.approx(skm.accuracy_score(y_true, y_pred))
     assert [c["precision"] for c in m["per_class"]] == pytest.approx(p)
@@ -40,6 +40,33 @@ def test_metrics_agree_with_sklearn(case: tuple[int, list[tuple[int, int]]]) -> 
                                                         zero_division=0)
     assert (m["macro"]["precision"], m["macro"]["recall"], m["macro"]["f1"]) == pytest.approx((mp, mr, mf))
     json.dumps(m, allow_nan=False)  # JSON-safe: no NaN for a class never predicted
+
+
+def _hand_confusion(y_true: np.ndarray, y_pred: np.ndarray, k: int) -> list[list[int]]:
+    cm = [[0] * k for _ in range(k)]
+    for a, b in zip(y_true.tolist(), y_pred.tolist()):
+        cm[a][b] += 1
+    return cm
+
+
+def test_metrics_match_the_hand_written_formulas() -> None:
+    """The figures eval.json held before scikit-learn computed them: same values, same keys."""
+    y_true = np.array([0, 0, 1, 1, 1, 2, 2, 3])
+    y_pred = np.array([0, 1, 1, 1, 0, 2, 0, 0])  # class 3 never predicted right, never predicted at all
+    m = metrics(y_true, y_pred, ["a", "b", "c", "d"])
+    precision, recall = [1 / 4, 2 / 3, 1.0, 0.0], [1 / 2, 2 / 3, 1 / 2, 0.0]
+    f1 = [2 * p * r / (p + r) if p + r else 0.0 for p, r in zip(precision, recall)]
+    support = [2, 3, 2, 1]
+    assert m["n"] == 8 and m["accuracy"] == pytest.approx(4 / 8)
+    assert [c["class"] for c in m["per_class"]] == ["a", "b", "c", "d"]
+    assert [c["precision"] for c in m["per_class"]] == pytest.approx(precision)
+    assert [c["recall"] for c in m["per_class"]] == pytest.approx(recall)
+    assert [c["f1"] for c in m["per_class"]] == pytest.approx(f1)
+    assert [c["support"] for c in m["per_class"]] == support
+    assert m["macro"]["f1"] == pytest.approx(sum(f1) / 4)
+    assert m["weighted"]["recall"] == pytest.approx(sum(r * s for r, s in zip(recall, support)) / 8)
+    assert m["confusion"] == _hand_confusion(y_true, y_pred, 4)
+    assert set(m) == {"n", "accuracy", "per_class", "macro", "weighted", "confusion", "confusion_axes"}
 
 
 def test_report_lists_the_most_confident_mistakes_first() -> None:
@@ -61,7 +88,7 @@ def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_evaluate_run_writes_eval_json_and_summary(digits_run: Path) -> None:
     full = evaluate_run(digits_run)
     _, y, probs = raw_validation(digits_run)  # the same seeded split, evaluated independently
-    assert full["n"] == len(y) == 359
+    assert full["n"] == len(y) == 360
     assert full["accuracy"] == pytest.approx(float((probs.argmax(1) == y.numpy()).mean()))
     assert np.array(full["confusion"]).sum() == full["n"]
     on_disk = json.loads((digits_run / "eval.json").read_text())
@@ -105,7 +132,7 @@ def test_session_hook_adds_evaluation_and_never_raises(digits_run: Path, tmp_pat
     summary = {"status": "finished", "final": {"val_accuracy": 0.9}}
     (run_dir / "summary.json").write_text(json.dumps(summary))
     new = attach_evaluation(run_dir, lambda: model, data, summary)
-    assert new is not None and new["evaluation"]["n"] == 359 and new["final"] == summary["final"]
+    assert new is not None and new["evaluation"]["n"] == 360 and new["final"] == summary["final"]
     assert json.loads((run_dir / "summary.json").read_text()) == new
     assert (run_dir / "eval.json").is_file()
 

@@ -104,7 +104,7 @@ def test_each_format_reloads_and_predicts_like_the_trained_model(fmt: str, digit
     sidecar = json.loads((tmp_path / "model.json").read_text())
     entry = sidecar["files"][out.name]
     assert entry["format"] == fmt and entry["verified"]["max_abs_diff"] == result.max_abs_diff
-    assert sidecar["classes"] == [str(i) for i in range(10)] and sidecar["input"]["shape"] == [64]
+    assert sidecar["classes"] == [str(i) for i in range(10)] and sidecar["input"]["shape"] == [1, 8, 8]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging or temp file left
 
 
@@ -118,7 +118,7 @@ def test_torch_export_program_runs_without_traindesk(digits_run: Path, tmp_path:
         "import sys; sys.modules['core'] = None; sys.modules['app'] = None\n"  # any import of ours fails
         "import torch\n"
         f"m = torch.export.load({str(path)!r}).module()\n"
-        "p = m(torch.full((5, 64), 4.0))\n"
+        "p = m(torch.full((5, 1, 8, 8), 4.0))\n"  # digits are images: (N, C, H, W)
         "print(tuple(p.shape), round(float(p.sum()), 4))\n"
     )
     res = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.errors import UserError
-from core.predict import BATCH_ROWS, predict, read_model_meta, shard_bounds
+from core.predict import BATCH_ROWS, chunk_bounds, predict, read_model_meta
 from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
 
 
@@ -42,7 +42,7 @@ def inputs(exported: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) 
     """The validation rows, raw, as a CSV (shuffled columns, an id column, the label) and as an NPZ."""
     root = tmp_path_factory.mktemp("inputs")
     raw, y, _ = raw_validation(exported["run"])
-    x = raw.numpy()
+    x = raw.numpy().reshape(len(raw), -1)  # digits are (1, 8, 8) images; the CSV has one column per pixel
     features = read_model_meta(exported[".safetensors"])["input"]["features"]
     order = list(reversed(range(len(features))))  # columns out of training order: matched by name
     with (root / "val.csv").open("w", newline="") as fh:
@@ -82,14 +82,14 @@ def test_workers_2_equals_workers_1_row_for_row(exported: dict[str, Path], input
         outs = []
         for workers in ("1", "2"):
             out = tmp_path / f"pred{suffix}-{workers}.csv"
-            # small batches: the 359 rows make 6 batches, dealt 3 and 3 to two processes
+            # small batches: the 360 rows make 6 batches, shared by two processes
             code, stdout, err = run_cli(capsys, "predict", str(exported[suffix]), str(inputs["csv"]),
                                         "--out", str(out), "--workers", workers, "--batch-rows", "64")
             assert code == 0, err
             assert stdout.strip() == str(out) and f"{workers} worker(s)" in err
             outs.append(out.read_text())
         one, two = _rows(outs[0]), _rows(outs[1])
-        assert len(one) == 360
+        assert len(one) == 361
         for a, b in zip(one, two):
             assert a == b, suffix
 
@@ -106,17 +106,21 @@ def test_stdout_when_no_out(exported: dict[str, Path], inputs: dict[str, Path],
     code, out, err = run_cli(capsys, "predict", str(exported[".pt2"]), str(inputs["npz"]))
     assert code == 0, err
     rows = _rows(out)
-    assert rows[0][:2] == ["id", "predicted"] and rows[1][0] == "0" and len(rows) == 360
+    assert rows[0][:2] == ["id", "predicted"] and rows[1][0] == "0" and len(rows) == 361
 
 
-def test_shards_are_whole_batches() -> None:
-    assert shard_bounds(10, 4, 4) == [(0, 4), (4, 8), (8, 10)]  # 3 batches: only 3 workers get work
-    assert shard_bounds(BATCH_ROWS * 5 + 1, 2) == [(0, BATCH_ROWS * 3), (BATCH_ROWS * 3, BATCH_ROWS * 5 + 1)]
-    for n, w in ((1, 8), (1000, 3), (4097, 2)):
-        bounds = shard_bounds(n, w, 128)
-        assert bounds[0][0] == 0 and bounds[-1][1] == n
-        assert all(lo % 128 == 0 and hi > lo for lo, hi in bounds)
-        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+def test_chunks_are_fixed_batches() -> None:
+    assert chunk_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_bounds(0, 4) == []
+    assert chunk_bounds(BATCH_ROWS + 1) == [(0, BATCH_ROWS), (BATCH_ROWS, BATCH_ROWS + 1)]
+
+
+def test_any_worker_count_gives_the_same_bytes(exported: dict[str, Path], inputs: dict[str, Path]) -> None:
+    model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
+    texts = {w: predict(model, inputs["npz"], workers=w, batch_rows=50) for w in (1, 3, 8)}
+    assert texts[3].workers == 3 and texts[8].workers == 8  # 360 rows: 8 batches of 50
+    assert texts[1].csv_text() == texts[3].csv_text() == texts[8].csv_text()
+    assert np.array_equal(texts[1].probs, texts[8].probs)
 
 
 def test_image_folder_input(tmp_path: Path) -> None:
@@ -150,11 +154,11 @@ def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict
     (tmp_path / "bare.pt").write_bytes(exported[".pt"].read_bytes())
     cases = [
         ([model, str(tmp_path / "nofeat.csv")], "lacks 64 of the model's 64 feature columns"),
-        ([model, str(tmp_path / "text.csv")], "could not convert"),
-        ([model, str(tmp_path / "shape.npz")], "the model takes (64,)"),
+        ([model, str(tmp_path / "text.csv")], "is not numeric (line 4: 'abc')"),
+        ([model, str(tmp_path / "shape.npz")], "the model takes (1, 8, 8)"),
         ([model, str(tmp_path / "missing.csv")], "input not found"),
         ([model, str(tmp_path / "notes.txt")], "must be a .csv, a .npz or an image folder"),
-        ([model, str(tmp_path)], "image folder but the model takes 64 tabular features"),
+        ([model, str(tmp_path)], "holds no images"),  # digits models take (1, 8, 8) images
         ([str(tmp_path / "notes.txt"), str(inputs["csv"])], "is not an exported model"),
         ([str(tmp_path / "bare.pt"), str(inputs["csv"])], "bare state dict"),
         ([model, str(inputs["csv"]), "--workers", "0"], "--workers must be from 1 to 256"),
@@ -165,6 +169,14 @@ def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict
         assert code == 2, (args, err)
         assert len(err.strip().splitlines()) == 1 and message in err, (args, err)
         assert out == ""
+
+
+def test_image_folder_for_a_tabular_model(tmp_path: Path) -> None:
+    from core.errors import DataError
+    from core.predict import read_input
+
+    with pytest.raises(DataError, match="image folder but the model takes 4 tabular features"):
+        read_input(tmp_path, {"input": {"shape": [4]}})
 
 
 def _corrupt_csv(path: Path) -> str:

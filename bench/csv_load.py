@@ -1,0 +1,91 @@
+"""CSV loading: TrainDesk's reader against numpy.loadtxt and pyarrow.csv on the same file.
+
+    .venv/bin/python bench/csv_load.py [--rows 300000] [--features 32] [--repeat 3]
+
+The file has ``--features`` float columns and an integer ``label`` column
+(about 100 MB at 300,000 x 32). "traindesk" is ``core.data``'s CSV source as
+training reads it: the features as float32 and the labels encoded, all checks
+included (standardisation and the split are not part of it). numpy.loadtxt and
+pyarrow.csv.read_csv read the same file into arrays (pyarrow with its default
+options: threads, type inference). Each case runs N rounds, round robin so
+that each round sees the same load on a shared machine; the best and the
+median of the N are printed, with their ratios to the fastest library reader.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.data import _csv  # noqa: E402
+
+
+def make_csv(path: Path, rows: int, features: int) -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 1, (rows, features))
+    y = rng.integers(0, 10, rows)
+    with path.open("w") as fh:
+        fh.write(",".join([f"f{i}" for i in range(features)] + ["label"]) + "\n")
+        np.savetxt(fh, np.column_stack([x, y]), fmt=["%.8g"] * features + ["%d"], delimiter=",")
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=300_000)
+    parser.add_argument("--features", type=int, default=32)
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per case")
+    args = parser.parse_args()
+    print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
+    print(f"machine: {os.cpu_count()} CPU cores; load average {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory(prefix="traindesk-bench-") as tmp:
+        path = Path(tmp) / "data.csv"
+        make_csv(path, args.rows, args.features)
+        print(f"input: {args.rows:,} rows x {args.features} features + label ({path.stat().st_size / 1e6:.0f} MB)")
+        cases: dict[str, Callable[[], object]] = {
+            "traindesk (core.data csv source)": lambda: _csv(str(path), "label", f"csv:{path}"),
+            "numpy.loadtxt": lambda: np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float32),
+        }
+        try:
+            import pyarrow.csv as pacsv
+
+            cases["pyarrow.csv.read_csv"] = lambda: pacsv.read_csv(path)
+        except ModuleNotFoundError:
+            print("pyarrow: not installed, skipped")
+        for fn in cases.values():  # warm: imports and the page cache
+            fn()
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(args.repeat):
+            for name, fn in cases.items():
+                times[name].append(timed(fn))
+    best = {name: min(ts) for name, ts in times.items()}
+    median = {name: statistics.median(ts) for name, ts in times.items()}
+    libraries = [n for n in cases if not n.startswith("traindesk")]
+    fast_best = min(best[n] for n in libraries)
+    fast_median = min(median[n] for n in libraries)
+    print(f"\n{'':<36} {'best s':>7} {'median s':>9}   vs fastest library reader (best / median)")
+    for name in cases:
+        print(f"{name:<36} {best[name]:>7.2f} {median[name]:>9.2f}   "
+              f"{best[name] / fast_best:>5.2f}x / {median[name] / fast_median:.2f}x")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

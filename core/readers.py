@@ -1,0 +1,284 @@
+"""Reading CSV and NPZ files into numpy arrays: the one reader for training and prediction.
+
+CSV: pyarrow's multi-threaded reader parses a well-formed file; when it refuses
+one, or the values break a rule (blank, non-finite, too large for float32), the
+file is read again by the line-precise reader below, whose one-line error names
+the line and the column (it also accepts what only Python's float() reads, such
+as ``1_000``). Where both accept a file they give the same float32 values
+(parsed as float64, then rounded once), so well-formed files never pay for the
+slow reader. NPZ: ``np.load`` without pickles, checked once.
+
+Torch-free: ``core.predict`` imports this at command time.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from core.errors import DataError
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+# ----------------------------------------------------------------------------- CSV
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns to read, by index in the header: numbers, and text (stripped, factorised)."""
+
+    numeric: Sequence[int]
+    text: Sequence[int] = ()
+    required: Mapping[int, str] = field(default_factory=dict)  # text columns that may not be blank -> their name in errors
+
+
+@dataclass(frozen=True)
+class TextColumn:
+    """A text column as codes into its distinct values (first-seen order)."""
+
+    codes: np.ndarray  # int64, one per row
+    values: list[str]
+
+    def tolist(self) -> list[str]:
+        table = np.asarray(self.values, dtype=object)
+        return table[self.codes].tolist() if len(self.codes) else []
+
+
+@dataclass(frozen=True)
+class CsvData:
+    header: list[str]              # stripped column names
+    x: np.ndarray                  # float32 (rows, len(numeric)), columns in the order asked
+    text: dict[int, TextColumn]    # by column index
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.x.shape[0])
+
+
+Select = Callable[[list[str]], Columns]
+
+
+def read_csv(path: Path, where: str, select: Select) -> CsvData:
+    """Read the columns ``select(header)`` names; raise :class:`DataError` (or what ``select`` raises)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{where}: file not found: {path}")
+    fast = _read_fast(path, select)
+    return fast if fast is not None else _read_exact(path, where, select)
+
+
+def _first_record(path: Path) -> list[str] | None:
+    """The first non-blank record of the file (the header), or None if it cannot be read."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            for row in csv.reader(fh):
+                if any(cell.strip() for cell in row):
+                    return row
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return None
+
+
+def _read_fast(path: Path, select: Select) -> CsvData | None:
+    """pyarrow's reader; None when the file needs the exact reader (to accept it, or to say what is wrong)."""
+    raw_header = _first_record(path)
+    if raw_header is None or len(set(raw_header)) != len(raw_header):
+        return None
+    header = [h.strip() for h in raw_header]
+    try:
+        cols = select(header)
+    except Exception:  # the exact reader raises it, after the checks that come first
+        return None
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    numeric = [raw_header[i] for i in cols.numeric]
+    text = [raw_header[i] for i in cols.text]
+    types = {**{n: pa.float64() for n in numeric}, **{n: pa.string() for n in text}}
+    try:
+        table = pacsv.read_csv(
+            path,
+            # a line break inside a value needs quotes; without any, blocks split at every newline (faster)
+            parse_options=pacsv.ParseOptions(newlines_in_values=_has_quotes(path)),
+            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(dict.fromkeys(numeric + text)),
+                                                 strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    if table.num_rows == 0:
+        return None
+    xt = np.empty((len(numeric), table.num_rows), dtype=np.float32)  # filled by rows, transposed once: faster
+    for j, name in enumerate(numeric):
+        column = table.column(name)
+        if column.null_count:
+            return None
+        values = column.to_numpy()
+        if not (np.abs(values) <= FLOAT32_MAX).all():  # NaN, infinite, or beyond float32
+            return None
+        xt[j] = values  # rounded once, float64 to float32, as the exact reader does
+    codes: dict[int, TextColumn] = {}
+    limit = csv.field_size_limit()
+    for i, name in zip(cols.text, text):
+        column = pc.utf8_trim_whitespace(table.column(name))
+        lengths = pc.utf8_length(column)
+        if pc.max(lengths).as_py() > limit:  # the csv module refuses such a field
+            return None
+        if i in cols.required and pc.min(lengths).as_py() == 0:
+            return None
+        encoded = column.combine_chunks().dictionary_encode()
+        codes[i] = TextColumn(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                              [str(v) for v in encoded.dictionary.to_pylist()])
+    return CsvData(header, np.ascontiguousarray(xt.T), codes)
+
+
+def _has_quotes(path: Path) -> bool:
+    import mmap
+
+    try:
+        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            return mm.find(b'"') != -1
+    except (OSError, ValueError):  # e.g. an empty file cannot be mapped
+        return True
+
+
+def _read_exact(path: Path, where: str, select: Select) -> CsvData:
+    """The csv module, record by record: slow, and its errors name the line and the column."""
+    numbered: list[tuple[int, list[str]]] = []  # (line number where the record ends, fields)
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh)
+            for row in reader:
+                numbered.append((reader.line_num, row))
+    except UnicodeDecodeError:
+        with path.open("rb") as fh:
+            utf16 = fh.read(2) in (b"\xff\xfe", b"\xfe\xff")
+        hint = " (it looks like UTF-16; save it as UTF-8)" if utf16 else ""
+        raise DataError(f"{where}: {path} is not UTF-8 text{hint}") from None
+    except csv.Error as exc:
+        raise DataError(f"{where}: {path}: malformed CSV: {exc}") from None
+    except OSError as exc:
+        raise DataError(f"{where}: cannot read {path}: {exc.strerror}") from None
+    numbered = [(n, r) for n, r in numbered if any(cell.strip() for cell in r)]
+    if not numbered:
+        raise DataError(f"{where}: {path} is empty")
+    header = [h.strip() for h in numbered[0][1]]
+    lines = [n for n, _ in numbered[1:]]
+    body = [r for _, r in numbered[1:]]
+    if not body:
+        raise DataError(f"{where}: {path} has a header but no data rows")
+    cols = select(header)
+    for lineno, row in zip(lines, body):
+        if len(row) != len(header):
+            hint = " (an unclosed quote?)" if any("\n" in cell for cell in row) else ""
+            raise DataError(f"{where}: {path} line {lineno} has {len(row)} fields, the header has {len(header)}{hint}")
+    text: dict[int, TextColumn] = {}
+    for i in cols.text:
+        cells = [row[i].strip() for row in body]
+        if i in cols.required:
+            blank = next((k for k, cell in enumerate(cells) if not cell), None)
+            if blank is not None:
+                raise DataError(f"{where}: {path} line {lines[blank]} has no value in {cols.required[i]}")
+        index: dict[str, int] = {}
+        codes = np.fromiter((index.setdefault(cell, len(index)) for cell in cells), dtype=np.int64, count=len(cells))
+        text[i] = TextColumn(codes, list(index))
+    x = np.empty((len(body), len(cols.numeric)), dtype=np.float32)
+    for j, col in enumerate(cols.numeric):
+        x[:, j] = _numeric_column(path, where, header[col], [row[col] for row in body], lines)
+    return CsvData(header, x, text)
+
+
+def _numeric_column(path: Path, where: str, name: str, cells: list[str], lines: list[int]) -> np.ndarray:
+    def bad(k: int, what: str) -> DataError:
+        return DataError(f"{where}: {path} column {name!r} {what} (line {lines[k]}: {cells[k].strip()[:40]!r})")
+
+    stop = len(cells)  # the first cell that is not a number, if any: errors come in line order
+    try:
+        values = np.fromiter(map(float, cells), dtype=np.float64, count=stop)
+    except ValueError:
+        for stop, cell in enumerate(cells):
+            try:
+                float(cell)
+            except ValueError:
+                break
+        values = np.fromiter(map(float, cells[:stop]), dtype=np.float64, count=stop)
+    finite = np.isfinite(values)
+    if not finite.all():
+        raise bad(int(np.flatnonzero(~finite)[0]), "has a non-finite value")
+    large = np.abs(values) > FLOAT32_MAX
+    if large.any():
+        raise bad(int(np.flatnonzero(large)[0]), "has a value too large for float32")
+    if stop < len(cells):
+        raise bad(stop, "is not numeric")
+    return values.astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- NPZ
+
+
+@dataclass(frozen=True)
+class NpzData:
+    x: np.ndarray                    # float32 (N, ...), finite
+    y: np.ndarray | None = None      # labels as stored (N,), when asked for
+    class_names: np.ndarray | None = None
+    ids: np.ndarray | None = None
+
+
+X_KEYS = ("x", "X", "features")
+Y_KEYS = ("y", "Y", "labels", "target")
+ID_KEYS = ("id", "ids")
+
+
+def read_npz(path: Path, where: str, labels: bool) -> NpzData:
+    """Array ``x`` (and ``y`` when ``labels``) from an NPZ, refusing pickles; raise :class:`DataError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{where}: file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            keys = set(npz.files)
+            xk = next((k for k in X_KEYS if k in keys), None)
+            yk = next((k for k in Y_KEYS if k in keys), None)
+            if xk is None or (labels and yk is None):
+                need = "arrays 'x' and 'y'" if labels else "an array 'x'"
+                raise DataError(f"{where}: {path} needs {need}, has: " + ", ".join(sorted(keys)))
+            x = np.asarray(npz[xk])
+            y = np.asarray(npz[yk]) if labels and yk is not None else None
+            names = np.asarray(npz["class_names"]) if labels and "class_names" in keys else None
+            idk = next((k for k in ID_KEYS if k in keys), None)
+            ids = np.asarray(npz[idk]) if idk is not None else None
+    except DataError:
+        raise
+    except ValueError as exc:
+        if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
+            raise DataError(
+                f"{where}: {path} holds object arrays (pickled Python objects), which are refused; save numeric arrays"
+            ) from None
+        why = type(exc).__name__ if zipfile.is_zipfile(path) else "not a zip archive"
+        raise DataError(f"{where}: {path} is not a readable .npz file ({why})") from None
+    except Exception as exc:  # numpy raises many types for a corrupt archive
+        raise DataError(f"{where}: {path} is not a readable .npz file ({type(exc).__name__})") from None
+    if y is not None and (x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0]):
+        raise DataError(f"{where}: {path}: x must be (N, ...) and y (N,), got {x.shape} and {y.shape}")
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise DataError(f"{where}: {path} holds no samples")
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise DataError(f"{where}: {path}: x must be real numbers, got {x.dtype}")
+    if math.prod(x.shape[1:]) == 0:
+        raise DataError(f"{where}: {path}: x has no features, shape {x.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):  # too large for float32 becomes inf: refused below
+        x = np.ascontiguousarray(x, dtype=np.float32)
+    if not np.isfinite(x).all():
+        raise DataError(f"{where}: {path}: x has NaN or infinite values (or values too large for float32)")
+    if y is not None and np.issubdtype(y.dtype, np.floating) and not np.isfinite(y).all():
+        raise DataError(f"{where}: {path}: y has NaN or infinite labels")
+    if ids is not None and ids.shape[:1] != x.shape[:1]:
+        ids = None
+    return NpzData(x, y, names, ids)
