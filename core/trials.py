@@ -69,6 +69,9 @@ class TrialRunner:
         """A search continues with new trials: every position is a fresh start."""
         return {"epoch": 1, "batch": 0, "step": self.step, "samples": self.samples, "offset": 0}
 
+    def exchange_records(self) -> None:
+        """Trials run in local worker processes: there are no peers' records to gather."""
+
     # -- control between trials -----------------------------------------------------------
     def _between_trials(self) -> bool:
         """Answer the control word; False when the run stops."""
