@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.tasks import BackgroundCalls
+from app.tuning_group import TuningGroup
 from core.config import (
     ACTIVATIONS, BOUNDS, MODEL_KINDS, OPTIMIZERS, STRATEGIES, Config, ConfigError, from_dict, to_dict,
 )
@@ -133,6 +134,8 @@ class ConfigPanel(QWidget):
         # The order of the decisions: what data, what model, how many processes, then details.
         layout.addWidget(self._build_parallel_group())
         layout.addWidget(self._build_training_group())
+        self.tuning = TuningGroup()
+        layout.addWidget(self.tuning)
         self.label_config_error = QLabel(objectName="label_config_error")
         self.label_config_error.setWordWrap(True)
         self.label_config_error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -429,6 +432,7 @@ class ConfigPanel(QWidget):
             self.spin_threads.setValue(p.threads_per_worker)
             self._select_device(p.device)
             self.edit_sweep_lr.setText(_list_text(p.sweep_lr))
+            self.tuning.show_config(cfg)
             self._shown = {"val_fraction": self.spin_val_fraction.value(), "dropout": self.spin_dropout.value(),
                            "momentum": self.spin_momentum.value()}
         finally:
@@ -498,6 +502,7 @@ class ConfigPanel(QWidget):
         p["device"] = self.combo_device.currentData()
         reads_rates = "parallel.sweep_lr" in strategy_class(p["strategy"]).own_keys
         p["sweep_lr"] = _parse_list(self.edit_sweep_lr.text(), float) if reads_rates else []
+        self.tuning.take(raw)
         return from_dict(raw)
 
     def _take_spin(self, section: dict[str, Any], key: str, spin: QDoubleSpinBox) -> None:

@@ -26,10 +26,12 @@ from app.banner import Banner
 from app.config_panel import ConfigPanel
 from app.gc_policy import GuiGarbageCollector
 from app.log_pane import LogPane
+from app.lr_finder_view import LRFinderDialog
 from app.plots import PlotsPanel
 from app.run_controller import RunController
 from app.run_data import ProgressTracker, format_duration
 from app.runs_view import RunsView
+from app.search_view import SearchView
 from app.settings import AppSettings
 from app.tasks import BackgroundCalls
 from app.theme import Theme, apply_theme, get_theme
@@ -68,6 +70,7 @@ class MainWindow(QMainWindow):
         self._calls = BackgroundCalls(self)
         self.viewing_run: Path | None = None
         self.advising = False  # "Find fastest" is probing
+        self.lr_finder: LRFinderDialog | None = None
         self._advisor_cancel = False
         self._advisor_lines = _AdvisorLines(self)
         self._advisor_lines.line.connect(self._on_advisor_line)
@@ -141,6 +144,9 @@ class MainWindow(QMainWindow):
         self.action_continue_run = a("action_continue_run", "Continue run", ["Ctrl+Shift+C"],
                                      "Continue the stopped or failed run on screen from its checkpoint",
                                      self._on_continue_run, "resume")
+        self.action_lr_find = a("action_lr_find", "Find learning rate…", [],
+                                "Run a learning-rate range test on this config and suggest a rate",
+                                self._on_lr_find)
         self.action_find_fastest = a("action_find_fastest", "Find fastest…", [],
                                      "Probe each strategy and worker count on this config for a few seconds "
                                      "and suggest the fastest", self._on_find_fastest)
@@ -198,6 +204,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.evaluate_view, "Evaluate")
         self.tabs.addTab(self.predict_view, "Predict")
         self.tabs.currentChanged.connect(lambda _i: self._update_actions())
+        self.search_view = SearchView()
+        self.tabs.addTab(self.search_view, "Search")
         top_layout.addWidget(self.tabs, 1)
         self.right_splitter = QSplitter(Qt.Orientation.Vertical, objectName="right_splitter")
         self.right_splitter.addWidget(right_top)
@@ -243,6 +251,7 @@ class MainWindow(QMainWindow):
         run_menu.addAction(self.action_continue_run)
         run_menu.addAction(self.action_fork)
         run_menu.addAction(self.action_find_fastest)
+        run_menu.addAction(self.action_lr_find)
         view_menu = bar.addMenu("&View")
         view_menu.addAction(self.action_dark)
         view_menu.addAction(self.action_clear)
@@ -513,6 +522,7 @@ class MainWindow(QMainWindow):
     @Slot(list)
     def _on_records(self, records: list[dict[str, Any]]) -> None:
         self.plots.add_records(records)
+        self.search_view.add_records(records)
         errors = self.log_pane.add_records(records)
         if errors:
             self._show_error(errors[-1])
@@ -766,6 +776,9 @@ class MainWindow(QMainWindow):
             self._apply_run_shape(cfg, summary)
         self.plots.add_records(records)
         self.plots.flush()
+        self.search_view.reset()
+        self.search_view.add_records(records)
+        self.search_view.show_summary(summary)
         self.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
         self.log_pane.add_records([r for r in records if r.get("kind") == "log"])
         status = (summary or {}).get("status", "")
@@ -926,6 +939,16 @@ class MainWindow(QMainWindow):
         self.controller.fork(run_dir, changes)
 
     # -- find fastest ----------------------------------------------------------
+    def _on_lr_find(self) -> None:
+        cfg = self.panel.try_config()
+        if cfg is None:
+            self._show_error(self.panel.label_config_error.text())
+            return
+        self.lr_finder = LRFinderDialog(cfg, self)
+        self.lr_finder.use_lr.connect(lambda lr: self.panel.edit_lr.setText(f"{lr:.6g}"))
+        self.lr_finder.show()
+        self.lr_finder.run()
+
     def _on_find_fastest(self) -> None:
         if self.controller.active or self.advising:
             return
@@ -1048,6 +1071,8 @@ class MainWindow(QMainWindow):
         self.panel.shutdown()
         self.runs_view.wait(5.0)
         self.compare_view.wait(5.0)
+        if self.lr_finder is not None:
+            self.lr_finder.shutdown()
         self.evaluate_view.wait(5.0)
         self.predict_view.wait(5.0)
         self._calls.forget_all()

@@ -19,6 +19,7 @@ SCRIPTS = [
     ("Live plots", ["gui_latency.py"]),
     ("CSV loading", ["csv_load.py"]),
     ("Batch prediction", ["predict_throughput.py"]),
+    ("Tuning on digits", ["tuning_digits.py"]),
     ("torchrun against the local launcher", ["torchrun_vs_local.py", "--repeats", "3"]),
 ]
 

@@ -29,6 +29,20 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     atomic_write(Path(path), lambda fh: torch.save(data, fh))
 
 
+CHECKPOINTS = ("last", "best")  # checkpoints/last.pt: where the run ended; best.pt: its best evaluation
+
+
+def checkpoint_file(run_dir: Path, which: str = "last", where: str = "checkpoint") -> Path:
+    """The path of a run's ``last`` or ``best`` checkpoint (RunError naming what is missing)."""
+    if which not in CHECKPOINTS:
+        raise RunError(f"{where}: --checkpoint must be best or last, got {which!r}")
+    path = Path(run_dir) / "checkpoints" / f"{which}.pt"
+    if not path.is_file():
+        why = "the run saved no weights" if which == "last" else "no evaluation of the run was kept as its best"
+        raise RunError(f"{where}: {run_dir} has no checkpoints/{which}.pt: {why}")
+    return path
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """Load a checkpoint safely; any problem is a one-line RunError."""
     path = Path(path)

@@ -37,6 +37,8 @@ COMMANDS: dict[str, Command] = {
                        "core.predict:cmd_predict", "core.predict:configure_cli"),
     "evaluate": Command("evaluate a run on its validation split (accuracy, per-class metrics, confusion matrix)",
                         "core.evaluate:cmd_evaluate", "core.evaluate:configure_cli"),
+    "lr-find": Command("suggest a learning rate: the range test of fastai, its valley suggestion printed last",
+                       "core.lr_finder:cmd_lr_find", "core.lr_finder:configure_cli"),
     "pause": Command("pause the active run in RUN_DIR (started by the window, a CLI train or torchrun)",
                      "core.cli:cmd_control", "core.cli:configure_control"),
     "resume": Command("resume the paused run in RUN_DIR", "core.cli:cmd_control", "core.cli:configure_control"),

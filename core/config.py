@@ -7,7 +7,6 @@ one-line :class:`ConfigError` that names the key, e.g.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 import math
@@ -29,6 +28,13 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
 MODEL_KINDS = ("linear", "mlp", "cnn")
 DATA_SCHEMES = ("builtin", "csv", "npz", "images")
+SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
+MONITORED = ("val_loss", "val_accuracy")
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+SAMPLERS = ("tpe", "random", "grid")
+PRUNERS = ("median", "asha", "none")
+# what a search may vary: the run's shape (data, workers) stays
+SEARCHABLE_SECTIONS = ("model", "optim", "train", "schedule", "augment")
 
 
 class Bounds(NamedTuple):
@@ -80,6 +86,9 @@ class TrainConfig:
     seed: int = _bounded(0, 0, 2**31 - 1)
     # seconds between consistent checkpoints while training; 0 = only at the end
     checkpoint_every: float = _bounded(30.0, 0.0, 86400.0)
+    monitor: str = "val_loss"  # what "best" means: best.pt, early stopping
+    early_stop_patience: int = _bounded(0, 0, 100000)  # epochs without improvement before stopping; 0 = never
+    early_stop_min_delta: float = _bounded(0.0, 0.0, 1e9)  # smaller changes are no improvement
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,49 @@ class ParallelConfig:
     sweep_lr: tuple[float, ...] = _bounded((), *LR)
     # seconds without records (not paused) before a worker is reported stalled; 0 = never
     stall_timeout: float = _bounded(120.0, 0.0, 86400.0)
+    precision: str = "32"  # 32 | bf16-mixed | 16-mixed (CUDA): autocast in the training step
+
+
+@dataclass(frozen=True)
+class ScheduleConfig:
+    """The learning rate as a function of the run's progress; optim.lr is its base (peak)."""
+
+    kind: str = "constant"
+    warmup_steps: int = _bounded(0, 0, 10**9)       # linear warm-up from 0 over this many steps
+    min_lr: float = _bounded(0.0, 0.0, 100.0)       # cosine, one-cycle: the lr at the last step
+    step_epochs: int = _bounded(10, 1, 100000)      # step: multiply by gamma every this many epochs
+    gamma: float = _bounded(0.1, 0.0, 1.0, lo_open=True)  # step, plateau: the factor
+    pct_start: float = _bounded(0.3, 0.0, 1.0)      # one-cycle: fraction of the run spent rising
+    patience: int = _bounded(2, 0, 10000)           # plateau: evaluations without improvement
+
+
+@dataclass(frozen=True)
+class AugmentConfig:
+    """Random changes to training images (never to validation); every default is off."""
+
+    crop_scale: float = _bounded(1.0, 0.05, 1.0)  # random resized crop: smallest area kept; 1 = off
+    hflip: bool = False                            # random horizontal flip
+    rotation: float = _bounded(0.0, 0.0, 180.0)   # random rotation up to this many degrees
+    jitter: float = _bounded(0.0, 0.0, 1.0)       # colour jitter: brightness, contrast, saturation
+
+
+class SearchRange(NamedTuple):
+    """A numeric search range of one key."""
+
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """strategy "search": trials sampled by Optuna; ``space`` holds ("section.key", range or choices)."""
+
+    trials: int = _bounded(20, 1, 100000)
+    sampler: str = "tpe"
+    pruner: str = "median"
+    metric: str = "val_accuracy"
+    space: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -100,6 +152,9 @@ class Config:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
 
     def replace(self, section: str, **values: Any) -> "Config":
         """A copy with some keys of one section changed, validated."""
@@ -117,6 +172,9 @@ SECTIONS: dict[str, type] = {
     "optim": OptimConfig,
     "train": TrainConfig,
     "parallel": ParallelConfig,
+    "schedule": ScheduleConfig,
+    "augment": AugmentConfig,
+    "search": SearchConfig,
 }
 
 # "section.key" -> its Bounds, as declared on the fields above.
@@ -271,6 +329,9 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
         v["batch_size"] = _int(k("batch_size"), v["batch_size"])
         v["seed"] = _int(k("seed"), v["seed"])
         v["checkpoint_every"] = _float(k("checkpoint_every"), v["checkpoint_every"])
+        v["monitor"] = _choice(k("monitor"), v["monitor"], MONITORED)
+        v["early_stop_patience"] = _int(k("early_stop_patience"), v["early_stop_patience"])
+        v["early_stop_min_delta"] = _float(k("early_stop_min_delta"), v["early_stop_min_delta"])
     elif section == "parallel":
         v["strategy"] = _choice(k("strategy"), v["strategy"], STRATEGIES)
         v["workers"] = _int(k("workers"), v["workers"])
@@ -278,7 +339,73 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
         v["device"] = _check_device(k("device"), v["device"])
         v["sweep_lr"] = _check_lrs(k("sweep_lr"), v["sweep_lr"])
         v["stall_timeout"] = _float(k("stall_timeout"), v["stall_timeout"])
+        v["precision"] = _choice(k("precision"), v["precision"], PRECISIONS)
+    elif section == "schedule":
+        v["kind"] = _choice(k("kind"), v["kind"], SCHEDULES)
+        for name in ("warmup_steps", "step_epochs", "patience"):
+            v[name] = _int(k(name), v[name])
+        for name in ("min_lr", "gamma", "pct_start"):
+            v[name] = _float(k(name), v[name])
+    elif section == "augment":
+        v["crop_scale"] = _float(k("crop_scale"), v["crop_scale"])
+        v["hflip"] = _bool(k("hflip"), v["hflip"])
+        v["rotation"] = _float(k("rotation"), v["rotation"])
+        v["jitter"] = _float(k("jitter"), v["jitter"])
+    elif section == "search":
+        v["trials"] = _int(k("trials"), v["trials"])
+        v["sampler"] = _choice(k("sampler"), v["sampler"], SAMPLERS)
+        v["pruner"] = _choice(k("pruner"), v["pruner"], PRUNERS)
+        v["metric"] = _choice(k("metric"), v["metric"], MONITORED)
+        v["space"] = tuple((key, _check_space(key, value)) for key, value in v["space"])
     return v
+
+
+def _searchable(key: str) -> tuple[str, str, Any]:
+    """(section, name, default) of a key a search may vary."""
+    section, _, name = key.partition(".")
+    cls = SECTIONS.get(section) if section in SEARCHABLE_SECTIONS else None
+    names = {f.name for f in fields(cls)} if cls is not None else set()
+    if name not in names:
+        raise ConfigError(f"config: search key {_show(key)} is not a key a search can vary "
+                          f"(keys of [{'], ['.join(SEARCHABLE_SECTIONS)}])")
+    return section, name, getattr(cls(), name)
+
+
+def _check_space(key: str, value: Any) -> Any:
+    """A search range ``{low, high, log}`` (SearchRange) or a list of choices (tuple), checked."""
+    section, name, default = _searchable(key)
+    where = f"search.{_key(key)}"
+    if isinstance(value, SearchRange):
+        value = value._asdict()
+    if isinstance(value, Mapping):
+        extra = sorted(set(value) - {"low", "high", "log"})
+        if extra or "low" not in value or "high" not in value:
+            raise _fail(where, "a list of choices or a table {low, high, log}", value)
+        numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
+        if not numeric:
+            raise _fail(where, f"a list of choices ({key} is not a number)", value)
+        check = _int if isinstance(default, int) else _float
+        try:
+            low, high = check(key, value["low"]), check(key, value["high"])
+        except ConfigError as exc:
+            raise ConfigError(f"config: {where}: {str(exc).removeprefix('config: ')}") from None
+        log = _bool(f"{where}.log", value.get("log", False))
+        if not low < high:
+            raise _fail(where, "a range with low below high", value)
+        if log and low <= 0:
+            raise _fail(where, "a range above 0 when log = true", value)
+        return SearchRange(low, high, log)
+    if not isinstance(value, (list, tuple)) or not value or len(value) > 1000:
+        raise _fail(where, "a list of choices (1 to 1000) or a table {low, high, log}", value)
+    choices = []
+    for choice in value:
+        try:
+            checked = _validate(section, {**{f.name: getattr(SECTIONS[section](), f.name)
+                                             for f in fields(SECTIONS[section])}, name: choice})[name]
+        except ConfigError as exc:
+            raise ConfigError(f"config: {where}: {str(exc).removeprefix('config: ')}") from None
+        choices.append(checked)
+    return tuple(choices)
 
 
 def _cross_check(cfg: Config) -> None:
@@ -296,6 +423,39 @@ def _cross_check(cfg: Config) -> None:
             f"config: parallel.sweep_lr must have one learning rate per worker "
             f"({p.workers}), got {len(p.sweep_lr)}"
         )
+    if p.precision == "16-mixed" and not p.device.startswith("cuda"):
+        raise ConfigError(f"config: parallel.precision \"16-mixed\" needs a CUDA device (parallel.device = "
+                          f"\"cuda\"), got device {_show(p.device)}; use \"bf16-mixed\" on the CPU")
+    sch = cfg.schedule
+    if sch.kind in ("cosine", "one-cycle") and sch.min_lr >= cfg.optim.lr:
+        raise ConfigError(f"config: schedule.min_lr must be below optim.lr ({cfg.optim.lr:g}), got {sch.min_lr:g}")
+    search = cfg.search
+    if p.strategy == "search" and not search.space:
+        raise ConfigError('config: [search] needs at least one key to vary, e.g. '
+                          '"optim.lr" = {low = 0.0001, high = 0.3, log = true}')
+    if search.sampler == "grid":
+        ranged = [key for key, value in search.space if isinstance(value, SearchRange)]
+        if ranged:
+            raise ConfigError(f"config: search.sampler \"grid\" needs a list of values for every key, "
+                              f"got a range for {_show(ranged[0])}")
+
+
+def _search_values(given: Mapping[str, Any]) -> dict[str, Any]:
+    """[search]: its own keys, and "section.key" entries that make up the space."""
+    values: dict[str, Any] = {f.name: getattr(SearchConfig(), f.name) for f in fields(SearchConfig)}
+    known = {f.name for f in fields(SearchConfig)} - {"space"}
+    space = []
+    for key, value in given.items():
+        if "." in key:
+            _searchable(key)
+            space.append((key, value))
+        elif key in known:
+            values[key] = value
+        else:
+            raise ConfigError(f"config: unknown key search.{_key(key)}; known keys: " + ", ".join(sorted(known))
+                              + ', and "section.key" ranges')
+    values["space"] = tuple(space)
+    return values
 
 
 def from_dict(raw: Mapping[str, Any]) -> Config:
@@ -312,6 +472,9 @@ def from_dict(raw: Mapping[str, Any]) -> Config:
         given = raw.get(name, {})
         if not isinstance(given, Mapping):
             raise ConfigError(f"config: [{name}] must be a table, got {_show(given)}")
+        if name == "search":
+            sections[name] = cls(**_validate(name, _search_values(given)))
+            continue
         known = {f.name for f in fields(cls)}
         for key in given:
             if key not in known:
@@ -328,12 +491,22 @@ def from_dict(raw: Mapping[str, Any]) -> Config:
     return cfg
 
 
+def _plain(value: Any) -> Any:
+    if isinstance(value, SearchRange):
+        return value._asdict()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
 def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
-    """Plain nested dict (lists, not tuples) of every key."""
+    """Plain nested dict (lists, not tuples) of every key; [search] ranges as "section.key" entries."""
     out: dict[str, dict[str, Any]] = {}
     for name in SECTIONS:
-        section = dataclasses.asdict(getattr(cfg, name))
-        out[name] = {k: list(v) if isinstance(v, tuple) else v for k, v in section.items()}
+        section = {f.name: getattr(getattr(cfg, name), f.name) for f in fields(SECTIONS[name])}
+        space = section.pop("space", ()) if name == "search" else ()
+        out[name] = {k: _plain(v) for k, v in section.items()}
+        out[name].update((key, _plain(value)) for key, value in space)
     return out
 
 
@@ -349,6 +522,8 @@ def _toml_value(value: Any) -> str:
         return json.dumps(value)  # a JSON string is a valid TOML basic string
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 
@@ -358,7 +533,7 @@ def to_toml(cfg: Config) -> str:
         if lines:
             lines.append("")
         lines.append(f"[{name}]")
-        lines.extend(f"{key} = {_toml_value(val)}" for key, val in values.items())
+        lines.extend(f"{_key(key)} = {_toml_value(val)}" for key, val in values.items())
     return "\n".join(lines) + "\n"
 
 
@@ -427,7 +602,7 @@ def apply_overrides(cfg: Config, overrides: Sequence[str]) -> Config:
                 f"config: unknown section [{_key(section)}] in --set {_show(item)}; known sections: "
                 + ", ".join(SECTIONS)
             )
-        if name not in data[section]:
+        if name not in data[section] and not (section == "search" and "." in name):
             raise ConfigError(
                 f"config: unknown key {section}.{_key(name)}; known keys: "
                 + ", ".join(sorted(data[section]))

@@ -448,7 +448,8 @@ def describe_source(source: str, target: str = "label", image_size: int = 0) -> 
 class ImageDataset(torch.utils.data.Dataset):
     """Decodes image files on demand and standardises them per channel."""
 
-    def __init__(self, split: ImageSplit, info: DatasetInfo) -> None:
+    def __init__(self, split: ImageSplit, info: DatasetInfo, augment: Any = None) -> None:
+        self.augment = augment  # training only: runs here, in the DataLoader processes
         self.paths = split.paths
         self.labels = split.labels
         self.shape = info.image_shape or info.input_shape
@@ -460,20 +461,26 @@ class ImageDataset(torch.utils.data.Dataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         arr = (decode_image(self.paths[i], self.shape) - self.mean) / self.std
-        return torch.from_numpy(arr), self.labels[i]
+        x = torch.from_numpy(arr)
+        return (self.augment(x) if self.augment is not None else x), self.labels[i]
 
 
 class TensorBatches:
     """Mini-batches from in-memory tensors by index: no per-sample Python work."""
 
-    def __init__(self, split: TensorSplit, batch_size: int) -> None:
+    def __init__(self, split: TensorSplit, batch_size: int, augment: Any = None,
+                 image_shape: tuple[int, ...] | None = None) -> None:
         self.x, self.y, self.batch_size = split.x, split.y, batch_size
+        self.augment, self.image_shape = augment, image_shape  # images held as rows (digits)
 
     def epoch(self, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         bs = self.batch_size
         for start in range(0, len(indices), bs):
             idx = indices[start:start + bs]
-            yield self.x.index_select(0, idx), self.y.index_select(0, idx)
+            xb = self.x.index_select(0, idx)
+            if self.augment is not None and self.image_shape is not None:
+                xb = self.augment(xb.view(-1, *self.image_shape)).reshape(xb.shape)
+            yield xb, self.y.index_select(0, idx)
 
 
 class _EpochSampler(torch.utils.data.Sampler[int]):
@@ -497,8 +504,9 @@ class ImageBatches:
     processes start once, not every epoch.
     """
 
-    def __init__(self, split: ImageSplit, info: DatasetInfo, batch_size: int, loader_workers: int) -> None:
-        self.dataset = ImageDataset(split, info)
+    def __init__(self, split: ImageSplit, info: DatasetInfo, batch_size: int, loader_workers: int,
+                 augment: Any = None) -> None:
+        self.dataset = ImageDataset(split, info, augment)
         self.batch_size = batch_size
         self.loader_workers = loader_workers
         self.sampler = _EpochSampler()
@@ -519,10 +527,12 @@ class ImageBatches:
             yield xb, yb.long()
 
 
-def make_batches(split: Split, info: DatasetInfo, batch_size: int, loader_workers: int) -> TensorBatches | ImageBatches:
+def make_batches(split: Split, info: DatasetInfo, batch_size: int, loader_workers: int,
+                 augment: Any = None) -> TensorBatches | ImageBatches:
+    """Training batches; ``augment`` (core.augment) changes training images only."""
     if isinstance(split, TensorSplit):
-        return TensorBatches(split, batch_size)
-    return ImageBatches(split, info, batch_size, loader_workers)
+        return TensorBatches(split, batch_size, augment, info.image_shape)
+    return ImageBatches(split, info, batch_size, loader_workers, augment)
 
 
 def full_tensors(split: Split, info: DatasetInfo) -> tuple[torch.Tensor, torch.Tensor]:

@@ -154,22 +154,22 @@ def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) ->
                        "or statistics differ), so its validation split cannot be rebuilt")
 
 
-def evaluate_run(run_dir: Path, write: bool = True) -> dict[str, Any]:
-    """Evaluate a past run's checkpoint on its validation split; write eval.json and summary.json."""
-    from core.checkpoint import load_checkpoint, model_from_checkpoint
+def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") -> dict[str, Any]:
+    """Evaluate a past run's checkpoint (last or best) on its validation split; write eval.json and summary.json."""
+    from core.checkpoint import checkpoint_file, load_checkpoint, model_from_checkpoint
     from core.config import from_dict
     from core.data import load_data
 
     run_dir = Path(run_dir).expanduser()
     if not run_dir.is_dir():
         raise RunError(f"evaluate: run directory not found: {run_dir}")
-    ckpt = load_checkpoint(run_dir)
+    ckpt = load_checkpoint(checkpoint_file(run_dir, checkpoint, "evaluate"))
     model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
     cfg = from_dict(ckpt["config"])
     data = load_data(cfg.data, seed=cfg.train.seed, share=False)
     _check_same_data(data, ckpt["info"], run_dir)
     full = evaluate_split(model, data)
-    full["checkpoint"] = {"epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
+    full["checkpoint"] = {"which": checkpoint, "epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
     if write:
         save_evaluation(run_dir, full)
     return full
@@ -325,10 +325,12 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
     p.add_argument("--json", action="store_true", help="print eval.json instead of the text report")
     p.add_argument("--no-write", action="store_true", help="do not write eval.json or update summary.json")
+    p.add_argument("--checkpoint", choices=("last", "best"), default="last",
+                   help="the weights at the end of the run (last) or of its best evaluation (best)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    full = evaluate_run(Path(args.run_dir), write=not args.no_write)
+    full = evaluate_run(Path(args.run_dir), write=not args.no_write, checkpoint=args.checkpoint)
     sys.stdout.write(json.dumps(full, indent=2) + "\n" if args.json else format_report(full))
     if not args.no_write:
         sys.stderr.write(f"wrote {Path(args.run_dir) / EVAL_FILE}\n")

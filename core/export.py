@@ -429,19 +429,18 @@ def resolve_out(run_dir: Path, fmt: str, out: Path | None) -> Path:
     return out
 
 
-def _load_run(run_dir: Path) -> tuple[dict[str, Any], nn.Module]:
-    from core.checkpoint import load_checkpoint, model_from_checkpoint
+def _load_run(run_dir: Path, checkpoint: str = "last") -> tuple[dict[str, Any], nn.Module]:
+    from core.checkpoint import checkpoint_file, load_checkpoint, model_from_checkpoint
 
     if not run_dir.is_dir():
         raise RunError(f"export: run directory not found: {run_dir}")
-    if not (run_dir / "checkpoints" / "last.pt").is_file():
-        raise RunError(f"export: {run_dir} has no checkpoint (checkpoints/last.pt): the run saved no weights")
-    data = load_checkpoint(run_dir)
+    data = load_checkpoint(checkpoint_file(run_dir, checkpoint, "export"))
     return data, model_from_checkpoint(data, where=f"export: {run_dir}")
 
 
-def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "probabilities") -> ExportResult:
-    """Export the run's checkpoint as ``fmt``, verify the written file, then move it into place."""
+def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "probabilities",
+               checkpoint: str = "last") -> ExportResult:
+    """Export the run's ``last`` or ``best`` checkpoint as ``fmt``, verify the written file, then move it into place."""
     t0 = time.perf_counter()
     if fmt not in FORMATS:
         raise UserError(f"export: unknown format {fmt!r}; choose one of " + ", ".join(FORMATS))
@@ -450,7 +449,7 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
     run_dir = Path(run_dir).expanduser()
     if fmt == "onnx":
         require_onnx_extra()  # before any work: the user learns what to install at once
-    data, model = _load_run(run_dir)
+    data, model = _load_run(run_dir, checkpoint)
     dest = resolve_out(run_dir, fmt, out)
     stage = _make_stage(dest)
     try:
@@ -546,10 +545,13 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="file to write (default: RUN_DIR/exports/model.<ext>); a folder takes model.<ext>")
     p.add_argument("--output", choices=OUTPUTS, default="probabilities",
                    help="what the torch-export and onnx graphs return (default: probabilities)")
+    p.add_argument("--checkpoint", choices=("last", "best"), default="last",
+                   help="the weights at the end of the run (last) or of its best evaluation (best)")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output)
+    result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output,
+                        args.checkpoint)
     sys.stderr.write(result.summary() + f" ({result.seconds:.1f} s)\n")
     for path in result.files:
         print(path)

@@ -33,10 +33,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.augment import make_augment
 from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
+from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
 
@@ -71,6 +73,8 @@ class WorkerSpec:
     start_step: int = 0
     start_samples: int = 0
     start_offset: int = -1    # samples of the epoch in progress done; -1: start_batch whole batches
+    start_lr_scale: float = 1.0  # the plateau schedule's factor reached so far
+    run_dir: str = ""         # the run directory (a search keeps its study there)
     optimizer_state: bytes | None = None
     rng_state: bytes | None = None
 
@@ -201,7 +205,8 @@ class Trainer:
         self.model, self.net = strategy.wrap_model(self.shared, self.device)
         self.optimizer = make_optimizer(self.model.parameters(), cfg.optim, strategy.worker_lr(rank))
         self.shard_rank, self.shard_world = strategy.shard(rank)
-        self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers)
+        self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers,
+                                    make_augment(cfg.augment, data.info.image_shape))
         if spec.optimizer_state is not None:
             self.optimizer.load_state_dict(state_from_bytes(spec.optimizer_state))
             for group in self.optimizer.param_groups:  # the config's (a fork may have changed them)
@@ -220,6 +225,17 @@ class Trainer:
         self._n_acc = 0
         self._last_record = time.monotonic()
         self._lr = float(self.optimizer.param_groups[0]["lr"])
+        self._base_lr = strategy.worker_lr(rank)  # the schedule's base; a live lr change replaces it
+        self._scheduled = scheduled(cfg.schedule)
+        self._plateau = Plateau(cfg.schedule, cfg.train.monitor, spec.start_lr_scale) \
+            if cfg.schedule.kind == "plateau" else None
+        self._samples_per_epoch = max(1, strategy.samples_per_epoch(len(data.train)))
+        self._amp = _autocast_of(cfg.parallel.precision, self.device)
+        self._scaler = torch.amp.GradScaler(self.device.type) if cfg.parallel.precision == "16-mixed" else None
+        self._best: float | None = None   # this worker's best monitored value (best.pt)
+        self.keeps_best = strategy.keeps_best
+        self.record_extra: dict[str, Any] = {}  # added to this worker's step and eval records
+        self.on_eval: Any = None  # called with each eval record this worker reports
         self._gathers = spec.gather_records and spec.world_size > 1
 
     # -- control ----------------------------------------------------------------
@@ -260,14 +276,16 @@ class Trainer:
         self._settings_version = box.version.value
         old, self.config = self.config, apply_changes(self.config, box.read())
         self.strategy.config = self.config  # live keys change no part of the run's shape
-        lr = self.strategy.worker_lr(self.spec.rank)
+        lr = self._base_lr = self.strategy.worker_lr(self.spec.rank)  # a schedule goes on from the new base
         for group in self.optimizer.param_groups:
             group["lr"] = lr
             group["weight_decay"] = self.config.optim.weight_decay
         self._lr = lr
+        self._scheduled = scheduled(self.config.schedule)
         if self.config.train.batch_size != old.train.batch_size:
             self.batches = make_batches(self.data.train, self.data.info, self.config.train.batch_size,
-                                        self.config.data.loader_workers)
+                                        self.config.data.loader_workers,
+                                        make_augment(self.config.augment, self.data.info.image_shape))
             raise _EpochRestart  # the epoch goes on from its offset with the new batch size
 
     def exchange_records(self) -> None:
@@ -289,9 +307,20 @@ class Trainer:
                 if records:
                     self.ch.queue.put(records)
 
-    def position(self) -> dict[str, int]:
+    def position(self) -> dict[str, Any]:
         return {"epoch": self.epoch, "batch": self.batch, "step": self.step, "samples": self.samples,
-                "offset": self.offset}
+                "offset": self.offset, "lr_scale": self._plateau.scale if self._plateau else 1.0}
+
+    def _schedule_lr(self, batch_len: int) -> None:
+        """Set the lr of the step about to be taken from the run's position."""
+        epochs = self.config.train.epochs
+        progress = (self.epoch - 1 + (self.offset + batch_len) / self._samples_per_epoch) / epochs
+        scale = self._plateau.scale if self._plateau else 1.0
+        lr = lr_at(self.config.schedule, self._base_lr, self.step, self.epoch, progress, scale)
+        if lr != self._lr:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            self._lr = lr
 
     def _send_snapshot(self) -> None:
         """This worker's part of a consistent checkpoint; the session copies the weights meanwhile."""
@@ -314,7 +343,7 @@ class Trainer:
             self.out.add({
                 "kind": "step", "t": time.time(), "worker": self.spec.rank, "epoch": self.epoch,
                 "step": self.step, "samples": self.samples, "loss": self._loss_acc / self._n_acc,
-                "lr": self._lr,
+                "lr": self._lr, **self.record_extra,
             })
             self._loss_acc = 0.0
             self._n_acc = 0
@@ -364,14 +393,27 @@ class Trainer:
             if not on_cpu:
                 xb = xb.to(device, non_blocking=True)
                 yb = yb.to(device, non_blocking=True)
+            if self._scheduled:
+                self._schedule_lr(yb.shape[0])
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(net(xb), yb)
-            loss.backward()
+            if self._amp is None:
+                loss = F.cross_entropy(net(xb), yb)
+            else:
+                with torch.autocast(self._amp[0], dtype=self._amp[1]):
+                    loss = F.cross_entropy(net(xb), yb)
+            if self._scaler is None:
+                loss.backward()
+            else:
+                self._scaler.scale(loss).backward()
             value = loss.item()
             if not math.isfinite(value):
                 self._diverged(value)  # raises, or returns after a pause: skip this batch
                 continue
-            opt.step()
+            if self._scaler is None:
+                opt.step()
+            else:
+                self._scaler.step(opt)
+                self._scaler.update()
             self.batch += 1
             self.step += 1
             self.offset += yb.shape[0]
@@ -407,8 +449,9 @@ class Trainer:
     @torch.no_grad()
     def _evaluate(self, epoch: int) -> None:
         rank = self.spec.rank
-        if not self.strategy.evaluates(rank) or self.data.info.n_val == 0:
-            return
+        reporter = self.strategy.evaluates(rank)
+        if not (reporter or self._plateau) or self.data.info.n_val == 0:
+            return  # a plateau schedule needs the metric on every worker, reported or not
         x, y = self.strategy.eval_split(*full_tensors(self.data.val, self.data.info), rank)
         model = self.model
         model.eval()
@@ -421,17 +464,45 @@ class Trainer:
             loss_sum += F.cross_entropy(logits, yb, reduction="sum").double().cpu()
             correct += (logits.argmax(1) == yb).sum().double().cpu()
         stats = torch.stack([loss_sum, correct, torch.tensor(float(len(y)), dtype=torch.float64)])
-        reports = self.strategy.reduce_eval(stats, rank, self.device)
+        reports = self.strategy.reduce_eval(stats, rank, self.device) and reporter
         model.train()
-        if not reports:
-            return
         total = max(1.0, float(stats[2]))
-        self.out.add({
+        record = {
             "kind": "eval", "t": time.time(), "worker": rank, "epoch": epoch,
             "val_loss": float(stats[0]) / total, "val_accuracy": float(stats[1]) / total,
-            "samples": self.samples,
-        })
+            "samples": self.samples, **self.record_extra,
+        }
+        if self._plateau is not None and self._plateau.observe(record):
+            self.out.log("info", f"{self.config.train.monitor} has not improved for "
+                                 f"{self.config.schedule.patience + 1} evaluation(s): lr factor now "
+                                 f"{self._plateau.scale:g}")
+        if not reports:
+            return
+        self.out.add(record)
+        self._send_best(record)
         self.out.flush()
+        if self.on_eval is not None:
+            self.on_eval(record)
+
+    def _send_best(self, record: dict[str, Any]) -> None:
+        """The weights of an evaluation that beat this worker's best: the session keeps the run's best."""
+        monitor = self.config.train.monitor
+        if not self.keeps_best or not improved(record[monitor], self._best, monitor,
+                                               self.config.train.early_stop_min_delta):
+            return
+        self._best = record[monitor]
+        weights = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}
+        self.out.add({"kind": "_best", "t": time.time(), "worker": self.spec.rank, "epoch": record["epoch"],
+                      "step": self.step, "value": self._best, "weights": state_to_bytes(weights)})
+
+
+def _autocast_of(precision: str, device: torch.device) -> tuple[str, torch.dtype] | None:
+    """(device type, dtype) for torch.autocast in the training step; None for full precision."""
+    if precision == "bf16-mixed":
+        return device.type, torch.bfloat16
+    if precision == "16-mixed":
+        return device.type, torch.float16
+    return None
 
 
 def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:
@@ -458,6 +529,14 @@ def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | N
     return record
 
 
+def _load_class(target: str) -> Any:
+    """The class a "module:Class" names (a strategy's own worker loop, e.g. the search's trials)."""
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
     """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
@@ -468,7 +547,8 @@ def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torc
     try:
         torch.manual_seed(strategy.worker_seed(spec.rank))
         strategy.setup_worker(spec)
-        trainer = Trainer(spec, data, shared, ch, out, strategy)
+        runner = _load_class(strategy.runner) if strategy.runner else Trainer
+        trainer = runner(spec, data, shared, ch, out, strategy)
         status = trainer.run()
         out.state(status)
         out.add(_done(spec, status, trainer, None))

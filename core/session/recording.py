@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from core.checkpoint import save_checkpoint, state_from_bytes
+from core.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes
+from core.errors import RunError
 from core.config import Config, to_dict, to_toml
 from core.runlog import MetricsLog, RunsLock, atomic_write_json, atomic_write_text, check_free_space, make_run_dir
 
@@ -52,6 +53,27 @@ class RunRecorder:
         assert self.run_dir is not None
         save_checkpoint(self.run_dir / "checkpoints" / "last.pt", payload)
 
+    def best(self, payload: dict[str, Any]) -> None:
+        """checkpoints/best.pt: the weights of the run's best evaluation so far."""
+        assert self.run_dir is not None
+        save_checkpoint(self.run_dir / "checkpoints" / "best.pt", payload)
+
+    def best_so_far(self) -> dict[str, Any] | None:
+        """What a continued run has to beat: monitor, value, worker, epoch of its best.pt (None without one)."""
+        assert self.run_dir is not None
+        path = self.run_dir / "checkpoints" / "best.pt"
+        if not path.is_file():
+            return None
+        try:
+            data = load_checkpoint(path)
+        except RunError:
+            return None
+        keys = ("monitor", "value", "best_worker", "epoch")
+        if not all(k in data for k in keys):
+            return None
+        return {"monitor": data["monitor"], "value": float(data["value"]), "worker": int(data["best_worker"]),
+                "epoch": int(data["epoch"])}
+
     def summary(self, summary: dict[str, Any]) -> None:
         if self.run_dir is not None:
             atomic_write_json(self.run_dir / "summary.json", summary)
@@ -77,7 +99,8 @@ def checkpoint_payload(config: Config, info: dict[str, Any], states: list[dict[s
     position and its optimizer and RNG states (bytes, or None before its
     first step) taken at the same point as the weights.
     """
-    progress = [{k: int(p[k]) for k in (*POSITION_KEYS, "offset") if k in p} for p in parts]
+    progress = [{**{k: int(p[k]) for k in (*POSITION_KEYS, "offset") if k in p},
+                 **({"lr_scale": float(p["lr_scale"])} if "lr_scale" in p else {})} for p in parts]
     return {
         "config": to_dict(config),
         "info": info,

@@ -21,8 +21,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from core.checkpoint import check_checkpoint, load_checkpoint, load_weights, state_to_bytes
-from core.config import Config, ConfigError, to_toml
+from core.checkpoint import check_checkpoint, load_checkpoint, load_weights, state_from_bytes, state_to_bytes
+from core.config import Config, ConfigError, to_dict, to_toml
 from core.control import ControlWatcher
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
@@ -30,6 +30,7 @@ from core.evaluate import attach_evaluation
 from core.launchers.local import LocalLauncher
 from core.models import build_model, count_parameters
 from core.runlog import atomic_write_text
+from core.schedule import improved
 from core.session.processes import TERMINATE_GRACE_S, WorkerProcesses
 from core.session.recording import POSITION_KEYS, RunRecorder, checkpoint_payload, weights_finite
 from core.session.state import ENDED, RunState
@@ -40,7 +41,7 @@ from core.workers import CHECKPOINT, LIVE_KEYS, PAUSE, RUN, STOP, WorkerSpec, ap
 Listener = Callable[[list[dict[str, Any]]], None]
 CONTROL_POLL_S = 0.2  # how often the control file is looked at
 CHECKPOINT_TIMEOUT_S = 60.0  # a worker that does not answer a checkpoint request this long: give up on it
-INTERNAL = ("_done", "_diverged", "_snapshot")  # worker -> session only, never written or forwarded
+INTERNAL = ("_done", "_diverged", "_snapshot", "_best")  # worker -> session only, never written or forwarded
 
 
 def _get(config: Config, key: str) -> Any:
@@ -162,6 +163,8 @@ class Session:
         self._resume_dir: Path | None = None
         self._resume_where = "checkpoint"
         self.parent: dict[str, Any] | None = None  # a fork: the run and step it branched from
+        self.best: dict[str, Any] | None = None    # the run's best evaluation: value, worker, epoch
+        self.stop_reason: str | None = None        # why a run ended early yet finished (early stopping)
         self._control: ControlWatcher | None = None
         self._control_polled = 0.0
 
@@ -290,6 +293,9 @@ class Session:
         self.launcher.attach(self.run_dir)
         if self._resume_dir is None:  # a run that fails before its first checkpoint restarts from here
             self._write_checkpoint([self._start_position(r) for r in range(self.num_workers)])
+        else:
+            self.best = self._recorder.best_so_far()
+        self.strategy.prepare_run(self._recorder.run_dir, resuming=self._resume is not None)
 
     def _spawn(self) -> None:
         cfg = self.config
@@ -305,7 +311,8 @@ class Session:
         shared = [m.state_dict() for m in self._models]  # shared-memory tensors, rebound in each worker
         specs = [WorkerSpec(rank=rank, world_size=self.num_workers, config=cfg, threads=threads,
                             parent_pid=os.getpid(), local_rank=rank, dist_init=dist_init,
-                            pause_on_divergence=self.pause_on_divergence, **self.start_fields(rank))
+                            pause_on_divergence=self.pause_on_divergence, run_dir=str(self.run_dir),
+                            **self.start_fields(rank))
                  for rank in range(self.num_workers)]
         self._procs = WorkerProcesses(self.launcher.start(specs, self._data, shared, self._channels))
 
@@ -336,11 +343,13 @@ class Session:
     def _start_position(self, rank: int) -> dict[str, Any]:
         """Where a worker starts: the beginning, or the resumed checkpoint's position and states."""
         if self._resume is None:
-            return {"epoch": 1, "batch": 0, "step": 0, "samples": 0, "offset": 0, "optimizer": None, "rng": None}
+            return {"epoch": 1, "batch": 0, "step": 0, "samples": 0, "offset": 0, "lr_scale": 1.0,
+                    "optimizer": None, "rng": None}
         opt = (self._resume.get("optimizers") or [None] * self.num_workers)[rank]
         rng = (self._resume.get("rng") or [None] * self.num_workers)[rank]
         where = self._resume["progress"][rank]
         return {**{k: int(where[k]) for k in POSITION_KEYS}, "offset": int(where.get("offset", -1)),
+                "lr_scale": float(where.get("lr_scale", 1.0)),
                 "optimizer": state_to_bytes(opt) if opt is not None else None,
                 "rng": state_to_bytes(rng) if rng is not None else None}
 
@@ -348,7 +357,8 @@ class Session:
         """A worker's WorkerSpec fields for where it starts (position, optimizer and RNG states)."""
         p = self._start_position(rank)
         return {"start_epoch": p["epoch"], "start_batch": p["batch"], "start_step": p["step"],
-                "start_samples": p["samples"], "start_offset": p["offset"], "optimizer_state": p["optimizer"], "rng_state": p["rng"]}
+                "start_samples": p["samples"], "start_offset": p["offset"], "start_lr_scale": p["lr_scale"],
+                "optimizer_state": p["optimizer"], "rng_state": p["rng"]}
 
     def start_positions(self) -> list[dict[str, Any]]:
         """Where each worker starts: epoch, batch, step, samples (the beginning, or a resumed checkpoint's)."""
@@ -416,6 +426,7 @@ class Session:
             state = self._run.value
             if state == "idle":
                 self._run.move("stopped", "stopped before start")
+                self._run.ended.set()
                 return
             if state in ENDED or state == "finishing":
                 return
@@ -533,6 +544,12 @@ class Session:
                     self.stalled.discard(worker)
                     public.append({"kind": "log", "t": time.time(), "worker": worker, "level": "info",
                                    "message": f"worker {worker} is progressing again"})
+            if rec["kind"] == "eval":  # may end the run early; a _best record may follow it
+                public.append(rec)
+                self._emit(public)
+                public = []
+                self._on_eval(rec)
+                continue
             if rec["kind"] not in INTERNAL:
                 public.append(rec)
                 continue
@@ -544,6 +561,8 @@ class Session:
                 self._on_worker_done(rec)
             elif rec["kind"] == "_snapshot":
                 self._on_snapshot(rec)
+            elif rec["kind"] == "_best":
+                self._on_best(rec)
             else:
                 self._on_diverged(rec)
         if public:
@@ -562,6 +581,34 @@ class Session:
                 self.error = rec["error"]
                 self._error_at = time.monotonic()
             self.request_stop()
+
+    def _on_eval(self, rec: dict[str, Any]) -> None:
+        """Track the run's best evaluation; stop early after ``train.early_stop_patience`` epochs without one."""
+        if not self.strategy.keeps_best:
+            return
+        train = self.config.train
+        monitor, value = train.monitor, rec[train.monitor]
+        if improved(value, self.best["value"] if self.best else None, monitor, train.early_stop_min_delta):
+            self.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
+            return
+        patience = train.early_stop_patience
+        if not patience or self.best is None or self.stop_reason is not None:
+            return
+        if rec["epoch"] - self.best["epoch"] >= patience:
+            self.stop_reason = (f"early stop: {monitor} did not improve for {patience} epoch(s) "
+                                f"(best {self.best['value']:.4g} at epoch {self.best['epoch']})")
+            self._log("info", self.stop_reason)
+            self.request_stop()
+
+    def _on_best(self, rec: dict[str, Any]) -> None:
+        """A worker's weights of an evaluation: checkpoints/best.pt when it is the run's best."""
+        best = self.best
+        if best is None or (best["worker"], best["epoch"]) != (rec["worker"], rec["epoch"]) or self.info is None:
+            return
+        self._recorder.best({"config": to_dict(self.config), "info": self.info.as_dict(),
+                             "model": state_from_bytes(rec["weights"]), "models": None,
+                             "epoch": rec["epoch"], "steps": rec["step"], "best_worker": rec["worker"],
+                             "monitor": best["monitor"], "value": best["value"]})
 
     def _on_diverged(self, rec: dict[str, Any]) -> None:
         """A worker paused the run on a non-finite loss (pause_on_divergence)."""
@@ -714,11 +761,14 @@ class Session:
         statuses = [d["status"] for d in self.stats.done.values()]
         if "failed" in statuses or self.error:
             status = "failed"
+        elif self.stop_reason is not None:
+            status = "finished"  # stopped early on purpose
         elif "stopped" in statuses or self._desired == STOP:
             status = "stopped"
         else:
             status = "finished"
         parts = [self.stats.done.get(r, {}) for r in range(self.num_workers)]
+        self._adopt_result()
         complete = all(p.get("optimizer") is not None for p in parts)
         if status != "failed" and complete:
             try:
@@ -733,6 +783,19 @@ class Session:
         self.summary = attach_evaluation(self.run_dir, self.final_model, self._data, self.summary)
         self._run.move(status, self.error or "")
         self._close()
+
+    def _adopt_result(self) -> None:
+        """A strategy whose result is not the shared model (search: the best trial) hands it over here."""
+        if self.run_dir is None or self.info is None:
+            return
+        path = self.strategy.result_checkpoint(self.run_dir)
+        if path is None:
+            return
+        ckpt = load_checkpoint(path)
+        config = check_checkpoint(ckpt, f"checkpoint: {path}")[0]
+        model = build_model(config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape)
+        load_weights(model, ckpt["model"], f"checkpoint: {path}")
+        self.config, self._models = config, [model]
 
     def _progress(self) -> list[dict[str, int]]:
         """Per worker, for the summary: its final position, else its last step record, else its start."""
@@ -783,6 +846,8 @@ class Session:
             "parameters": self.num_parameters,
             "dataset": self.info.name if self.info else None,
             "launcher": self.launcher.name,
+            **({"stop_reason": self.stop_reason} if self.stop_reason else {}),
+            **({"best": self.best} if self.best else {}),
             **self.launcher.summary_extra(stats.nodes()),
             **({"parent": self.parent} if self.parent else {}),
             **self.strategy.summary_extra(stats.last_eval),
@@ -791,9 +856,11 @@ class Session:
         self._recorder.summary(summary)
 
     def _close(self) -> None:
+        """Release the run directory, its lock and the channels; only then is the run over for waiters."""
         self._recorder.close()
         self.launcher.cleanup()
         ch = self._channels
         if ch is not None:
             ch.queue.close()
             ch.queue.cancel_join_thread()
+        self._run.ended.set()

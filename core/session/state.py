@@ -44,7 +44,7 @@ class RunState:
         self.lock = threading.RLock()
         self._state = "idle"
         self._announce = announce
-        self.ended = threading.Event()
+        self.ended = threading.Event()  # set by the owner once everything of the run is closed
 
     @property
     def value(self) -> str:
@@ -61,6 +61,4 @@ class RunState:
                 return False
             self._state = to
             self._announce({"kind": "state", "t": time.time(), "worker": None, "state": to, "detail": detail})
-            if to in ENDED:
-                self.ended.set()
             return True

@@ -21,6 +21,8 @@ from core.devices import validate_device
 from core.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from core.config import Config
     from core.workers import WorkerSpec
 
@@ -31,6 +33,8 @@ class Strategy:
     runs_on_gpu: ClassVar[bool] = True
     uses_process_group: ClassVar[bool] = False  # the launcher provides a rendezvous (file:// or env://)
     pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
+    keeps_best: ClassVar[bool] = True  # reporting workers send the weights of each new best evaluation
+    runner: ClassVar[str] = ""  # "module:Class" of a worker's loop other than the Trainer (search: trials)
     fixed_workers: ClassVar[int] = 0     # the worker count it always has (0: parallel.workers)
     own_keys: ClassVar[tuple[str, ...]] = ()  # config keys that only this strategy reads
 
@@ -91,6 +95,13 @@ class Strategy:
     def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
         """Strategy-specific keys of summary.json."""
         return {}
+
+    def prepare_run(self, run_dir: "Path", resuming: bool) -> None:
+        """Once the run directory exists, before the workers start (search: open the study)."""
+
+    def result_checkpoint(self, run_dir: "Path") -> "Path | None":
+        """A checkpoint holding the run's result when it is not the shared model (search: the best trial)."""
+        return None
 
     # -- inside a worker ------------------------------------------------------------------
     control_every: ClassVar[int] = 1  # batches between reads of the control word

@@ -7,5 +7,6 @@ REGISTRY: dict[str, str] = {
     "hogwild": "core.strategies.hogwild:Hogwild",
     "ddp": "core.strategies.ddp:DDP",
     "sweep": "core.strategies.sweep:Sweep",
+    "search": "core.strategies.search:Search",
 }
 NAMES: tuple[str, ...] = tuple(REGISTRY)
