@@ -84,6 +84,7 @@ def test_edit_while_paused_applies_at_the_next_batch(qtbot: Any, make_window: An
     qtbot.waitUntil(lambda: any(m.kind == "config" for m in window.plots.data.markers), timeout=20_000)
     marker = next(m for m in window.plots.data.markers if m.kind == "config")
     assert marker.text == "lr 0.05→0.01"
+    window.plots.flush()  # onto the plot now, not at the next paced frame
     lines = [item for item in window.plots.loss.plot.items if isinstance(item, pg.InfiniteLine)]
     assert any(getattr(line, "label", None) is not None and line.label.format == "lr 0.05→0.01" for line in lines)
     assert window.plots.data.pauses and window.plots.data.pauses[0].end > window.plots.data.pauses[0].start
