@@ -56,7 +56,7 @@ def main() -> int:
     settle(app)
 
     # 1. Hogwild, three workers: a pause, the learning rate lowered, resumed.
-    window.panel.set_config(Config().replace("train", epochs=40).replace("parallel", workers=3))
+    window.panel.set_config(Config().replace("train", epochs=200).replace("parallel", workers=3))
     window.action_start.trigger()
     wait(app, lambda: window.controller.state == "running" and window.progress_run.value() > 400)
     window.action_pause.trigger()
@@ -84,7 +84,7 @@ def main() -> int:
     window.grab().save(str(out / "screenshot-sweep.png"))
 
     # 3. Compare: the first run and a rerun with another learning rate and momentum.
-    window.panel.set_config(Config().replace("train", epochs=40).replace("optim", lr=0.1, momentum=0.5)
+    window.panel.set_config(Config().replace("train", epochs=200).replace("optim", lr=0.1, momentum=0.5)
                             .replace("parallel", workers=3))
     window.action_start.trigger()
     wait(app, lambda: window.controller.ended)
