@@ -703,7 +703,9 @@ def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: in
     else:
         from core.launchers import local as launcher
 
-        launcher.warm_up()  # the forkserver boots (torch preloaded) while this process reads the input
+        # the forkserver boots while this process reads the input; inference needs torch alone (not the
+        # torch._dynamo an optimizer pulls in), unless a training run of this process started it already
+        launcher.warm_up(preload=PREDICT_PRELOAD)
         meta = read_model_meta(model_path)
         classes = [str(c) for c in meta["classes"]]
         inp = read_input(input_path, meta)
@@ -734,6 +736,7 @@ def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
 # ----------------------------------------------------------------------------- the process pool
 
 
+PREDICT_PRELOAD = ["torch", "core.predict"]
 _worker_predictor: Predictor | None = None
 _worker_error: BaseException | None = None
 

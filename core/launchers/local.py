@@ -28,15 +28,15 @@ def start_method() -> str:
     return "forkserver" if sys.platform.startswith("linux") else "spawn"
 
 
-def get_context() -> Any:
-    """The shared multiprocessing context (created once per process)."""
+def get_context(preload: list[str] | None = None) -> Any:
+    """The shared multiprocessing context (created once per process; the first caller picks the preload)."""
     global _ctx
     with _lock:
         if _ctx is None:
             method = start_method()
             ctx = tmp.get_context(method)
             if method == "forkserver":
-                ctx.set_forkserver_preload(PRELOAD)
+                ctx.set_forkserver_preload(PRELOAD if preload is None else preload)
             _ctx = ctx
         return _ctx
 
@@ -47,7 +47,7 @@ def _ensure_forkserver() -> None:
     forkserver.ensure_running()
 
 
-def warm_up(block: bool = False) -> None:
+def warm_up(block: bool = False, preload: list[str] | None = None) -> None:
     """Start the forkserver (torch preloaded) now, so the first Start is fast.
 
     Starting the server is a fork+exec (milliseconds); its imports run in the
@@ -56,7 +56,7 @@ def warm_up(block: bool = False) -> None:
     not print a KeyboardInterrupt traceback from it (it ignores SIGINT itself
     once its imports are done). ``block`` waits until the server answers.
     """
-    ctx = get_context()
+    ctx = get_context(preload)
     if ctx.get_start_method() != "forkserver":
         return
     if threading.current_thread() is threading.main_thread():
