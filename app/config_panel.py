@@ -135,6 +135,9 @@ class ConfigPanel(QWidget):
         layout.addWidget(self._build_parallel_group())
         layout.addWidget(self._build_training_group())
         self.tuning = TuningGroup()
+        self.tuning.augment_preview_requested.connect(self.show_augment_preview)
+        self.augment_preview: Any = None  # the open AugmentPreviewDialog, if any
+        self._images: tuple[Any, ...] = ()  # the chosen data set's sample images, as described
         layout.addWidget(self.tuning)
         self.label_config_error = QLabel(objectName="label_config_error")
         self.label_config_error.setWordWrap(True)
@@ -600,6 +603,8 @@ class ConfigPanel(QWidget):
     def _show_info(self, info: Any) -> None:
         self.label_dataset_summary.setText(info.summary)
         self._clear_preview()
+        self._images = tuple(info.preview_images)
+        self.tuning.set_images_available(bool(self._images))
         if info.preview_images:
             for array, label in info.preview_images[:8]:
                 thumb = QLabel()
@@ -626,6 +631,8 @@ class ConfigPanel(QWidget):
         self.preview.setVisible(bool(info.preview_images or info.preview_rows))
 
     def _clear_preview(self) -> None:
+        self._images = ()
+        self.tuning.set_images_available(False)
         while self._thumbs_layout.count():
             item = self._thumbs_layout.takeAt(0)
             if item.widget() is not None:
@@ -633,6 +640,18 @@ class ConfigPanel(QWidget):
         self.table_preview.clear()
         self.table_preview.setRowCount(0)
         self.preview.hide()
+
+    def show_augment_preview(self) -> None:
+        """A dialog with augmented copies of the data set's sample images, under the panel's [augment]."""
+        cfg = self.try_config()
+        if cfg is None or not self._images:
+            return
+        from app.augment_preview import AugmentPreviewDialog
+
+        if self.augment_preview is not None:
+            self.augment_preview.close()
+        self.augment_preview = AugmentPreviewDialog(cfg.augment, self._images, self)
+        self.augment_preview.show()
 
     def _refresh_params(self, info: Any) -> None:
         try:
@@ -671,6 +690,8 @@ class ConfigPanel(QWidget):
         self._refresh_timer.stop()
         self._calls.forget_all()
         self._calls.wait_all(timeout_s)
+        if self.augment_preview is not None:
+            self.augment_preview.wait(timeout_s)
 
 
 def _pixmap(array: np.ndarray, size: int) -> QPixmap:

@@ -4,6 +4,11 @@
 evaluates the checkpoint when there is none, or when ``recompute``) on a
 background thread; ``evaluated`` (the eval dict) or ``failed`` (one line)
 follows. Widgets change only in the GUI thread, from the result callbacks.
+``combo_checkpoint`` chooses the run's best evaluation (the default once
+checkpoints/best.pt exists) or its last checkpoint; changing it evaluates
+that one. Only the last checkpoint's evaluation is written to eval.json (the
+run's record); the best one's is computed when shown, unless
+``traindesk evaluate --checkpoint best`` wrote it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from PySide6.QtWidgets import (
     QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
+from app.checkpoint_choice import CheckpointCombo
 from app.export_dialog import error_text
 from app.tasks import BackgroundCalls
 
@@ -35,13 +41,14 @@ class _SortItem(QTableWidgetItem):
 THUMB = 72
 
 
-def _load(run_dir: Path, recompute: bool) -> tuple[dict[str, Any], list[tuple[np.ndarray, str]]]:
-    """Background thread: the evaluation and the images of its mistakes."""
-    from core.evaluate import evaluate_run, load_evaluation, misclassified_images
+def _load(run_dir: Path, recompute: bool,
+          which: str = "last") -> tuple[dict[str, Any], list[tuple[np.ndarray, str]]]:
+    """Background thread: the evaluation of checkpoint ``which`` and the images of its mistakes."""
+    from core.evaluate import evaluate_run, misclassified_images
 
-    full = None if recompute or _stale(run_dir) else load_evaluation(run_dir)
+    full = None if recompute or _stale(run_dir, which) else _saved(run_dir, which)
     if full is None:
-        full = evaluate_run(run_dir, write=True)
+        full = evaluate_run(run_dir, write=which == "last", checkpoint=which)
     try:
         images = misclassified_images(run_dir, full, GALLERY_LIMIT)
     except Exception:  # the gallery is a bonus: data moved or unreadable images must not hide the metrics
@@ -49,10 +56,20 @@ def _load(run_dir: Path, recompute: bool) -> tuple[dict[str, Any], list[tuple[np
     return full, images
 
 
-def _stale(run_dir: Path) -> bool:
+def _saved(run_dir: Path, which: str) -> dict[str, Any] | None:
+    """eval.json when it evaluated checkpoint ``which`` (the end-of-run evaluation is of last)."""
+    from core.evaluate import load_evaluation
+
+    full = load_evaluation(run_dir)
+    if full is None or (full.get("checkpoint") or {}).get("which", "last") != which:
+        return None
+    return full
+
+
+def _stale(run_dir: Path, which: str = "last") -> bool:
     """eval.json is older than the checkpoint (e.g. the run was resumed): evaluate again."""
     try:
-        return (run_dir / "eval.json").stat().st_mtime < (run_dir / "checkpoints" / "last.pt").stat().st_mtime
+        return (run_dir / "eval.json").stat().st_mtime < (run_dir / "checkpoints" / f"{which}.pt").stat().st_mtime
     except OSError:
         return False
 
@@ -96,6 +113,7 @@ class EvaluateView(QWidget):
         self.label_context.hide()
         self.label_summary = QLabel("No run loaded.", objectName="label_eval_summary")
         self.label_summary.setWordWrap(True)
+        self.combo_checkpoint = CheckpointCombo()
         self.button_reevaluate = QPushButton("Re-evaluate", objectName="button_reevaluate")
         self.button_reevaluate.setEnabled(False)
         self.button_reevaluate.setToolTip("evaluate the run's checkpoint on its validation split again")
@@ -115,10 +133,13 @@ class EvaluateView(QWidget):
         self.list_misclassified.setMovement(QListView.Movement.Static)
         self._layout()
         self.button_reevaluate.clicked.connect(lambda: self.load_run(self.run_dir, recompute=True) if self.run_dir else None)
+        self.combo_checkpoint.currentIndexChanged.connect(self._on_checkpoint_changed)
 
     def _layout(self) -> None:
         top = QHBoxLayout()
         top.addWidget(self.label_summary, 1)
+        top.addWidget(QLabel("Weights"))
+        top.addWidget(self.combo_checkpoint)
         top.addWidget(self.button_reevaluate)
         tables = QSplitter(Qt.Orientation.Horizontal)
         tables.addWidget(self.table_confusion)
@@ -142,16 +163,23 @@ class EvaluateView(QWidget):
         return self._calls.busy
 
     def load_run(self, run_dir: Path | str, recompute: bool = False) -> None:
-        """Show a run's evaluation: eval.json, or a fresh evaluation (background thread)."""
+        """Show a run's evaluation of the chosen checkpoint: eval.json, or a fresh evaluation (background thread)."""
+        if self.combo_checkpoint.stale_for(Path(run_dir)):
+            self.combo_checkpoint.set_run(Path(run_dir))  # another run, or best.pt appeared: best by default
         self.run_dir = Path(run_dir)
+        which = self.combo_checkpoint.which
         self._token += 1
         token = self._token
         self.button_reevaluate.setEnabled(False)
-        self.label_summary.setText(f"Evaluating {self.run_dir.name} on its validation split…")
+        self.label_summary.setText(f"Evaluating {self.run_dir.name} ({which} checkpoint) on its validation split…")
         run_dir_ = self.run_dir
-        self._calls.call(lambda: _load(run_dir_, recompute),
+        self._calls.call(lambda: _load(run_dir_, recompute, which),
                          lambda res: self._on_done(token, res), lambda exc: self._on_error(token, exc),
                          name="evaluate")
+
+    def _on_checkpoint_changed(self) -> None:
+        if self.run_dir is not None:
+            self.load_run(self.run_dir)
 
     def _on_done(self, token: int, result: tuple[dict[str, Any], list[tuple[np.ndarray, str]]]) -> None:
         if token != self._token:
@@ -171,7 +199,7 @@ class EvaluateView(QWidget):
 
     def wait(self, timeout_s: float = 60.0) -> bool:
         """Block until background work has returned (shutdown and tests)."""
-        return self._calls.wait_all(timeout_s)
+        return self._calls.wait_all(timeout_s) and self.combo_checkpoint.wait(timeout_s)
 
     def set_context(self, text: str) -> None:
         """A line above the results (e.g. which sweep model they are of)."""
@@ -190,6 +218,7 @@ class EvaluateView(QWidget):
         self.label_summary.setText(
             f"Accuracy {full['accuracy']:.2%} on {full['n']:,} validation samples · macro F1 "
             f"{full['macro']['f1']:.3f} · {full['misclassified_total']:,} misclassified"
+            f" · {(full.get('checkpoint') or {}).get('which', 'last')} checkpoint"
         )
         classes = [c["class"] for c in full["per_class"]]
         self._fill_confusion(classes, full["confusion"])

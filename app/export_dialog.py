@@ -1,7 +1,9 @@
 """Export dialog: choose a format and a file; the export runs and verifies itself off the GUI thread.
 
 ``ExportDialog(run_dir, parent=None)``; ``exported`` (an ``ExportResult``) or
-``failed`` (one line) is emitted when the export ends. The verification figure
+``failed`` (one line) is emitted when the export ends. ``combo_checkpoint``
+chooses the run's best evaluation (the default once checkpoints/best.pt
+exists) or its last checkpoint. The verification figure
 (max absolute difference between the reloaded file and the trained model) is
 shown in the dialog.
 """
@@ -18,6 +20,7 @@ from PySide6.QtWidgets import (
     QPushButton, QVBoxLayout, QWidget,
 )
 
+from app.checkpoint_choice import CheckpointCombo
 from app.tasks import BackgroundCalls
 
 FORMAT_LABELS = {
@@ -69,6 +72,8 @@ class ExportDialog(QDialog):
                     index, f"needs the optional extra 'onnx' ({missing} is missing): pip install 'traindesk[onnx]'",
                     Qt.ItemDataRole.ToolTipRole,
                 )
+        self.combo_checkpoint = CheckpointCombo()
+        self.combo_checkpoint.set_run(self.run_dir)
         self.combo_output = QComboBox(objectName="combo_export_output")
         self.combo_output.addItem("class probabilities", "probabilities")
         self.combo_output.addItem("logits", "logits")
@@ -92,6 +97,7 @@ class ExportDialog(QDialog):
 
     def _layout(self) -> None:
         form = QFormLayout()
+        form.addRow("Weights", self.combo_checkpoint)
         form.addRow("Format", self.combo_format)
         form.addRow("Graph output", self.combo_output)
         path_row = QHBoxLayout()
@@ -142,17 +148,20 @@ class ExportDialog(QDialog):
         from core.export import export_run  # the engine's export stack loads only when used
 
         run_dir, fmt, output = self.run_dir, self.format, str(self.combo_output.currentData())
+        which = self.combo_checkpoint.which
         out = Path(self.edit_path.text().strip()) if self.edit_path.text().strip() else None
         self._set_busy(True)
         self.label_result.setText("Exporting, then reloading the file to verify it…")
-        self._calls.call(lambda: export_run(run_dir, fmt, out, output), self._on_done, self._on_error, name="export")
+        self._calls.call(lambda: export_run(run_dir, fmt, out, output, which), self._on_done, self._on_error,
+                         name="export")
 
     def _on_done(self, result: Any) -> None:
         self._set_busy(False)
         self.result = result
         self.label_result.setProperty("level", "ok")
         self.label_result.setText(
-            f"✓ Verified: {result.path}\nReloaded with {result.verifier}: max abs difference "
+            f"✓ Verified: {result.path} ({self.combo_checkpoint.currentText()})\n"
+            f"Reloaded with {result.verifier}: max abs difference "
             f"{result.max_abs_diff:.3g} on {result.checked_on}; {result.agree}/{result.rows_checked} "
             f"predictions agree.\nOutput: {result.output}. Wrote: " + ", ".join(p.name for p in result.files)
         )
@@ -168,6 +177,7 @@ class ExportDialog(QDialog):
     def _set_busy(self, busy: bool) -> None:
         for w in (self.combo_format, self.edit_path, self.button_browse, self.button_export):
             w.setEnabled(not busy)
+        self.combo_checkpoint.setEnabled(not busy and self.combo_checkpoint.count() > 1)
         self.combo_output.setEnabled(not busy and self.format in GRAPH_FORMATS)
         self.buttons.button(QDialogButtonBox.StandardButton.Close).setEnabled(not busy)
 
@@ -180,4 +190,4 @@ class ExportDialog(QDialog):
 
     def wait(self, timeout_s: float = 60.0) -> bool:
         """Block until a running export has returned (shutdown and tests)."""
-        return self._calls.wait_all(timeout_s)
+        return self._calls.wait_all(timeout_s) and self.combo_checkpoint.wait(timeout_s)

@@ -24,6 +24,8 @@ STEP, TIME, LOSS, SMOOTH = 0, 1, 2, 3
 EPOCH, VTIME, VAL_LOSS, VAL_ACC = 0, 1, 2, 3
 # Throughput series columns.
 RSTEP, RTIME, RATE = 0, 1, 2
+# Learning-rate series columns (step records carry the lr; it changes with loss, so Changes.loss covers it).
+LSTEP, LTIME, LR = 0, 1, 2
 
 MEAN_EVERY_S = 0.1  # one mean-loss point per this much record time
 RATE_WINDOW_S = 0.5  # samples/s measured over windows of this length
@@ -92,6 +94,7 @@ class RunData:
         self.val: dict[int, Series] = {}
         self.rate: dict[int, Series] = {}
         self.total = Series(3, max_points=max_points)
+        self.lr: dict[int, Series] = {}
         self.last_t: float | None = None
         self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
         self._mean_next_t = -math.inf
@@ -100,6 +103,7 @@ class RunData:
         self._last_sample: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, samples)
         self.expected_workers = 0  # the mean waits for every worker (0: unknown)
         self._total_next_t = -math.inf
+        self._lr_rows: dict[int, list[float]] = {}  # worker -> lr of each loss row of the batch being added
 
     def label(self, worker: int) -> str:
         return self.labels.get(worker, f"worker {worker}")
@@ -145,6 +149,9 @@ class RunData:
         for w, rows in loss_rows.items():
             self._append_loss(self._loss_series(w, ch), rows)
             ch.loss.add(w)
+            lrs = [(step, rel, lr) for (step, rel, _loss), lr in zip(rows, self._lr_rows.pop(w, ())) if lr == lr]
+            if lrs:
+                self.lr.setdefault(w, Series(3, max_points=self.max_points)).append(lrs)
         return ch
 
     def _on_state(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
@@ -217,6 +224,7 @@ class RunData:
         loss = _num(rec.get("loss"))
         rel = t - (self.t0 or t)
         loss_rows.setdefault(w, []).append((step, rel, loss))
+        self._lr_rows.setdefault(w, []).append(_num(rec.get("lr")))  # NaN when absent: dropped
         # The smoothed mean is the mean of the workers' smoothed curves (smoothing
         # the sparser mean samples again would make it lag behind them).
         prev = self._latest.get(w, (0.0, loss, loss))[2]

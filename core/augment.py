@@ -11,8 +11,9 @@ the CPU build the project pins, so these are written with torch alone
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -87,3 +88,23 @@ def preview(cfg: AugmentConfig, images: torch.Tensor, copies: int = 8, seed: int
     torch.manual_seed(seed)
     fn = make_augment(cfg, tuple(images.shape[1:])) or (lambda x: x)
     return torch.stack([fn(images.clone()) for _ in range(copies)], dim=1)
+
+
+def preview_grid(cfg: AugmentConfig, images: Sequence[np.ndarray], copies: int = 6,
+                 seed: int = 0) -> list[list[np.ndarray]]:
+    """For each uint8 image (H, W) or (H, W, 3): the image, then ``copies`` augmented versions, as uint8.
+
+    What the window's preview shows of a data set's sample images (``DatasetInfo.preview_images``),
+    each augmented alone so that images of different sizes may be mixed.
+    """
+    rows = []
+    for k, image in enumerate(images):
+        a = np.asarray(image, dtype=np.uint8)
+        x = torch.from_numpy(a.astype(np.float32) / 255.0)
+        x = x.unsqueeze(0) if a.ndim == 2 else x.permute(2, 0, 1)  # (C, H, W)
+        with torch.random.fork_rng(devices=[]):  # preview seeds torch: leave the caller's generator alone
+            out = preview(cfg, x.unsqueeze(0).contiguous(), copies, seed + k)[0]  # (copies, C, H, W)
+        pixels = (out.clamp(0, 1) * 255).round().to(torch.uint8)
+        pixels = pixels[:, 0] if a.ndim == 2 else pixels.permute(0, 2, 3, 1)
+        rows.append([a] + [np.ascontiguousarray(p.numpy()) for p in pixels])
+    return rows

@@ -43,6 +43,20 @@ def checkpoint_file(run_dir: Path, which: str = "last", where: str = "checkpoint
     return path
 
 
+def default_checkpoint(run_dir: Path) -> str:
+    """What a run's model means when nobody chose: its best evaluation once best.pt exists, else the end."""
+    return "best" if (Path(run_dir) / "checkpoints" / "best.pt").is_file() else "last"
+
+
+def checkpoint_facts(run_dir: Path, which: str) -> dict[str, Any] | None:
+    """``epoch``, ``steps`` and, for best.pt, ``monitor`` and ``value`` of a run's checkpoint (None when missing)."""
+    path = Path(run_dir) / "checkpoints" / f"{which}.pt"
+    if which not in CHECKPOINTS or not path.is_file():
+        return None
+    data = load_checkpoint(path)
+    return {key: data.get(key) for key in ("epoch", "steps", "monitor", "value")}
+
+
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """Load a checkpoint safely; any problem is a one-line RunError."""
     path = Path(path)

@@ -86,55 +86,6 @@ class ExportResult:
 # ----------------------------------------------------------------------------- description (model.json)
 
 
-def weights_digest(state: dict[str, torch.Tensor]) -> str:
-    """sha256 over names, dtypes, shapes and bytes of the weights: identifies a trained model."""
-    import torch
-
-    h = hashlib.sha256()
-    for name in sorted(state):
-        t = state[name].detach().cpu().contiguous()
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())  # bytes of any dtype, bf16 included
-    return h.hexdigest()
-
-
-def describe(data: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """The model description shared by every format (``model.json`` without its ``files``)."""
-    info = data["info"]
-    shape = [int(s) for s in info["input_shape"]]
-    per_channel = len(shape) == 3 and len(info["mean"]) == shape[0]
-    return {
-        "format": P.META_FORMAT,
-        "version": 1,
-        "weights_sha256": weights_digest(data["model"]),
-        "architecture": dict(data["config"]["model"]),
-        "input": {
-            "name": "x",
-            "dtype": "float32",
-            "shape": shape,
-            "batch": "any size, first dimension",
-            "features": [str(f) for f in info.get("feature_names") or []],
-            "image_shape": info.get("image_shape"),
-            "values": "raw features as in the training data (unscaled); images as float in [0, 1], (C, H, W)",
-        },
-        "preprocessing": {
-            "kind": "standardize",
-            "formula": "(x - mean) / std",
-            "axis": "channel" if per_channel else "feature",
-            "mean": [float(m) for m in info["mean"]],
-            "std": [float(s) for s in info["std"]],
-        },
-        "classes": [str(c) for c in info["class_names"]],
-        "source": {
-            "run": run_dir.name,
-            "dataset": info.get("name"),
-            "data_source": data["config"]["data"]["source"],
-            "epoch": data.get("epoch"),
-            "steps": data.get("steps"),
-        },
-    }
-
-
 def file_entry(fmt: str, output: str) -> dict[str, Any]:
     """What one exported file takes and returns."""
     graph = fmt in ("torch-export", "onnx")
@@ -455,7 +406,7 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
     try:
         with progress(3, f"export {fmt}", unit="step") as bar:
             bar.set_postfix_str("validation rows")
-            desc = describe(data, run_dir)
+            desc = P.describe(data, run_dir)
             batch = validation_batch(data)
             entry = file_entry(fmt, output)
             staged, staged_side = stage / dest.name, stage / P.SIDECAR

@@ -3,7 +3,12 @@
 MODEL is an export that runs on its own: ``.safetensors`` (core rebuilds the
 module from the metadata it carries, or the ``model.json`` beside it), a
 ``.pt2`` torch.export program or an ``.onnx`` graph (onnxruntime); a ``.pt``
-state dict is accepted when a ``model.json`` beside it describes it. INPUT is
+state dict is accepted when a ``model.json`` beside it describes it. MODEL may
+also be a run directory (its ``checkpoints/best.pt`` or ``last.pt``,
+``--checkpoint``) or a checkpoint file: the checkpoint is described as an
+export of it would be (``describe``) and rebuilt the way a ``.safetensors``
+export is, so the predictions are those of ``export --format safetensors``
+then ``predict``, byte for byte. INPUT is
 a CSV, an NPZ or an image folder with the training features, raw (unscaled):
 every predictor standardises with the statistics it carries.
 
@@ -118,6 +123,60 @@ def rebuild_module(meta: dict[str, Any], state: dict[str, Any], where: str) -> n
     return module.eval()
 
 
+# ----------------------------------------------------------------------------- the model description
+
+
+def weights_digest(state: dict[str, torch.Tensor]) -> str:
+    """sha256 over names, dtypes, shapes and bytes of the weights: identifies a trained model."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())  # bytes of any dtype, bf16 included
+    return h.hexdigest()
+
+
+def describe(data: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """The model description shared by every format (``model.json`` without its ``files``)."""
+    info = data["info"]
+    shape = [int(s) for s in info["input_shape"]]
+    per_channel = len(shape) == 3 and len(info["mean"]) == shape[0]
+    return {
+        "format": META_FORMAT,
+        "version": 1,
+        "weights_sha256": weights_digest(data["model"]),
+        "architecture": dict(data["config"]["model"]),
+        "input": {
+            "name": "x",
+            "dtype": "float32",
+            "shape": shape,
+            "batch": "any size, first dimension",
+            "features": [str(f) for f in info.get("feature_names") or []],
+            "image_shape": info.get("image_shape"),
+            "values": "raw features as in the training data (unscaled); images as float in [0, 1], (C, H, W)",
+        },
+        "preprocessing": {
+            "kind": "standardize",
+            "formula": "(x - mean) / std",
+            "axis": "channel" if per_channel else "feature",
+            "mean": [float(m) for m in info["mean"]],
+            "std": [float(s) for s in info["std"]],
+        },
+        "classes": [str(c) for c in info["class_names"]],
+        "source": {
+            "run": run_dir.name,
+            "dataset": info.get("name"),
+            "data_source": data["config"]["data"]["source"],
+            "epoch": data.get("epoch"),
+            "steps": data.get("steps"),
+        },
+    }
+
+
 # ----------------------------------------------------------------------------- reading exports safely
 
 
@@ -223,9 +282,21 @@ def _onnx_meta(session: Any, path: Path) -> dict[str, Any]:
     return _meta_or_sidecar(session.get_modelmeta().custom_metadata_map.get(META_KEY), path)
 
 
-def resolve_model_path(path: Path) -> Path:
-    """A model file; a ``model.json`` (or a folder holding one) stands for the first runnable file it lists."""
+def is_run_dir(path: Path) -> bool:
+    """A run directory (it holds checkpoints/ or its config.toml), not an export folder."""
+    return path.is_dir() and ((path / "checkpoints").is_dir() or (path / "config.toml").is_file())
+
+
+def resolve_model_path(path: Path, checkpoint: str | None = None) -> Path:
+    """A model file; a ``model.json`` (or a folder holding one) stands for the first runnable file it lists,
+    a run directory for its ``checkpoint`` (best or last; None: best once best.pt exists, else last)."""
     path = Path(path).expanduser()
+    if is_run_dir(path):
+        from core.checkpoint import checkpoint_file, default_checkpoint
+
+        return checkpoint_file(path, checkpoint or default_checkpoint(path), "predict")
+    if checkpoint is not None:
+        raise UserError(f"predict: --checkpoint chooses the checkpoint of a run directory; {path} is not one")
     if path.is_dir():
         path = path / SIDECAR
     if path.name.endswith(".json"):
@@ -242,7 +313,8 @@ def resolve_model_path(path: Path) -> Path:
         raise RunError(f"model: file not found: {path}")
     if path.suffix not in RUNNABLE_SUFFIXES:
         raise RunError(
-            f"model: {path} is not an exported model; use a .safetensors (with its model.json), .pt2 or .onnx file"
+            f"model: {path} is not an exported model; use a .safetensors (with its model.json), .pt2 or .onnx "
+            "file, a run directory or a checkpoint"
         )
     return path
 
@@ -256,6 +328,8 @@ def read_model_meta(path: Path) -> dict[str, Any]:
         return _pt2_meta(path)
     if path.suffix == ".onnx":
         return _onnx_meta(_onnx_session(path), path)
+    if sidecar_entry(path) is None:
+        return checkpoint_meta(path, _load_checkpoint(path))
     return _state_dict_meta(path)
 
 
@@ -335,6 +409,45 @@ def load_state_dict_predictor(path: Path, meta: dict[str, Any] | None = None) ->
     return Predictor(path, meta, _torch_runner(module), "probabilities")
 
 
+def _load_checkpoint(path: Path) -> dict[str, Any]:
+    from core.checkpoint import load_checkpoint
+
+    try:
+        return load_checkpoint(path)
+    except RunError as exc:
+        try:
+            load_state_dict_file(path)
+        except RunError:
+            raise exc from None  # neither: the checkpoint's reason
+        raise RunError(
+            f"model: {path} is a bare state dict (no architecture) and no {SIDECAR} beside it lists it; "
+            "export safetensors, torch-export or onnx to predict"
+        ) from None
+
+
+def checkpoint_meta(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The description an export of this checkpoint would carry (``describe``), for prediction in place."""
+    from core.checkpoint import check_checkpoint
+
+    where = f"predict: {path}"
+    check_checkpoint(data, where)
+    run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
+    try:
+        meta = describe(data, run_dir)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RunError(f"{where}: its info is unusable ({type(exc).__name__}: {exc})") from None
+    return {**meta, "export": {"format": "checkpoint", "checkpoint": path.stem, "preprocessing_included": False,
+                               "input": "standardised features: apply 'preprocessing' first", "output": "logits"}}
+
+
+def load_checkpoint_predictor(path: Path) -> Predictor:
+    """A run's checkpoint, rebuilt and standardised exactly as its .safetensors export would be."""
+    data = _load_checkpoint(path)
+    meta = checkpoint_meta(path, data)
+    module = standardized(rebuild_module(meta, data["model"], str(path)), meta, "probabilities", str(path))
+    return Predictor(path, meta, _torch_runner(module), "probabilities")
+
+
 def load_pt2_predictor(path: Path) -> Predictor:
     import torch
 
@@ -373,6 +486,8 @@ def load_predictor(path: Path, threads: int = 0) -> Predictor:
         return load_pt2_predictor(path)
     if path.suffix == ".onnx":
         return load_onnx_predictor(path, threads)
+    if sidecar_entry(path) is None:  # a .pt no model.json lists: a run's checkpoint
+        return load_checkpoint_predictor(path)
     return load_state_dict_predictor(path)
 
 
@@ -640,8 +755,11 @@ def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, i
     return [(lo, min(lo + batch_rows, n_rows)) for lo in range(0, n_rows, batch_rows)]
 
 
-def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: int = BATCH_ROWS) -> Predictions:
-    """Predict every row of ``input_path`` with the exported model at ``model_path``.
+def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: int = BATCH_ROWS,
+            checkpoint: str | None = None) -> Predictions:
+    """Predict every row of ``input_path`` with the exported model (or run directory) at ``model_path``.
+
+    ``checkpoint`` picks a run directory's ``best`` or ``last`` checkpoint (None: best once it exists).
 
     One worker predicts in this process with its default threads. More deal the
     batches to a pool of processes with one compute thread each, which also
@@ -650,7 +768,7 @@ def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: in
     if workers < 1 or workers > 256:
         raise UserError(f"predict: --workers must be from 1 to 256, got {workers}")
     t0 = time.perf_counter()
-    model_path = resolve_model_path(Path(model_path))
+    model_path = resolve_model_path(Path(model_path), checkpoint)
     input_path = Path(input_path)
     if workers == 1:
         predictor = load_predictor(model_path)
@@ -778,10 +896,14 @@ def _predict_in_pool(pool: Any, inp: PredictInput, chunks: list[tuple[int, int]]
 
 def configure_cli(p: argparse.ArgumentParser) -> None:
     """predict classes for a CSV, NPZ or image folder with an exported model"""
-    p.add_argument("model", help="exported model: .safetensors (with model.json), .pt2 or .onnx")
+    p.add_argument("model", help="exported model (.safetensors with model.json, .pt2, .onnx), a run directory "
+                                 "or a checkpoint file")
     p.add_argument("input", help="CSV or NPZ with the training features, or an image folder")
     p.add_argument("--out", help="predictions CSV (default: standard output)")
     p.add_argument("--workers", type=int, default=1, help="processes to split the input across")
+    p.add_argument("--checkpoint", choices=("best", "last"), default=None,
+                   help="a run directory's weights: its best evaluation or its end "
+                        "(default: best when checkpoints/best.pt exists, else last)")
     p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help=argparse.SUPPRESS)
 
 
@@ -791,7 +913,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser() if args.out else None
     if out is not None and not out.parent.is_dir():
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
-    result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows)
+    result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint)
     if out is None:
         try:
             result.write_csv(sys.stdout)
@@ -801,7 +923,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     result.save(out)
     rate = len(result.ids) / max(result.seconds, 1e-9)
-    sys.stderr.write(f"predicted {len(result.ids):,} rows with {result.model_path.name} in {result.seconds:.2f} s "
+    used = result.model_path
+    label = f"{used.parent.parent.name}/checkpoints/{used.name}" if used.parent.name == "checkpoints" else used.name
+    sys.stderr.write(f"predicted {len(result.ids):,} rows with {label} in {result.seconds:.2f} s "
                      f"({rate:,.0f} rows/s, {result.workers} worker(s))\n")
     print(out)
     return 0

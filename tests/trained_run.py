@@ -41,3 +41,16 @@ def make_run(root: Path, source: str = "builtin:digits", kind: str = "mlp", step
     })
     atomic_write_json(run_dir / "summary.json", {"status": "finished", "final": {}, "error": None})
     return run_dir
+
+
+def add_best(run_dir: Path, epoch: int = 1, value: float = 0.25, monitor: str = "val_loss") -> Path:
+    """checkpoints/best.pt beside last.pt, with weights of its own (last's, scaled) so the two differ."""
+    from core.checkpoint import load_checkpoint
+
+    data = load_checkpoint(run_dir / "checkpoints" / "last.pt")
+    model = {k: (v * 0.5 if v.is_floating_point() else v.clone()) for k, v in data["model"].items()}
+    path = run_dir / "checkpoints" / "best.pt"
+    save_checkpoint(path, {"config": data["config"], "info": data["info"], "model": model, "models": None,
+                           "epoch": epoch, "steps": data["steps"], "best_worker": 0,
+                           "monitor": monitor, "value": value})
+    return path

@@ -156,3 +156,67 @@ def test_predict_view_predicts_and_saves(qtbot: Any, run_and_input: tuple[Path, 
     # nothing of the previous input stays next to the error
     assert view.table.model().rowCount() == 0 and not view.button_save.isEnabled()
     assert not view.test_panel.isVisibleTo(view)
+
+
+# ----------------------------------------------------------------------------- best or last checkpoint
+
+
+@pytest.fixture
+def run_with_best(tmp_path: Path) -> Path:
+    from trained_run import add_best
+
+    run_dir = make_run(tmp_path / "runs")
+    add_best(run_dir, epoch=3, value=0.25)
+    return run_dir
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
+
+
+def test_export_dialog_offers_best_by_default_with_its_epoch(qtbot: Any, run_with_best: Path, tmp_path: Path) -> None:
+    from core.checkpoint import load_checkpoint
+
+    dialog = ExportDialog(run_with_best)
+    qtbot.addWidget(dialog)
+    combo = dialog.findChild(type(dialog.combo_checkpoint), "combo_checkpoint")
+    assert combo is dialog.combo_checkpoint and combo.isEnabled() and combo.which == "best"
+    qtbot.waitUntil(lambda: "epoch 3" in combo.currentText(), timeout=30_000)
+    assert "val_loss 0.25" in combo.currentText()
+    for which in ("best", "last"):
+        combo.set_which(which)
+        dialog.set_path(tmp_path / which / "m.safetensors")
+        (tmp_path / which).mkdir()
+        with qtbot.waitSignal(dialog.exported, timeout=60_000):
+            dialog.start_export()
+        want = load_checkpoint(run_with_best / "checkpoints" / f"{which}.pt")["model"]
+        got = _weights(tmp_path / which / "m.safetensors")
+        assert all(torch.equal(got[k], want[k]) for k in want), which
+    _wait(qtbot, combo)
+
+
+def test_without_best_only_last_is_offered(qtbot: Any, run_and_input: tuple[Path, Path]) -> None:
+    dialog = ExportDialog(run_and_input[0])
+    qtbot.addWidget(dialog)
+    assert dialog.combo_checkpoint.count() == 1 and dialog.combo_checkpoint.which == "last"
+    assert not dialog.combo_checkpoint.isEnabled()
+
+
+def test_evaluate_view_evaluates_the_chosen_checkpoint(qtbot: Any, run_with_best: Path) -> None:
+    view = EvaluateView()
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.evaluated, timeout=60_000) as blocker:
+        view.load_run(run_with_best)
+    best = blocker.args[0]
+    assert best["checkpoint"]["which"] == "best" and best["checkpoint"]["epoch"] == 3
+    assert not (run_with_best / "eval.json").exists()  # eval.json stays the record of the last checkpoint
+    assert "best checkpoint" in view.label_summary.text()
+    with qtbot.waitSignal(view.evaluated, timeout=60_000) as blocker:
+        view.combo_checkpoint.set_which("last")  # choosing evaluates that checkpoint
+    last = blocker.args[0]
+    assert last["checkpoint"]["which"] == "last" and (run_with_best / "eval.json").is_file()
+    assert last["confusion"] != best["confusion"]  # the halved weights predict differently
+    _wait(qtbot, view)
+    _wait(qtbot, view.combo_checkpoint)

@@ -26,6 +26,38 @@ def test_tuning_group_round_trips(qtbot: Any) -> None:
         panel.shutdown()
 
 
+def test_augment_settings_round_trip_and_preview_a_grid(qtbot: Any) -> None:
+    panel = ConfigPanel()
+    qtbot.addWidget(panel)
+    try:
+        t = panel.tuning
+        qtbot.waitUntil(lambda: panel._images != (), timeout=20_000)  # digits described: sample images
+        assert not t.button_augment_preview.isEnabled()  # augmentation is off by default
+        cfg = apply_overrides(Config(), ["augment.crop_scale=0.333", "augment.hflip=true", "augment.rotation=12.5",
+                                         "augment.jitter=0.2"])
+        panel.set_config(cfg)
+        assert panel.config() == cfg  # 0.333 shows as 0.33 but is kept unless moved
+        t.spin_rotation.setValue(20.0)
+        assert panel.config().augment.rotation == 20.0
+        qtbot.waitUntil(lambda: t.button_augment_preview.isEnabled(), timeout=20_000)
+        t.button_augment_preview.click()
+        dialog = panel.augment_preview
+        assert dialog is not None and dialog.objectName() == "dialog_augment_preview"
+        qtbot.waitUntil(lambda: bool(dialog.rows), timeout=30_000)  # computed off the GUI thread
+        assert len(dialog.rows) == 6 and all(len(row) == 7 for row in dialog.rows)
+        assert dialog.grid.layout().count() == 7 + 6 * 7  # a header row, then each sample and its copies
+        assert "rotation ±20°" in dialog.label_status.text()
+        dialog.close()
+        t.check_hflip.setChecked(False)
+        t.spin_crop_scale.setValue(1.0)
+        t.spin_rotation.setValue(0.0)
+        t.spin_jitter.setValue(0.0)
+        assert not t.button_augment_preview.isEnabled()
+    finally:
+        qtbot.waitUntil(lambda: not panel._refresh_timer.isActive() and not panel._calls.busy, timeout=20_000)
+        panel.shutdown()
+
+
 def test_search_view_shows_trials_live_with_pruned_marked(qtbot: Any) -> None:
     view = SearchView()
     qtbot.addWidget(view)

@@ -220,3 +220,68 @@ def test_a_model_trained_on_npz_images_takes_a_png_folder(tmp_path: Path) -> Non
     assert len(res.ids) == 10
     assert res.labels == ["0"] * 5 + ["1"] * 5  # class folders are the truth
     assert res.evaluation()["accuracy"] == 1.0
+# ----------------------------------------------------------------------------- a run directory or checkpoint as MODEL
+
+
+@pytest.fixture(scope="module")
+def run_with_best(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A digits run with last.pt and a different best.pt, and each checkpoint's safetensors export."""
+    from core.export import export_run
+    from trained_run import add_best
+
+    root = tmp_path_factory.mktemp("bestrun")
+    run_dir = make_run(root / "runs")
+    add_best(run_dir)
+    paths = {"run": run_dir}
+    for which in ("best", "last"):
+        (root / which).mkdir()
+        paths[which] = export_run(run_dir, "safetensors", root / which, checkpoint=which).path
+    return paths
+
+
+def test_a_run_directory_predicts_like_an_export_of_its_checkpoint(run_with_best: dict[str, Path],
+                                                                   inputs: dict[str, Path]) -> None:
+    run_dir = run_with_best["run"]
+    for which in ("best", "last"):
+        want = predict(run_with_best[which], inputs["csv"]).csv_text()
+        for workers in (1, 3):
+            got = predict(run_dir, inputs["csv"], workers=workers, batch_rows=64, checkpoint=which)
+            assert got.csv_text() == want, (which, workers)
+            assert got.model_path == run_dir / "checkpoints" / f"{which}.pt"
+        # the checkpoint file itself stands for the same model
+        assert predict(run_dir / "checkpoints" / f"{which}.pt", inputs["npz"]).csv_text() == \
+            predict(run_with_best[which], inputs["npz"]).csv_text()
+    assert predict(run_with_best["best"], inputs["csv"]).csv_text() != \
+        predict(run_with_best["last"], inputs["csv"]).csv_text()  # the two checkpoints do differ
+
+
+def test_a_run_directory_defaults_to_best_once_it_exists(run_with_best: dict[str, Path], inputs: dict[str, Path],
+                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = run_with_best["run"]
+    best = predict(run_with_best["best"], inputs["npz"]).csv_text()
+    out = tmp_path / "p.csv"
+    code, stdout, err = run_cli(capsys, "predict", str(run_dir), str(inputs["npz"]), "--out", str(out),
+                                "--workers", "2", "--batch-rows", "100")
+    assert code == 0, err
+    assert out.read_text() == best and "checkpoints/best.pt" in err
+    only_last = make_run(tmp_path / "runs")  # no best.pt: the last checkpoint
+    assert predict(only_last, inputs["npz"]).model_path == only_last / "checkpoints" / "last.pt"
+
+
+def test_checkpoint_errors_are_one_line(run_with_best: dict[str, Path], inputs: dict[str, Path], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    only_last = make_run(tmp_path / "runs")
+    empty_run = tmp_path / "empty-run"
+    (empty_run / "checkpoints").mkdir(parents=True)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    cases = [
+        ([str(only_last), "--checkpoint", "best"], "has no checkpoints/best.pt"),
+        ([str(empty_run)], "has no checkpoints/last.pt"),
+        ([str(run_with_best["best"]), "--checkpoint", "best"], "--checkpoint chooses the checkpoint of a run"),
+        ([str(tmp_path / "junk.pt")], "checkpoint: " + str(tmp_path / "junk.pt")),
+    ]
+    for args, message in cases:
+        code, out, err = run_cli(capsys, "predict", args[0], str(inputs["csv"]), *args[1:])
+        assert code == 2, (args, err)
+        assert len(err.strip().splitlines()) == 1 and message in err, (args, err)
+        assert out == ""

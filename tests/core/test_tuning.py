@@ -169,6 +169,30 @@ def test_augmentation_changes_training_images_only() -> None:
     assert grid.shape == (3, 4, 1, 8, 8)
 
 
+def test_preview_grid_shows_each_sample_then_its_augmented_copies() -> None:
+    import numpy as np
+
+    from core.augment import preview_grid
+    from core.config import AugmentConfig
+    from core.data import describe_source
+
+    grey = [a for a, _ in describe_source("builtin:digits").preview_images[:3]]
+    colour = np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8)
+    cfg = AugmentConfig(crop_scale=0.6, hflip=True, rotation=30.0, jitter=0.3)
+    state = torch.get_rng_state()
+    rows = preview_grid(cfg, grey + [colour], copies=4)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's generator is left as it was
+    assert len(rows) == 4 and all(len(r) == 5 for r in rows)
+    for image, row in zip(grey + [colour], rows):
+        assert np.array_equal(row[0], image)
+        assert all(c.dtype == np.uint8 and c.shape == image.shape for c in row)
+        assert any(not np.array_equal(c, image) for c in row[1:])
+    again = preview_grid(cfg, grey + [colour], copies=4)  # seeded: the same grid for the same settings
+    assert all(np.array_equal(a, b) for r, q in zip(rows, again) for a, b in zip(r, q))
+    off = preview_grid(AugmentConfig(), grey, copies=2)
+    assert all(np.array_equal(c, r[0]) for r in off for c in r)
+
+
 def test_an_augmented_run_trains(runs_dir: Path) -> None:
     session = run(runs_dir, "train.epochs=4", "optim.lr=0.1", "augment.rotation=10.0", "augment.crop_scale=0.8")
     s = session.summary
