@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.run_data import (
-    EPOCH, LOSS, LR, LSTEP, LTIME, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
+    EPOCH, LOSS, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
 )
 from app.series import Series
 from app.settings import open_settings
@@ -574,39 +574,6 @@ class SweepPlot(BasePlot):
         yield "sweep", s, [0, 1]
 
 
-class LRPlot(BasePlot):
-    """The learning rate each worker used (step records carry it): schedules and live changes made visible."""
-
-    def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
-        super().__init__("plot_lr", data, parent)
-        self.plot = self._add_plot(0, "Learning rate", "lr")
-        self._update_x_label()
-        self.curves: dict[int, pg.PlotDataItem] = {}
-
-    def set_log_y(self, on: bool) -> None:
-        """The rate stays linear: warm-up starts at 0, which a log axis cannot show."""
-
-    def _forget_curves(self) -> None:
-        self.curves.clear()
-
-    def refresh(self, changes: Changes | None) -> None:
-        xc = LSTEP if self.x_mode == "step" else LTIME
-        workers = self.data.lr.keys() if changes is None else changes.loss & self.data.lr.keys()
-        for w in sorted(workers):
-            if w not in self.curves:
-                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1))
-                self._relegend(self.legends[0], [(self.curves[k], f"worker {k}") for k in sorted(self.curves)])
-            s = self.data.lr[w]
-            self.curves[w].setData(s.column(xc), s.column(LR))
-
-    def csv_header(self) -> list[str]:
-        return ["worker", "step", "time_s", "lr"]
-
-    def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
-        for w in sorted(self.data.lr):
-            yield str(w), self.data.lr[w], [LSTEP, LTIME, LR]
-
-
 class PlotsPanel(QWidget):
     """The plots and their shared controls (x axis, log scale, smoothing, save)."""
 
@@ -620,8 +587,7 @@ class PlotsPanel(QWidget):
         self.throughput = ThroughputPlot(self.data)
         self.sweep = SweepPlot(self.data)
         self.sweep.hide()
-        self.lr = LRPlot(self.data)
-        self.plots: list[BasePlot] = [self.loss, self.val, self.throughput, self.sweep, self.lr]
+        self.plots: list[BasePlot] = [self.loss, self.val, self.throughput, self.sweep]
         self._pending: Changes | None = None
         self._frame_ms = MIN_FRAME_MS
         self._cost_s = 0.0
@@ -656,8 +622,7 @@ class PlotsPanel(QWidget):
         save.setToolTip("Save a plot as PNG or its data as CSV")
         save.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(save)
-        for plot, title in ((self.loss, "Loss"), (self.val, "Validation"), (self.throughput, "Throughput"),
-                            (self.lr, "Learning rate")):
+        for plot, title in ((self.loss, "Loss"), (self.val, "Validation"), (self.throughput, "Throughput")):
             menu.addAction(QAction(f"{title} plot as PNG…", menu, triggered=plot._on_save_png))
             menu.addAction(QAction(f"{title} data as CSV…", menu, triggered=plot._on_save_csv))
         save.setMenu(menu)
@@ -681,7 +646,6 @@ class PlotsPanel(QWidget):
         bottom.addWidget(self.val)
         bottom.addWidget(self.throughput)
         bottom.addWidget(self.sweep)
-        bottom.addWidget(self.lr)
         bottom.setChildrenCollapsible(False)
         self.bottom_splitter = bottom
         self.splitter = QSplitter(Qt.Orientation.Vertical)

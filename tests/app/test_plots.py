@@ -55,26 +55,6 @@ def test_each_worker_gets_curves_and_the_frame_follows(qtbot: Any, panel: PlotsP
     assert panel.val.loss_curves[1].opts["pen"].color().name() == panel.loss.smooth[1].opts["pen"].color().name()
 
 
-def test_learning_rate_has_its_own_curve(qtbot: Any, panel: PlotsPanel, tmp_path: Path) -> None:
-    recs = step_records(2, range(200))
-    for r in recs:
-        if r["kind"] == "step":
-            r["lr"] = 0.1 * (1 - r["step"] / 200)  # a falling schedule, as the step records carry it
-    recs.append({"kind": "step", "t": 2000.0, "worker": 0, "step": 201, "loss": 0.5})  # an old record: no lr
-    panel.add_records(recs)
-    lr = panel.findChild(type(panel.lr), "plot_lr")
-    assert lr is panel.lr
-    qtbot.waitUntil(lambda: 0 in lr.curves and len(lr.curves[0].xData) == 200, timeout=20_000)
-    assert sorted(lr.curves) == [0, 1]
-    assert lr.curves[0].yData[0] == pytest.approx(0.1 * (1 - 1 / 200)) and lr.curves[0].yData[-1] == 0.0
-    panel.set_x_mode("time")
-    panel.flush()
-    assert lr.curves[1].xData[-1] == pytest.approx(199 * 0.01)
-    lr.save_csv(tmp_path / "lr.csv")
-    rows = list(csv.reader((tmp_path / "lr.csv").open()))
-    assert rows[0] == ["worker", "step", "time_s", "lr"] and len(rows) == 401
-
-
 def test_x_axis_log_scale_and_smoothing(qtbot: Any, panel: PlotsPanel) -> None:
     panel.add_records(step_records(2, range(200)))
     panel.flush()
