@@ -34,28 +34,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from core.config import Config, apply_overrides  # noqa: E402
 from core.data import load_data  # noqa: E402
 from core.launchers import local as launcher  # noqa: E402
 from core.models import build_model  # noqa: E402
-from core.session import Session  # noqa: E402
 from core.workers import epoch_indices  # noqa: E402
+from engine_vs_bare import engine  # noqa: E402 - the same engine run, measured the same way
 
 HERE = Path(__file__).resolve().parent
 MLP = ["data.source=builtin:synthetic?n=25000&features=64&classes=10", "model.hidden=[256,256]",
        "train.epochs=3", "train.batch_size=64", "optim.lr=0.05", "optim.momentum=0.9", "data.val_fraction=0.2"]
-
-
-def engine(cfg: Config, runs_dir: Path) -> float:
-    session = Session(cfg, runs_dir=runs_dir)
-    session.start()
-    if session.wait(1200) != "finished":
-        session.stop(5)
-        raise RuntimeError(f"engine run ended {session.state}: {session.error}")
-    return float(session.summary["samples_per_s"])  # type: ignore[index]
 
 
 # -- a plain shared-memory Hogwild, the way a person writes it --------------------------------------

@@ -21,7 +21,7 @@ import queue as queue_mod
 import signal
 import socket
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
@@ -44,24 +44,6 @@ class _Word:
 @dataclass
 class _Text:
     value: bytes = b""
-
-
-@dataclass
-class _Sink:
-    """Quacks like the metrics queue: ``put`` hands each batch to a callback."""
-
-    on_records: Callable[[list[dict[str, Any]]], None]
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def put(self, records: list[dict[str, Any]]) -> None:
-        with self.lock:
-            self.on_records(records)
-
-    def close(self) -> None:
-        pass
-
-    def join_thread(self) -> None:
-        pass
 
 
 class InProcessQueue:
@@ -116,15 +98,6 @@ def _stop_on_signals(word: _Word, run_event: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-
-
-def local_channels(on_records: Callable[[list[dict[str, Any]]], None]) -> Channels:
-    """Channels for a worker running in this very process; SIGTERM/SIGINT stop it at the next batch."""
-    run_event = threading.Event()
-    run_event.set()
-    word = _Word()
-    _stop_on_signals(word, run_event)
-    return Channels(_Sink(on_records), word, run_event, _Word(0), SettingsBox(_Word(0), _Text()))
 
 
 def torchrun_spec(cfg: Config) -> WorkerSpec:
