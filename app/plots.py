@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.run_data import (
-    EPOCH, LOSS, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
+    EPOCH, LOSS, LR, LSTEP, LTIME, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
 )
 from app.series import Series
 from app.settings import open_settings
@@ -252,13 +252,14 @@ class BasePlot(pg.GraphicsLayoutWidget):
             writer = csv.writer(fh)
             writer.writerow(self.csv_header())
             for label, series, cols in self.csv_series():
-                for row in series.rows()[:, cols]:
+                rows = series.rows() if isinstance(series, Series) else series
+                for row in rows[:, cols]:
                     writer.writerow([label, *(_csv_num(v) for v in row)])
 
     def csv_header(self) -> list[str]:
         raise NotImplementedError
 
-    def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
+    def csv_series(self) -> Iterable[tuple[str, Series | np.ndarray, list[int]]]:
         raise NotImplementedError
 
     def _on_save_png(self) -> None:
@@ -574,6 +575,54 @@ class SweepPlot(BasePlot):
         yield "sweep", s, [0, 1]
 
 
+class LRPlot(BasePlot):
+    """The learning rate each worker used (step records carry it): schedules and live changes made visible.
+
+    ``RunData`` keeps only the points where a rate changes, so a curve is a
+    handful of points; between changes only its end moves on to the latest
+    step, redrawn at most every ``TAIL_EVERY_S``.
+    """
+
+    TAIL_EVERY_S = 1.0
+
+    def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
+        super().__init__("plot_lr", data, parent)
+        self.plot = self._add_plot(0, "Learning rate", "lr")
+        self._update_x_label()
+        self.curves: dict[int, pg.PlotDataItem] = {}
+        self._drawn_at: dict[int, float] = {}
+
+    def set_log_y(self, on: bool) -> None:
+        """The rate stays linear: a warm-up starts at 0, which a log axis cannot show."""
+
+    def _forget_curves(self) -> None:
+        self.curves.clear()
+        self._drawn_at.clear()
+
+    def refresh(self, changes: Changes | None) -> None:
+        xc = LSTEP if self.x_mode == "step" else LTIME
+        now = time.monotonic()
+        if changes is None:
+            workers = set(self.data.lr)
+        else:
+            moved = {w for w in changes.loss & self.data.lr.keys()
+                     if now - self._drawn_at.get(w, -math.inf) >= self.TAIL_EVERY_S}
+            workers = (changes.lr & self.data.lr.keys()) | moved
+        for w in sorted(workers):
+            if w not in self.curves:  # no legend: a worker's colour is the same as in the loss plot's
+                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1))
+            rows = self.data.lr_curve(w)
+            self.curves[w].setData(rows[:, xc], rows[:, LR])
+            self._drawn_at[w] = now
+
+    def csv_header(self) -> list[str]:
+        return ["worker", "step", "time_s", "lr"]
+
+    def csv_series(self) -> Iterable[tuple[str, Series | np.ndarray, list[int]]]:
+        for w in sorted(self.data.lr):
+            yield str(w), self.data.lr_curve(w), [LSTEP, LTIME, LR]
+
+
 class PlotsPanel(QWidget):
     """The plots and their shared controls (x axis, log scale, smoothing, save)."""
 
@@ -587,7 +636,8 @@ class PlotsPanel(QWidget):
         self.throughput = ThroughputPlot(self.data)
         self.sweep = SweepPlot(self.data)
         self.sweep.hide()
-        self.plots: list[BasePlot] = [self.loss, self.val, self.throughput, self.sweep]
+        self.lr = LRPlot(self.data)
+        self.plots: list[BasePlot] = [self.loss, self.val, self.throughput, self.sweep, self.lr]
         self._pending: Changes | None = None
         self._frame_ms = MIN_FRAME_MS
         self._cost_s = 0.0
@@ -622,7 +672,8 @@ class PlotsPanel(QWidget):
         save.setToolTip("Save a plot as PNG or its data as CSV")
         save.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(save)
-        for plot, title in ((self.loss, "Loss"), (self.val, "Validation"), (self.throughput, "Throughput")):
+        for plot, title in ((self.loss, "Loss"), (self.val, "Validation"), (self.throughput, "Throughput"),
+                            (self.lr, "Learning rate")):
             menu.addAction(QAction(f"{title} plot as PNG…", menu, triggered=plot._on_save_png))
             menu.addAction(QAction(f"{title} data as CSV…", menu, triggered=plot._on_save_csv))
         save.setMenu(menu)
@@ -646,6 +697,7 @@ class PlotsPanel(QWidget):
         bottom.addWidget(self.val)
         bottom.addWidget(self.throughput)
         bottom.addWidget(self.sweep)
+        bottom.addWidget(self.lr)
         bottom.setChildrenCollapsible(False)
         self.bottom_splitter = bottom
         self.splitter = QSplitter(Qt.Orientation.Vertical)
@@ -656,6 +708,7 @@ class PlotsPanel(QWidget):
         bottom.setStretchFactor(0, 2)  # the validation widget holds two plots
         bottom.setStretchFactor(1, 1)
         bottom.setStretchFactor(2, 1)
+        bottom.setStretchFactor(3, 1)
         self.splitter.setChildrenCollapsible(False)
 
         layout = QVBoxLayout(self)
@@ -686,8 +739,8 @@ class PlotsPanel(QWidget):
         was = self.sweep.isVisibleTo(self)
         self.sweep.setVisible(show)
         if show and not was:  # room for it within the width the other plots had
-            total = sum(self.bottom_splitter.sizes()[:2]) or 900
-            self.bottom_splitter.setSizes([total * 2 // 4, total // 4, total // 4])
+            total = sum(self.bottom_splitter.sizes()) or 900
+            self.bottom_splitter.setSizes([total * 2 // 5, total // 5, total // 5, total // 5])
 
     def set_winner(self, worker: int | None) -> None:
         """Draw the result's worker (a sweep's best) bolder on every plot."""

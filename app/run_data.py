@@ -24,8 +24,9 @@ STEP, TIME, LOSS, SMOOTH = 0, 1, 2, 3
 EPOCH, VTIME, VAL_LOSS, VAL_ACC = 0, 1, 2, 3
 # Throughput series columns.
 RSTEP, RTIME, RATE = 0, 1, 2
-# Learning-rate series columns (step records carry the lr; it changes with loss, so Changes.loss covers it).
+# Learning-rate series columns. Step records carry the lr; only the points where it changes are kept.
 LSTEP, LTIME, LR = 0, 1, 2
+LR_TOLERANCE = 0.002  # an lr this share of the run's highest lr away from the last kept point is a change
 
 MEAN_EVERY_S = 0.1  # one mean-loss point per this much record time
 RATE_WINDOW_S = 0.5  # samples/s measured over windows of this length
@@ -44,14 +45,15 @@ class Changes:
     total: bool = False
     new_workers: set[int] = field(default_factory=set)
     events: bool = False  # a marker or a pause span was added or changed
+    lr: set[int] = field(default_factory=set)  # workers whose learning rate changed (a kept point was added)
 
     def __bool__(self) -> bool:
-        return bool(self.loss or self.mean or self.val or self.rate or self.total or self.events)
+        return bool(self.loss or self.mean or self.val or self.rate or self.total or self.events or self.lr)
 
     def merge(self, other: "Changes") -> "Changes":
         return Changes(self.loss | other.loss, self.mean or other.mean, self.val | other.val,
                        self.rate | other.rate, self.total or other.total, self.new_workers | other.new_workers,
-                       self.events or other.events)
+                       self.events or other.events, self.lr | other.lr)
 
 
 @dataclass
@@ -94,7 +96,9 @@ class RunData:
         self.val: dict[int, Series] = {}
         self.rate: dict[int, Series] = {}
         self.total = Series(3, max_points=max_points)
-        self.lr: dict[int, Series] = {}
+        self.lr: dict[int, Series] = {}  # worker -> the points where its lr changed (a compact curve)
+        self.lr_tail: dict[int, tuple[float, float, float]] = {}  # worker -> its latest (step, time, lr)
+        self._lr_peak: dict[int, float] = {}
         self.last_t: float | None = None
         self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
         self._mean_next_t = -math.inf
@@ -151,8 +155,48 @@ class RunData:
             ch.loss.add(w)
             lrs = [(step, rel, lr) for (step, rel, _loss), lr in zip(rows, self._lr_rows.pop(w, ())) if lr == lr]
             if lrs:
-                self.lr.setdefault(w, Series(3, max_points=self.max_points)).append(lrs)
+                self._add_lr(w, lrs, ch)
         return ch
+
+    def _add_lr(self, w: int, points: list[tuple[float, float, float]], ch: Changes) -> None:
+        """Keep the points where the lr moves by more than a sliver of its range, and the one before each.
+
+        A constant rate is two points however long the run; a step schedule is
+        drawn as steps; a cosine keeps a few hundred points. The latest point
+        (``lr_tail``) carries the curve on to the current step.
+        """
+        s = self.lr.get(w)
+        if s is None:
+            s = self.lr[w] = Series(3, max_points=self.max_points)
+        tail = self.lr_tail.get(w)
+        peak = self._lr_peak.get(w, 0.0)
+        kept: list[tuple[float, float, float]] = []
+        for point in points:
+            peak = max(peak, abs(point[2]))
+            if not kept and not len(s):
+                kept.append(point)
+            else:
+                last = kept[-1] if kept else (s.last(LSTEP), s.last(LTIME), s.last(LR))
+                if abs(point[2] - last[2]) > LR_TOLERANCE * peak:
+                    if tail is not None and tail[0] > last[0]:
+                        kept.append(tail)  # where the old rate ended: a step stays a step
+                    kept.append(point)
+            tail = point
+        self._lr_peak[w] = peak
+        if tail is not None:
+            self.lr_tail[w] = tail
+        if kept:
+            s.append(kept)
+            ch.lr.add(w)
+
+    def lr_curve(self, w: int) -> np.ndarray:
+        """Rows (step, time, lr) of worker ``w``'s learning rate up to its latest record."""
+        s = self.lr.get(w)
+        rows = s.rows() if s is not None else np.empty((0, 3))
+        tail = self.lr_tail.get(w)
+        if tail is not None and (not len(rows) or tail[0] > rows[-1, LSTEP]):
+            rows = np.vstack([rows, np.asarray(tail, dtype=np.float64)[None, :]])
+        return rows
 
     def _on_state(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
         state = rec.get("state")

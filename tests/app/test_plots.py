@@ -55,6 +55,27 @@ def test_each_worker_gets_curves_and_the_frame_follows(qtbot: Any, panel: PlotsP
     assert panel.val.loss_curves[1].opts["pen"].color().name() == panel.loss.smooth[1].opts["pen"].color().name()
 
 
+def test_learning_rate_has_its_own_curve(qtbot: Any, panel: PlotsPanel, tmp_path: Path) -> None:
+    recs = step_records(2, range(200))
+    for r in recs:
+        if r["kind"] == "step":
+            r["lr"] = 0.1 if r["step"] <= 100 else 0.01 * (r["worker"] + 1)  # a step down, per worker
+    panel.add_records(recs)
+    lr = panel.findChild(type(panel.lr), "plot_lr")
+    assert lr is panel.lr and lr.isVisible()
+    qtbot.waitUntil(lambda: 1 in lr.curves and lr.curves[1].xData is not None and len(lr.curves[1].xData) == 4,
+                    timeout=20_000)
+    assert sorted(lr.curves) == [0, 1]
+    assert lr.curves[1].xData.tolist() == [1, 100, 101, 200]
+    assert lr.curves[1].yData.tolist() == [0.1, 0.1, 0.02, 0.02]
+    panel.set_x_mode("time")
+    panel.flush()
+    assert lr.curves[1].xData[-1] == pytest.approx(199 * 0.01)
+    lr.save_csv(tmp_path / "lr.csv")
+    rows = list(csv.reader((tmp_path / "lr.csv").open()))
+    assert rows[0] == ["worker", "step", "time_s", "lr"] and len(rows) == 1 + 2 * 4
+
+
 def test_x_axis_log_scale_and_smoothing(qtbot: Any, panel: PlotsPanel) -> None:
     panel.add_records(step_records(2, range(200)))
     panel.flush()

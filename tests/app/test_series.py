@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from app.run_data import LOSS, RATE, SMOOTH, ProgressTracker, RunData, format_duration
+from app.run_data import LOSS, LR, LSTEP, RATE, SMOOTH, ProgressTracker, RunData, format_duration
 from app.series import Series, ema
 
 
@@ -105,6 +105,39 @@ def test_markers_pauses_and_separate_models() -> None:
     assert [(m.kind, m.step, m.text) for m in data.markers] == [("config", 50.0, "lr 0.05→0.01"),
                                                                  ("resume", 50.0, "resumed")]
     assert data.pauses[0].end == pytest.approx(0.8)
+
+
+def test_learning_rate_keeps_only_its_changes() -> None:
+    """A constant rate is two points, a step schedule stays a step, a cosine keeps its shape in few points."""
+    data = RunData()
+
+    def lr(step: int) -> float:
+        if step <= 100:
+            return 0.1  # constant, then a step down
+        if step <= 200:
+            return 0.01
+        return 0.005 * (1 + math.cos(math.pi * (step - 200) / 2000))  # cosine from 0.01 to 0 over 2000 steps
+
+    recs = _steps(1, 2200)
+    for r in recs:
+        r["lr"] = lr(r["step"])
+    for k in range(0, len(recs), 37):  # in live-sized batches: the compaction carries across them
+        changes = data.add(recs[k:k + 37])
+        assert changes.lr <= {0}
+    curve = data.lr_curve(0)
+    assert curve[0, LSTEP] == 1 and curve[-1, LSTEP] == 2200  # from the first step to the latest
+    head = [(s, v) for s, v in curve[:, [LSTEP, LR]].tolist() if s <= 101]
+    assert head == [(1, 0.1), (100, 0.1), (101, 0.01)]  # the step down, drawn as a step
+    assert len(curve) < 700  # of 2,200 records
+    # every record lies on the drawn (linearly interpolated) curve to within the tolerance
+    steps = np.arange(1, 2201)
+    drawn = np.interp(steps, curve[:, LSTEP], curve[:, LR])
+    assert np.abs(drawn - [lr(int(s)) for s in steps]).max() <= 0.002 * 0.1 + 1e-12
+    same = {"kind": "step", "t": 1030.0, "worker": 0, "step": 2201, "loss": 0.1, "lr": lr(2200)}
+    assert data.add([same]).lr == set() and data.lr_curve(0)[-1, LSTEP] == 2201  # no new point; the end moves
+    old = {"kind": "step", "t": 2000.0, "worker": 1, "step": 5, "loss": 0.5}  # a record of an older run: no lr
+    data.add([old])
+    assert 1 not in data.lr
 
 
 def test_progress_and_eta() -> None:
