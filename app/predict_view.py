@@ -94,7 +94,9 @@ class PredictView(QWidget):
         self.button_input_folder = QPushButton("Folder…", objectName="button_predict_input_folder")
         self.spin_workers = QSpinBox(objectName="spin_predict_workers")
         self.spin_workers.setRange(1, max(1, os.cpu_count() or 1))
-        self.spin_workers.setToolTip("processes to split the input across (the result is the same)")
+        self.spin_workers.setValue(self.spin_workers.maximum())
+        self.spin_workers.setToolTip("processes to split the input across, one compute thread each "
+                                     "(the result is the same)")
         self.button_predict = QPushButton("Predict", objectName="button_predict")
         self.button_save = QPushButton("Save CSV…", objectName="button_predict_save")
         self.button_save.setEnabled(False)

@@ -325,13 +325,22 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
     p.add_argument("--json", action="store_true", help="print eval.json instead of the text report")
     p.add_argument("--no-write", action="store_true", help="do not write eval.json or update summary.json")
-    p.add_argument("--checkpoint", choices=("last", "best"), default="last",
-                   help="the weights at the end of the run (last) or of its best evaluation (best)")
+    p.add_argument("--checkpoint", choices=("last", "best"), default=None,
+                   help="the weights at the end of the run (last) or of its best evaluation (best); "
+                        "default: best when checkpoints/best.pt exists, else last. eval.json records last only")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    full = evaluate_run(Path(args.run_dir), write=not args.no_write, checkpoint=args.checkpoint)
+    from core.checkpoint import default_checkpoint
+
+    run_dir = Path(args.run_dir)
+    which = args.checkpoint or default_checkpoint(run_dir)
+    write = not args.no_write and which == "last"  # eval.json is the run's end-of-run record, as in the window
+    full = evaluate_run(run_dir, write=write, checkpoint=which)
     sys.stdout.write(json.dumps(full, indent=2) + "\n" if args.json else format_report(full))
-    if not args.no_write:
-        sys.stderr.write(f"wrote {Path(args.run_dir) / EVAL_FILE}\n")
+    if write:
+        sys.stderr.write(f"wrote {run_dir / EVAL_FILE}\n")
+    elif not args.no_write:
+        sys.stderr.write(f"evaluated checkpoints/{which}.pt (epoch {full['checkpoint']['epoch']}); "
+                         f"{EVAL_FILE} keeps the evaluation of checkpoints/last.pt\n")
     return 0

@@ -496,13 +496,16 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="file to write (default: RUN_DIR/exports/model.<ext>); a folder takes model.<ext>")
     p.add_argument("--output", choices=OUTPUTS, default="probabilities",
                    help="what the torch-export and onnx graphs return (default: probabilities)")
-    p.add_argument("--checkpoint", choices=("last", "best"), default="last",
-                   help="the weights at the end of the run (last) or of its best evaluation (best)")
+    p.add_argument("--checkpoint", choices=("last", "best"), default=None,
+                   help="the weights at the end of the run (last) or of its best evaluation (best); "
+                        "default: best when checkpoints/best.pt exists, else last")
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output,
-                        args.checkpoint)
+    from core.checkpoint import default_checkpoint
+
+    which = args.checkpoint or default_checkpoint(Path(args.run_dir))
+    result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)
     sys.stderr.write(result.summary() + f" ({result.seconds:.1f} s)\n")
     for path in result.files:
         print(path)

@@ -14,8 +14,9 @@ every predictor standardises with the statistics it carries.
 
 With ``--workers N`` the rows are cut into fixed batches (the same batches
 whatever N is) and whole batches go to a pool of N processes, each with one
-compute thread and the model loaded once; the output is identical to
-``--workers 1`` byte for byte. Nothing here imports torch at
+compute thread and the model loaded once (N = 1: this process, one thread);
+the output is identical for every N, byte for byte. Without ``--workers`` a
+large input gets one process per CPU core and a small one this process. Nothing here imports torch at
 module level: the CLI imports this module at start-up for every command.
 """
 
@@ -755,51 +756,88 @@ def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, i
     return [(lo, min(lo + batch_rows, n_rows)) for lo in range(0, n_rows, batch_rows)]
 
 
-def predict(model_path: Path, input_path: Path, workers: int = 1, batch_rows: int = BATCH_ROWS,
+def predict(model_path: Path, input_path: Path, workers: int | None = None, batch_rows: int = BATCH_ROWS,
             checkpoint: str | None = None) -> Predictions:
     """Predict every row of ``input_path`` with the exported model (or run directory) at ``model_path``.
 
     ``checkpoint`` picks a run directory's ``best`` or ``last`` checkpoint (None: best once it exists).
 
-    One worker predicts in this process with its default threads. More deal the
-    batches to a pool of processes with one compute thread each, which also
-    format their rows; results are put back in input order.
+    ``workers`` N runs N processes with one compute thread each (N = 1: this
+    process, on one thread), which also format their rows; results are put
+    back in input order, so the output is the same for any N. None picks: one
+    process per CPU core for an input of many batches, otherwise this process
+    with all its threads.
     """
-    if workers < 1 or workers > 256:
+    if workers is not None and (workers < 1 or workers > 256):
         raise UserError(f"predict: --workers must be from 1 to 256, got {workers}")
     t0 = time.perf_counter()
     model_path = resolve_model_path(Path(model_path), checkpoint)
     input_path = Path(input_path)
-    if workers == 1:
-        predictor = load_predictor(model_path)
-        inp = read_input(input_path, predictor.meta)
-        _check_shape(inp, predictor.meta, input_path)
-        chunks = chunk_bounds(len(inp), batch_rows)
-        with _progress(len(inp)) as bar:
-            results = []
-            for lo, hi in chunks:
-                results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
-                bar.update(hi - lo)
-        classes, used = predictor.classes, 1
-    else:
+    cores = os.cpu_count() or 1
+    if workers is None and cores > 1 and _looks_large(input_path, batch_rows * AUTO_POOL_BATCHES):
+        workers = cores
+    pool = workers is not None and workers > 1
+    threads = 0 if workers is None else 1
+    predictor = None
+    if pool:
         from core.launchers import local as launcher
 
         # the forkserver boots while this process reads the input; inference needs torch alone (not the
         # torch._dynamo an optimizer pulls in), unless a training run of this process started it already
         launcher.warm_up(preload=PREDICT_PRELOAD)
         meta = read_model_meta(model_path)
-        classes = [str(c) for c in meta["classes"]]
+    with _compute_threads(0 if pool else threads):
+        if not pool:
+            predictor = load_predictor(model_path, threads)
+            meta = predictor.meta
         inp = read_input(input_path, meta)
         _check_shape(inp, meta, input_path)
         chunks = chunk_bounds(len(inp), batch_rows)
-        used = min(workers, len(chunks))
-        with _pool(model_path, used) as pool:
-            results = _predict_in_pool(pool, inp, chunks, batch_rows)
+        used = max(1, min(workers or 1, len(chunks)))
+        if used > 1:
+            with _pool(model_path, used) as workers_pool:
+                results = _predict_in_pool(workers_pool, inp, chunks, batch_rows)
+        else:
+            predictor = predictor or load_predictor(model_path)  # one batch: no pool worth starting
+            with _progress(len(inp)) as bar:
+                results = []
+                for lo, hi in chunks:
+                    results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
+                    bar.update(hi - lo)
     import numpy as np
 
+    classes = [str(c) for c in meta["classes"]]
     probs = np.concatenate([r[0] for r in results]) if results else np.empty((0, len(classes)), np.float32)
     return Predictions(inp.ids, classes, probs, [r[1] for r in results], model_path, used,
                        time.perf_counter() - t0, inp.labels)
+
+
+AUTO_POOL_BATCHES = 16  # an automatic worker count uses a pool from this many batches on
+
+
+def _looks_large(path: Path, rows: int) -> bool:
+    """Whether an input probably holds at least ``rows`` rows, judged without reading it."""
+    try:
+        if path.is_dir():
+            return sum(1 for _ in zip(range(rows), path.rglob("*.*"))) >= rows
+        return path.stat().st_size >= rows * 64  # a row of a CSV or NPZ takes well over 64 bytes in practice
+    except OSError:
+        return False  # reading the input reports the problem
+
+
+@contextlib.contextmanager
+def _compute_threads(threads: int) -> Iterator[None]:
+    """Cap torch's compute threads in this process for a while (0: leave them), then put them back."""
+    if threads <= 0:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _progress(total: int) -> Any:
@@ -900,7 +938,9 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
                                  "or a checkpoint file")
     p.add_argument("input", help="CSV or NPZ with the training features, or an image folder")
     p.add_argument("--out", help="predictions CSV (default: standard output)")
-    p.add_argument("--workers", type=int, default=1, help="processes to split the input across")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes to split the input across, one compute thread each "
+                        "(default: one per CPU core for a large input, else this process)")
     p.add_argument("--checkpoint", choices=("best", "last"), default=None,
                    help="a run directory's weights: its best evaluation or its end "
                         "(default: best when checkpoints/best.pt exists, else last)")

@@ -123,6 +123,17 @@ def test_any_worker_count_gives_the_same_bytes(exported: dict[str, Path], inputs
     assert np.array_equal(texts[1].probs, texts[8].probs)
 
 
+def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[str, Path],
+                                                                inputs: dict[str, Path]) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    one = predict(exported[".safetensors"], inputs["npz"], workers=1)
+    assert torch.get_num_threads() == before
+    auto = predict(exported[".safetensors"], inputs["npz"])  # a small input: this process, no pool
+    assert auto.workers == 1 and auto.csv_text() == one.csv_text()
+
+
 def test_image_folder_input(tmp_path: Path) -> None:
     from PIL import Image
 

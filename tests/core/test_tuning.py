@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -102,6 +103,15 @@ def test_cosine_run_records_the_lr_and_keeps_the_best_weights(runs_dir: Path, tm
     exported = load_file(str(out))
     for key, value in best["model"].items():
         assert torch.equal(exported[key], value), key
+    # with best.pt there, export and evaluate take it without being told; eval.json stays the last's record
+    out_default = tmp_path / "default.safetensors"
+    assert main(["export", str(run_dir), "--format", "safetensors", "--out", str(out_default)]) == 0
+    assert out_default.read_bytes() == out.read_bytes()
+    (run_dir / "eval.json").unlink(missing_ok=True)
+    assert main(["evaluate", str(run_dir), "--json"]) == 0
+    assert not (run_dir / "eval.json").exists()
+    assert main(["evaluate", str(run_dir), "--checkpoint", "last"]) == 0
+    assert json.loads((run_dir / "eval.json").read_text())["checkpoint"]["which"] == "last"
 
 
 def test_early_stopping_ends_the_run_finished_with_its_reason(runs_dir: Path) -> None:
