@@ -555,6 +555,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str, object, object)
     def _on_run_ended(self, status: str, summary: Any, error: Any) -> None:
+        self.plots.flush()  # every plot complete now, not at the side plots' next turn
         if summary:
             final = summary.get("final") or {}
             parts = [f"{status} after {summary.get('epochs_done', 0)} epoch(s)",

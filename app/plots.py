@@ -36,7 +36,8 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
 RAW_ALPHA = 60  # the raw loss is drawn faint so the smoothed curve reads first
 MIN_FRAME_MS = 33    # at most ~30 redraws a second
 MAX_FRAME_MS = 500   # and at least 2, however slow painting is
-FRAME_BUDGET = 0.15  # share of one core the live plots may use
+FRAME_BUDGET = 0.2  # share of one core the live plots may use
+SIDE_EVERY_S = 0.25  # the plots beside the loss (validation, throughput, lr) redraw at most this often
 
 
 def worker_color(worker: int) -> QColor:
@@ -646,7 +647,11 @@ class PlotsPanel(QWidget):
         self.frames = 0
         self.frame_callbacks: list[Any] = []  # called with the Changes of each frame (benchmarks)
         self._redraw_timer = QTimer(self, singleShot=True)
-        self._redraw_timer.timeout.connect(self.flush)
+        self._redraw_timer.timeout.connect(self._on_frame)
+        self._held: dict[BasePlot, Changes] = {}  # side plots' changes waiting for their next redraw
+        self._side_drawn: dict[BasePlot, float] = {}
+        self._side_timer = QTimer(self, singleShot=True)
+        self._side_timer.timeout.connect(self._on_side_timer)
 
         self.combo_x_axis = QComboBox(objectName="combo_x_axis")
         self.combo_x_axis.addItem("Step", "step")
@@ -722,7 +727,10 @@ class PlotsPanel(QWidget):
         self.data = RunData(t0=t0, smoothing=self.data.smoothing, max_points=self.data.max_points)
         self.sweep.hide()
         self._pending = None
+        self._held.clear()
+        self._side_drawn.clear()
         self._redraw_timer.stop()
+        self._side_timer.stop()
         for plot in self.plots:
             plot.reset(self.data)
 
@@ -754,31 +762,80 @@ class PlotsPanel(QWidget):
         changes = self.data.add(records)
         if changes:
             self._pending = changes if self._pending is None else self._pending.merge(changes)
-            if not self._redraw_timer.isActive():
-                # Draw as soon as the frame interval since the last frame allows: fresh
-                # data after a quiet spell shows at once, a steady stream is paced.
-                due = self._last_frame + self._frame_ms / 1000.0 - time.monotonic()
-                self._redraw_timer.start(max(0, int(due * 1000)))
+            # Draw as soon as the frame interval since the last frame allows: fresh
+            # data after a quiet spell shows at once, a steady stream is paced.
+            due = max(0, int((self._last_frame + self._frame_ms / 1000.0 - time.monotonic()) * 1000))
+            if not self._redraw_timer.isActive() or self._redraw_timer.remainingTime() > due:
+                self._redraw_timer.start(due)
         return changes
 
-    def flush(self) -> None:
-        """Push pending data to the curves now (one setData per changed curve)."""
+    def _on_frame(self) -> None:
+        self.flush(everything=False)
+
+    def flush(self, everything: bool = True) -> None:
+        """Push pending data to the curves now (one setData per changed curve).
+
+        A frame of the live stream (``everything`` False) redraws the loss plot
+        only. The side plots (validation, throughput, lr), whose data moves per
+        epoch or per throughput window, follow at most every ``SIDE_EVERY_S``,
+        one at a time from their own timer, so that no turn of the event loop
+        paints them all together: frames stay cheap, so they come often, a step
+        shows soon after it is recorded and the window keeps answering.
+        """
         self._redraw_timer.stop()
         pending, self._pending = self._pending, None
-        if pending is None:
+        if pending is None and not (everything and self._held):
             return
         self._last_frame = time.monotonic()
         start = time.thread_time()
-        for plot in self.plots:
-            plot.refresh(pending)
-        self.frames += 1
-        for cb in self.frame_callbacks:
-            cb(pending)
-        # Pace the next frame by what frames cost (setData now plus the painting since
-        # the last frame): plots get about FRAME_BUDGET of one core, however many points
-        # or workers, so training processes keep the CPU and the GUI stays responsive.
+        if pending is not None:
+            self.loss.refresh(pending)
+            for plot in self.plots:
+                if plot is not self.loss:
+                    held = self._held.get(plot)
+                    self._held[plot] = pending if held is None else held.merge(pending)
+        if everything:
+            self._side_timer.stop()
+            for plot in list(self._held):
+                self._refresh_side(plot)
+        if pending is not None:
+            self.frames += 1
+            for cb in self.frame_callbacks:
+                cb(pending)
+        self._pace(time.thread_time() - start)
+        if self._held and not self._side_timer.isActive():
+            self._side_timer.start(self._frame_ms // 2)  # between two frames of the loss plot
+
+    def _refresh_side(self, plot: BasePlot) -> None:
+        changes = self._held.pop(plot, None)
+        if changes:
+            plot.refresh(changes)
+            self._side_drawn[plot] = time.monotonic()
+
+    def _on_side_timer(self) -> None:
+        """Redraw the side plot that waited longest, if its time has come; come back for the rest."""
+        if not self._held:
+            return
+        now = time.monotonic()
+        plot = min(self._held, key=lambda p: self._side_drawn.get(p, -math.inf))
+        changes = self._held[plot]
+        due = self._side_drawn.get(plot, -math.inf) + SIDE_EVERY_S
+        if now >= due or changes.new_workers or changes.events:
+            start = time.thread_time()
+            self._refresh_side(plot)
+            self._pace(time.thread_time() - start)
+        if self._held:
+            wait = min(self._side_drawn.get(p, now - SIDE_EVERY_S) + SIDE_EVERY_S for p in self._held) - now
+            self._side_timer.start(max(self._frame_ms // 2, int(wait * 1000)))
+
+    def _pace(self, cost_s: float) -> None:
+        """Pace the next frame by what drawing costs (setData now plus the painting since last time).
+
+        Plots get about FRAME_BUDGET of one core, however many points or
+        workers, so training processes keep the CPU and the GUI stays responsive.
+        """
         painted = sum(p.paint_cpu_s for p in self.plots)
-        cost = time.thread_time() - start + painted - self._painted_before
+        cost = cost_s + painted - self._painted_before
         self._painted_before = painted
         self._cost_s = 0.7 * self._cost_s + 0.3 * cost
         self._frame_ms = int(min(MAX_FRAME_MS, max(MIN_FRAME_MS, 1000 * self._cost_s / FRAME_BUDGET)))

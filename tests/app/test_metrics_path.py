@@ -13,7 +13,7 @@ from core.errors import DataError
 from core.session import RecordBuffer
 
 
-def test_reader_coalesces_to_at_most_30_batches_a_second(qtbot: Any) -> None:
+def test_reader_coalesces_to_at_most_100_batches_a_second(qtbot: Any) -> None:
     buffer = RecordBuffer()
     reader = MetricsReader(buffer)
     batches: list[list[dict[str, Any]]] = []
@@ -35,7 +35,8 @@ def test_reader_coalesces_to_at_most_30_batches_a_second(qtbot: Any) -> None:
     elapsed = time.monotonic() - started
     producer.join()
     assert reader.stop()
-    assert len(batches) <= 30 * elapsed + 2
+    assert len(batches) <= 100 * elapsed + 2
+    assert len(batches) < total // 4  # batches of several puts, not one call per put
     got = [r for b in batches for r in b]
     assert len(got) == total
     for w in range(4):  # per-worker order is kept

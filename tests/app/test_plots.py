@@ -42,8 +42,10 @@ def panel(qtbot: Any) -> PlotsPanel:
 
 def test_each_worker_gets_curves_and_the_frame_follows(qtbot: Any, panel: PlotsPanel) -> None:
     panel.add_records(step_records(3, range(300)))
-    # setData happens on the next frame, not per record
+    # setData happens on the next frame, not per record; the side plots follow one at a time
     qtbot.waitUntil(lambda: panel.loss.point_count(2) == 300, timeout=20_000)
+    qtbot.waitUntil(lambda: sorted(panel.throughput.curves) == [0, 1, 2] and sorted(panel.lr.curves) == [0, 1, 2],
+                    timeout=20_000)
     assert sorted(panel.loss.raw) == [0, 1, 2]
     assert panel.loss.mean is not None and panel.loss.mean.isVisible()
     assert sorted(panel.val.loss_curves) == [0, 1, 2]
