@@ -5,3 +5,12 @@
 - :mod:`core.launchers.torchrun` is the other way round: PyTorch's own
   launcher (``torchrun``) started this process as one rank of a group.
 """
+
+from __future__ import annotations
+
+import os
+
+
+def under_torchrun() -> bool:
+    """Whether torchrun started this process as one rank of a group (known without importing torch)."""
+    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"))

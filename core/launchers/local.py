@@ -13,8 +13,6 @@ import sys
 import threading
 from typing import Any
 
-import torch.multiprocessing as tmp
-
 # torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server
 PRELOAD = ["torch", "torch._dynamo", "core.workers"]
 _lock = threading.Lock()
@@ -33,6 +31,8 @@ def get_context(preload: list[str] | None = None) -> Any:
     global _ctx
     with _lock:
         if _ctx is None:
+            import torch.multiprocessing as tmp  # registers torch's reductions: tensors pass as shared memory
+
             method = start_method()
             ctx = tmp.get_context(method)
             if method == "forkserver":
@@ -47,6 +47,33 @@ def _ensure_forkserver() -> None:
     forkserver.ensure_running()
 
 
+def prestart(preload: list[str] | None = None) -> None:
+    """Start the forkserver before this process imports torch, so that its imports overlap ours.
+
+    For a command that will start workers: the server's preloads (torch,
+    torch._dynamo, the worker module: about 2 s cold) then run beside this
+    process's own imports and data loading instead of after them. Uses the
+    standard library alone; the server is the one ``get_context`` uses later.
+    """
+    if start_method() != "forkserver":
+        return
+    import multiprocessing
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD if preload is None else preload)
+    _start_server()
+
+
+def _start_server() -> None:
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            _ensure_forkserver()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    else:
+        _ensure_forkserver()
+
+
 def warm_up(block: bool = False, preload: list[str] | None = None) -> None:
     """Start the forkserver (torch preloaded) now, so the first Start is fast.
 
@@ -59,14 +86,7 @@ def warm_up(block: bool = False, preload: list[str] | None = None) -> None:
     ctx = get_context(preload)
     if ctx.get_start_method() != "forkserver":
         return
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            _ensure_forkserver()
-        finally:
-            signal.signal(signal.SIGINT, previous)
-    else:
-        _ensure_forkserver()
+    _start_server()
     if block:
         _wait_for_forkserver(ctx)
 

@@ -32,10 +32,6 @@ from core.workers import RUN, STOP, Channels, SettingsBox, WorkerSpec, default_t
 RUN_FILE = "torchrun.json"  # in the run directory: the rendezvous id and the restarts so far
 
 
-def under_torchrun() -> bool:
-    return all(k in os.environ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"))
-
-
 @dataclass
 class _Word:
     value: int = RUN
