@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     ("Engine vs a bare loop", ["engine_vs_bare.py", "--repeats", "5"]),
+    ("Cold start from the shell", ["cold_start.py", "--repeats", "5"]),
     ("Start, pause, stop and memory", ["latency_memory.py", "--repeats", "5"]),
     ("Against PyTorch Lightning", ["lightning_compare.py", "--repeats", "3"]),
     ("Live plots", ["gui_latency.py"]),
@@ -21,6 +22,8 @@ SCRIPTS = [
     ("Batch prediction", ["predict_throughput.py"]),
     ("Tuning on digits", ["tuning_digits.py"]),
     ("torchrun against the local launcher", ["torchrun_vs_local.py", "--repeats", "3"]),
+    ("Hogwild against hand-written loops", ["hogwild_reference.py", "--repeats", "5"]),
+    ("Image-folder training against a bare DataLoader loop", ["image_folder.py", "--repeats", "3"]),
 ]
 
 
