@@ -710,10 +710,10 @@ class PlotsPanel(QWidget):
         self.splitter.addWidget(bottom)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
-        bottom.setStretchFactor(0, 2)  # the validation widget holds two plots
-        bottom.setStretchFactor(1, 1)
-        bottom.setStretchFactor(2, 1)
-        bottom.setStretchFactor(3, 1)
+        bottom.setStretchFactor(0, 4)  # the validation widget holds two plots
+        bottom.setStretchFactor(1, 3)  # throughput has a legend beside it
+        bottom.setStretchFactor(2, 2)
+        bottom.setStretchFactor(3, 2)
         self.splitter.setChildrenCollapsible(False)
 
         layout = QVBoxLayout(self)
@@ -746,9 +746,15 @@ class PlotsPanel(QWidget):
         show = bool(sweep_values) and len(sweep_values or {}) > 1
         was = self.sweep.isVisibleTo(self)
         self.sweep.setVisible(show)
+        # A sweep's plot takes the learning-rate plot's place: its x axis and the legends give each
+        # worker's rate, and a fifth plot in the row would crowd out the legends.
+        self.lr.setVisible(not show)
         if show and not was:  # room for it within the width the other plots had
             total = sum(self.bottom_splitter.sizes()) or 900
-            self.bottom_splitter.setSizes([total * 2 // 5, total // 5, total // 5, total // 5])
+            self.bottom_splitter.setSizes([total * 4 // 9, total * 3 // 9, total * 2 // 9, 0])
+        elif was and not show:
+            total = sum(self.bottom_splitter.sizes()) or 900
+            self.bottom_splitter.setSizes([total * 4 // 9, total * 3 // 9, 0, total * 2 // 9])
 
     def set_winner(self, worker: int | None) -> None:
         """Draw the result's worker (a sweep's best) bolder on every plot."""
@@ -798,6 +804,7 @@ class PlotsPanel(QWidget):
             self._side_timer.stop()
             for plot in list(self._held):
                 self._refresh_side(plot)
+            self.lr.refresh(None)  # every rate curve out to its latest step (a few points each)
         if pending is not None:
             self.frames += 1
             for cb in self.frame_callbacks:

@@ -76,6 +76,10 @@ def test_learning_rate_has_its_own_curve(qtbot: Any, panel: PlotsPanel, tmp_path
     lr.save_csv(tmp_path / "lr.csv")
     rows = list(csv.reader((tmp_path / "lr.csv").open()))
     assert rows[0] == ["worker", "step", "time_s", "lr"] and len(rows) == 1 + 2 * 4
+    panel.set_run_shape({0: "lr 0.1", 1: "lr 0.01"}, True, {0: 0.1, 1: 0.01})  # a sweep's plot takes its place
+    assert panel.sweep.isVisible() and not lr.isVisible()
+    panel.set_run_shape({0: "worker 0", 1: "worker 1"}, False)
+    assert lr.isVisible() and not panel.sweep.isVisible() and panel.bottom_splitter.sizes()[3] > 0
 
 
 def test_x_axis_log_scale_and_smoothing(qtbot: Any, panel: PlotsPanel) -> None:
