@@ -1,8 +1,8 @@
 """Live plots: training loss, validation, throughput (pyqtgraph).
 
 Each plot draws from the numpy series of one :class:`RunData`; ``refresh``
-calls ``setData`` once per changed curve per batch (the MetricsReader sends
-at most ~30 batches a second), never once per record. Curves use peak
+calls ``setData`` once per changed curve per frame (``PlotsPanel`` paces the
+frames), never once per record. Curves use peak
 downsampling and clip-to-view so a million points still redraw quickly.
 """
 
@@ -603,7 +603,7 @@ class LRPlot(BasePlot):
     def refresh(self, changes: Changes | None) -> None:
         xc = LSTEP if self.x_mode == "step" else LTIME
         now = time.monotonic()
-        if changes is None:
+        if changes is None or changes.events:  # a pause, a resume, a change: every curve to its latest step
             workers = set(self.data.lr)
         else:
             moved = {w for w in changes.loss & self.data.lr.keys()
@@ -725,7 +725,7 @@ class PlotsPanel(QWidget):
     # -- data ------------------------------------------------------------------
     def reset(self, t0: float | None = None) -> None:
         self.data = RunData(t0=t0, smoothing=self.data.smoothing, max_points=self.data.max_points)
-        self.sweep.hide()
+        self._show_sweep(False)
         self._pending = None
         self._held.clear()
         self._side_drawn.clear()
@@ -743,18 +743,21 @@ class PlotsPanel(QWidget):
         for plot in (self.loss, self.val, self.throughput):
             plot.relabel()
         self.sweep.set_values(sweep_values or {})
-        show = bool(sweep_values) and len(sweep_values or {}) > 1
-        was = self.sweep.isVisibleTo(self)
+        self._show_sweep(bool(sweep_values) and len(sweep_values or {}) > 1)
+
+    def _show_sweep(self, show: bool) -> None:
+        """A sweep's plot takes the learning-rate plot's place in the row, and gives it back.
+
+        The sweep's x axis and the legends give each worker's rate, and a fifth
+        plot in the row would crowd out the legends.
+        """
+        if show == self.sweep.isVisibleTo(self) and show != self.lr.isVisibleTo(self):
+            return
+        total = sum(self.bottom_splitter.sizes()) or 900
         self.sweep.setVisible(show)
-        # A sweep's plot takes the learning-rate plot's place: its x axis and the legends give each
-        # worker's rate, and a fifth plot in the row would crowd out the legends.
         self.lr.setVisible(not show)
-        if show and not was:  # room for it within the width the other plots had
-            total = sum(self.bottom_splitter.sizes()) or 900
-            self.bottom_splitter.setSizes([total * 4 // 9, total * 3 // 9, total * 2 // 9, 0])
-        elif was and not show:
-            total = sum(self.bottom_splitter.sizes()) or 900
-            self.bottom_splitter.setSizes([total * 4 // 9, total * 3 // 9, 0, total * 2 // 9])
+        wide, mid, narrow = total * 4 // 9, total * 3 // 9, total * 2 // 9
+        self.bottom_splitter.setSizes([wide, mid, narrow, 0] if show else [wide, mid, 0, narrow])
 
     def set_winner(self, worker: int | None) -> None:
         """Draw the result's worker (a sweep's best) bolder on every plot."""

@@ -333,7 +333,7 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from core.checkpoint import default_checkpoint
 
-    run_dir = Path(args.run_dir)
+    run_dir = Path(args.run_dir).expanduser()
     which = args.checkpoint or default_checkpoint(run_dir)
     write = not args.no_write and which == "last"  # eval.json is the run's end-of-run record, as in the window
     full = evaluate_run(run_dir, write=write, checkpoint=which)
@@ -341,6 +341,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if write:
         sys.stderr.write(f"wrote {run_dir / EVAL_FILE}\n")
     elif not args.no_write:
-        sys.stderr.write(f"evaluated checkpoints/{which}.pt (epoch {full['checkpoint']['epoch']}); "
-                         f"{EVAL_FILE} keeps the evaluation of checkpoints/last.pt\n")
+        sys.stderr.write(f"evaluated checkpoints/{which}.pt (epoch {full['checkpoint']['epoch']}); not written: "
+                         f"{EVAL_FILE} records checkpoints/last.pt (--checkpoint last writes it)\n")
     return 0

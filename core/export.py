@@ -504,7 +504,7 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from core.checkpoint import default_checkpoint
 
-    which = args.checkpoint or default_checkpoint(Path(args.run_dir))
+    which = args.checkpoint or default_checkpoint(Path(args.run_dir).expanduser())
     result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)
     sys.stderr.write(result.summary() + f" ({result.seconds:.1f} s)\n")
     for path in result.files:

@@ -772,9 +772,10 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
         raise UserError(f"predict: --workers must be from 1 to 256, got {workers}")
     t0 = time.perf_counter()
     model_path = resolve_model_path(Path(model_path), checkpoint)
-    input_path = Path(input_path)
-    cores = os.cpu_count() or 1
-    if workers is None and cores > 1 and _looks_large(input_path, batch_rows * AUTO_POOL_BATCHES):
+    input_path = Path(input_path).expanduser()
+    automatic = workers is None
+    cores = usable_cores()
+    if automatic and cores > 1 and _looks_large(input_path, batch_rows):
         workers = cores
     pool = workers is not None and workers > 1
     threads = 0 if workers is None else 1
@@ -794,6 +795,8 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
         _check_shape(inp, meta, input_path)
         chunks = chunk_bounds(len(inp), batch_rows)
         used = max(1, min(workers or 1, len(chunks)))
+        if automatic and len(chunks) < _auto_pool_batches(inp):
+            used = 1  # the guess from the file's size was wrong: too little for a pool to repay
         if used > 1:
             with _pool(model_path, used) as workers_pool:
                 results = _predict_in_pool(workers_pool, inp, chunks, batch_rows)
@@ -812,16 +815,46 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
                        time.perf_counter() - t0, inp.labels)
 
 
-AUTO_POOL_BATCHES = 16  # an automatic worker count uses a pool from this many batches on
+AUTO_POOL_BATCHES = 16  # an automatic worker count uses a pool from this many batches of rows on
+AUTO_POOL_IMAGE_BATCHES = 2  # or of images, whose decoding is slow Python work a pool spreads
 
 
-def _looks_large(path: Path, rows: int) -> bool:
-    """Whether an input probably holds at least ``rows`` rows, judged without reading it."""
+def usable_cores() -> int:
+    """The CPUs this process may run on (affinity, cgroup-pinned containers), at most 256."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(256, cores))
+
+
+def _auto_pool_batches(inp: PredictInput) -> int:
+    return AUTO_POOL_IMAGE_BATCHES if inp.paths else AUTO_POOL_BATCHES
+
+
+def _looks_large(path: Path, batch_rows: int) -> bool:
+    """Whether an input probably holds enough rows for a pool, judged without reading it all.
+
+    An image folder by its image files; an NPZ by the shape in its ``x``
+    header; a CSV by its size over its first line's length.
+    """
     try:
         if path.is_dir():
-            return sum(1 for _ in zip(range(rows), path.rglob("*.*"))) >= rows
-        return path.stat().st_size >= rows * 64  # a row of a CSV or NPZ takes well over 64 bytes in practice
-    except OSError:
+            from core.data import IMAGE_SUFFIXES
+
+            enough = batch_rows * AUTO_POOL_IMAGE_BATCHES
+            images = (f for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+            return sum(1 for _ in zip(range(enough), images)) >= enough
+        enough = batch_rows * AUTO_POOL_BATCHES
+        if path.suffix.lower() == ".npz":
+            import numpy as np
+
+            with zipfile.ZipFile(path) as zf, zf.open("x.npy") as fh:
+                major, _ = np.lib.format.read_magic(fh)
+                read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                shape = read_header(fh)[0]
+            return bool(shape) and int(shape[0]) >= enough
+        with path.open("rb") as fh:
+            line = len(fh.readline(1 << 20)) or 1
+        return path.stat().st_size // line >= enough
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
         return False  # reading the input reports the problem
 
 

@@ -192,12 +192,11 @@ START_GRACE_S = 3.0  # after Ctrl-C during data loading, wait this long for the 
 def cmd_train(args: argparse.Namespace) -> int:
     from core.launchers import local, under_torchrun
 
-    if not under_torchrun():
-        local.prestart()  # first: the forkserver imports torch while this process does
-    from core.session import Session
-
     if args.resume and (args.config or args.strategy or args.workers is not None or args.set or args.name):
         raise ArgumentError("traindesk train: --resume continues a run with its own config; only --epochs may change")
+    if not under_torchrun():
+        local.prestart()  # before importing torch: the forkserver imports it while this process does
+    from core.session import Session
     if under_torchrun():
         session = _torchrun_session(args)
         if session is None:

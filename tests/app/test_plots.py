@@ -80,6 +80,11 @@ def test_learning_rate_has_its_own_curve(qtbot: Any, panel: PlotsPanel, tmp_path
     assert panel.sweep.isVisible() and not lr.isVisible()
     panel.set_run_shape({0: "worker 0", 1: "worker 1"}, False)
     assert lr.isVisible() and not panel.sweep.isVisible() and panel.bottom_splitter.sizes()[3] > 0
+    width = panel.bottom_splitter.sizes()[3]
+    panel.set_run_shape({0: "lr 0.1", 1: "lr 0.01"}, True, {0: 0.1, 1: 0.01})
+    panel.reset()  # the window resets before it sets the next run's shape
+    panel.set_run_shape({0: "worker 0"}, False)
+    assert lr.isVisible() and panel.bottom_splitter.sizes()[3] >= width * 0.9
 
 
 def test_x_axis_log_scale_and_smoothing(qtbot: Any, panel: PlotsPanel) -> None:

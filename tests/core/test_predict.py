@@ -134,6 +134,18 @@ def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[st
     assert auto.workers == 1 and auto.csv_text() == one.csv_text()
 
 
+def test_the_automatic_worker_count_judges_the_input_without_reading_it(tmp_path: Path) -> None:
+    from core.predict import _looks_large
+
+    np.savez(tmp_path / "big.npz", x=np.zeros((16 * 100, 4), np.float32))
+    np.savez_compressed(tmp_path / "small.npz", x=np.zeros((16 * 100 - 1, 4), np.float32))
+    (tmp_path / "big.csv").write_text("a,b\n" + "1,2\n" * 16 * 100)
+    (tmp_path / "small.csv").write_text("a,b\n" + "1,2\n" * 100)
+    assert _looks_large(tmp_path / "big.npz", 100) and not _looks_large(tmp_path / "small.npz", 100)
+    assert _looks_large(tmp_path / "big.csv", 100) and not _looks_large(tmp_path / "small.csv", 100)
+    assert not _looks_large(tmp_path / "missing.npz", 100)  # reading it says what is wrong
+
+
 def test_image_folder_input(tmp_path: Path) -> None:
     from PIL import Image
 
