@@ -76,6 +76,13 @@ def test_learning_rate_has_its_own_curve(qtbot: Any, panel: PlotsPanel, tmp_path
     lr.save_csv(tmp_path / "lr.csv")
     rows = list(csv.reader((tmp_path / "lr.csv").open()))
     assert rows[0] == ["worker", "step", "time_s", "lr"] and len(rows) == 1 + 2 * 4
+    # a pause draws every rate curve out to its worker's latest step at once (no 1 s wait for the end)
+    panel.set_x_mode("step")
+    panel.add_records([{"kind": "step", "t": 1003.0, "worker": 1, "step": 201, "loss": 0.4, "lr": 0.02}])
+    panel.flush(everything=False)
+    panel.add_records([{"kind": "state", "t": 1003.1, "worker": None, "state": "paused"}])
+    panel.flush(everything=False)
+    qtbot.waitUntil(lambda: lr.curves[1].xData[-1] == 201, timeout=5_000)
     panel.set_run_shape({0: "lr 0.1", 1: "lr 0.01"}, True, {0: 0.1, 1: 0.01})  # a sweep's plot takes its place
     assert panel.sweep.isVisible() and not lr.isVisible()
     panel.set_run_shape({0: "worker 0", 1: "worker 1"}, False)
