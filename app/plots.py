@@ -581,40 +581,29 @@ class LRPlot(BasePlot):
 
     ``RunData`` keeps only the points where a rate changes, so a curve is a
     handful of points; between changes only its end moves on to the latest
-    step, redrawn at most every ``TAIL_EVERY_S``.
+    step, at the pace of the other side plots.
     """
-
-    TAIL_EVERY_S = 1.0
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_lr", data, parent)
         self.plot = self._add_plot(0, "Learning rate", "lr")
         self._update_x_label()
         self.curves: dict[int, pg.PlotDataItem] = {}
-        self._drawn_at: dict[int, float] = {}
 
     def set_log_y(self, on: bool) -> None:
         """The rate stays linear: a warm-up starts at 0, which a log axis cannot show."""
 
     def _forget_curves(self) -> None:
         self.curves.clear()
-        self._drawn_at.clear()
 
     def refresh(self, changes: Changes | None) -> None:
         xc = LSTEP if self.x_mode == "step" else LTIME
-        now = time.monotonic()
-        if changes is None or changes.events:  # a pause, a resume, a change: every curve to its latest step
-            workers = set(self.data.lr)
-        else:
-            moved = {w for w in changes.loss & self.data.lr.keys()
-                     if now - self._drawn_at.get(w, -math.inf) >= self.TAIL_EVERY_S}
-            workers = (changes.lr & self.data.lr.keys()) | moved
+        workers = self.data.lr.keys() if changes is None else (changes.loss | changes.lr) & self.data.lr.keys()
         for w in sorted(workers):
             if w not in self.curves:  # no legend: a worker's colour is the same as in the loss plot's
                 self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1))
             rows = self.data.lr_curve(w)
             self.curves[w].setData(rows[:, xc], rows[:, LR])
-            self._drawn_at[w] = now
 
     def csv_header(self) -> list[str]:
         return ["worker", "step", "time_s", "lr"]
@@ -807,7 +796,6 @@ class PlotsPanel(QWidget):
             self._side_timer.stop()
             for plot in list(self._held):
                 self._refresh_side(plot)
-            self.lr.refresh(None)  # every rate curve out to its latest step (a few points each)
         if pending is not None:
             self.frames += 1
             for cb in self.frame_callbacks:

@@ -92,9 +92,9 @@ class PredictView(QWidget):
         self.button_input_file = QPushButton("File…", objectName="button_predict_input_file")
         self.button_input_folder = QPushButton("Folder…", objectName="button_predict_input_folder")
         self.spin_workers = QSpinBox(objectName="spin_predict_workers")
-        from core.predict import usable_cores
+        from core.predict import worker_limit
 
-        self.spin_workers.setRange(1, usable_cores())
+        self.spin_workers.setRange(1, worker_limit())
         self.spin_workers.setValue(self.spin_workers.maximum())
         self.spin_workers.setToolTip("processes to split the input across, one compute thread each "
                                      "(the result is the same)")

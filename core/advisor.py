@@ -8,7 +8,6 @@ accuracy. The suggestion is the fastest probe whose accuracy kept up.
 
 from __future__ import annotations
 
-import os
 import statistics
 import tempfile
 import time
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import BOUNDS, Config, apply_overrides
+from core.machine import usable_cores
 from core.session import Session
 
 Report = Callable[[str], None]
@@ -38,7 +38,7 @@ class Probe:
 
 
 def cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cores()
 
 
 def candidates(max_workers: int, strategies: tuple[str, ...] = ("single", "hogwild", "ddp")) -> list[tuple[str, int]]:

@@ -768,13 +768,13 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     process per CPU core for an input of many batches, otherwise this process
     with all its threads.
     """
-    if workers is not None and (workers < 1 or workers > 256):
-        raise UserError(f"predict: --workers must be from 1 to 256, got {workers}")
+    if workers is not None and (workers < 1 or workers > MAX_WORKERS):
+        raise UserError(f"predict: --workers must be from 1 to {MAX_WORKERS}, got {workers}")
     t0 = time.perf_counter()
     model_path = resolve_model_path(Path(model_path), checkpoint)
     input_path = Path(input_path).expanduser()
     automatic = workers is None
-    cores = usable_cores()
+    cores = worker_limit()
     if automatic and cores > 1 and _looks_large(input_path, batch_rows):
         workers = cores
     pool = workers is not None and workers > 1
@@ -815,14 +815,16 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
                        time.perf_counter() - t0, inp.labels)
 
 
+MAX_WORKERS = 256
 AUTO_POOL_BATCHES = 16  # an automatic worker count uses a pool from this many batches of rows on
 AUTO_POOL_IMAGE_BATCHES = 2  # or of images, whose decoding is slow Python work a pool spreads
 
 
-def usable_cores() -> int:
-    """The CPUs this process may run on (affinity, cgroup-pinned containers), at most 256."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(256, cores))
+def worker_limit() -> int:
+    """The most ``--workers`` that make sense here: this process's usable cores, at most MAX_WORKERS."""
+    from core.machine import usable_cores
+
+    return max(1, min(MAX_WORKERS, usable_cores()))
 
 
 def _auto_pool_batches(inp: PredictInput) -> int:

@@ -38,6 +38,7 @@ from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
+from core.machine import usable_cores
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
@@ -601,5 +602,4 @@ def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, tor
 def default_threads(workers: int, configured: int) -> int:
     if configured > 0:
         return configured
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // workers)
+    return max(1, usable_cores() // workers)
