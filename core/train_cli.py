@@ -194,22 +194,27 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.resume and (args.config or args.strategy or args.workers is not None or args.set or args.name):
         raise ArgumentError("traindesk train: --resume continues a run with its own config; only --epochs may change")
-    if not under_torchrun():
-        local.prestart()  # before importing torch: the forkserver imports it while this process does
-    from core.session import Session
-    if under_torchrun():
-        session = _torchrun_session(args)
-        if session is None:
-            return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
-    elif args.resume:
-        session = Session.from_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
-    else:
-        session = Session(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
-    cfg = session.config
-    resumed_at = min(p["epoch"] for p in session.start_positions()) - 1
-    progress = Progress(cfg.train.epochs, args.quiet, start_epoch=resumed_at)
-    session.add_listener(progress)
+    # From here on Ctrl-C only counts: one while torch imports or the data loads is acted on once
+    # the run exists (it then starts nothing), never raised inside a library that might swallow it.
     with Interrupts() as interrupts:
+        if not under_torchrun():
+            local.prestart()  # before importing torch: the forkserver imports it while this process does
+        from core.session import Session
+        if under_torchrun():
+            session = _torchrun_session(args)
+            if session is None:
+                return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
+        elif args.resume:
+            session = Session.from_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
+        else:
+            session = Session(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
+        if interrupts.count:  # Ctrl-C while the command started up: nothing has been started
+            sys.stderr.write("interrupted\n")
+            return EXIT_INTERRUPTED
+        cfg = session.config
+        resumed_at = min(p["epoch"] for p in session.start_positions()) - 1
+        progress = Progress(cfg.train.epochs, args.quiet, start_epoch=resumed_at)
+        session.add_listener(progress)
         try:
             abandoned = _drive(session, interrupts)
         finally:

@@ -139,6 +139,9 @@ def test_fork_a_paused_run(qtbot: Any, make_window: Any) -> None:
                     timeout=90_000)
     fork_dir = window.controller.run_dir
     qtbot.waitUntil(lambda: window.controller.state == "running", timeout=60_000)
+    # a worker says "running" just before its first step: stop once the fork has recorded one
+    qtbot.waitUntil(lambda: any(r["kind"] == "step" for r in read_metrics(fork_dir / "metrics.jsonl")),
+                    timeout=60_000)
     assert any(m.kind == "fork" for m in window.plots.data.markers)
     window.action_stop.trigger()
     wait_end(qtbot, window)
