@@ -50,7 +50,6 @@ META_FORMAT = "traindesk.model"
 SIDECAR = "model.json"
 RUNNABLE_SUFFIXES = (".safetensors", ".pt2", ".onnx", ".pt")
 BATCH_ROWS = 2048                      # fixed batch boundaries: results do not depend on --workers
-PROB_FORMAT = "%.7g"                   # float32 holds ~7 significant digits
 
 
 # ----------------------------------------------------------------------------- the model with its preprocessing
@@ -513,34 +512,51 @@ class PredictInput:
 LABEL_COLUMNS = ("label", "target", "class", "y")  # a CSV column with the true classes makes a test set
 
 
-def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
-    """The model's feature columns, by name, from a CSV; an ``id`` column, if any, names the rows."""
-    from core.readers import Columns, read_csv
+@dataclass(frozen=True)
+class _CsvPlan:
+    """Which columns of a CSV's header feed the model, name the rows and hold true classes."""
+
+    columns: Any  # core.readers.Columns: the features (numbers), then the id and label columns (text)
+    id_col: int | None
+    label_col: int | None
+
+
+def _csv_plan(path: Path, meta: dict[str, Any], header: list[str]) -> _CsvPlan:
+    from core.readers import Columns
 
     features = [str(f) for f in meta["input"].get("features") or []]
     n_features = math.prod(int(s) for s in meta["input"]["shape"])
     if len(features) != n_features:
         raise DataError(f"predict: the model takes {n_features} values per sample, not CSV columns; give an NPZ")
-    id_col: list[int] = []
+    index = {name: i for i, name in enumerate(header)}
+    missing = [f for f in features if f not in index]
+    if missing:
+        raise DataError(
+            f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
+            + ", ".join(repr(m) for m in missing[:4])
+        )
+    id_col = index.get("id")
+    target = next((c for c in LABEL_COLUMNS if c in index and c not in features), None)
+    label_col = index[target] if target else None
+    text = [c for c in (id_col, label_col) if c is not None]
+    return _CsvPlan(Columns(numeric=[index[f] for f in features], text=text), id_col, label_col)
 
-    def columns(header: list[str]) -> Columns:
-        index = {name: i for i, name in enumerate(header)}
-        missing = [f for f in features if f not in index]
-        if missing:
-            raise DataError(
-                f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
-                + ", ".join(repr(m) for m in missing[:4])
-            )
-        id_col[:] = [index["id"]] if "id" in index else []
-        target = next((c for c in LABEL_COLUMNS if c in index and c not in features), None)
-        label_col[:] = [index[target]] if target else []
-        return Columns(numeric=[index[f] for f in features], text=id_col + label_col)
 
-    label_col: list[int] = []
+def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
+    """The model's feature columns, by name, from a CSV; an ``id`` column, if any, names the rows."""
+    from core.readers import read_csv
+
+    plans: list[_CsvPlan] = []
+
+    def columns(header: list[str]) -> Any:
+        plans.append(_csv_plan(path, meta, header))
+        return plans[-1].columns
+
     table = read_csv(path, "predict", columns)
+    plan = plans[-1]
     x = table.x
-    ids = table.text[id_col[0]].tolist() if id_col else [str(i) for i in range(x.shape[0])]
-    labels = [str(v) for v in table.text[label_col[0]].tolist()] if label_col else None
+    ids = table.text[plan.id_col].tolist() if plan.id_col is not None else [str(i) for i in range(x.shape[0])]
+    labels = [str(v) for v in table.text[plan.label_col].tolist()] if plan.label_col is not None else None
     return PredictInput(ids, x=x.reshape((x.shape[0], *meta["input"]["shape"])), labels=labels)
 
 
@@ -689,13 +705,24 @@ def csv_header(classes: Sequence[str]) -> str:
 
 
 def format_rows(ids: Sequence[str], probs: np.ndarray, classes: Sequence[str]) -> str:
-    """CSV lines ``id,predicted,prob_...`` for these rows (one format string per row: the fast path)."""
-    names = [_csv_field(c) for c in classes]
-    template = "%s,%s," + ",".join([PROB_FORMAT] * len(classes)) + "\n"
-    best = probs.argmax(axis=1).tolist()
-    return "".join(
-        template % (i, names[k], *row) for i, k, row in zip(_csv_fields(ids), best, probs.tolist())
-    )
+    """CSV lines ``id,predicted,prob_...`` for these rows, formatted by pyarrow in C++.
+
+    Each probability is the shortest decimal that reads back as the same
+    float32 (``0.61903375``, ``5.7675044e-7``): nothing is lost.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(ids) == 0:
+        return ""
+    names = pa.array([_csv_field(c) for c in classes], pa.string())
+    columns = [pa.array(_csv_fields(ids), pa.string()), pc.take(names, pa.array(probs.argmax(axis=1)))]
+    columns += [pc.cast(pa.array(np.ascontiguousarray(probs[:, j])), pa.string()) for j in range(probs.shape[1])]
+    lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*columns, ","), "\n", "")
+    _, offsets, data = lines.buffers()  # one string array: its data buffer is the lines end to end
+    bounds = np.frombuffer(offsets, np.int32)[lines.offset:lines.offset + len(lines) + 1]
+    return memoryview(data)[bounds[0]:bounds[-1]].tobytes().decode("utf-8")
 
 
 @dataclass
@@ -763,10 +790,11 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     ``checkpoint`` picks a run directory's ``best`` or ``last`` checkpoint (None: best once it exists).
 
     ``workers`` N runs N processes with one compute thread each (N = 1: this
-    process, on one thread), which also format their rows; results are put
-    back in input order, so the output is the same for any N. None picks: one
-    process per CPU core for an input of many batches, otherwise this process
-    with all its threads.
+    process, on one thread), which also format their rows and, for a CSV with
+    one line per record, parse them (this process only indexes where rows
+    start); results are put back in input order, so the output is the same
+    for any N. None picks: one process per CPU core for an input of many
+    batches, otherwise this process with all its threads.
     """
     if workers is not None and (workers < 1 or workers > MAX_WORKERS):
         raise UserError(f"predict: --workers must be from 1 to {MAX_WORKERS}, got {workers}")
@@ -777,42 +805,136 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     cores = worker_limit()
     if automatic and cores > 1 and _looks_large(input_path, batch_rows):
         workers = cores
-    pool = workers is not None and workers > 1
-    threads = 0 if workers is None else 1
-    predictor = None
-    if pool:
-        from core.launchers import local as launcher
+    predictor: Predictor | None = None
+    executor = None
+    with contextlib.ExitStack() as stack:
+        if workers is not None and workers > 1:
+            from core.launchers import local as launcher
 
-        # the forkserver boots while this process reads the input; inference needs torch alone (not the
-        # torch._dynamo an optimizer pulls in), unless a training run of this process started it already
-        launcher.warm_up(preload=PREDICT_PRELOAD)
-        meta = read_model_meta(model_path)
-    with _compute_threads(0 if pool else threads):
-        if not pool:
+            # the forkserver boots while this process reads the input; inference needs torch alone (not the
+            # torch._dynamo an optimizer pulls in), unless a training run of this process started it already
+            launcher.warm_up(preload=PREDICT_PRELOAD)
+            executor = stack.enter_context(_pool(model_path, workers))  # its processes start loading the model now
+            meta = read_model_meta(model_path)
+        else:
+            threads = 0 if automatic else 1
+            stack.enter_context(_compute_threads(threads))
             predictor = load_predictor(model_path, threads)
             meta = predictor.meta
-        inp = read_input(input_path, meta)
-        _check_shape(inp, meta, input_path)
-        chunks = chunk_bounds(len(inp), batch_rows)
-        used = max(1, min(workers or 1, len(chunks)))
-        if automatic and len(chunks) < _auto_pool_batches(inp):
-            used = 1  # the guess from the file's size was wrong: too little for a pool to repay
-        if used > 1:
-            with _pool(model_path, used) as workers_pool:
-                results = _predict_in_pool(workers_pool, inp, chunks, batch_rows)
-        else:
-            predictor = predictor or load_predictor(model_path)  # one batch: no pool worth starting
-            with _progress(len(inp)) as bar:
-                results = []
-                for lo, hi in chunks:
-                    results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
-                    bar.update(hi - lo)
+        rows = None
+        if workers is not None and input_path.suffix.lower() == ".csv" and input_path.is_file():
+            rows = _predict_csv_pieces(executor, predictor, input_path, meta, workers, batch_rows)
+        if rows is None:
+            rows = _predict_input(executor, predictor, model_path, input_path, meta, workers, batch_rows, automatic)
     import numpy as np
 
     classes = [str(c) for c in meta["classes"]]
-    probs = np.concatenate([r[0] for r in results]) if results else np.empty((0, len(classes)), np.float32)
-    return Predictions(inp.ids, classes, probs, [r[1] for r in results], model_path, used,
-                       time.perf_counter() - t0, inp.labels)
+    probs = np.concatenate(rows.probs) if rows.probs else np.empty((0, len(classes)), np.float32)
+    return Predictions(rows.ids, classes, probs, rows.texts, model_path, rows.workers,
+                       time.perf_counter() - t0, rows.labels)
+
+
+@dataclass
+class _Rows:
+    """What the pieces of an input gave, in input order."""
+
+    ids: list[str]
+    probs: list[np.ndarray]
+    texts: list[str]
+    labels: list[str] | None
+    workers: int
+
+
+def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path, input_path: Path,
+                   meta: dict[str, Any], workers: int | None, batch_rows: int, automatic: bool) -> _Rows:
+    """Read the whole input here, then predict fixed batches of it (in the pool, or in this process)."""
+    inp = read_input(input_path, meta)
+    _check_shape(inp, meta, input_path)
+    chunks = chunk_bounds(len(inp), batch_rows)
+    used = max(1, min(workers or 1, len(chunks)))
+    if automatic and len(chunks) < _auto_pool_batches(inp):
+        used = 1  # an automatic count guessed from the file's size was wrong: too little for a pool to repay
+    if used > 1:
+        def part(lo: int, hi: int) -> PredictInput:
+            return PredictInput(inp.ids[lo:hi], x=None if inp.x is None else inp.x[lo:hi],
+                                paths=inp.paths[lo:hi], image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
+
+        tasks = [(_predict_task, (part(lo, hi), lo, hi, batch_rows)) for lo, hi in chunks]
+        results = _run_in_pool(executor, tasks, [hi - lo for lo, hi in chunks])
+    else:
+        predictor = predictor or load_predictor(model_path)  # one batch: no pool worth using
+        with _progress(len(inp)) as bar:
+            results = []
+            for lo, hi in chunks:
+                results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
+                bar.update(hi - lo)
+    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, used)
+
+
+PIECE_BATCHES = 4      # a CSV piece (what one process parses and predicts at a time) is at most this many batches
+PIECES_PER_WORKER = 4  # and pieces are cut small enough that each worker gets several: the last ones even out
+
+
+def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, meta: dict[str, Any],
+                        workers: int, batch_rows: int) -> _Rows | None:
+    """A CSV with one line per record, cut into pieces of whole batches that are parsed where they are
+    predicted, in the pool while this process goes on cutting; None when it must be read whole (quotes,
+    blank lines, or a value whose error the whole read reports)."""
+    from core.readers import csv_split
+
+    plans: list[_CsvPlan] = []
+
+    def columns(header: list[str]) -> Any:
+        plans.append(_csv_plan(path, meta, header))
+        return plans[-1].columns
+
+    split = csv_split(path, columns)
+    if split is None:
+        return None
+    plan = plans[-1]
+    estimate = split.estimated_rows()
+    per_worker = math.ceil(estimate / batch_rows / (workers * PIECES_PER_WORKER))
+    step = batch_rows * max(1, min(PIECE_BATCHES, per_worker))  # whole batches: the same batches as a whole read
+    extra = (plan.id_col, plan.label_col, batch_rows)
+    results: list[Any] = []
+    with _progress(estimate) as bar:
+        if executor is None:
+            assert predictor is not None
+            for piece in split.pieces(step):
+                results.append(_predict_piece(predictor, piece, *extra))
+                if results[-1] is None:
+                    return None
+                bar.update(piece.count)
+        else:
+            futures = [executor.submit(_piece_task, piece, *extra) for piece in split.pieces(step)]
+            bar.total = split.n_rows
+            ids = [] if plan.id_col is not None else [str(i) for i in range(split.n_rows)]  # while they work
+            results = _gather(futures, bar, split.whole)
+        if split.whole or results is None:
+            return None
+    if plan.id_col is not None:
+        ids = [i for r in results for i in r[2]]
+    elif executor is None:
+        ids = [str(i) for i in range(split.n_rows)]
+    labels = [v for r in results for v in r[3]] if plan.label_col is not None else None
+    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, min(workers, len(results)))
+
+
+def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None,
+                   batch_rows: int) -> tuple[np.ndarray, str, list[str], list[str]] | None:
+    """Parse one CSV piece (core.readers.CsvRows) on this thread and predict it: probabilities, CSV lines,
+    the id column's values and the true labels (empty when the CSV has none); None if it needs the whole read."""
+    from core.readers import read_csv_rows
+
+    table = read_csv_rows(piece)
+    if table is None:
+        return None
+    ids = table.text[id_col].tolist() if id_col is not None else \
+        [str(i) for i in range(piece.first, piece.first + piece.count)]
+    inp = PredictInput(ids, x=table.x.reshape((piece.count, *predictor.input_shape)))
+    probs, text = predict_chunk(predictor, inp, 0, piece.count, batch_rows)
+    labels = [str(v) for v in table.text[label_col].tolist()] if label_col is not None else []
+    return probs, text, ids if id_col is not None else [], labels
 
 
 MAX_WORKERS = 256
@@ -890,7 +1012,10 @@ def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
 # ----------------------------------------------------------------------------- the process pool
 
 
-PREDICT_PRELOAD = ["torch", "core.predict"]
+# what a pool process needs, imported once by the forkserver: the model rebuilt, a CSV piece parsed and its
+# rows formatted (pyarrow alone takes 0.13 s to import); a missing optional module (onnxruntime) is skipped
+PREDICT_PRELOAD = ["torch", "core.predict", "core.readers", "core.models", "safetensors.torch", "pyarrow.csv",
+                   "pyarrow.compute", "onnxruntime"]
 _worker_predictor: Predictor | None = None
 _worker_error: BaseException | None = None
 
@@ -913,12 +1038,12 @@ def _ready() -> None:
         raise _worker_error
 
 
-def _predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int) -> tuple[np.ndarray, str]:
-    """One batch in a pool process; ``inp`` holds just this batch's rows (ids, features or paths)."""
+def _in_worker(start: int, stop: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn(predictor, *args)`` in a pool process; an unexpected error comes back as one line."""
     _ready()
     assert _worker_predictor is not None
     try:
-        return predict_chunk(_worker_predictor, inp, 0, stop - start, batch_rows)
+        return fn(_worker_predictor, *args)
     except UserError:
         raise
     except Exception as exc:  # the parent reports it as one line
@@ -926,8 +1051,19 @@ def _predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int) -> 
         raise RuntimeError(f"predict: rows {start}-{stop}: {type(exc).__name__}: {first[:200]}") from None
 
 
+def _predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int) -> tuple[np.ndarray, str]:
+    """One batch in a pool process; ``inp`` holds just this batch's rows (ids, features or paths)."""
+    return _in_worker(start, stop, predict_chunk, inp, 0, stop - start, batch_rows)
+
+
+def _piece_task(piece: Any, id_col: int | None, label_col: int | None, batch_rows: int) -> Any:
+    """One CSV piece in a pool process, parsed there (see ``_predict_piece``)."""
+    return _in_worker(piece.first, piece.first + piece.count, _predict_piece, piece, id_col, label_col, batch_rows)
+
+
 @contextlib.contextmanager
 def _pool(model_path: Path, workers: int) -> Iterator[Any]:
+    """A pool of ``workers`` processes, each started at once and loading the model while the caller reads."""
     from concurrent.futures import ProcessPoolExecutor
 
     from core.launchers import local as launcher
@@ -935,6 +1071,8 @@ def _pool(model_path: Path, workers: int) -> Iterator[Any]:
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(),
                                initializer=_init_worker, initargs=(str(model_path), os.getpid()))
     try:
+        for _ in range(workers):  # a process starts per task submitted while none is idle: all of them now
+            pool.submit(_ready)
         yield pool
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)  # a failed batch makes the rest pointless
@@ -942,25 +1080,37 @@ def _pool(model_path: Path, workers: int) -> Iterator[Any]:
     pool.shutdown(wait=True)
 
 
-def _predict_in_pool(pool: Any, inp: PredictInput, chunks: list[tuple[int, int]],
-                     batch_rows: int) -> list[tuple[np.ndarray, str]]:
+def _run_in_pool(pool: Any, tasks: list[tuple[Callable[..., Any], tuple[Any, ...]]],
+                 sizes: list[int]) -> list[Any]:
+    """Results of ``tasks`` in their order, with progress in rows (``sizes``)."""
+    with _progress(sum(sizes)) as bar:
+        results = _gather([pool.submit(fn, *args) for fn, args in tasks], bar)
+    assert results is not None  # these tasks never give None
+    return results
+
+
+def _gather(futures: list[Any], bar: Any, cancel: bool = False) -> list[Any] | None:
+    """The futures' results in their order, advancing ``bar`` by each result's rows; None as soon as one
+    gives None (or at once when ``cancel``), the others cancelled."""
     from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    def part(lo: int, hi: int) -> PredictInput:
-        return PredictInput(inp.ids[lo:hi], x=None if inp.x is None else inp.x[lo:hi], paths=inp.paths[lo:hi],
-                            image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
-
-    futures = {pool.submit(_predict_task, part(lo, hi), lo, hi, batch_rows): k for k, (lo, hi) in enumerate(chunks)}
-    results: list[Any] = [None] * len(chunks)
+    order = {future: k for k, future in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
     try:
-        with _progress(len(inp)) as bar:
-            for future in as_completed(futures):
-                k = futures[future]
-                results[k] = future.result()
-                bar.update(chunks[k][1] - chunks[k][0])
+        for future in [] if cancel else as_completed(order):
+            k = order[future]
+            results[k] = future.result()
+            if results[k] is None:
+                cancel = True
+                break
+            bar.update(len(results[k][0]))
     except BrokenProcessPool:
         raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
+    if cancel:
+        for future in futures:
+            future.cancel()
+        return None
     return results
 
 

@@ -18,7 +18,7 @@ import math
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -97,27 +97,41 @@ def _read_fast(path: Path, select: Select) -> CsvData | None:
     except Exception:  # the exact reader raises it, after the checks that come first
         return None
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
-    numeric = [raw_header[i] for i in cols.numeric]
-    text = [raw_header[i] for i in cols.text]
-    types = {**{n: pa.float64() for n in numeric}, **{n: pa.string() for n in text}}
     try:
         table = pacsv.read_csv(
             path,
             # a line break inside a value needs quotes; without any, blocks split at every newline (faster)
             parse_options=pacsv.ParseOptions(newlines_in_values=_has_quotes(path)),
-            convert_options=pacsv.ConvertOptions(column_types=types, include_columns=list(dict.fromkeys(numeric + text)),
-                                                 strings_can_be_null=False, quoted_strings_can_be_null=False),
+            convert_options=_convert_options(raw_header, cols),
         )
     except (pa.ArrowException, OSError, ValueError):
         return None
+    return _table_data(table, raw_header, cols)
+
+
+def _convert_options(raw_header: list[str], cols: Columns) -> Any:
+    """pyarrow's conversion: numbers as float64 (never inferred), text as strings that are never null."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    numeric = [raw_header[i] for i in cols.numeric]
+    text = [raw_header[i] for i in cols.text]
+    types = {**{n: pa.float64() for n in numeric}, **{n: pa.string() for n in text}}
+    return pacsv.ConvertOptions(column_types=types, include_columns=list(dict.fromkeys(numeric + text)),
+                                strings_can_be_null=False, quoted_strings_can_be_null=False)
+
+
+def _table_data(table: Any, raw_header: list[str], cols: Columns) -> CsvData | None:
+    """A pyarrow table as :class:`CsvData`; None when a value breaks a rule the exact reader reports."""
+    import pyarrow.compute as pc
+
     if table.num_rows == 0:
         return None
-    xt = np.empty((len(numeric), table.num_rows), dtype=np.float32)  # filled by rows, transposed once: faster
-    for j, name in enumerate(numeric):
-        column = table.column(name)
+    xt = np.empty((len(cols.numeric), table.num_rows), dtype=np.float32)  # filled by rows, transposed once: faster
+    for j, i in enumerate(cols.numeric):
+        column = table.column(raw_header[i])
         if column.null_count:
             return None
         values = column.to_numpy()
@@ -126,8 +140,8 @@ def _read_fast(path: Path, select: Select) -> CsvData | None:
         xt[j] = values  # rounded once, float64 to float32, as the exact reader does
     codes: dict[int, TextColumn] = {}
     limit = csv.field_size_limit()
-    for i, name in zip(cols.text, text):
-        column = pc.utf8_trim_whitespace(table.column(name))
+    for i in cols.text:
+        column = pc.utf8_trim_whitespace(table.column(raw_header[i]))
         lengths = pc.utf8_length(column)
         if pc.max(lengths).as_py() > limit:  # the csv module refuses such a field
             return None
@@ -136,7 +150,134 @@ def _read_fast(path: Path, select: Select) -> CsvData | None:
         encoded = column.combine_chunks().dictionary_encode()
         codes[i] = TextColumn(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
                               [str(v) for v in encoded.dictionary.to_pylist()])
-    return CsvData(header, np.ascontiguousarray(xt.T), codes)
+    return CsvData([h.strip() for h in raw_header], np.ascontiguousarray(xt.T), codes)
+
+
+# ----------------------------------------------------------------------------- CSV row ranges, read on their own
+
+
+SCAN_BYTES = 8 << 20  # the file is scanned for row starts in blocks of this size: pieces go out as it scans
+
+
+@dataclass(frozen=True)
+class CsvRows:
+    """Rows ``first``..``first + count`` of a CSV and the bytes that hold them: a piece one process reads."""
+
+    path: str
+    names: list[str]      # the header's names as written (the parser's column names)
+    columns: Columns
+    first: int
+    count: int
+    start: int            # byte offsets of the piece: [start, stop)
+    stop: int
+
+
+class CsvSplit:
+    """A CSV with one line per record, cut into pieces of whole rows while it is scanned (:func:`csv_split`).
+
+    ``pieces`` yields as it scans, so that pieces are parsed (in other
+    processes) while the rest is still being cut. If it meets a quote, a
+    value may span lines: it stops and sets ``whole``, and every piece it
+    yielded is void; the file must then be read by :func:`read_csv`.
+    """
+
+    def __init__(self, path: Path, names: list[str], columns: Columns, data_start: int, data_end: int) -> None:
+        self.path = path
+        self.names = names
+        self.header = [h.strip() for h in names]
+        self.columns = columns
+        self.data_start = data_start
+        self.data_end = data_end
+        self.whole = False
+        self.n_rows = 0  # rows cut so far: all of them once ``pieces`` is exhausted
+
+    def estimated_rows(self) -> int:
+        """The row count judged from the first row's length, before scanning."""
+        with open(self.path, "rb") as fh:
+            fh.seek(self.data_start)
+            line = len(fh.readline(1 << 20)) or 1
+        return max(1, (self.data_end - self.data_start) // line)
+
+    def pieces(self, rows: int) -> Iterator[CsvRows]:
+        """Pieces of ``rows`` rows each (the last one shorter), in file order."""
+        import mmap
+
+        first = 0
+        starts = np.array([self.data_start], dtype=np.int64)  # where the rows from ``first`` on start
+        with open(self.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            for offset in range(self.data_start, self.data_end, SCAN_BYTES):
+                size = min(SCAN_BYTES, self.data_end - offset)
+                if mm.find(b'"', offset, offset + size) != -1:
+                    self.whole = True
+                    return
+                block = np.frombuffer(mm, np.uint8, size, offset)
+                starts = np.concatenate([starts, np.flatnonzero(block == 10) + (offset + 1)])
+                del block  # the map closes only once no array views it
+                while len(starts) > rows:
+                    yield self._piece(first, starts[:rows + 1])
+                    first, starts = first + rows, starts[rows:]
+        yield self._piece(first, np.append(starts, self.data_end))
+        self.n_rows = first + len(starts)
+
+    def _piece(self, first: int, bounds: np.ndarray) -> CsvRows:
+        return CsvRows(str(self.path), self.names, self.columns, first, len(bounds) - 1,
+                       int(bounds[0]), int(bounds[-1]))
+
+
+def csv_split(path: Path, select: Select) -> CsvSplit | None:
+    """A CSV ready to be cut into pieces, or None when it must be read whole by :func:`read_csv`.
+
+    A file is cut when its header is its first line, names no column twice
+    and ``select`` accepts it. Quotes stop the cutting (``CsvSplit.whole``);
+    pieces that :func:`read_csv_rows` cannot parse (blank lines, bad values)
+    also send the caller back to :func:`read_csv`, whose errors name the line
+    and the column.
+    """
+    path = Path(path)
+    raw_header = _first_record(path)
+    if raw_header is None or len(set(raw_header)) != len(raw_header):
+        return None
+    try:
+        cols = select([h.strip() for h in raw_header])
+    except Exception:
+        return None
+    try:
+        with path.open("rb") as fh:
+            end = fh.seek(0, 2)
+            tail = 0
+            while end > 0 and tail < 1 << 16:  # line breaks after the last row end nothing
+                fh.seek(end - 1)
+                if fh.read(1) not in (b"\r", b"\n"):
+                    break
+                end, tail = end - 1, tail + 1
+            fh.seek(0)
+            first_line = fh.readline(1 << 20)
+    except OSError:
+        return None
+    if not first_line.endswith(b"\n") or len(first_line) >= end:
+        return None  # a header alone (read_csv says so), or one longer than any sane header
+    if first_line.decode("utf-8-sig", errors="replace").rstrip("\r\n").split(",") != raw_header:
+        return None  # blank lines or quotes before the header
+    return CsvSplit(path, raw_header, cols, len(first_line), end)
+
+
+def read_csv_rows(rows: CsvRows) -> CsvData | None:
+    """Parse one piece on this thread alone; None when it needs :func:`read_csv` (which then says what is wrong)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    try:
+        with open(rows.path, "rb") as fh:
+            fh.seek(rows.start)
+            data = fh.read(rows.stop - rows.start)
+        table = pacsv.read_csv(pa.BufferReader(data),
+                               read_options=pacsv.ReadOptions(column_names=rows.names, use_threads=False),
+                               convert_options=_convert_options(rows.names, rows.columns))
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    if table.num_rows != rows.count:  # a blank line (skipped by pyarrow), or the file changed since it was indexed
+        return None
+    return _table_data(table, rows.names, rows.columns)
 
 
 def _has_quotes(path: Path) -> bool:

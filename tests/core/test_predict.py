@@ -70,10 +70,14 @@ def test_every_format_predicts_like_the_trained_model(exported: dict[str, Path],
             assert res.probs.shape == want.shape, (suffix, kind)
             assert np.abs(res.probs - want).max() <= 1e-4, (suffix, kind)
             assert res.predicted == [str(k) for k in want.argmax(1)]
-    rows = _rows(predict(exported[".safetensors"], inputs["csv"]).csv_text())
+    res = predict(exported[".safetensors"], inputs["csv"])
+    rows = _rows(res.csv_text())
     assert rows[0] == ["id", "predicted"] + [f"prob_{k}" for k in range(10)]
     assert rows[1][0] == "row-0" and len(rows) == len(want) + 1
     assert abs(sum(float(v) for v in rows[1][2:]) - 1) < 1e-5
+    written = np.array([[float(v) for v in row[2:]] for row in rows[1:]], dtype=np.float32)
+    assert np.array_equal(written, res.probs)  # every probability reads back as the same float32
+    assert [row[1] for row in rows[1:]] == res.predicted
 
 
 def test_workers_2_equals_workers_1_row_for_row(exported: dict[str, Path], inputs: dict[str, Path],
@@ -132,6 +136,42 @@ def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[st
     assert torch.get_num_threads() == before
     auto = predict(exported[".safetensors"], inputs["npz"])  # a small input: this process, no pool
     assert auto.workers == 1 and auto.csv_text() == one.csv_text()
+
+
+def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str, Path], inputs: dict[str, Path],
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CSV of one line per record is cut into pieces that the workers parse; any other goes whole."""
+    import core.predict
+
+    model = exported[".safetensors"]
+    whole_reads: list[Path] = []
+    read_input = core.predict.read_input
+    monkeypatch.setattr(core.predict, "read_input", lambda path, meta: whole_reads.append(path) or read_input(path, meta))
+    lines = inputs["csv"].read_text().splitlines()
+    header = lines[0].split(",")
+    no_ids = [",".join(c for c, h in zip(line.split(","), header) if h != "id") for line in lines]
+    variants = {  # text, and whether it is cut into pieces
+        "ids": ("\n".join(lines) + "\n", True),
+        "numbered, crlf, trailing blank lines": ("\r\n".join(no_ids) + "\r\n\r\n", True),
+        "a blank line": ("\n".join(lines[:100] + [""] + lines[100:]) + "\n", False),
+        "a quoted id": ("\n".join(lines[:200] + [lines[200].replace("row-199", '"row,199"')] + lines[201:]), False),
+    }
+    for name, (text, cut) in variants.items():
+        path = tmp_path / "in.csv"
+        path.write_text(text)
+        whole = predict(model, path)  # a small input: read whole, by this process
+        assert len(whole.ids) == 360 and whole.labels is not None, name
+        for workers in (1, 2, 3):
+            whole_reads.clear()
+            got = predict(model, path, workers=workers, batch_rows=16)  # 23 batches, pieces of 1 to 4
+            assert got.csv_text() == whole.csv_text() and got.labels == whole.labels, (name, workers)
+            assert got.workers == workers and whole_reads == ([] if cut else [path]), (name, workers)
+    assert whole.ids[199] == "row,199" and whole.csv_text().splitlines()[200].startswith('"row,199",')
+    lines[300] = lines[300].replace(lines[300].split(",")[7], "abc", 1)
+    (tmp_path / "late.csv").write_text("\n".join(lines) + "\n")
+    for workers in (1, 2):  # a piece the workers cannot parse: the whole read says what and where
+        with pytest.raises(UserError, match=r"late\.csv column '.+' is not numeric \(line 301: 'abc'\)"):
+            predict(model, tmp_path / "late.csv", workers=workers, batch_rows=16)
 
 
 def test_the_automatic_worker_count_judges_the_input_without_reading_it(tmp_path: Path) -> None:

@@ -63,3 +63,45 @@ def test_npz_reader(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="needs arrays 'x' and 'y'"):
         np.savez(tmp_path / "e.npz", x=np.ones((2, 2)))
         readers.read_npz(tmp_path / "e.npz", "data", labels=True)
+
+
+def _cut(path: Path, rows: int) -> tuple[readers.CsvSplit, list[readers.CsvRows]]:
+    split = readers.csv_split(path, _all_but_last)
+    assert split is not None
+    return split, list(split.pieces(rows))
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_pieces_read_what_the_whole_file_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               newline: str) -> None:
+    monkeypatch.setattr(readers, "SCAN_BYTES", 64)  # many scan blocks, rows across their edges
+    rng = np.random.default_rng(1)
+    x = rng.normal(0, 1e3, (101, 3))
+    lines = ["a,b,c,label"] + [",".join(repr(float(v)) for v in row) + f", cls{i % 4}" for i, row in enumerate(x)]
+    path = tmp_path / "d.csv"
+    path.write_bytes((newline.join(lines) + newline * 3).encode("utf-8-sig"))  # trailing blank lines end nothing
+    whole = readers.read_csv(path, "data", _all_but_last)
+    split, pieces = _cut(path, 10)
+    assert [p.count for p in pieces] == [10] * 10 + [1] and [p.first for p in pieces] == list(range(0, 101, 10))
+    assert split.n_rows == 101 and not split.whole and split.header == ["a", "b", "c", "label"]
+    parts = [readers.read_csv_rows(p) for p in pieces]
+    assert all(p is not None for p in parts)
+    assert np.array_equal(np.concatenate([p.x for p in parts if p]), whole.x)
+    assert [v for p in parts if p for v in p.text[3].tolist()] == whole.text[3].tolist()
+
+
+def test_what_pieces_cannot_take_goes_to_the_whole_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(readers, "SCAN_BYTES", 64)
+    body = [f"{i},x{i}" for i in range(40)]
+    path = tmp_path / "d.csv"
+    path.write_text("a,label\n" + "\n".join(body[:30] + ['1,"two\nlines"'] + body[30:]) + "\n")
+    split, pieces = _cut(path, 4)
+    assert split.whole and pieces  # pieces before the quote came out, and are void
+    path.write_text("a,label\n" + "\n".join(body[:20] + [""] + body[20:]) + "\n")  # a blank line
+    split, pieces = _cut(path, 8)
+    assert not split.whole and [readers.read_csv_rows(p) is None for p in pieces].count(True) == 1
+    path.write_text("a,label\n" + "\n".join(body[:20] + ["nan,y"] + body[20:]) + "\n")
+    assert [readers.read_csv_rows(p) is None for p in _cut(path, 8)[1]].count(True) == 1
+    for text in ("\na,label\n1,x\n", "a,label\n", "a,a\n1,2\n"):  # blank first line, no rows, duplicate names
+        path.write_text(text)
+        assert readers.csv_split(path, _all_but_last) is None
