@@ -26,9 +26,12 @@ log = logging.getLogger(__name__)
 
 # Workers run at a lower CPU priority than the GUI: with every core busy training, the
 # scheduler otherwise gives the window's thread only its equal share, and a redraw that
-# needs 20 ms of CPU can take 200 ms of wall time. Training loses next to nothing (the GUI
-# is idle most of the time); the window keeps answering. Unprivileged: only raises niceness.
-WORKER_NICENESS = 5
+# needs 20 ms of CPU can take 200 ms of wall time. At niceness +10 a worker weighs 110
+# against the window's 1024, so the window gets most of a core whenever it wants one; at +5
+# (weight 335) four workers on two cores still stretched redraws into 40-63 ms stalls.
+# Training loses next to nothing (the GUI is idle most of the time). Unprivileged: only
+# raises niceness.
+WORKER_NICENESS = 10
 STOP_TIMEOUT_S = 10.0
 
 

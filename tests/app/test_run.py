@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,11 @@ def test_start_pause_resume_stop(qtbot: Any, make_window: Any, live_children: An
     qtbot.waitUntil(lambda: window.progress_run.value() > 0, timeout=30_000)
     pids = window.controller.worker_pids()
     assert len(pids) == 2
+    from app.run_controller import WORKER_NICENESS
+
+    # the workers yield the CPU to the window whenever it needs it
+    assert all(os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS
+               for pid in pids)
 
     # Pause: once every worker said it paused, no new points arrive.
     paused: set[int] = set()
