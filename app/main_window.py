@@ -503,6 +503,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_run_started(self, session: Any) -> None:
+        self.plots.set_live(True)
         info = getattr(session, "info", None)
         if info is not None and self._progress is not None:
             self._progress.workers = session.num_workers
@@ -556,6 +557,7 @@ class MainWindow(QMainWindow):
     @Slot(str, object, object)
     def _on_run_ended(self, status: str, summary: Any, error: Any) -> None:
         self.plots.flush()  # every plot complete now, not at the side plots' next turn
+        self.plots.set_live(False)  # and fitted to the whole run
         if summary:
             final = summary.get("final") or {}
             parts = [f"{status} after {summary.get('epochs_done', 0)} epoch(s)",

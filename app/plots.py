@@ -82,6 +82,50 @@ class ValueAxis(pg.AxisItem):
         return super().logTickStrings(values, scale, spacing)
 
 
+class LiveViewBox(pg.ViewBox):
+    """A ViewBox whose auto-range, while a run is live, leaves headroom and then holds still.
+
+    pyqtgraph's auto-range fits the data at every frame, so a growing curve
+    moves both axes every frame, and each move regenerates the axes' ticks and
+    clips every curve again: most of what a live frame costs. While ``live``,
+    the bounds auto-range fits are held until the data leaves them (or fills
+    less than half of them), then taken again with headroom: X_HEADROOM past
+    the last x, Y_HEADROOM of the span on both sides of y. The axes move a few
+    dozen times in a run instead of every frame. Zooming or panning by hand
+    turns auto-range off as usual; a finished run is fitted tightly.
+    """
+
+    X_HEADROOM = 0.25
+    Y_HEADROOM = 0.08
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.live = False
+        self._held: list[list[float] | None] = [None, None]
+
+    def set_live(self, live: bool) -> None:
+        self.live = live
+        self._held = [None, None]
+        self.queueUpdateAutoRange()
+
+    def childrenBounds(self, frac: Any = None, orthoRange: Any = (None, None), items: Any = None) -> Any:  # noqa: N802,N803
+        bounds = super().childrenBounds(frac=frac, orthoRange=orthoRange, items=items)
+        if not self.live:
+            return bounds
+        # a little room below x too: the bounds include the pens' pixel padding, which grows with the range
+        for ax, headroom in ((0, (0.02, self.X_HEADROOM)), (1, (self.Y_HEADROOM, self.Y_HEADROOM))):
+            if bounds[ax] is None:
+                self._held[ax] = None
+                continue
+            lo, hi = (float(v) for v in bounds[ax])
+            held = self._held[ax]
+            if held is None or lo < held[0] or hi > held[1] or hi - lo < 0.5 * (held[1] - held[0]):
+                span = hi - lo or abs(hi) or 1.0
+                held = self._held[ax] = [lo - headroom[0] * span, hi + headroom[1] * span]
+            bounds[ax] = list(held)
+        return bounds
+
+
 @dataclass(frozen=True)
 class PlotColors:
     background: str = "#ffffff"
@@ -112,7 +156,8 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self.paint_cpu_s += time.thread_time() - start
 
     def _add_plot(self, col: int, title: str, y_label: str, legend: bool = False) -> pg.PlotItem:
-        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left")})
+        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left")},
+                                         viewBox=LiveViewBox())
         item.setTitle(title, size="10pt")
         item.setLabel("left", y_label)
         item.getAxis("left").enableAutoSIPrefix(False)  # "loss (x0.001)" reads worse than 0.002
@@ -199,11 +244,19 @@ class BasePlot(pg.GraphicsLayoutWidget):
         """Re-apply pens that depend on the colours (the mean/total curves use the foreground)."""
 
     def _relegend(self, legend: pg.LegendItem, entries: list[tuple[Any, str]]) -> None:
-        """Legend rows in worker order whatever order workers first reported in."""
+        """Legend rows in worker order whatever order workers first reported in (rebuilt only if they changed:
+        a rebuild lays out every label's text again, 10-15 ms of a live frame)."""
+        entries = [(item, name) for item, name in entries if item is not None]
+        key = [(id(item), name) for item, name in entries]
+        if getattr(legend, "_traindesk_key", None) == key:
+            return
         legend.clear()
         for item, name in entries:
-            if item is not None:
-                legend.addItem(item, name)
+            legend.addItem(item, name)
+        legend._traindesk_key = key
+
+    def prepare_workers(self, workers: list[int]) -> None:
+        """Make the curves (and legend rows) of workers about to report, before the stream starts."""
 
     def set_x_mode(self, mode: str) -> None:
         self.x_mode = mode
@@ -220,12 +273,20 @@ class BasePlot(pg.GraphicsLayoutWidget):
             # a loss is never below zero (log view coordinates are log10, unbounded)
             item.setLimits(yMin=-1e307 if on else 0.0)
 
+    def set_live(self, live: bool) -> None:
+        """A live run's axes hold still between jumps (``LiveViewBox``); a finished one is fitted tightly."""
+        for item in self.items:
+            item.getViewBox().set_live(live)
+
     def reset(self, data: RunData) -> None:
         self.data = data
         for item in self.items:
             item.clear()
+            vb = item.getViewBox()
+            vb.set_live(vb.live)  # forget the held bounds of the old data
         for legend in self.legends:
             legend.clear()
+            legend._traindesk_key = None
         self._marks.clear()
         self._forget_curves()
 
@@ -306,7 +367,7 @@ class LossPlot(BasePlot):
         self.smooth.clear()
         self.mean = None
 
-    def _ensure(self, w: int) -> None:
+    def _ensure(self, w: int, legend: bool = True) -> None:
         if w in self.raw:
             return
         color = worker_color(w)
@@ -315,6 +376,12 @@ class LossPlot(BasePlot):
         self.raw[w] = self.plot.plot(pen=pg.mkPen(faint, width=1))
         self.smooth[w] = self.plot.plot(pen=self._pen(w))
         self._ensure_mean()
+        if legend:
+            self._update_legend()
+
+    def prepare_workers(self, workers: list[int]) -> None:
+        for w in workers:
+            self._ensure(w, legend=False)
         self._update_legend()
 
     def _update_legend(self) -> None:
@@ -476,6 +543,20 @@ class ThroughputPlot(BasePlot):
             self._relegend(self.legends[0], [(self.curves[k], self.data.label(k)) for k in sorted(self.curves)]
                            + [(self.total, "total")])
 
+    def _ensure(self, w: int) -> None:
+        if w in self.curves:
+            return
+        # connect="finite": a pause (a nan row) breaks the line instead of bridging it
+        self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1), connect="finite")
+        if self.total is None:
+            self.total = self.plot.plot(pen=pg.mkPen(self.colors.foreground, width=2), connect="finite")
+            self.total.setZValue(10)
+
+    def prepare_workers(self, workers: list[int]) -> None:
+        for w in workers:
+            self._ensure(w)
+        self.relabel()
+
     def refresh(self, changes: Changes | None) -> None:
         if changes is None or changes.events:
             self._add_markers(self.plot)
@@ -483,11 +564,7 @@ class ThroughputPlot(BasePlot):
         workers = self.data.rate.keys() if changes is None else changes.rate
         for w in sorted(workers):
             if w not in self.curves:
-                # connect="finite": a pause (a nan row) breaks the line instead of bridging it
-                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1), connect="finite")
-                if self.total is None:
-                    self.total = self.plot.plot(pen=pg.mkPen(self.colors.foreground, width=2), connect="finite")
-                    self.total.setZValue(10)
+                self._ensure(w)
                 self.relabel()
             s = self.data.rate[w]
             self.curves[w].setData(s.column(xc), s.column(RATE))
@@ -723,12 +800,19 @@ class PlotsPanel(QWidget):
         for plot in self.plots:
             plot.reset(self.data)
 
+    def set_live(self, live: bool) -> None:
+        """While a run is live its plots' axes move in steps, not every frame (see ``LiveViewBox``)."""
+        for plot in self.plots:
+            plot.set_live(live)
+
     def set_run_shape(self, labels: dict[int, str], separate_models: bool,
                       sweep_values: dict[int, float] | None = None) -> None:
         """What the workers are: their legend labels, whether each has its own model, a sweep's values."""
         self.data.labels = dict(labels)
         self.data.separate_models = separate_models
         self.data.expected_workers = len(labels)
+        for plot in (self.loss, self.throughput):
+            plot.prepare_workers(sorted(labels))  # legends complete at once, not rebuilt in the first frames
         for plot in (self.loss, self.val, self.throughput):
             plot.relabel()
         self.sweep.set_values(sweep_values or {})

@@ -47,7 +47,7 @@ from engine_vs_bare import engine  # noqa: E402 - the same engine run, measured 
 
 HERE = Path(__file__).resolve().parent
 MLP = ["data.source=builtin:synthetic?n=25000&features=64&classes=10", "model.hidden=[256,256]",
-       "train.epochs=3", "train.batch_size=64", "optim.lr=0.05", "optim.momentum=0.9", "data.val_fraction=0.2"]
+       "train.epochs=10", "train.batch_size=64", "optim.lr=0.05", "optim.momentum=0.9", "data.val_fraction=0.2"]
 
 
 # -- a plain shared-memory Hogwild, the way a person writes it --------------------------------------

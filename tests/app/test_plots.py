@@ -175,3 +175,40 @@ def test_soak_20000_updates_bounded_memory(qtbot: Any, panel: PlotsPanel) -> Non
     assert panel.data.loss[0].compactions > 0
     assert panel.loss.point_count(0) == len(panel.data.loss[0])
     assert grown < 60, f"memory grew by {grown:.0f} MB"
+
+
+def test_live_axes_move_in_steps_and_fit_the_run_at_its_end(qtbot: Any, panel: PlotsPanel) -> None:
+    """While a run is live the loss plot's range holds still between jumps; a finished run is fitted tightly."""
+    vb = panel.loss.plot.getViewBox()
+    moves: list[Any] = []
+    vb.sigRangeChanged.connect(lambda _vb, r: moves.append(r))
+    panel.set_live(True)
+    for start in range(0, 1000, 10):  # 100 frames, 10 steps each
+        panel.add_records(step_records(2, range(start, start + 10)))
+        panel.flush()
+        QCoreApplication.processEvents()
+    x_max = vb.viewRange()[0][1]
+    assert len(moves) <= 30, len(moves)  # pyqtgraph's own auto-range moves at every frame
+    assert x_max > 1000 * 1.05  # headroom past the last step
+    panel.set_live(False)
+    QCoreApplication.processEvents()
+    assert 1000 <= vb.viewRange()[0][1] < 1000 * 1.05  # fitted to the data
+    panel.set_live(True)
+    vb.setXRange(0, 100)  # a zoom by hand turns auto-range off: live or not, the view stays
+    panel.add_records(step_records(2, range(1000, 1100)))
+    panel.flush()
+    QCoreApplication.processEvents()
+    assert vb.viewRange()[0][1] == pytest.approx(100, rel=0.05)
+
+
+def test_legends_are_complete_before_the_first_record(panel: PlotsPanel) -> None:
+    panel.set_run_shape({0: "worker 0", 1: "worker 1", 2: "worker 2"}, separate_models=False)
+    rows = [label.text for _, label in panel.loss.legends[0].items]
+    assert rows == ["worker 0", "worker 1", "worker 2", "mean"]
+    assert [label.text for _, label in panel.throughput.legends[0].items] == rows[:3] + ["total"]
+    labels = [label for _, label in panel.loss.legends[0].items]
+    panel.add_records(step_records(3, range(50)))
+    panel.flush()
+    panel.set_run_shape({0: "worker 0", 1: "worker 1", 2: "worker 2"}, separate_models=False)
+    assert [label for _, label in panel.loss.legends[0].items] == labels  # unchanged rows: not rebuilt
+    assert panel.loss.point_count(0) == 50

@@ -25,7 +25,9 @@ def long_config(workers: int = 2, epochs: int = 2000) -> Config:
 
 
 def counts(window: Any) -> dict[int, int]:
-    return {w: window.plots.loss.point_count(w) for w in window.plots.loss.raw}
+    """Points plotted per worker that has reported (curves of the others exist, empty, from the start)."""
+    plotted = {w: window.plots.loss.point_count(w) for w in window.plots.loss.raw}
+    return {w: n for w, n in plotted.items() if n}
 
 
 def start(qtbot: Any, window: Any, cfg: Config) -> None:
