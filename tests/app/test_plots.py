@@ -187,17 +187,15 @@ def test_live_axes_move_in_steps_and_fit_the_run_at_its_end(qtbot: Any, panel: P
         panel.add_records(step_records(2, range(start, start + 10)))
         panel.flush()
         QCoreApplication.processEvents()
-    x_max = vb.viewRange()[0][1]
+    qtbot.waitUntil(lambda: vb.viewRange()[0][1] > 1000 * 1.05, timeout=10_000)  # headroom past the last step
     assert len(moves) <= 30, len(moves)  # pyqtgraph's own auto-range moves at every frame
-    assert x_max > 1000 * 1.05  # headroom past the last step
     panel.set_live(False)
-    QCoreApplication.processEvents()
-    assert 1000 <= vb.viewRange()[0][1] < 1000 * 1.05  # fitted to the data
+    qtbot.waitUntil(lambda: 1000 <= vb.viewRange()[0][1] < 1000 * 1.05, timeout=10_000)  # fitted to the data
     panel.set_live(True)
     vb.setXRange(0, 100)  # a zoom by hand turns auto-range off: live or not, the view stays
     panel.add_records(step_records(2, range(1000, 1100)))
     panel.flush()
-    QCoreApplication.processEvents()
+    qtbot.wait(200)
     assert vb.viewRange()[0][1] == pytest.approx(100, rel=0.05)
 
 
