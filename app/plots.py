@@ -108,7 +108,8 @@ class LiveViewBox(pg.ViewBox):
         self._held = [None, None]
         self.queueUpdateAutoRange()
 
-    def childrenBounds(self, frac: Any = None, orthoRange: Any = (None, None), items: Any = None) -> Any:  # noqa: N802,N803
+    def childrenBounds(  # noqa: N802 - pyqtgraph's name
+            self, frac: Any = None, orthoRange: Any = (None, None), items: Any = None) -> Any:  # noqa: N803
         bounds = super().childrenBounds(frac=frac, orthoRange=orthoRange, items=items)
         if not self.live:
             return bounds

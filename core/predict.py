@@ -805,16 +805,20 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     cores = worker_limit()
     if automatic and cores > 1 and _looks_large(input_path, batch_rows):
         workers = cores
+    processes = workers or 1
+    if processes > 1:  # no more processes than batches (the pool starts before the input is read: an estimate,
+        guess = _estimated_rows(input_path, processes * batch_rows)  # taken twice over, rows vary in length)
+        processes = processes if guess is None else max(1, min(processes, math.ceil(2 * guess / batch_rows)))
     predictor: Predictor | None = None
     executor = None
     with contextlib.ExitStack() as stack:
-        if workers is not None and workers > 1:
+        if processes > 1:
             from core.launchers import local as launcher
 
             # the forkserver boots while this process reads the input; inference needs torch alone (not the
             # torch._dynamo an optimizer pulls in), unless a training run of this process started it already
             launcher.warm_up(preload=PREDICT_PRELOAD)
-            executor = stack.enter_context(_pool(model_path, workers))  # its processes start loading the model now
+            executor = stack.enter_context(_pool(model_path, processes))  # they start loading the model now
             meta = read_model_meta(model_path)
         else:
             threads = 0 if automatic else 1
@@ -823,9 +827,10 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
             meta = predictor.meta
         rows = None
         if workers is not None and input_path.suffix.lower() == ".csv" and input_path.is_file():
-            rows = _predict_csv_pieces(executor, predictor, input_path, meta, workers, batch_rows)
+            rows = _predict_csv_pieces(executor, predictor, input_path, meta, processes, batch_rows)
         if rows is None:
-            rows = _predict_input(executor, predictor, model_path, input_path, meta, workers, batch_rows, automatic)
+            rows = _predict_input(executor, predictor, model_path, input_path, meta, processes, batch_rows,
+                                  automatic)
     import numpy as np
 
     classes = [str(c) for c in meta["classes"]]
@@ -846,12 +851,12 @@ class _Rows:
 
 
 def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path, input_path: Path,
-                   meta: dict[str, Any], workers: int | None, batch_rows: int, automatic: bool) -> _Rows:
+                   meta: dict[str, Any], workers: int, batch_rows: int, automatic: bool) -> _Rows:
     """Read the whole input here, then predict fixed batches of it (in the pool, or in this process)."""
     inp = read_input(input_path, meta)
     _check_shape(inp, meta, input_path)
     chunks = chunk_bounds(len(inp), batch_rows)
-    used = max(1, min(workers or 1, len(chunks)))
+    used = max(1, min(workers, len(chunks))) if executor is not None else 1
     if automatic and len(chunks) < _auto_pool_batches(inp):
         used = 1  # an automatic count guessed from the file's size was wrong: too little for a pool to repay
     if used > 1:
@@ -917,7 +922,8 @@ def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, 
     elif executor is None:
         ids = [str(i) for i in range(split.n_rows)]
     labels = [v for r in results for v in r[3]] if plan.label_col is not None else None
-    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, min(workers, len(results)))
+    used = 1 if executor is None else min(workers, len(results))
+    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, used)
 
 
 def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None,
@@ -954,19 +960,24 @@ def _auto_pool_batches(inp: PredictInput) -> int:
 
 
 def _looks_large(path: Path, batch_rows: int) -> bool:
-    """Whether an input probably holds enough rows for a pool, judged without reading it all.
+    """Whether an input probably holds enough rows for a pool, judged without reading it all."""
+    enough = batch_rows * (AUTO_POOL_IMAGE_BATCHES if path.is_dir() else AUTO_POOL_BATCHES)
+    return (_estimated_rows(path, enough) or 0) >= enough
+
+
+def _estimated_rows(path: Path, cap: int) -> int | None:
+    """About how many rows an input holds (counted up to ``cap`` for an image folder), without reading it all;
+    None when that cannot be told this way (reading the input then says what is wrong, if anything).
 
     An image folder by its image files; an NPZ by the shape in its ``x``
-    header; a CSV by its size over its first line's length.
+    header; a CSV by its size over its first row's length.
     """
     try:
         if path.is_dir():
             from core.data import IMAGE_SUFFIXES
 
-            enough = batch_rows * AUTO_POOL_IMAGE_BATCHES
             images = (f for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
-            return sum(1 for _ in zip(range(enough), images)) >= enough
-        enough = batch_rows * AUTO_POOL_BATCHES
+            return sum(1 for _ in zip(range(cap), images))
         if path.suffix.lower() == ".npz":
             import numpy as np
 
@@ -974,12 +985,13 @@ def _looks_large(path: Path, batch_rows: int) -> bool:
                 major, _ = np.lib.format.read_magic(fh)
                 read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
                 shape = read_header(fh)[0]
-            return bool(shape) and int(shape[0]) >= enough
+            return int(shape[0]) if shape else None
         with path.open("rb") as fh:
-            line = len(fh.readline(1 << 20)) or 1
-        return path.stat().st_size // line >= enough
+            header = len(fh.readline(1 << 20))
+            line = len(fh.readline(1 << 20)) or header or 1  # the first row's length, else the header's
+        return max(0, path.stat().st_size - header) // line
     except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return False  # reading the input reports the problem
+        return None
 
 
 @contextlib.contextmanager

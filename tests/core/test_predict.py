@@ -146,7 +146,8 @@ def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str
     model = exported[".safetensors"]
     whole_reads: list[Path] = []
     read_input = core.predict.read_input
-    monkeypatch.setattr(core.predict, "read_input", lambda path, meta: whole_reads.append(path) or read_input(path, meta))
+    monkeypatch.setattr(core.predict, "read_input",
+                        lambda path, meta: whole_reads.append(path) or read_input(path, meta))
     lines = inputs["csv"].read_text().splitlines()
     header = lines[0].split(",")
     no_ids = [",".join(c for c, h in zip(line.split(","), header) if h != "id") for line in lines]
@@ -172,6 +173,19 @@ def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str
     for workers in (1, 2):  # a piece the workers cannot parse: the whole read says what and where
         with pytest.raises(UserError, match=r"late\.csv column '.+' is not numeric \(line 301: 'abc'\)"):
             predict(model, tmp_path / "late.csv", workers=workers, batch_rows=16)
+
+
+def test_no_more_processes_than_batches(exported: dict[str, Path], inputs: dict[str, Path],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import core.predict
+
+    sizes: list[int] = []
+    pool = core.predict._pool
+    monkeypatch.setattr(core.predict, "_pool", lambda model, n: sizes.append(n) or pool(model, n))
+    res = predict(exported[".safetensors"], inputs["csv"], workers=64, batch_rows=100)  # 360 rows: 4 batches
+    assert res.workers == 4 and sizes and sizes[0] <= 8  # judged from the file's size before reading it
+    one = predict(exported[".safetensors"], inputs["csv"], workers=1, batch_rows=100)
+    assert res.csv_text() == one.csv_text()
 
 
 def test_the_automatic_worker_count_judges_the_input_without_reading_it(tmp_path: Path) -> None:
