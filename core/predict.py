@@ -15,7 +15,9 @@ every predictor standardises with the statistics it carries.
 With ``--workers N`` the rows are cut into fixed batches (the same batches
 whatever N is) and whole batches go to a pool of N processes, each with one
 compute thread and the model loaded once (N = 1: this process, one thread);
-the output is identical for every N, byte for byte. Without ``--workers`` a
+a CSV with one line per record goes in pieces of whole batches that the
+processes parse themselves. The output is identical for every N, byte for
+byte. Without ``--workers`` a
 large input gets one process per CPU core and a small one this process. Nothing here imports torch at
 module level: the CLI imports this module at start-up for every command.
 """

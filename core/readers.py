@@ -6,7 +6,10 @@ file is read again by the line-precise reader below, whose one-line error names
 the line and the column (it also accepts what only Python's float() reads, such
 as ``1_000``). Where both accept a file they give the same float32 values
 (parsed as float64, then rounded once), so well-formed files never pay for the
-slow reader. NPZ: ``np.load`` without pickles, checked once.
+slow reader. A CSV with one line per record can also be cut into pieces of
+whole rows (``csv_split``) that other processes parse apart
+(``read_csv_rows``); a piece they cannot parse sends the caller back to
+``read_csv``. NPZ: ``np.load`` without pickles, checked once.
 
 Torch-free: ``core.predict`` imports this at command time.
 """
