@@ -959,12 +959,13 @@ class MainWindow(QMainWindow):
         if cfg is None:
             self._show_error(self.panel.label_config_error.text())
             return
-        from core.advisor import advise, candidates, cores
+        from core.advisor import advise, candidates
+        from core.machine import usable_cores
 
         self.advising = True
         self._advisor_cancel = False
         self._update_actions()
-        n = len(candidates(cores()))
+        n = len(candidates(usable_cores()))
         self._advisor_done, self._advisor_total = 0, n
         self.progress_advisor.setRange(0, n)
         self.progress_advisor.setValue(0)

@@ -37,10 +37,6 @@ class Probe:
         return f"{self.strategy} x{self.workers}"
 
 
-def cores() -> int:
-    return usable_cores()
-
-
 def candidates(max_workers: int, strategies: tuple[str, ...] = ("single", "hogwild", "ddp")) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for strategy in strategies:
@@ -109,7 +105,7 @@ def advise(cfg: Config, seconds: float = 3.0, max_workers: int | None = None,
 
     ``cancelled`` is polled between and during probes (the window's Cancel).
     """
-    max_workers = max_workers or cores()
+    max_workers = max_workers or usable_cores()
     probes: list[Probe] = []
     curves: list[list[tuple[float, float]]] = []
     with tempfile.TemporaryDirectory(prefix="traindesk-advisor-") as tmp:

@@ -39,10 +39,11 @@ def run(args: argparse.Namespace) -> int:
     cfg = apply_overrides(cfg, list(args.set))
     launcher.warm_up()
 
-    from core.advisor import candidates, cores
+    from core.advisor import candidates
+    from core.machine import usable_cores
     from core.progress import note, progress
 
-    with progress(len(candidates(args.max_workers or cores(), strategies)), "probes", unit="probe") as bar:
+    with progress(len(candidates(args.max_workers or usable_cores(), strategies)), "probes", unit="probe") as bar:
         def report(line: str) -> None:
             note(bar, line)
             bar.update(1)

@@ -899,7 +899,7 @@ def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, 
     if split is None:
         return None
     plan = plans[-1]
-    estimate = split.estimated_rows()
+    estimate = _estimated_rows(path, 0) or 1  # before the scan: it sizes the pieces
     per_worker = math.ceil(estimate / batch_rows / (workers * PIECES_PER_WORKER))
     step = batch_rows * max(1, min(PIECE_BATCHES, per_worker))  # whole batches: the same batches as a whole read
     extra = (plan.id_col, plan.label_col, batch_rows)

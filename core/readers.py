@@ -194,13 +194,6 @@ class CsvSplit:
         self.whole = False
         self.n_rows = 0  # rows cut so far: all of them once ``pieces`` is exhausted
 
-    def estimated_rows(self) -> int:
-        """The row count judged from the first row's length, before scanning."""
-        with open(self.path, "rb") as fh:
-            fh.seek(self.data_start)
-            line = len(fh.readline(1 << 20)) or 1
-        return max(1, (self.data_end - self.data_start) // line)
-
     def pieces(self, rows: int) -> Iterator[CsvRows]:
         """Pieces of ``rows`` rows each (the last one shorter), in file order."""
         import mmap
