@@ -67,3 +67,25 @@ def test_bench_command_validates_and_suggests(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("suggestion: --strategy hogwild --workers ")
     assert len(json.loads((tmp_path / "out.json").read_text())["probes"]) == 2
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
+def test_optimizers_use_fused_kernels_where_torch_has_them(name: str) -> None:
+    import torch
+
+    from core.config import OptimConfig
+    from core.workers import make_optimizer
+
+    cpu = torch.nn.Linear(4, 3)
+    opt = make_optimizer(cpu.parameters(), OptimConfig(name=name), 0.1)
+    assert opt.defaults["fused"] is True
+    before = cpu.weight.detach().clone()
+    torch.nn.functional.cross_entropy(cpu(torch.randn(8, 4)), torch.randint(0, 3, (8,))).backward()
+    opt.step()  # the fused kernel runs here on this machine's device
+    assert not torch.equal(before, cpu.weight.detach())
+    state = opt.state_dict()  # a checkpoint's optimizer state loads back into a fused optimizer
+    again = make_optimizer(cpu.parameters(), OptimConfig(name=name), 0.1)
+    again.load_state_dict(state)
+    assert again.param_groups[0]["fused"] is True
+    meta = torch.nn.Linear(4, 3, device="meta")  # a device without fused kernels: the plain loop
+    assert not make_optimizer(meta.parameters(), OptimConfig(name=name), 0.1).defaults["fused"]
