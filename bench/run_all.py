@@ -22,6 +22,7 @@ SCRIPTS = [
     ("Batch prediction", ["predict_throughput.py"]),
     ("Tuning on digits", ["tuning_digits.py"]),
     ("torchrun against the local launcher", ["torchrun_vs_local.py", "--repeats", "3"]),
+    ("Optimizer step: fused kernels against torch's defaults", ["optimizer_step.py"]),
     ("Hogwild against hand-written loops", ["hogwild_reference.py", "--repeats", "5"]),
     ("Image-folder training against a bare DataLoader loop", ["image_folder.py", "--repeats", "3"]),
 ]
