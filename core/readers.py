@@ -194,10 +194,12 @@ class CsvSplit:
         self.whole = False
         self.n_rows = 0  # rows cut so far: all of them once ``pieces`` is exhausted
 
-    def pieces(self, rows: int) -> Iterator[CsvRows]:
-        """Pieces of ``rows`` rows each (the last one shorter), in file order."""
+    def pieces(self, rows: int, tail_rows: int = 0, tail_bytes: int = 0) -> Iterator[CsvRows]:
+        """Pieces of ``rows`` rows each (the last one shorter), in file order; those that start in the last
+        ``tail_bytes`` of the file have ``tail_rows`` (so that the processes that parse them finish together)."""
         import mmap
 
+        tail_from = self.data_end - tail_bytes if tail_rows else self.data_end
         first = 0
         starts = np.array([self.data_start], dtype=np.int64)  # where the rows from ``first`` on start
         with open(self.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -209,9 +211,9 @@ class CsvSplit:
                 block = np.frombuffer(mm, np.uint8, size, offset)
                 starts = np.concatenate([starts, np.flatnonzero(block == 10) + (offset + 1)])
                 del block  # the map closes only once no array views it
-                while len(starts) > rows:
-                    yield self._piece(first, starts[:rows + 1])
-                    first, starts = first + rows, starts[rows:]
+                while len(starts) > (n := tail_rows if starts[0] >= tail_from else rows):
+                    yield self._piece(first, starts[:n + 1])
+                    first, starts = first + n, starts[n:]
         yield self._piece(first, np.append(starts, self.data_end))
         self.n_rows = first + len(starts)
 

@@ -88,6 +88,12 @@ def test_pieces_read_what_the_whole_file_holds(tmp_path: Path, monkeypatch: pyte
     assert all(p is not None for p in parts)
     assert np.array_equal(np.concatenate([p.x for p in parts if p]), whole.x)
     assert [v for p in parts if p for v in p.text[3].tolist()] == whole.text[3].tolist()
+    row_bytes = (split.data_end - split.data_start) / 101
+    tail = list(split.pieces(10, tail_rows=3, tail_bytes=int(row_bytes * 30)))  # the last ~30 rows: 3 at a time
+    tail_from = split.data_end - int(row_bytes * 30)
+    assert all(p.count == (3 if p.start >= tail_from else 10) for p in tail[:-1]) and tail[-1].count <= 3
+    assert sum(p.count for p in tail) == 101 and sum(p.count == 3 for p in tail) >= 6
+    assert [p.start for p in tail[1:]] == [p.stop for p in tail[:-1]] and tail[-1].stop == split.data_end
 
 
 def test_what_pieces_cannot_take_goes_to_the_whole_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
