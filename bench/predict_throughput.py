@@ -1,7 +1,7 @@
 """Batch prediction throughput: `traindesk predict` with 1, 2 and 4 workers against a bare model(x) loop.
 
     .venv/bin/python bench/predict_throughput.py [--rows 200000] [--formats safetensors,onnx]
-                                                 [--workers 1,2,4] [--input csv|npz] [--repeat 3]
+                                                 [--workers 1,2,4] [--input csv|npz] [--repeat 5]
 
 The model is the default MLP (64 -> 256 -> 256 -> 10) with untrained weights
 (throughput does not depend on them). "predict" figures are end to end, as
@@ -120,7 +120,7 @@ def main() -> int:
     parser.add_argument("--formats", default="safetensors,onnx")
     parser.add_argument("--workers", default="1,2,4", help="worker counts to measure")
     parser.add_argument("--input", choices=("csv", "npz"), default="csv")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds; each figure is the best of N")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds; each figure is the best of N")
     args = parser.parse_args()
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
     print(f"machine: {os.cpu_count()} CPU cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
