@@ -16,7 +16,8 @@ With ``--workers N`` the rows are cut into fixed batches (the same batches
 whatever N is) and whole batches go to a pool of N processes, each with one
 compute thread and the model loaded once (N = 1: this process, one thread);
 a CSV with one line per record goes in pieces of whole batches that the
-processes parse themselves. The output is identical for every N, byte for
+processes parse themselves, and an uncompressed NPZ's rows are read by the
+processes from the file. The output is identical for every N, byte for
 byte. Without ``--workers`` a
 large input gets one process per CPU core and a small one this process. Nothing here imports torch at
 module level: the CLI imports this module at start-up for every command.
@@ -35,7 +36,7 @@ import signal
 import sys
 import time
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, overload
 
@@ -894,11 +895,13 @@ def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path,
     if automatic and len(chunks) < _auto_pool_batches(inp):
         used = 1  # an automatic count guessed from the file's size was wrong: too little for a pool to repay
     if used > 1:
+        stored = _stored_x(input_path, inp)  # the processes read their rows of the file, not sent them
+
         def part(lo: int, hi: int) -> PredictInput:
-            return PredictInput(inp.ids[lo:hi], x=None if inp.x is None else inp.x[lo:hi],
+            return PredictInput(inp.ids[lo:hi], x=None if inp.x is None or stored else inp.x[lo:hi],
                                 paths=inp.paths[lo:hi], image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
 
-        tasks = [(_predict_task, (part(lo, hi), lo, hi, batch_rows)) for lo, hi in chunks]
+        tasks = [(_predict_task, (part(lo, hi), lo, hi, batch_rows, stored)) for lo, hi in chunks]
         results = _run_in_pool(executor, tasks, [hi - lo for lo, hi in chunks])
     else:
         predictor = predictor or load_predictor(model_path)  # one batch: no pool worth using
@@ -1096,9 +1099,29 @@ def _in_worker(start: int, stop: int, fn: Callable[..., Any], *args: Any) -> Any
         raise RuntimeError(f"predict: rows {start}-{stop}: {type(exc).__name__}: {first[:200]}") from None
 
 
-def _predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int) -> tuple[np.ndarray, str]:
-    """One batch in a pool process; ``inp`` holds just this batch's rows (ids, features or paths)."""
+def _predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int,
+                  stored: Any = None) -> tuple[np.ndarray, str]:
+    """One batch in a pool process; ``inp`` holds just this batch's rows (ids, features or paths), or
+    ``stored`` (core.readers.StoredArray) says where in the input file its features are."""
+    if stored is not None:
+        inp = replace(inp, x=_in_worker(start, stop, _stored_rows, stored, start, stop))
     return _in_worker(start, stop, predict_chunk, inp, 0, stop - start, batch_rows)
+
+
+def _stored_rows(predictor: Predictor, stored: Any, start: int, stop: int) -> np.ndarray:
+    return stored.rows(start, stop).reshape((stop - start, *predictor.input_shape))
+
+
+def _stored_x(path: Path, inp: PredictInput) -> Any:
+    """Where the input file keeps the features just read, uncompressed (np.savez), or None."""
+    if inp.x is None or path.suffix.lower() != ".npz":
+        return None
+    from core.readers import stored_npz_x
+
+    stored = stored_npz_x(path)
+    if stored is None or stored.shape[0] != len(inp) or math.prod(stored.shape[1:]) != math.prod(inp.x.shape[1:]):
+        return None
+    return stored
 
 
 def _piece_task(piece: Any, id_col: int | None, label_col: int | None, batch_rows: int) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import math
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -421,3 +422,56 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
     if ids is not None and ids.shape[:1] != x.shape[:1]:
         ids = None
     return NpzData(x, y, names, ids)
+
+
+@dataclass(frozen=True)
+class StoredArray:
+    """A float32 array kept uncompressed inside a file (an NPZ written by ``np.savez``): processes that
+    need some of its rows read them there (:meth:`rows`) instead of being sent them."""
+
+    path: str
+    offset: int              # where the array's bytes start in the file
+    shape: tuple[int, ...]
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo``..``hi`` (float32, C order), read from the file."""
+        per_row = math.prod(self.shape[1:])
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset + lo * per_row * 4)
+            data = np.fromfile(fh, np.dtype("<f4"), count=(hi - lo) * per_row)
+        if data.size != (hi - lo) * per_row:
+            raise DataError(f"{self.path} changed while it was being read")
+        return data.astype(np.float32, copy=False).reshape((hi - lo, *self.shape[1:]))
+
+
+def stored_npz_x(path: Path) -> StoredArray | None:
+    """Where an NPZ holds ``x`` (the array :func:`read_npz` reads) as little-endian float32 in C order,
+    uncompressed; None for anything else (compressed with ``savez_compressed``, another dtype)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            key = next((f"{k}.npy" for k in X_KEYS if f"{k}.npy" in names), None)
+            if key is None:
+                return None
+            info = zf.getinfo(key)
+        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:  # compressed or encrypted
+            return None
+        with open(path, "rb") as fh:
+            fh.seek(info.header_offset)
+            local = fh.read(30)  # the entry's local header: its name and extra field lengths are its own
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                return None
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+            start = info.header_offset + 30 + name_len + extra_len
+            fh.seek(start)
+            major, _ = np.lib.format.read_magic(fh)
+            if major not in (1, 2):
+                return None
+            read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            offset = fh.tell()
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    if fortran or dtype != np.dtype("<f4") or not shape or offset + math.prod(shape) * 4 > start + info.file_size:
+        return None
+    return StoredArray(str(path), offset, tuple(int(s) for s in shape))

@@ -125,6 +125,10 @@ def test_any_worker_count_gives_the_same_bytes(exported: dict[str, Path], inputs
     assert texts[3].workers == 3 and texts[8].workers == 8  # 360 rows: 8 batches of 50
     assert texts[1].csv_text() == texts[3].csv_text() == texts[8].csv_text()
     assert np.array_equal(texts[1].probs, texts[8].probs)
+    packed = inputs["npz"].with_name("packed.npz")  # compressed: rows sent to the workers, not read in place
+    with np.load(inputs["npz"]) as npz:
+        np.savez_compressed(packed, x=npz["x"], y=npz["y"])
+    assert predict(model, packed, workers=3, batch_rows=50).csv_text() == texts[1].csv_text()
 
 
 def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[str, Path],

@@ -111,3 +111,18 @@ def test_what_pieces_cannot_take_goes_to_the_whole_read(tmp_path: Path, monkeypa
     for text in ("\na,label\n1,x\n", "a,label\n", "a,a\n1,2\n"):  # blank first line, no rows, duplicate names
         path.write_text(text)
         assert readers.csv_split(path, _all_but_last) is None
+
+
+def test_an_uncompressed_npz_x_is_read_in_place(tmp_path: Path) -> None:
+    x = np.random.default_rng(2).normal(0, 1, (50, 1, 3, 3)).astype(np.float32)
+    np.savez(tmp_path / "a.npz", ids=np.arange(50), features=x, y=np.zeros(50))
+    stored = readers.stored_npz_x(tmp_path / "a.npz")
+    assert stored is not None and stored.shape == (50, 1, 3, 3)
+    assert np.array_equal(stored.rows(7, 19), x[7:19]) and np.array_equal(stored.rows(0, 50), x)
+    np.savez_compressed(tmp_path / "b.npz", x=x)
+    np.savez(tmp_path / "c.npz", x=x.astype(np.float64))
+    np.savez(tmp_path / "d.npz", x=np.asfortranarray(x[:, 0, :, 0]))
+    np.savez(tmp_path / "e.npz", y=np.zeros(3))
+    (tmp_path / "f.npz").write_bytes(b"not a zip")
+    for name in "bcdef":  # read by the caller and sent instead
+        assert readers.stored_npz_x(tmp_path / f"{name}.npz") is None, name
