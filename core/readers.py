@@ -440,7 +440,7 @@ class StoredArray:
             fh.seek(self.offset + lo * per_row * 4)
             data = np.fromfile(fh, np.dtype("<f4"), count=(hi - lo) * per_row)
         if data.size != (hi - lo) * per_row:
-            raise DataError(f"{self.path} changed while it was being read")
+            raise DataError(f"predict: {self.path} changed while it was being read")
         return data.astype(np.float32, copy=False).reshape((hi - lo, *self.shape[1:]))
 
 
