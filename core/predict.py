@@ -1072,8 +1072,10 @@ def _init_worker(model_path: str, parent_pid: int) -> None:
     """Pool process start: one compute thread, the model loaded once for every batch it gets."""
     global _worker_predictor, _worker_error
     from core.lifeline import die_with_parent
+    from core.machine import keep_freed_memory
 
     die_with_parent(parent_pid)
+    keep_freed_memory()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us cleanly
     try:
         _worker_predictor = load_predictor(Path(model_path), threads=1)
@@ -1206,6 +1208,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser() if args.out else None
     if out is not None and not out.parent.is_dir():
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
+    from core.machine import keep_freed_memory
+
+    keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
     result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint)
     if out is None:
         try:

@@ -38,7 +38,7 @@ from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
-from core.machine import usable_cores
+from core.machine import keep_freed_memory, usable_cores
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
@@ -597,6 +597,7 @@ def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, tor
     from core.lifeline import die_with_parent
 
     die_with_parent(spec.parent_pid)
+    keep_freed_memory()
     torch.set_num_threads(spec.threads)
     code = run_worker(spec, data, shared, ch)
     sys.stdout.flush()

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import Config
+from core.machine import keep_freed_memory
 from core.workers import RUN, STOP, Channels, SettingsBox, WorkerSpec, default_threads, run_worker
 
 RUN_FILE = "torchrun.json"  # in the run directory: the rendezvous id and the restarts so far
@@ -178,6 +179,7 @@ class TorchrunLauncher:
                                    gather_records=True, parent_pid=os.getpid(),
                                    threads=default_threads(self.local_world, specs[0].config.parallel.threads_per_worker))
         torch.set_num_threads(spec.threads)
+        keep_freed_memory()  # this process trains (a thread of it)
         handle = RankThread(lambda: run_worker(spec, data, shared, channels))
         handle.start()
         return [handle]
@@ -245,6 +247,7 @@ def run_other_rank(cfg: Config, start: dict[str, Any]) -> int:
 
     spec = dataclasses.replace(torchrun_spec(cfg), gather_records=True, **start)
     torch.set_num_threads(spec.threads)
+    keep_freed_memory()
     data = load_data(spec.config.data, seed=cfg.train.seed, share=False)
     # the weights do not matter: DistributedDataParallel starts every rank from rank 0's
     model = build_model(spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape)

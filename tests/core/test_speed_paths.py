@@ -89,3 +89,31 @@ def test_optimizers_use_fused_kernels_where_torch_has_them(name: str) -> None:
     assert again.param_groups[0]["fused"] is True
     meta = torch.nn.Linear(4, 3, device="meta")  # a device without fused kernels: the plain loop
     assert not make_optimizer(meta.parameters(), OptimConfig(name=name), 0.1).defaults["fused"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_workers_keep_the_memory_each_step_frees() -> None:
+    """Blocks of a few MiB made and freed on every step are not faulted in again each time."""
+    code = (
+        "import resource, sys\n"
+        "import numpy as np\n"
+        "from core.machine import keep_freed_memory\n"
+        "if sys.argv[1] == 'keep':\n"
+        "    assert keep_freed_memory()\n"
+        "def steps():\n"
+        "    for _ in range(50):  # a step's tensors: a few of 4 MiB each, all pages written, then freed\n"
+        "        a = [np.ones(1 << 20, np.float32) for _ in range(3)]\n"
+        "        del a\n"
+        "steps()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "steps()\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n"
+    )
+    faults = {}
+    for mode in ("keep", "default"):
+        res = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert res.returncode == 0, res.stderr
+        faults[mode] = int(res.stdout)
+    assert faults["default"] > 50 * 500  # glibc's default: the freed heap is trimmed, then faulted in again
+    assert faults["keep"] < 500, faults
