@@ -13,7 +13,8 @@
   loop in the shape of mnist_hogwild (``model.share_memory()``, ``train(rank)``
   per process, a shuffling DataLoader, SGD lr 0.01 momentum 0.5, batch 64), run
   once with torch's default threads in each process and once with one thread
-  per process.
+  per process (and that once more with the allocator setting the engine's
+  workers use, ``core.machine.keep_freed_memory``).
 All report training samples per second: every process's samples over the wall
 time from the first training step to the last (the engine's ``samples_per_s``
 is measured the same way); medians over interleaved repeats. The engine's
@@ -43,6 +44,7 @@ import torch.nn.functional as F  # noqa: E402
 from core.config import Config, apply_overrides  # noqa: E402
 from core.data import load_data  # noqa: E402
 from core.launchers import local as launcher  # noqa: E402
+from core.machine import keep_freed_memory  # noqa: E402
 from core.models import build_model  # noqa: E402
 from core.workers import epoch_indices  # noqa: E402
 from engine_vs_bare import engine  # noqa: E402 - the same engine run, measured the same way
@@ -113,7 +115,10 @@ class _Images(torch.utils.data.Dataset):  # type: ignore[type-arg]
         return self.x[i], self.y[i]
 
 
-def _mnist_train(rank: int, model: Any, x: Any, y: Any, threads: int, epochs: int, out: Any) -> None:
+def _mnist_train(rank: int, model: Any, x: Any, y: Any, threads: int, epochs: int, out: Any,
+                 keep: bool = False) -> None:
+    if keep:
+        keep_freed_memory()
     if threads:
         torch.set_num_threads(threads)
     torch.manual_seed(1 + rank)
@@ -131,7 +136,7 @@ def _mnist_train(rank: int, model: Any, x: Any, y: Any, threads: int, epochs: in
     out[3 * rank:3 * rank + 3] = [samples, t0, time.perf_counter()]
 
 
-def mnist_reference(npz: Path, threads: int, epochs: int, processes: int = 2) -> float:
+def mnist_reference(npz: Path, threads: int, epochs: int, processes: int = 2, keep: bool = False) -> float:
     sys.path.insert(0, str(HERE))
     from _mnist_net import Net
 
@@ -143,7 +148,8 @@ def mnist_reference(npz: Path, threads: int, epochs: int, processes: int = 2) ->
     model.share_memory()
     ctx = launcher.get_context()
     out = ctx.Array("d", 3 * processes)
-    procs = [ctx.Process(target=_mnist_train, args=(r, model, x, y, threads, epochs, out)) for r in range(processes)]
+    procs = [ctx.Process(target=_mnist_train, args=(r, model, x, y, threads, epochs, out, keep))
+             for r in range(processes)]
     for p in procs:
         p.start()
     for p in procs:
@@ -214,9 +220,11 @@ def main() -> None:
                 "engine hogwild x2 (1 thread each)": lambda: engine(cfg, runs),
                 "mnist_hogwild shape, default threads": lambda: mnist_reference(npz, 0, e),
                 "mnist_hogwild shape, 1 thread per process": lambda: mnist_reference(npz, 1, e),
+                "the same, keeping freed memory as the engine": lambda: mnist_reference(npz, 1, e, keep=True),
             }, args.repeats)
             report("mnist: 60,000 x 1x28x28, mnist_hogwild network, batch 64, SGD 0.01/0.5", results,
-                   ["mnist_hogwild shape, default threads", "mnist_hogwild shape, 1 thread per process"])
+                   ["mnist_hogwild shape, default threads", "mnist_hogwild shape, 1 thread per process",
+                    "the same, keeping freed memory as the engine"])
 
 
 if __name__ == "__main__":
