@@ -33,6 +33,7 @@ from core.launchers import local as launcher  # noqa: E402
 from core.checkpoint import save_checkpoint  # noqa: E402
 from core.config import Config, to_dict, to_toml  # noqa: E402
 from core.export import export_run  # noqa: E402
+from core.machine import keep_freed_memory  # noqa: E402
 from core.models import build_model  # noqa: E402
 from core.predict import BATCH_ROWS, PREDICT_PRELOAD, predict  # noqa: E402
 from core.runlog import atomic_write_text, make_run_dir  # noqa: E402
@@ -122,6 +123,7 @@ def main() -> int:
     parser.add_argument("--input", choices=("csv", "npz"), default="csv")
     parser.add_argument("--repeat", type=int, default=5, help="rounds; each figure is the best of N")
     args = parser.parse_args()
+    keep_freed_memory()  # as `traindesk predict` does before it predicts
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
     print(f"machine: {os.cpu_count()} CPU cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"load average {os.getloadavg()[0]:.1f}")

@@ -972,7 +972,8 @@ def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_c
     table = read_csv_rows(piece)
     if table is None:
         return None
-    ids = table.text[id_col].tolist() if id_col is not None else RowNumbers(range(piece.first, piece.first + piece.count))
+    rows = range(piece.first, piece.first + piece.count)
+    ids = table.text[id_col].tolist() if id_col is not None else RowNumbers(rows)
     inp = PredictInput(ids, x=table.x.reshape((piece.count, *predictor.input_shape)))
     probs, text = predict_chunk(predictor, inp, 0, piece.count, batch_rows)
     labels = [str(v) for v in table.text[label_col].tolist()] if label_col is not None else []
