@@ -5,6 +5,7 @@
 - :mod:`core.session.stats`: a pure reducer of records into run statistics.
 - :mod:`core.session.recording`: run directory, checkpoints, summary.
 - :mod:`core.session.processes`: liveness and ending of worker processes.
+- :mod:`core.session.receive`: reading record batches that a killed worker may have left half-sent.
 
 ``Session`` and ``RecordBuffer`` are imported on first use, so the torch-free
 parts (state, stats) load without torch.

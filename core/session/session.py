@@ -32,6 +32,7 @@ from core.models import build_model, count_parameters
 from core.runlog import atomic_write_text
 from core.schedule import improved
 from core.session.processes import TERMINATE_GRACE_S, WorkerProcesses
+from core.session.receive import QueueBroken, receive
 from core.session.recording import POSITION_KEYS, RunRecorder, checkpoint_payload, weights_finite
 from core.session.state import ENDED, RunState
 from core.session.stats import RunStats
@@ -158,6 +159,7 @@ class Session:
         self._last_checkpoint = time.monotonic()
         self._t_start = 0.0
         self._error_at = 0.0
+        self._queue_broken = False  # a dying worker left a batch half-sent: nothing more can be read
         self._last_seen: dict[int, float] = {}  # worker -> monotonic time of its last record
         self._resume: dict[str, Any] | None = None  # the checkpoint a resumed run continues
         self._resume_dir: Path | None = None
@@ -520,10 +522,7 @@ class Session:
         n = len(self._procs)
         queue = self._channels.queue
         while len(self.stats.done) < n:
-            try:
-                batch = queue.get(timeout=0.05)
-            except queue_mod.Empty:
-                batch = None
+            batch = self._receive(queue, 0.05)
             if batch:
                 self._handle(batch)
             self._check_processes()
@@ -642,12 +641,27 @@ class Session:
     def _drain_for(self, rank: int, wait: float = 0.5) -> None:
         """A worker exited: read what it sent before its end (its pipe may still hold it)."""
         deadline = time.monotonic() + wait
-        while rank not in self.stats.done and time.monotonic() < deadline:
-            try:
-                batch = self._channels.queue.get(timeout=0.05)
-            except queue_mod.Empty:
-                continue
-            self._handle(batch)
+        while rank not in self.stats.done and time.monotonic() < deadline and not self._queue_broken:
+            batch = self._receive(self._channels.queue, 0.05)
+            if batch:
+                self._handle(batch)
+
+    def _receive(self, queue: Any, timeout: float) -> list[dict[str, Any]] | None:
+        """The next batch of records, None when none came; a batch a dying worker left half-sent ends the
+        reading (the workers are then stopped, and ended when they cannot say so)."""
+        if self._queue_broken:
+            time.sleep(timeout)
+            return None
+        try:
+            return receive(queue, timeout, lambda: not all(self._procs.alive(r) for r in range(len(self._procs))))
+        except queue_mod.Empty:
+            return None
+        except (QueueBroken, EOFError, OSError) as exc:
+            self._queue_broken = True
+            self._log("error", f"records from the workers stopped: a worker ended while sending them ({exc}); "
+                               "the run stops")
+            self.request_stop()
+            return None
 
     def _check_stalls(self) -> None:
         """Report a worker that sends nothing while the run is not paused (a deadlock, a hung loader)."""

@@ -364,3 +364,32 @@ def test_a_second_run_in_the_same_runs_dir_is_refused(runs_dir: Path) -> None:
     runs = [p for p in runs_dir.iterdir() if p.is_dir()]
     assert len(runs) == 2
     assert json.loads((first.run_dir / "summary.json").read_text())["status"] == "stopped"
+
+
+def test_a_batch_a_dead_worker_left_half_sent_does_not_hang_the_reader() -> None:
+    """A worker killed while its feeder wrote a large batch leaves part of it in the pipe."""
+    import multiprocessing
+    import os
+    import queue as queue_mod
+    import struct
+    import time
+
+    from core.session.receive import QueueBroken, receive
+
+    q = multiprocessing.get_context("spawn").Queue()
+    try:
+        q.put([{"kind": "step", "worker": 0}])
+        assert receive(q, 5.0, lambda: False) == [{"kind": "step", "worker": 0}]
+        with pytest.raises(queue_mod.Empty):
+            receive(q, 0.05, lambda: True)
+        q._writer.send_bytes(b"x" * 10)  # a whole frame of 10 bytes, then a frame cut after 10 of 100 bytes
+        os.write(q._writer.fileno(), struct.pack("!i", 100) + b"y" * 10)
+        with pytest.raises(Exception):  # the 10 bytes are no pickle
+            receive(q, 1.0, lambda: True)
+        t0 = time.monotonic()
+        with pytest.raises(QueueBroken, match="10 of 100 bytes"):
+            receive(q, 1.0, lambda: True)
+        assert time.monotonic() - t0 < 10
+    finally:
+        q.close()
+        q.join_thread()
