@@ -36,6 +36,7 @@ def receive(queue: Any, timeout: float, writer_gone: Callable[[], bool]) -> Any:
     if not reader.poll(timeout):
         raise queue_mod.Empty
     fd = reader.fileno()
+    os.set_blocking(fd, False)  # read what is there; wait (bounded) only when a batch is not all there yet
     (size,) = struct.unpack("!i", _read(fd, 4, writer_gone))
     if size == -1:  # a batch of 2 GiB or more
         (size,) = struct.unpack("!Q", _read(fd, 8, writer_gone))
@@ -46,12 +47,14 @@ def _read(fd: int, n: int, writer_gone: Callable[[], bool]) -> bytes:
     buf = bytearray()
     last = time.monotonic()
     while len(buf) < n:
-        if wait([fd], 0.1):
+        try:
             chunk = os.read(fd, n - len(buf))
-            if not chunk:
-                raise EOFError("the record queue was closed")
-            buf += chunk
-            last = time.monotonic()
-        elif time.monotonic() - last > STALL_S and writer_gone():
-            raise QueueBroken(f"a record batch stopped after {len(buf)} of {n} bytes")
+        except BlockingIOError:
+            if not wait([fd], 0.1) and time.monotonic() - last > STALL_S and writer_gone():
+                raise QueueBroken(f"a record batch stopped after {len(buf)} of {n} bytes") from None
+            continue
+        if not chunk:
+            raise EOFError("the record queue was closed")
+        buf += chunk
+        last = time.monotonic()
     return bytes(buf)
