@@ -32,6 +32,9 @@ class WorkerProcesses:
     def alive(self, rank: int) -> bool:
         return bool(self.procs[rank].is_alive())
 
+    def any_dead(self) -> bool:
+        return not all(p.is_alive() for p in self.procs)
+
     def describe_exit(self, rank: int) -> str:
         proc = self.procs[rank]
         return f"worker {rank} (pid {proc.pid}) died: {exit_reason(proc.exitcode)}"

@@ -653,7 +653,7 @@ class Session:
             time.sleep(timeout)
             return None
         try:
-            return receive(queue, timeout, lambda: not all(self._procs.alive(r) for r in range(len(self._procs))))
+            return receive(queue, timeout, self._procs.any_dead)
         except queue_mod.Empty:
             return None
         except (QueueBroken, EOFError, OSError) as exc:
