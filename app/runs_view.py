@@ -20,8 +20,8 @@ from PySide6.QtCore import (
 )
 from PySide6.QtGui import QAction, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QMessageBox, QTableView, QToolButton,
-    QVBoxLayout, QWidget,
+    QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QMessageBox, QStyledItemDelegate,
+    QTableView, QToolButton, QVBoxLayout, QWidget,
 )
 
 from app.run_data import format_duration
@@ -80,15 +80,40 @@ class RunsTableModel(QAbstractTableModel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.rows: list[RunRow] = []
+        self.editing: set[Path] = set()  # runs whose row has an open editor: scans leave them alone
 
     def set_rows(self, rows: list[RunRow]) -> None:
-        if [r.path for r in rows] == [r.path for r in self.rows]:
-            self.rows = rows  # same runs: update the cells in place (selection and scroll stay)
-            if rows:
-                self.dataChanged.emit(self.index(0, 0), self.index(len(rows) - 1, len(COLUMNS) - 1))
-            return
+        """Take a new scan: rows update in place, new runs are inserted and gone ones removed.
+
+        Only the cells whose text changed are announced, and a row whose cell is being edited
+        (``editing``) is left as it is until the editor closes, so a scan never resets an open editor.
+        """
+        fresh = {r.path: r for r in rows}
+        for i in reversed(range(len(self.rows))):
+            if self.rows[i].path not in fresh and self.rows[i].path not in self.editing:
+                self.beginRemoveRows(QModelIndex(), i, i)
+                del self.rows[i]
+                self.endRemoveRows()
+        known = {r.path: i for i, r in enumerate(self.rows)}
+        for path, row in fresh.items():
+            i = known.get(path)
+            if i is None or path in self.editing:
+                continue
+            old, self.rows[i] = self.rows[i], row
+            changed = [c for c, (_h, attr, _e) in enumerate(COLUMNS) if _display(old, attr) != _display(row, attr)
+                       or _sort_key(old, attr) != _sort_key(row, attr)]
+            if changed:
+                self.dataChanged.emit(self.index(i, min(changed)), self.index(i, max(changed)))
+        new = [r for r in rows if r.path not in known]
+        if new:
+            self.beginInsertRows(QModelIndex(), len(self.rows), len(self.rows) + len(new) - 1)
+            self.rows.extend(new)
+            self.endInsertRows()
+
+    def clear(self) -> None:
         self.beginResetModel()
-        self.rows = rows
+        self.rows = []
+        self.editing.clear()
         self.endResetModel()
 
     def row_for(self, path: Path) -> int:
@@ -161,6 +186,31 @@ class RunsTableModel(QAbstractTableModel):
         return True
 
 
+class RunsDelegate(QStyledItemDelegate):
+    """Tells the model which row has an open editor, so a scan leaves that row alone."""
+
+    def __init__(self, model: RunsTableModel, proxy: QSortFilterProxyModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._model = model
+        self._proxy = proxy
+        self._open: dict[QWidget, Path] = {}
+
+    def createEditor(self, parent: QWidget, option: Any, index: Index) -> QWidget:  # noqa: N802 - Qt API
+        editor = super().createEditor(parent, option, index)
+        row = self._proxy.mapToSource(self._proxy.index(index.row(), index.column())).row()
+        if 0 <= row < len(self._model.rows):
+            path = self._model.rows[row].path
+            self._open[editor] = path
+            self._model.editing.add(path)
+        return editor
+
+    def destroyEditor(self, editor: QWidget, index: Index) -> None:  # noqa: N802 - Qt API
+        path = self._open.pop(editor, None)
+        if path is not None and path not in self._open.values():
+            self._model.editing.discard(path)
+        super().destroyEditor(editor, index)
+
+
 class RunsFilter(QSortFilterProxyModel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -175,6 +225,7 @@ class RunsView(QWidget):
     open_requested = Signal(object)      # Path of the run to open
     error = Signal(str)
     selection_changed = Signal()
+    scanned = Signal()                   # the table took a new scan of the folder
 
     def __init__(self, actions: list[QAction] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -196,6 +247,8 @@ class RunsView(QWidget):
 
         self.table = QTableView(objectName="table_runs")
         self.table.setModel(self.proxy)
+        self.delegate = RunsDelegate(self.model, self.proxy, self.table)
+        self.table.setItemDelegate(self.delegate)
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(COL["started"], Qt.SortOrder.DescendingOrder)  # newest first
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
@@ -248,7 +301,7 @@ class RunsView(QWidget):
     def set_runs_dir(self, runs_dir: Path | str) -> None:
         if self.index is None or self.index.runs_dir != Path(runs_dir):
             self.index = RunIndex(runs_dir)
-            self.model.set_rows([])
+            self.model.clear()
         self.refresh()
 
     def refresh(self) -> None:
@@ -272,6 +325,7 @@ class RunsView(QWidget):
             self.table.resizeColumnsToContents()
         self.select_runs([p for p in selected if self.model.row_for(p) >= 0], clear=True)
         self.label_count.setText(f"{len(rows)} run(s)")
+        self.scanned.emit()
         if self._pending_refresh:
             self._pending_refresh = False
             self.refresh()

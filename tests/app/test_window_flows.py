@@ -1,0 +1,75 @@
+"""Flows of the window walked as a user would: editing in Runs, comparing short runs, forking, reopening."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLineEdit
+
+from app.runs_view import COL
+from core.config import Config
+
+
+def write_run(runs: Path, name: str, cfg: Config, epochs: int = 20, workers: int = 2, t0: float = 1000.0,
+              startup_s: float = 1.9, status: str = "finished") -> Path:
+    """A run shaped like a real short hogwild iris run: one step per worker per epoch, workers out of
+    step with each other, records of different workers interleaved out of time order, start-up first."""
+    run = runs / name
+    run.mkdir(parents=True)
+    (run / "config.toml").write_text(cfg.to_toml())
+    recs: list[dict[str, Any]] = [{"kind": "state", "t": t0, "worker": None, "state": "starting", "detail": ""}]
+    t1 = t0 + startup_s
+    recs += [{"kind": "state", "t": t1, "worker": w, "state": "running", "detail": ""} for w in range(workers)]
+    recs.append({"kind": "state", "t": t1, "worker": None, "state": "running", "detail": ""})
+    # worker 1 races through its epochs first, worker 0 (the evaluating one) follows more slowly
+    for w in reversed(range(workers)):
+        dt = 0.001 if w else 0.005
+        for epoch in range(1, epochs + 1):
+            t = t1 + epoch * dt
+            recs.append({"kind": "step", "t": t, "worker": w, "epoch": epoch, "step": epoch,
+                         "samples": epoch * 60, "loss": 1.0 / epoch, "lr": cfg.optim.lr})
+            if w == 0:
+                recs.append({"kind": "eval", "t": t, "worker": 0, "epoch": epoch, "samples": epoch * 60,
+                             "val_loss": 1.0 / epoch, "val_accuracy": min(1.0, 0.5 + epoch / 40)})
+        recs.append({"kind": "state", "t": t1 + epochs * dt, "worker": w, "state": status, "detail": ""})
+    end = t1 + epochs * 0.005 + 0.05
+    recs.append({"kind": "state", "t": end, "worker": None, "state": status, "detail": ""})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (run / "summary.json").write_text(json.dumps({
+        "status": status, "strategy": cfg.parallel.strategy, "workers": workers, "epochs_done": epochs,
+        "samples_per_s": 20000.0, "wall_s": end - t0, "train_s": epochs * 0.005, "dataset": "iris",
+        "final": {"val_accuracy": 1.0, "val_loss": 1.0 / epochs, "train_loss": 0.05}}))
+    return run
+
+
+def iris(epochs: int = 20, lr: float = 0.05) -> Config:
+    return Config().replace("data", source="builtin:iris").replace("train", epochs=epochs).replace("optim", lr=lr)
+
+
+# -- Runs: an open editor survives the rescans ----------------------------------------------
+def test_note_typed_across_rescans_is_saved_whole(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    run = write_run(runs, "20261201-100000-hogwild-mlp", iris())
+    window = make_window()
+    window.tabs.setCurrentWidget(window.runs_view)
+    view = window.runs_view
+    qtbot.waitUntil(lambda: view.proxy.rowCount() == 1, timeout=20_000)
+    index = view.proxy.index(0, COL["notes"])
+    view.table.edit(index)
+    editor = view.table.viewport().findChild(QLineEdit)
+    assert editor is not None
+    words = ["kept ", "while ", "the ", "folder ", "is ", "rescanned"]
+    for i, word in enumerate(words):
+        qtbot.keyClicks(editor, word)
+        if i == 2:  # a new run appears meanwhile and the live one's numbers move
+            write_run(runs, "20261201-110000-hogwild-mlp", iris())
+        with qtbot.waitSignal(view.scanned, timeout=20_000):
+            view.refresh()
+        assert editor.text() == "".join(words[:i + 1])  # the scan left the editor alone
+    assert view.proxy.rowCount() == 2
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: (run / "notes.json").is_file(), timeout=5_000)
+    assert json.loads((run / "notes.json").read_text())["notes"] == "kept while the folder is rescanned"
