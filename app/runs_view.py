@@ -31,14 +31,16 @@ from app.tasks import BackgroundCalls
 Index = QModelIndex | QPersistentModelIndex
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 REFRESH_MS = 3000
+MAX_COLUMN_WIDTH = 220  # px; a longer name elides in the middle (its end says which fork or variant it is)
 
-# (header, RunRow attribute, editable)
+# (header, RunRow attribute, editable); what a run achieved comes before what it was, so it stays in view
 COLUMNS: list[tuple[str, str, bool]] = [
     ("Name", "name", True), ("Started", "started", False), ("Status", "status", False),
-    ("Dataset", "dataset", False), ("Model", "model", False), ("Strategy", "strategy", False),
-    ("Workers", "workers", False), ("Epochs", "epochs_done", False), ("Best val acc", "best_val_accuracy", False),
+    ("Epochs", "epochs_done", False), ("Best val acc", "best_val_accuracy", False),
     ("Final val acc", "final_val_accuracy", False), ("Samples/s", "samples_per_s", False),
-    ("Wall time", "wall_s", False), ("Tags", "tags", True), ("Notes", "notes", True),
+    ("Wall time", "wall_s", False), ("Dataset", "dataset", False), ("Model", "model", False),
+    ("Strategy", "strategy", False), ("Workers", "workers", False), ("Tags", "tags", True),
+    ("Notes", "notes", True),
 ]
 COL = {attr: i for i, (_h, attr, _e) in enumerate(COLUMNS)}
 
@@ -57,8 +59,6 @@ def _display(row: RunRow, attr: str) -> str:
         return "" if math.isnan(value) else format_duration(value)
     if attr == "tags":
         return ", ".join(value)
-    if attr == "name" and row.parent:
-        return f"{value}  (fork of {row.parent})"
     return str(value)
 
 
@@ -149,7 +149,9 @@ class RunsTableModel(QAbstractTableModel):
         if role == SORT_ROLE:
             return _sort_key(row, attr)
         if role == Qt.ItemDataRole.ToolTipRole:
-            return f"{row.path}\n{row.notes}" if row.notes else str(row.path)
+            lines = [str(row.path)] + ([f"fork of {row.parent}"] if row.parent else []) + \
+                ([row.notes] if row.notes else [])
+            return "\n".join(lines)
         if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(getattr(row, attr), (int, float)) \
                 and attr not in ("started",):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -256,6 +258,8 @@ class RunsView(QWidget):
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
                                    | QAbstractItemView.EditTrigger.EditKeyPressed)
         self.table.setAlternatingRowColors(True)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.table.setWordWrap(False)
         self.table.verticalHeader().hide()
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
@@ -322,13 +326,21 @@ class RunsView(QWidget):
         first = not self.model.rows and rows
         self.model.set_rows(rows)
         if first:
-            self.table.resizeColumnsToContents()
+            self.fit_columns()
         self.select_runs([p for p in selected if self.model.row_for(p) >= 0], clear=True)
         self.label_count.setText(f"{len(rows)} run(s)")
         self.scanned.emit()
         if self._pending_refresh:
             self._pending_refresh = False
             self.refresh()
+
+    def fit_columns(self) -> None:
+        """Columns as wide as their contents, but none wider than MAX_COLUMN_WIDTH (long names elide)."""
+        self.table.resizeColumnsToContents()
+        header = self.table.horizontalHeader()
+        for c in range(len(COLUMNS) - 1):
+            if header.sectionSize(c) > MAX_COLUMN_WIDTH:
+                header.resizeSection(c, MAX_COLUMN_WIDTH)
 
     def _on_timer(self) -> None:
         if self.isVisible():

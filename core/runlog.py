@@ -83,6 +83,22 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+_STAMPED = re.compile(r"^\d{8}-\d{6}-")
+
+
+def run_label(folder_name: str) -> str:
+    """A run folder's name without the time stamp ``make_run_dir`` put in front of it."""
+    return _STAMPED.sub("", folder_name) or folder_name
+
+
+def fork_name(parent_folder: str) -> str:
+    """The name of a fork of ``parent_folder``: its label once, marked as a fork (a fork of a fork too)."""
+    label = run_label(parent_folder)
+    while label.endswith("-fork"):
+        label = label[: -len("-fork")]
+    return f"{label or 'run'}-fork"
+
+
 def make_run_dir(runs_dir: Path, name: str) -> Path:
     """Create ``runs_dir/<YYYYmmdd-HHMMSS>-<name>`` (a numeric suffix if taken)."""
     runs_dir = Path(runs_dir)

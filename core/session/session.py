@@ -29,7 +29,7 @@ from core.errors import ModelError, RunError
 from core.evaluate import attach_evaluation
 from core.launchers.local import LocalLauncher
 from core.models import build_model, count_parameters
-from core.runlog import atomic_write_text
+from core.runlog import atomic_write_text, fork_name
 from core.schedule import improved
 from core.session.processes import TERMINATE_GRACE_S, WorkerProcesses
 from core.session.receive import QueueBroken, receive
@@ -211,7 +211,8 @@ class Session:
         _check_progress(ckpt, cfg, path, where)
         run_dir = _run_dir_of(path)
         base = Path(runs_dir) if runs_dir is not None else (run_dir.parent if run_dir is not None else Path("runs"))
-        session = cls(cfg, runs_dir=base, name=name or f"{run_dir.name if run_dir else 'run'}-fork", **kwargs)
+        session = cls(cfg, runs_dir=base, name=name or fork_name(run_dir.name if run_dir else "run"),
+                      **kwargs)
         session._resume, session._resume_where = ckpt, where
         session.parent = {"run": str(run_dir or path), "name": (run_dir or path).name,
                           "epoch": int(ckpt["epoch"]), "step": int(ckpt["steps"]),

@@ -73,3 +73,29 @@ def test_note_typed_across_rescans_is_saved_whole(qtbot: Any, make_window: Any, 
     qtbot.keyClick(editor, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: (run / "notes.json").is_file(), timeout=5_000)
     assert json.loads((run / "notes.json").read_text())["notes"] == "kept while the folder is rescanned"
+
+
+# -- Runs: long fork names elide, the results stay in view ------------------------------------
+def test_long_fork_names_keep_accuracy_and_samples_per_s_in_view(qtbot: Any, make_window: Any,
+                                                                 tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    parent = write_run(runs, "20261201-201410-hogwild-mlp", iris())
+    fork = write_run(runs, "20261201-201424-20261201-201410-hogwild-mlp-fork-with-a-long-name", iris())
+    summary = json.loads((fork / "summary.json").read_text())
+    summary["parent"] = {"run": str(parent), "name": parent.name, "epoch": 20, "step": 20}
+    (fork / "summary.json").write_text(json.dumps(summary))
+    window = make_window()
+    window.resize(1280, 800)
+    window.tabs.setCurrentWidget(window.runs_view)
+    view = window.runs_view
+    qtbot.waitUntil(lambda: view.proxy.rowCount() == 2, timeout=20_000)
+    qtbot.waitUntil(lambda: view.table.viewport().width() > 0, timeout=5_000)
+    names = [view.proxy.index(r, COL["name"]).data() for r in range(2)]
+    assert all("(fork of" not in n for n in names)
+    fork_row = next(r for r in range(2) if "long-name" in names[r])
+    assert parent.name in view.proxy.index(fork_row, COL["name"]).data(Qt.ItemDataRole.ToolTipRole)
+    width = view.table.viewport().width()
+    for attr in ("best_val_accuracy", "final_val_accuracy", "samples_per_s"):
+        c = COL[attr]
+        right = view.table.columnViewportPosition(c) + view.table.columnWidth(c)
+        assert 0 < right <= width, (attr, right, width)

@@ -39,3 +39,13 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
     assert target.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
     atomic_write_text(target, "new\n")
     assert target.read_text() == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
+
+
+def test_fork_names_do_not_nest_the_parents_time_stamp() -> None:
+    from core.runlog import fork_name, run_label
+
+    assert run_label("20261201-201410-hogwild-mlp") == "hogwild-mlp"
+    assert fork_name("20261201-201410-hogwild-mlp") == "hogwild-mlp-fork"
+    assert fork_name("20261201-201424-hogwild-mlp-fork") == "hogwild-mlp-fork"  # a fork of a fork
+    assert fork_name("my-run") == "my-run-fork"
+
