@@ -217,6 +217,20 @@ class ConfigPanel(QWidget):
                                 "weight decay, batch size and epochs shown here.")
         self.set_mode("view")
 
+    @property
+    def showing_run_config(self) -> bool:
+        """The panel shows a run's settings; the user's own are kept aside (``own_config``)."""
+        return self._own_config is not None
+
+    def own_config(self) -> Config | None:
+        """The user's own settings: those kept aside while a run's are shown, else those shown."""
+        if self._own_config is not None:
+            return self._own_config
+        try:
+            return self.config()
+        except ConfigError:
+            return None
+
     def use_shown_config(self) -> None:
         self._own_config = None
         self.set_mode("edit")

@@ -35,13 +35,10 @@ from app.search_view import SearchView
 from app.settings import AppSettings
 from app.tasks import BackgroundCalls
 from app.theme import Theme, apply_theme, get_theme
+from app.window_state import STATE_TEXT, WindowState, derive
 from core.config import Config, ConfigError, load_config, parse_toml, save_config, to_dict
 from core.runlog import list_runs, read_metrics, read_summary
 
-STATE_TEXT = {
-    "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused",
-    "stopping": "Stopping…", "finishing": "Saving…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
-}
 RECENT_RUNS = 12
 ADVISOR_SECONDS = 3.0  # training seconds per probe of "Find fastest"
 
@@ -341,10 +338,9 @@ class MainWindow(QMainWindow):
         s.sync()
 
     def _save_last_config(self) -> None:
-        try:
-            self.settings.last_config_toml = self.panel.config().to_toml()
-        except ConfigError:
-            pass  # keep the last valid one
+        own = self.panel.own_config()  # not the settings of a run on screen
+        if own is not None:  # else keep the last valid one
+            self.settings.last_config_toml = own.to_toml()
 
     # -- theme -----------------------------------------------------------------
     def _apply_theme(self, name: str) -> None:
@@ -374,40 +370,38 @@ class MainWindow(QMainWindow):
         self.settings.theme = self._theme.name
 
     # -- state -----------------------------------------------------------------
+    def window_state(self) -> WindowState:
+        """The facts every action's enablement is derived from (see app/window_state.py)."""
+        return WindowState(
+            run_state=self.controller.state, run_active=self.controller.active, attached=self.controller.attached,
+            advising=self.advising, cancelling=self._advisor_cancel, preparing=self._preparing,
+            loading=self._calls.running("read-run"), closing=self._close_when_ended,
+            run_config_shown=self.panel.mode == "view" or self.panel.showing_run_config,
+            viewing=self.viewing_run.name if self.viewing_run is not None else "",
+            selected_runs=len(self.runs_view.selected_runs()), continuable=self._continuable_run() is not None,
+            fork_source=self._fork_source() is not None, export_target=self._export_run_dir() is not None,
+            export_available=EXPORT_AVAILABLE)
+
     def _update_actions(self) -> None:
-        state = self.controller.state
-        attached = self.controller.attached
-        # probes use every core too; reading a run's history comes just before its start
-        active = self.controller.active or self.advising or self._preparing
-        viewing = self.panel.mode == "view"
-        self.action_start.setEnabled(not active and not self._close_when_ended and not viewing)
-        self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)" if viewing
-                                     else "Start training with these settings (Ctrl+R, F5)")
-        self.action_find_fastest.setEnabled(not active and not self._close_when_ended and not viewing)
-        self.action_continue_run.setEnabled(not active and self._continuable_run() is not None)
-        self.action_fork.setEnabled(not self._close_when_ended and not self.advising and not self._preparing
-                                    and self._fork_source() is not None)
-        self.action_compare.setEnabled(len(self.runs_view.selected_runs()) >= 2)
-        self.action_pause.setEnabled(state == "running")
-        self.action_resume.setEnabled(state == "paused")
-        self.action_stop.setEnabled(state in ("starting", "running", "paused"))
-        self.action_open_config.setEnabled(not active)
-        self.action_save_config.setEnabled(True)
-        self.action_open_run.setEnabled(not active)
-        self.menu_recent.setEnabled(not active)
-        self.action_runs_dir.setEnabled(not active)
-        self.action_clear.setEnabled(not active)
-        self._update_export_action()
-        # A paused run of ours takes new learning rate, weight decay, batch size and epochs.
-        mode = ("live" if state == "paused" and not attached else "locked") if active else \
-            ("view" if viewing else "edit")
-        if mode != self.panel.mode:
-            self.panel.set_mode(mode)
+        """Apply what the window's state allows; called after every change, failures included."""
+        derived = derive(self.window_state())
+        for name, enabled in derived.enabled.items():
+            target = self.menu_recent if name == "menu_recent_runs" else self.findChild(QAction, name)
+            if target is not None:
+                target.setEnabled(enabled)
+        self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)"
+                                     if derived.panel_mode == "view" else "Start training with these settings (Ctrl+R, F5)")
+        target = self._export_run_dir()
+        self.action_export.setToolTip(
+            "Export is not available yet in this version (Ctrl+E)" if not EXPORT_AVAILABLE else
+            f"Export the trained model of {target.name} (Ctrl+E)" if target else
+            "Export the trained model: finish a run or open a past one first (Ctrl+E)")
+        self.label_state.setText(derived.status)
+        if derived.panel_mode != self.panel.mode:
+            self.panel.set_mode(derived.panel_mode)
 
     @Slot(str)
     def _on_state_changed(self, state: str) -> None:
-        text = STATE_TEXT.get(state, state)
-        self.label_state.setText(f"{text} (attached)" if self.controller.attached else text)
         if state == "paused":
             self.label_throughput.setText("paused")
         self._update_actions()
@@ -473,16 +467,6 @@ class MainWindow(QMainWindow):
             return None
         return Path(run_dir)
 
-    def _update_export_action(self) -> None:
-        if not EXPORT_AVAILABLE:
-            self.action_export.setEnabled(False)
-            self.action_export.setToolTip("Export is not available yet in this version (Ctrl+E)")
-            return
-        target = None if self.controller.active else self._export_run_dir()
-        self.action_export.setEnabled(target is not None)
-        self.action_export.setToolTip(f"Export the trained model of {target.name} (Ctrl+E)" if target else
-                                      "Export the trained model: finish a run or open a past one first (Ctrl+E)")
-
     def _on_export(self) -> None:
         run_dir = self._export_run_dir()
         if not EXPORT_AVAILABLE or run_dir is None or self.controller.active:
@@ -503,6 +487,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_run_started(self, session: Any) -> None:
+        self.viewing_run = None  # the run on screen is the new one now (a failed start keeps the old)
         self.plots.set_live(True)
         info = getattr(session, "info", None)
         if info is not None and self._progress is not None:
@@ -589,6 +574,7 @@ class MainWindow(QMainWindow):
         self.banner.show_message(message, "error")
         self.banner.setProperty("cause", "")
         self.log_pane.add_message("error", message)
+        self._update_actions()  # whatever failed, the actions follow the state it left
 
     def _show_input_error(self, message: str) -> None:
         """An error in what the user typed or chose: it goes away once they change it."""
@@ -747,9 +733,9 @@ class MainWindow(QMainWindow):
         if active_run_pid(run_dir) is not None:
             self.attach_run(run_dir)
             return
-        self.label_state.setText("Loading run…")
         self._calls.call(lambda: _read_run(run_dir), lambda result: self._on_run_loaded(run_dir, *result),
                          lambda exc: self._show_error(f"could not read {run_dir}: {exc}"), name="read-run")
+        self._update_actions()
 
     def attach_run(self, run_dir: Path) -> None:
         """Follow the live run another process runs in ``run_dir``: curves grow, Pause/Resume/Stop steer it."""
@@ -763,6 +749,7 @@ class MainWindow(QMainWindow):
         self.plots.reset()
         self._apply_run_shape(cfg)
         self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self.panel.show_run_config(cfg, run_dir.name)  # the run's settings, not the window's
         self.tabs.setCurrentWidget(self.plots)
         self.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
         self.controller.attach(run_dir)
@@ -785,7 +772,6 @@ class MainWindow(QMainWindow):
         self.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
         self.log_pane.add_records([r for r in records if r.get("kind") == "log"])
         status = (summary or {}).get("status", "")
-        self.label_state.setText(f"Viewing {run_dir.name}")
         self.label_run_dir.setText(str(run_dir))
         epochs = (summary or {}).get("epochs_done", 0)
         self._progress = None
@@ -845,7 +831,6 @@ class MainWindow(QMainWindow):
         """The earlier curves stay; the continued run's go on from them, with a marker where it resumed."""
         self._preparing = False
         self.banner.hide()
-        self.viewing_run = None
         if cfg is None:
             cfg = self.panel.config()
         if epochs is not None:
@@ -896,6 +881,14 @@ class MainWindow(QMainWindow):
             self.panel.show_error(str(exc))
             self._show_input_error(str(exc))
             return
+        summary = {} if self.controller.active else (read_summary(run_dir) or {})
+        done = int(summary.get("epochs_done") or 0)
+        if summary.get("status") == "finished" and int(changes.get("train.epochs", source_cfg.train.epochs)) <= done:
+            # It trained all its epochs: the fork needs more to train at all.
+            epochs = self.ask_fork_epochs(run_dir.name, done)
+            if epochs is None:
+                return
+            changes["train.epochs"] = epochs
         if self.controller.active:
             # One active run per runs folder: the paused run stops first (its checkpoint is the pause point).
             self.log_pane.add_message("state", f"stopping {run_dir.name} to fork it", who="session")
@@ -904,6 +897,15 @@ class MainWindow(QMainWindow):
             self._update_actions()
             return
         self._start_fork(run_dir, changes)
+
+    def ask_fork_epochs(self, run_name: str, done: int) -> int | None:
+        """How many epochs a fork of a finished run trains in all (tests monkeypatch this); None: cancelled."""
+        from PySide6.QtWidgets import QInputDialog
+
+        epochs, ok = QInputDialog.getInt(
+            self, "Fork a finished run", f"{run_name} finished all its {done} epochs.\n"
+            "Train the fork up to epoch:", max(done + 1, 2 * done), done + 1, 1_000_000)
+        return int(epochs) if ok else None
 
     def _start_fork(self, run_dir: Path, changes: dict[str, Any]) -> None:
         self._preparing = True
@@ -916,7 +918,6 @@ class MainWindow(QMainWindow):
         """The parent's curves first, the fork's branching from them."""
         self._preparing = False
         self.banner.hide()
-        self.viewing_run = None
         if self.panel.mode == "view":
             self.panel.use_shown_config()
         if cfg is not None:
@@ -972,7 +973,6 @@ class MainWindow(QMainWindow):
         self.progress_advisor.show()
         self.button_cancel_advisor.setEnabled(True)
         self.button_cancel_advisor.show()
-        self.label_state.setText("Finding the fastest setting…")
         self.log_pane.add_message("state", f"find fastest: {n} probes of {ADVISOR_SECONDS:g} s on this config",
                                   who="advisor")
         lines = self._advisor_lines
@@ -992,7 +992,7 @@ class MainWindow(QMainWindow):
         if self.advising:
             self._advisor_cancel = True
             self.button_cancel_advisor.setEnabled(False)
-            self.label_state.setText("Cancelling…")
+            self._update_actions()
 
     def _end_advising(self) -> None:
         self.advising = False
@@ -1001,7 +1001,6 @@ class MainWindow(QMainWindow):
 
     def _on_advice(self, result: dict[str, Any]) -> None:
         self._end_advising()
-        self.label_state.setText(STATE_TEXT.get(self.controller.state, ""))
         self._update_actions()
         best = result.get("suggestion")
         if result.get("cancelled") or best is None:

@@ -161,6 +161,30 @@ def test_fork_a_paused_run(qtbot: Any, make_window: Any) -> None:
     assert first < fork_first
 
 
+def test_fork_of_a_finished_run_asks_for_its_epochs_and_starts(qtbot: Any, make_window: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    window = make_window()
+    window.panel.set_config(Config().replace("data", source="builtin:iris").replace("train", epochs=2)
+                            .replace("parallel", strategy="single", workers=1))
+    window.action_start.trigger()
+    wait_end(qtbot, window)
+    parent_dir = window.controller.run_dir
+    assert window.controller.state == "finished"
+    window.open_run(parent_dir)
+    qtbot.waitUntil(lambda: window.viewing_run == parent_dir and window.action_fork.isEnabled(), timeout=20_000)
+    monkeypatch.setattr(window, "ask_fork_epochs", lambda name, done: done + 2)
+    window.panel.edit_lr.setText("0.02")  # only the learning rate changes
+    window.action_fork.trigger()
+    qtbot.waitUntil(lambda: window.controller.run_dir not in (None, parent_dir), timeout=60_000)
+    wait_end(qtbot, window)
+    fork_dir = window.controller.run_dir
+    summary = json.loads((fork_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["epochs_done"] == 4
+    assert summary["parent"]["changes"] == {"optim.lr": 0.02, "train.epochs": 4}
+    assert fork_dir.name.endswith("-single-mlp-fork") and fork_dir.name.count("-single-mlp") == 1
+    assert window.action_fork.isEnabled() and window.action_export.isEnabled()
+
+
 def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     cfg_path = tmp_path / "long.toml"
     cfg_path.write_text(Config().replace("train", epochs=2000).to_toml())
@@ -182,6 +206,7 @@ def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, 
         assert window.controller.attached
         qtbot.waitUntil(lambda: window.controller.state == "running" and len(counts(window)) == 2, timeout=30_000)
         assert "attached" in window.label_state.text()
+        assert window.panel.spin_epochs.value() == 2000  # the run's settings, not the window's own
         assert f"attached to {run_dir.name}" in window.label_run_dir.text() and "2 worker(s)" in \
             window.label_run_dir.text()
         window.plots.flush()

@@ -99,3 +99,90 @@ def test_long_fork_names_keep_accuracy_and_samples_per_s_in_view(qtbot: Any, mak
         c = COL[attr]
         right = view.table.columnViewportPosition(c) + view.table.columnWidth(c)
         assert 0 < right <= width, (attr, right, width)
+
+
+# -- the toolbar follows the window's state, failures included ------------------------------
+def actions_match_state(window: Any) -> None:
+    from PySide6.QtGui import QAction
+
+    from app.window_state import derive
+
+    derived = derive(window.window_state())
+    for name, enabled in derived.enabled.items():
+        target = window.menu_recent if name == "menu_recent_runs" else window.findChild(QAction, name)
+        assert target.isEnabled() == enabled, name
+    assert window.panel.mode == derived.panel_mode
+    assert window.label_state.text() == derived.status
+
+
+def open_and_wait(qtbot: Any, window: Any, run: Path) -> None:
+    window.open_run(run)
+    qtbot.waitUntil(lambda: window.viewing_run == run and not window._calls.busy, timeout=20_000)
+
+
+def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(qtbot: Any, make_window: Any, tmp_path: Path,
+                                                            monkeypatch: Any) -> None:
+    run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris())
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.pt").write_bytes(b"not a checkpoint")
+    window = make_window()
+    open_and_wait(qtbot, window, run)
+    assert window.label_state.text() == f"Viewing {run.name}"
+    assert window.action_fork.isEnabled() and window.action_export.isEnabled()
+    actions_match_state(window)
+    asked: list[int] = []
+    monkeypatch.setattr(window, "ask_fork_epochs", lambda name, done: asked.append(done) or 40)
+    window.panel.edit_lr.setText("0.01")
+    window.action_fork.trigger()
+    qtbot.waitUntil(lambda: not window._preparing and not window._calls.busy and window.banner.isVisible(),
+                    timeout=20_000)
+    assert asked == [20]  # finished all its epochs: the fork asks for more instead of failing on them
+    assert not window.controller.active
+    assert window.viewing_run == run and window.label_state.text() == f"Viewing {run.name}"
+    assert window.action_fork.isEnabled() and window.action_export.isEnabled()  # not stuck greyed out
+    actions_match_state(window)
+
+    window.open_run(tmp_path / "no-such-run")  # another failure: still in step
+    actions_match_state(window)
+    window.panel.spin_epochs.setValue(30)
+    window.action_continue_run.trigger()  # continuing the bogus checkpoint fails too
+    qtbot.waitUntil(lambda: not window._preparing and not window._calls.busy and not window.controller.active,
+                    timeout=20_000)
+    actions_match_state(window)
+    assert window.action_fork.isEnabled() and window.action_open_run.isEnabled()
+
+
+def test_enablement_is_derived_from_the_state_alone() -> None:
+    from app.window_state import WindowState, derive
+
+    viewing = WindowState(viewing="r", run_config_shown=True, fork_source=True, export_target=True,
+                          continuable=True)
+    d = derive(viewing)
+    assert d.panel_mode == "view" and d.status == "Viewing r"
+    assert d.enabled["action_fork"] and d.enabled["action_export"] and d.enabled["action_continue_run"]
+    assert not d.enabled["action_start"]  # "Use these settings" first
+    busy = derive(WindowState(viewing="r", preparing=True, fork_source=True, export_target=True))
+    assert not busy.enabled["action_fork"] and not busy.enabled["action_open_run"] and busy.panel_mode == "locked"
+    paused = derive(WindowState(run_state="paused", run_active=True, fork_source=True))
+    assert paused.panel_mode == "live" and paused.enabled["action_fork"] and paused.enabled["action_resume"]
+    assert not paused.enabled["action_export"]
+    attached = derive(WindowState(run_state="running", run_active=True, attached=True, run_config_shown=True))
+    assert attached.panel_mode == "locked" and attached.status == "Running (attached)"
+
+
+# -- settings: the user's own are saved, not those of the run on screen ----------------------
+def test_closing_while_viewing_a_run_keeps_the_users_own_settings(qtbot: Any, make_window: Any,
+                                                                  tmp_path: Path) -> None:
+    from app.settings import AppSettings
+    from core.config import parse_toml
+
+    run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris(epochs=20, lr=0.3))
+    window = make_window()
+    window.panel.spin_epochs.setValue(7)
+    open_and_wait(qtbot, window, run)
+    assert window.panel.spin_epochs.value() == 20  # the run's settings are shown
+    window.close()
+    saved = parse_toml(AppSettings().last_config_toml)
+    assert saved.train.epochs == 7 and saved.data.source != "builtin:iris"
+    again = make_window()
+    assert again.panel.spin_epochs.value() == 7

@@ -1,0 +1,96 @@
+"""What the window may do now, derived from what it is doing (no Qt: testable from a table of states).
+
+The window gathers the facts into a :class:`WindowState` after every change,
+failures included, and applies what :func:`derive` returns: every action's
+enabled state, the config panel's mode and the status text. Nothing else
+turns an action on or off, so no error path can leave the toolbar stuck.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+STATE_TEXT = {
+    "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused",
+    "stopping": "Stopping…", "finishing": "Saving…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
+}
+END_STATES = ("finished", "stopped", "failed")
+
+# every action the window switches, by object name
+ACTIONS = ("action_start", "action_pause", "action_resume", "action_stop", "action_export", "action_open_config",
+           "action_save_config", "action_open_run", "action_runs_dir", "action_clear_plots", "action_continue_run",
+           "action_find_fastest", "action_fork", "action_compare", "menu_recent_runs")
+
+
+@dataclass(frozen=True)
+class WindowState:
+    """The facts the actions depend on."""
+
+    run_state: str = "idle"          # the run controller's state
+    run_active: bool = False         # a run of ours or an attached one is going on
+    attached: bool = False           # that run is another process's
+    advising: bool = False           # "Find fastest" is probing
+    cancelling: bool = False         # ... and was asked to stop
+    preparing: bool = False          # reading a run's history just before continuing or forking it
+    loading: bool = False            # reading a past run to show it
+    closing: bool = False            # the window closes once the run has ended
+    run_config_shown: bool = False   # the panel shows a run's settings, read-only
+    viewing: str = ""                # the past run on screen (its folder's name), if any
+    selected_runs: int = 0           # rows selected in Runs
+    continuable: bool = False        # the run on screen can continue from its checkpoint
+    fork_source: bool = False        # there is a run to fork from (a paused one of ours, or one on screen)
+    export_target: bool = False      # there is a trained model on screen to export
+    export_available: bool = True    # the export feature is installed
+
+    @property
+    def busy(self) -> bool:
+        """Something uses the cores or is about to start a run: nothing else may start."""
+        return self.run_active or self.advising or self.preparing
+
+
+@dataclass(frozen=True)
+class Enablement:
+    enabled: dict[str, bool] = field(default_factory=dict)
+    panel_mode: str = "edit"         # edit | live | locked | view (see ConfigPanel)
+    status: str = "Ready"
+
+
+def derive(s: WindowState) -> Enablement:
+    """Every action's enabled state, the panel's mode and the status text for the state ``s``."""
+    busy = s.busy
+    can_start = not busy and not s.closing and not s.run_config_shown
+    enabled = {
+        "action_start": can_start,
+        "action_find_fastest": can_start,
+        "action_pause": s.run_state == "running",
+        "action_resume": s.run_state == "paused",
+        "action_stop": s.run_state in ("starting", "running", "paused"),
+        "action_continue_run": not busy and not s.closing and s.continuable,
+        "action_fork": not s.closing and not s.advising and not s.preparing and s.fork_source,
+        "action_compare": s.selected_runs >= 2,
+        "action_export": s.export_available and s.export_target and not s.run_active,
+        "action_open_config": not busy,
+        "action_save_config": True,
+        "action_open_run": not busy,
+        "menu_recent_runs": not busy,
+        "action_runs_dir": not busy,
+        "action_clear_plots": not busy,
+    }
+    if busy:  # a paused run of ours takes new learning rate, weight decay, batch size and epochs
+        mode = "live" if s.run_state == "paused" and not s.attached and s.run_active else "locked"
+    else:
+        mode = "view" if s.run_config_shown else "edit"
+    return Enablement(enabled, mode, status_text(s))
+
+
+def status_text(s: WindowState) -> str:
+    if s.advising:
+        return "Cancelling…" if s.cancelling else "Finding the fastest setting…"
+    if s.run_active or (s.run_state in END_STATES and not s.viewing):
+        text = STATE_TEXT.get(s.run_state, s.run_state)
+        return f"{text} (attached)" if s.attached else text
+    if s.loading or s.preparing:
+        return "Loading run…"
+    if s.viewing:
+        return f"Viewing {s.viewing}"
+    return STATE_TEXT.get(s.run_state, s.run_state)
