@@ -537,23 +537,26 @@ class MainWindow(QMainWindow):
             tail = f"ETA {format_duration(p.eta_s())}"
         # The epoch the run as a whole is in, consistent with the percentage (workers differ).
         epoch = min(p.epochs, int(p.progress * p.epochs) + 1) if p.epoch else 0
-        self.progress_run.setFormat(f"Epoch {epoch}/{p.epochs} · %p% · {tail}")
+        ended = p.describe_end()
+        self.progress_run.setFormat(f"{ended[0].upper()}{ended[1:]} · %p%" if ended else
+                                    f"Epoch {epoch}/{p.epochs} · %p% · {tail}")
 
     @Slot(str, object, object)
     def _on_run_ended(self, status: str, summary: Any, error: Any) -> None:
         self.plots.flush()  # every plot complete now, not at the side plots' next turn
         self.plots.set_live(False)  # and fitted to the whole run
+        if self._progress is not None:
+            self._progress.end(status, summary)
+        ended = self._progress.describe_end() if self._progress is not None else None
         if summary:
             final = summary.get("final") or {}
-            parts = [f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
+            parts = [ended or f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
                      f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
             if final.get("val_accuracy") is not None:
                 parts.append(f"val accuracy {final['val_accuracy']:.3f}")
             self.log_pane.add_message("error" if status == "failed" else "state", ", ".join(parts), who="session")
         if status == "failed":
             self._show_error(f"The run failed: {error or 'see the log'}")
-        elif status == "finished" and self._progress is not None:
-            self._progress.done = True
         self.label_throughput.setText("")
         self._update_progress()
         self._update_actions()

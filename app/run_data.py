@@ -376,6 +376,7 @@ class ProgressTracker:
         self._history: deque[tuple[float, float]] = deque()
         self.paused = False
         self.done = False
+        self.stopped_early_at: int | None = None  # the last epoch of a run that early stopping ended
 
     @property
     def epoch(self) -> int:
@@ -383,6 +384,8 @@ class ProgressTracker:
 
     @property
     def progress(self) -> float:
+        if self.stopped_early_at is not None:
+            return min(1.0, self.stopped_early_at / self.epochs)
         if self.done:
             return 1.0
         return min(1.0, sum(self._progress.values()) / self.workers)
@@ -414,10 +417,25 @@ class ProgressTracker:
             while len(self._history) > 2 and t - self._history[0][0] > 30.0:
                 self._history.popleft()
 
+    def end(self, status: str, summary: dict[str, Any] | None) -> None:
+        """The run ended: a finished run is complete, unless early stopping ended it short of its epochs."""
+        summary = summary or {}
+        done = summary.get("epochs_done")
+        if status == "finished" and summary.get("stop_reason") and isinstance(done, int) and done < self.epochs:
+            self.stopped_early_at = done
+        self.done = status == "finished"
+
+    def describe_end(self) -> str | None:
+        """How the run ended, when that is not simply its state ("stopped early at epoch 9 of 60")."""
+        if self.stopped_early_at is not None:
+            return f"stopped early at epoch {self.stopped_early_at} of {self.epochs}"
+        return None
+
     def resume_from(self, records: Iterable[dict[str, Any]]) -> None:
         """Count an earlier part of the run (a continued run's, a fork's parent's) without its ending."""
         self.add(records)
         self.done = False
+        self.stopped_early_at = None
         self.paused = False
         self._history.clear()  # the time between the parts says nothing about the speed
 

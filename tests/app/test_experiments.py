@@ -185,6 +185,23 @@ def test_fork_of_a_finished_run_asks_for_its_epochs_and_starts(qtbot: Any, make_
     assert window.action_fork.isEnabled() and window.action_export.isEnabled()
 
 
+def test_early_stopping_says_where_it_stopped(qtbot: Any, make_window: Any) -> None:
+    window = make_window()
+    window.panel.set_config(Config().replace("data", source="builtin:iris")
+                            .replace("train", epochs=200, early_stop_patience=1)
+                            .replace("parallel", strategy="single", workers=1))
+    window.action_start.trigger()
+    wait_end(qtbot, window)
+    summary = json.loads((window.controller.run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and "stop_reason" in summary
+    done = summary["epochs_done"]
+    assert done < 200
+    text = f"stopped early at epoch {done} of 200"
+    assert window.progress_run.format().startswith(text[0].upper() + text[1:])
+    assert window.progress_run.value() < window.progress_run.maximum()
+    assert text in window.log_pane.toPlainText()
+
+
 def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     cfg_path = tmp_path / "long.toml"
     cfg_path.write_text(Config().replace("train", epochs=2000).to_toml())

@@ -186,3 +186,18 @@ def test_closing_while_viewing_a_run_keeps_the_users_own_settings(qtbot: Any, ma
     assert saved.train.epochs == 7 and saved.data.source != "builtin:iris"
     again = make_window()
     assert again.panel.spin_epochs.value() == 7
+
+
+# -- progress: an early stop is not a full run -------------------------------------------------
+def test_progress_of_an_early_stopped_run() -> None:
+    from app.run_data import ProgressTracker
+
+    p = ProgressTracker(60, 1)
+    p.add([{"kind": "eval", "t": 1.0, "worker": 0, "epoch": 9},
+           {"kind": "state", "t": 2.0, "worker": None, "state": "finished"}])
+    p.end("finished", {"status": "finished", "epochs_done": 9, "stop_reason": "early stop: val_loss ..."})
+    assert p.describe_end() == "stopped early at epoch 9 of 60"
+    assert p.progress == 9 / 60
+    full = ProgressTracker(60, 1)
+    full.end("finished", {"status": "finished", "epochs_done": 60})
+    assert full.describe_end() is None and full.progress == 1.0
