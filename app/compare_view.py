@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.plots import PlotColors, _ask_save_path, worker_color
-from app.run_data import EPOCH, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, RunData
+from app.series import ema
 from app.tasks import BackgroundCalls
 
 # metric key, title, higher is better
@@ -85,35 +85,64 @@ def load_run(path: Path) -> CompareRun:
     summary = read_summary(path) or {}
     cfg = load_config(path / "config.toml")
     records = list(read_metrics(path / "metrics.jsonl")) if (path / "metrics.jsonl").is_file() else []
-    data = RunData(smoothing=0.6)
-    separate = cfg.parallel.strategy == "sweep"
-    data.separate_models = separate
-    data.add(records)
     run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), summary)
-    evals = sorted(data.val)
-    w = summary.get("best_worker")
-    if not isinstance(w, int) or w not in data.val:
-        w = max(evals, key=lambda k: data.val[k].last(VAL_ACC)) if separate and evals else (evals[0] if evals else 0)
-    if separate and w in data.loss:
-        loss = data.loss[w]
-        step, t, y = loss.column(STEP), loss.column(TIME), loss.column(SMOOTH)
-    else:
-        step, t, y = data.mean.column(STEP), data.mean.column(TIME), data.mean.column(SMOOTH)
-        if not len(step) and data.loss:  # one worker: its own curve is the mean
-            first = data.loss[min(data.loss)]
-            step, t, y = first.column(STEP), first.column(TIME), first.column(SMOOTH)
-    v = data.val.get(w)
-    v_epoch = v.column(EPOCH).copy() if v is not None else np.empty(0)
-    v_time = v.column(VTIME).copy() if v is not None else np.empty(0)
-    # An epoch's step and a step's epoch, from the evaluations' times (each closes an epoch).
-    v_step = np.interp(v_time, t, step) if len(t) and len(v_time) else v_epoch.copy()
-    t_epoch = np.interp(step, np.concatenate([[0.0], v_step]), np.concatenate([[0.0], v_epoch])) \
-        if len(v_step) else np.zeros(len(step))
-    run.curves["train_loss"] = {"step": step.copy(), "epoch": t_epoch, "time": t.copy(), "y": y.copy()}
-    for metric, col in (("val_accuracy", VAL_ACC), ("val_loss", VAL_LOSS)):
-        ys = v.column(col).copy() if v is not None else np.empty(0)
-        run.curves[metric] = {"step": v_step, "epoch": v_epoch, "time": v_time, "y": ys}
+    run.curves = run_curves(records, summary, separate=cfg.parallel.strategy == "sweep")
     return run
+
+
+def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate: bool,
+               smoothing: float = 0.6) -> dict[str, dict[str, np.ndarray]]:
+    """The curves that stand for a run, every point placed by the run's Timeline.
+
+    The result's worker stands for the run (a sweep's best model, the evaluating worker of a shared one),
+    and of a search its best trial. Its training loss is the mean over the workers at each step when they
+    share one model, else its own. Each curve's x values never go backwards on any axis.
+    """
+    from core.session.timeline import Timeline
+
+    placed = Timeline.of(records).place(records)
+    evals = [(r, p) for r, p in placed if r.get("kind") == "eval"]
+    workers = sorted({p.worker for _r, p in evals})
+    w = summary.get("best_worker")
+    if not isinstance(w, int) or w not in workers:
+        w = max(workers, key=lambda k: _best_acc(evals, k, None)) if separate and workers else \
+            (workers[0] if workers else 0)
+    trials = {p.trial for _r, p in evals if p.worker == w}
+    trial = max(trials, key=lambda k: _best_acc(evals, w, k)) if len(trials) > 1 else next(iter(trials), None)
+    steps = [(r, p) for r, p in placed if r.get("kind") == "step" and p.trial == trial
+             and (p.worker == w or not separate) and isinstance(r.get("loss"), (int, float))]
+    by_step: dict[float, list[tuple[float, float, float]]] = {}
+    for r, p in steps:  # workers of one model: the mean of their losses at each step
+        by_step.setdefault(p.step, []).append((p.epoch, p.time, float(r["loss"])))
+    order = sorted(by_step)
+    rows = np.array([[s, max(e for e, _t, _l in by_step[s]), max(t for _e, t, _l in by_step[s]),
+                      float(np.mean([loss for _e, _t, loss in by_step[s]]))] for s in order]).reshape(-1, 4)
+    curves = {"train_loss": _monotone(rows[:, 0], rows[:, 1], rows[:, 2], ema(rows[:, 3], smoothing))}
+    mine = [(r, p) for r, p in evals if p.worker == w and p.trial == trial]
+    for metric in ("val_accuracy", "val_loss"):
+        pts = [(p.step, p.epoch, p.time, _value(r.get(metric))) for r, p in mine]
+        arr = np.array(pts, dtype=np.float64).reshape(-1, 4)
+        curves[metric] = _monotone(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    return curves
+
+
+def _best_acc(evals: list[tuple[dict[str, Any], Any]], worker: int, trial: Any) -> float:
+    values = [_value(r.get("val_accuracy")) for r, p in evals if p.worker == worker and p.trial == trial]
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) if finite else -math.inf
+
+
+def _value(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+
+def _monotone(step: np.ndarray, epoch: np.ndarray, time: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """A curve's columns in step order, each x kept from going back (workers' clocks differ slightly)."""
+    if not len(step):
+        return {"step": step.copy(), "epoch": epoch.copy(), "time": time.copy(), "y": y.copy()}
+    order = np.argsort(step, kind="stable")
+    return {"step": np.maximum.accumulate(step[order]), "epoch": np.maximum.accumulate(epoch[order]),
+            "time": np.maximum.accumulate(time[order]), "y": y[order].copy()}
 
 
 def load_runs(paths: list[Path]) -> list[CompareRun]:

@@ -202,6 +202,21 @@ def test_early_stopping_says_where_it_stopped(qtbot: Any, make_window: Any) -> N
     assert text in window.log_pane.toPlainText()
 
 
+def test_two_real_20_epoch_iris_runs_compare_on_every_axis(qtbot: Any, make_window: Any) -> None:
+    from test_window_flows import check_compared_curves
+
+    window = make_window()
+    runs = []
+    for lr in (0.05, 0.01):
+        window.panel.set_config(Config().replace("data", source="builtin:iris").replace("train", epochs=20)
+                                .replace("optim", lr=lr).replace("parallel", strategy="hogwild", workers=2))
+        window.action_start.trigger()
+        wait_end(qtbot, window)
+        assert window.controller.state == "finished"
+        runs.append(window.controller.run_dir)
+    check_compared_curves(qtbot, window, runs)
+
+
 def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     cfg_path = tmp_path / "long.toml"
     cfg_path.write_text(Config().replace("train", epochs=2000).to_toml())

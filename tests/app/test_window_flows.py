@@ -201,3 +201,36 @@ def test_progress_of_an_early_stopped_run() -> None:
     full = ProgressTracker(60, 1)
     full.end("finished", {"status": "finished", "epochs_done": 60})
     assert full.describe_end() is None and full.progress == 1.0
+
+
+# -- Compare: short runs on every axis ------------------------------------------------------------
+def check_compared_curves(qtbot: Any, window: Any, runs: list[Path]) -> None:
+    import numpy as np
+
+    window.tabs.setCurrentWidget(window.runs_view)
+    qtbot.waitUntil(lambda: window.runs_view.proxy.rowCount() == len(runs), timeout=20_000)
+    window.runs_view.select_runs(runs)
+    with qtbot.waitSignal(window.compare_view.compared, timeout=20_000):
+        window.action_compare.trigger()
+    view = window.compare_view
+    for x_mode in ("step", "epoch", "time"):
+        view.combo_x.setCurrentIndex(view.combo_x.findData(x_mode))
+        for metric in ("val_accuracy", "val_loss", "train_loss"):
+            curves = view.curves[metric]
+            assert len(curves) == len(runs), (x_mode, metric)
+            for curve in curves:
+                x = np.asarray(curve.xData)
+                assert len(np.unique(x)) > 1, (x_mode, metric, x)
+                assert np.all(np.diff(x) >= 0), (x_mode, metric, x)
+                if x_mode == "time":
+                    assert x[0] < 0.5, (metric, x)  # from the first training step, not from start-up
+        if x_mode == "step":
+            for run in view.runs:  # a point per step of the 20-step run, not a few sampled means
+                assert len(run.curves["train_loss"]["y"]) >= 20
+
+
+def test_two_short_iris_runs_compare_on_every_axis(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    runs = [write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris()),
+            write_run(tmp_path / "runs", "20261201-100100-hogwild-mlp", iris(lr=0.01), startup_s=0.7)]
+    window = make_window()
+    check_compared_curves(qtbot, window, runs)
