@@ -29,7 +29,7 @@ from app.log_pane import LogPane
 from app.lr_finder_view import LRFinderDialog
 from app.plots import PlotsPanel
 from app.run_controller import RunController
-from app.run_data import ProgressTracker, format_duration
+from app.run_data import ProgressTracker, fork_marker, format_duration
 from app.runs_view import RunsView
 from app.search_view import SearchView
 from app.settings import AppSettings
@@ -767,6 +767,9 @@ class MainWindow(QMainWindow):
         self.plots.reset()
         if cfg is not None:
             self._apply_run_shape(cfg, summary)
+        parent = (summary or {}).get("parent")
+        if isinstance(parent, dict) and parent.get("name"):  # the parent's curves first, then the fork's
+            self.plots.data.next_start = fork_marker(str(parent["name"]))
         self.plots.add_records(records)
         self.plots.flush()
         self.search_view.reset()
@@ -935,7 +938,7 @@ class MainWindow(QMainWindow):
         else:
             self.plots.reset()
         self.plots.add_records([r for r in records if r.get("kind") in ("step", "eval", "config")])
-        self.plots.data.next_start = (f"fork of {run_dir.name}", "fork")
+        self.plots.data.next_start = fork_marker(run_dir.name)
         self.plots.flush()
         self.tabs.setCurrentWidget(self.plots)
         epochs = self.panel.spin_epochs.value()

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 from app.run_data import (
     EPOCH, LOSS, LR, LSTEP, LTIME, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
 )
-from app.series import Series
+from app.series import Series, flat_range
 from app.settings import open_settings
 
 # Tableau 10: distinct and readable on both a light and a dark background.
@@ -195,7 +195,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
         shade.setAlpha(28)
         for span in data.pauses:
             if time_axis:
-                end = span.end if math.isfinite(span.end) else (data.last_t or 0.0) - (data.t0 or 0.0)
+                end = span.end if math.isfinite(span.end) else data.now()
                 region = pg.LinearRegionItem((span.start, max(end, span.start)), movable=False,
                                              brush=pg.mkBrush(shade), pen=pg.mkPen(None))
                 region.setZValue(-10)
@@ -667,6 +667,7 @@ class LRPlot(BasePlot):
         self.plot = self._add_plot(0, "Learning rate", "lr")
         self._update_x_label()
         self.curves: dict[int, pg.PlotDataItem] = {}
+        self._flat: tuple[float, float] | None = None  # the y range set for a constant rate
 
     def set_log_y(self, on: bool) -> None:
         """The rate stays linear: a warm-up starts at 0, which a log axis cannot show."""
@@ -679,9 +680,17 @@ class LRPlot(BasePlot):
         workers = self.data.lr.keys() if changes is None else (changes.loss | changes.lr) & self.data.lr.keys()
         for w in sorted(workers):
             if w not in self.curves:  # no legend: a worker's colour is the same as in the loss plot's
-                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1))
+                # connect="finite": where a fork or a continued run starts, the old rate's line ends
+                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1), connect="finite")
             rows = self.data.lr_curve(w)
             self.curves[w].setData(rows[:, xc], rows[:, LR])
+        rates = [self.data.lr_curve(w)[:, LR] for w in self.data.lr]
+        flat = flat_range(np.concatenate(rates)) if rates else None
+        if flat is not None:  # a constant rate: an axis around its value, not -0.4..0.4
+            self.plot.setYRange(*flat, padding=0)
+        elif self._flat is not None:
+            self.plot.enableAutoRange(axis="y")
+        self._flat = flat
 
     def csv_header(self) -> list[str]:
         return ["worker", "step", "time_s", "lr"]

@@ -2,8 +2,11 @@
 
 Records are the dicts of ``metrics.jsonl`` (see DESIGN.md). The same code
 feeds live batches from the MetricsReader and a past run read from disk, so
-a replayed run looks exactly like it did live: every derived point (mean,
-throughput) is placed by the records' own ``t``, never by the wall clock.
+a replayed run looks exactly like it did live: every point is placed by the
+run's :class:`~core.session.timeline.Timeline` from the records' own ``t``,
+never by the wall clock. Time is seconds since the first training step, the
+start-up of each part and the gaps between parts (a fork and its parent, a
+stopped run and its continuation) left out.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from app.series import DEFAULT_MAX_POINTS, Series, ema
+from core.session.timeline import Timeline
 
 # Loss series columns.
 STEP, TIME, LOSS, SMOOTH = 0, 1, 2, 3
@@ -61,14 +65,14 @@ class Marker:
     """A labelled moment of the run: settings changed, resumed, forked."""
 
     step: float
-    t: float      # seconds since t0
+    t: float      # run time (see the Timeline)
     text: str
     kind: str     # "config" | "resume" | "fork"
 
 
 @dataclass
 class PauseSpan:
-    """A pause, from its start to its end (``end`` nan while it lasts), in record time since t0."""
+    """A pause, from its start to its end (``end`` nan while it lasts), in run time."""
 
     start: float
     end: float
@@ -81,6 +85,7 @@ class RunData:
     def __init__(self, t0: float | None = None, smoothing: float = 0.6,
                  max_points: int = DEFAULT_MAX_POINTS) -> None:
         self.t0 = t0
+        self.timeline = Timeline()  # where each record lies in run time
         # Each worker trains its own model (a sweep): a mean across them means nothing.
         self.separate_models = False
         self.labels: dict[int, str] = {}  # worker -> legend label ("lr 0.05"); default "worker N"
@@ -99,10 +104,11 @@ class RunData:
         self.lr: dict[int, Series] = {}  # worker -> the points where its lr changed (a compact curve)
         self.lr_tail: dict[int, tuple[float, float, float]] = {}  # worker -> its latest (step, time, lr)
         self._lr_peak: dict[int, float] = {}
+        self._lr_restart: set[int] = set()  # workers whose lr line was broken: their next point is kept
         self.last_t: float | None = None
         self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
         self._mean_next_t = -math.inf
-        self._anchor: dict[int, tuple[float, float]] = {}  # worker -> (t, samples)
+        self._anchor: dict[int, tuple[float, float, float]] = {}  # worker -> (t, samples, step)
         self._latest_rate: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, rate)
         self._last_sample: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, samples)
         self.expected_workers = 0  # the mean waits for every worker (0: unknown)
@@ -117,10 +123,14 @@ class RunData:
         return max((v[0] for v in self._latest.values()), default=0.0)
 
     def add_marker(self, text: str, kind: str, step: float | None = None, t: float | None = None) -> Marker:
-        rel = (t - (self.t0 or t)) if t is not None else ((self.last_t or 0.0) - (self.t0 or 0.0))
+        rel = self.timeline.time(t if t is not None else (self.last_t or 0.0))
         marker = Marker(self.max_step if step is None else float(step), rel, text, kind)
         self.markers.append(marker)
         return marker
+
+    def now(self) -> float:
+        """The run time of the latest record."""
+        return self.timeline.time(self.last_t) if self.last_t is not None else 0.0
 
     @property
     def workers(self) -> list[int]:
@@ -142,21 +152,28 @@ class RunData:
             if self.t0 is None:
                 self.t0 = float(t)
             self.last_t = float(t)
+            self.timeline.add(rec)
             if kind == "step":
                 self._on_step(rec, float(t), loss_rows, ch)
             elif kind == "eval":
                 self._on_eval(rec, float(t), ch)
             elif kind == "state":
+                if rec.get("worker") is None and rec.get("state") == "starting":
+                    self._flush_rows(loss_rows, ch)  # the part before it ends before the next begins
                 self._on_state(rec, float(t), ch)
             elif kind == "config":
                 self._on_config(rec, float(t), ch)
+        self._flush_rows(loss_rows, ch)
+        return ch
+
+    def _flush_rows(self, loss_rows: dict[int, list[tuple[float, float, float]]], ch: Changes) -> None:
         for w, rows in loss_rows.items():
             self._append_loss(self._loss_series(w, ch), rows)
             ch.loss.add(w)
             lrs = [(step, rel, lr) for (step, rel, _loss), lr in zip(rows, self._lr_rows.pop(w, ())) if lr == lr]
             if lrs:
                 self._add_lr(w, lrs, ch)
-        return ch
+        loss_rows.clear()
 
     def _add_lr(self, w: int, points: list[tuple[float, float, float]], ch: Changes) -> None:
         """Keep the points where the lr moves by more than a sliver of its range, and the one before each.
@@ -173,7 +190,8 @@ class RunData:
         kept: list[tuple[float, float, float]] = []
         for point in points:
             peak = max(peak, abs(point[2]))
-            if not kept and not len(s):
+            if not kept and (not len(s) or w in self._lr_restart):
+                self._lr_restart.discard(w)
                 kept.append(point)
             else:
                 last = kept[-1] if kept else (s.last(LSTEP), s.last(LTIME), s.last(LR))
@@ -211,13 +229,14 @@ class RunData:
         if state in ("paused", "stopping", "starting"):
             # A pause would otherwise show up as one long, slow window after resume.
             self._anchor.clear()
-        rel = t - (self.t0 or t)
+        rel = self.timeline.time(t)
         if state == "starting" and (self.loss or self._latest):
             # A continued run or a fork: its curves go on from here on the same axes.
             text, kind = self.next_start
             self.markers.append(Marker(self.max_step, rel, text, kind))
             self.next_start = ("resumed", "resume")
             self._break_rates()
+            self._break_lr(ch)
             ch.events = True
         if state == "paused" and not self._paused:
             self._paused = True
@@ -238,13 +257,25 @@ class RunData:
             self.total.append([(self.total.last(RSTEP), self.total.last(RTIME), math.nan)])
         self._latest_rate.clear()
 
+    def _break_lr(self, ch: Changes) -> None:
+        """A new part may train at another rate: the old one's line ends where it ended (a step, not a ramp)."""
+        for w, tail in self.lr_tail.items():
+            s = self.lr.get(w)
+            if s is None:
+                continue
+            if not len(s) or tail[0] > s.last(LSTEP):
+                s.append([tail])
+            s.append([(tail[0], tail[1], math.nan)])
+            self._lr_restart.add(w)
+            ch.lr.add(w)
+
     def _on_config(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
         changes = rec.get("changes") or {}
         parts = [f"{key.split('.')[-1]} {_short(v.get('from'))}→{_short(v.get('to'))}"
                  for key, v in changes.items() if isinstance(v, dict)]
         steps = [float(v) for v in (rec.get("steps") or {}).values() if isinstance(v, (int, float))]
         step = max(steps) if steps else self.max_step
-        self.markers.append(Marker(step, t - (self.t0 or t), ", ".join(parts) or "settings changed", "config"))
+        self.markers.append(Marker(step, self.timeline.time(t), ", ".join(parts) or "settings changed", "config"))
         ch.events = True
 
     def _loss_series(self, w: int, ch: Changes) -> Series:
@@ -266,7 +297,7 @@ class RunData:
         w = int(rec.get("worker") or 0)
         step = float(rec.get("step", 0))
         loss = _num(rec.get("loss"))
-        rel = t - (self.t0 or t)
+        rel = self.timeline.time(t)
         loss_rows.setdefault(w, []).append((step, rel, loss))
         self._lr_rows.setdefault(w, []).append(_num(rec.get("lr")))  # NaN when absent: dropped
         # The smoothed mean is the mean of the workers' smoothed curves (smoothing
@@ -287,23 +318,32 @@ class RunData:
     def _close_window(self, w: int, t: float, ch: Changes) -> None:
         last = self._last_sample.get(w)
         anchor = self._anchor.get(w)
-        if last is not None and anchor is not None and last[0] - anchor[0] >= MIN_WINDOW_S:
-            self._rate_point(w, last[0], last[1], (last[2] - anchor[1]) / (last[0] - anchor[0]), ch)
+        if last is None or anchor is None or last[0] <= anchor[0]:
+            return
+        rate = (last[2] - anchor[1]) / (last[0] - anchor[0])
+        if last[0] - anchor[0] >= MIN_WINDOW_S:
+            self._rate_point(w, last[0], last[1], rate, ch)
+        elif w not in self.rate or not len(self.rate[w]) or not math.isfinite(self.rate[w].last(RATE)):
+            # A stretch shorter than any window (a run of a second): its mean rate, drawn across it.
+            self._rate_point(w, anchor[0], anchor[2], rate, ch, total=False)
+            self._rate_point(w, last[0], last[1], rate, ch, total=True)
 
     def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
         self._last_sample[w] = (t, step, samples)
         anchor = self._anchor.get(w)
         if anchor is None or t - anchor[0] > 4 * RATE_WINDOW_S + RATE_STALE_S:
-            self._anchor[w] = (t, samples)
+            self._anchor[w] = (t, samples, step)
             return
         dt = t - anchor[0]
         if dt < RATE_WINDOW_S:
             return
         self._rate_point(w, t, step, max(0.0, (samples - anchor[1]) / dt), ch)
-        self._anchor[w] = (t, samples)
+        self._anchor[w] = (t, samples, step)
 
-    def _rate_point(self, w: int, t: float, step: float, rate: float, ch: Changes) -> None:
-        rel = t - (self.t0 or t)
+    def _rate_point(self, w: int, t: float, step: float, rate: float, ch: Changes,
+                    total: bool | None = None) -> None:
+        """A worker's rate at ``t``; the total follows every RATE_WINDOW_S (``total``: now, or not at all)."""
+        rel = self.timeline.time(t)
         s = self.rate.get(w)
         if s is None:
             s = self.rate[w] = Series(3, max_points=self.max_points)
@@ -311,7 +351,7 @@ class RunData:
         s.append([(step, rel, rate)])
         ch.rate.add(w)
         self._latest_rate[w] = (t, step, rate)
-        if t >= self._total_next_t:
+        if total if total is not None else t >= self._total_next_t:
             self._total_next_t = t + RATE_WINDOW_S
             live = [v for v in self._latest_rate.values() if t - v[0] <= RATE_STALE_S]
             self.total.append([(float(np.mean([v[1] for v in live])), rel, float(sum(v[2] for v in live)))])
@@ -323,7 +363,7 @@ class RunData:
         if s is None:
             s = self.val[w] = Series(4, capacity=16, max_points=self.max_points)
             ch.new_workers.add(w)
-        rel = t - (self.t0 or t)
+        rel = self.timeline.time(t)
         s.append([(float(rec.get("epoch", len(s) + 1)), rel,
                    _num(rec.get("val_loss")), _num(rec.get("val_accuracy")))])
         ch.val.add(w)
@@ -345,6 +385,11 @@ class RunData:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: before any worker's first point
                 self.mean.rows()[:, SMOOTH] = np.nanmean(np.vstack(curves), axis=0) if curves else np.nan
+
+
+def fork_marker(parent_name: str) -> tuple[str, str]:
+    """The label and kind of the marker where a fork's curves branch from its parent's."""
+    return f"forked from {parent_name}", "fork"
 
 
 def _short(value: Any) -> str:

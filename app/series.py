@@ -81,6 +81,24 @@ class Series:
         self.compactions += 1
 
 
+def flat_range(values: np.ndarray, rel: float = 1e-9) -> tuple[float, float] | None:
+    """A y range around a series that does not vary (an axis auto-ranged on it would read -0.5..0.5).
+
+    None when the finite values vary, or there are none: auto-ranging shows them well then.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if not v.size:
+        return None
+    lo, hi = float(v.min()), float(v.max())
+    if hi - lo > rel * max(abs(lo), abs(hi)):
+        return None
+    if hi == 0.0:
+        return -1.0, 1.0
+    pad = 0.5 * abs(hi)
+    return hi - pad, hi + pad
+
+
 def ema(values: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarray:
     """Exponential moving average ``y[i] = alpha*y[i-1] + (1-alpha)*x[i]``.
 

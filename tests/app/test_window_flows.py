@@ -14,7 +14,7 @@ from core.config import Config
 
 
 def write_run(runs: Path, name: str, cfg: Config, epochs: int = 20, workers: int = 2, t0: float = 1000.0,
-              startup_s: float = 1.9, status: str = "finished") -> Path:
+              startup_s: float = 1.9, status: str = "finished", first_epoch: int = 1) -> Path:
     """A run shaped like a real short hogwild iris run: one step per worker per epoch, workers out of
     step with each other, records of different workers interleaved out of time order, start-up first."""
     run = runs / name
@@ -27,8 +27,8 @@ def write_run(runs: Path, name: str, cfg: Config, epochs: int = 20, workers: int
     # worker 1 races through its epochs first, worker 0 (the evaluating one) follows more slowly
     for w in reversed(range(workers)):
         dt = 0.001 if w else 0.005
-        for epoch in range(1, epochs + 1):
-            t = t1 + epoch * dt
+        for epoch in range(first_epoch, first_epoch + epochs):
+            t = t1 + (epoch - first_epoch + 1) * dt
             recs.append({"kind": "step", "t": t, "worker": w, "epoch": epoch, "step": epoch,
                          "samples": epoch * 60, "loss": 1.0 / epoch, "lr": cfg.optim.lr})
             if w == 0:
@@ -234,3 +234,59 @@ def test_two_short_iris_runs_compare_on_every_axis(qtbot: Any, make_window: Any,
             write_run(tmp_path / "runs", "20261201-100100-hogwild-mlp", iris(lr=0.01), startup_s=0.7)]
     window = make_window()
     check_compared_curves(qtbot, window, runs)
+
+
+# -- reopened runs and forks draw what happened -----------------------------------------------
+def test_a_reopened_fork_draws_training_time_a_step_in_lr_and_its_fork_marker(qtbot: Any, make_window: Any,
+                                                                               tmp_path: Path) -> None:
+    import numpy as np
+
+    runs = tmp_path / "runs"
+    parent = write_run(runs, "20261201-100000-hogwild-mlp", iris(lr=0.05))
+    fork = write_run(runs, "20261201-103400-hogwild-mlp-fork", iris(epochs=40, lr=0.01), t0=1000.0 + 34 * 60,
+                     epochs=20, first_epoch=21)
+    summary = json.loads((fork / "summary.json").read_text())
+    summary["parent"] = {"run": str(parent), "name": parent.name, "epoch": 21, "step": 20,
+                         "changes": {"optim.lr": 0.01}}
+    (fork / "summary.json").write_text(json.dumps(summary))
+    window = make_window()
+    open_and_wait(qtbot, window, fork)
+    data = window.plots.data
+    forks = [m for m in data.markers if m.kind == "fork"]
+    assert [m.text for m in forks] == [f"forked from {parent.name}"]  # not "resumed"
+    times = np.concatenate([data.loss[w].column(1) for w in data.loss])
+    assert times.max() < 5.0, times.max()  # training time: neither start-up nor the 34 minutes between
+    assert abs(forks[0].t - 0.1) < 0.05  # the fork follows on where the parent's training ended
+    rows = data.lr_curve(0)
+    finite = np.isfinite(rows[:, 2])
+    old = np.flatnonzero(finite & np.isclose(rows[:, 2], 0.05))
+    new = np.flatnonzero(finite & np.isclose(rows[:, 2], 0.01))
+    assert len(old) and len(new)
+    between = rows[old.max() + 1:new.min(), 2]
+    assert len(between) and np.isnan(between).all()  # the line breaks: a step, not a ramp across the fork
+
+
+def test_a_constant_learning_rate_gets_an_axis_around_its_value(qtbot: Any, make_window: Any,
+                                                                tmp_path: Path) -> None:
+    run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris(lr=0.05))
+    window = make_window()
+    open_and_wait(qtbot, window, run)
+    window.plots.flush()
+    lo, hi = window.plots.lr.plot.viewRange()[1]
+    assert 0.0 < lo < 0.05 < hi < 0.2, (lo, hi)
+
+
+def test_throughput_of_a_run_shorter_than_a_window(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    import numpy as np
+
+    run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris())  # 0.02 and 0.1 s of training
+    window = make_window()
+    open_and_wait(qtbot, window, run)
+    window.plots.flush()
+    data = window.plots.data
+    for w in (0, 1):
+        rates = data.rate[w].column(2)
+        assert np.isfinite(rates).sum() >= 1, w
+        assert np.isclose(rates[np.isfinite(rates)][0], 19 * 60 / (19 * (0.005 if w == 0 else 0.001)))
+        x, _y = window.plots.throughput.curves[w].getData()
+        assert x is not None and len(x) >= 2 and x.max() > x.min()  # a visible stretch, not a lone point
