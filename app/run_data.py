@@ -104,7 +104,9 @@ class RunData:
         self.lr: dict[int, Series] = {}  # worker -> the points where its lr changed (a compact curve)
         self.lr_tail: dict[int, tuple[float, float, float]] = {}  # worker -> its latest (step, time, lr)
         self._lr_peak: dict[int, float] = {}
-        self._lr_restart: set[int] = set()  # workers whose lr line was broken: their next point is kept
+        self._lr_restart: set[int] = set()
+        self._short: dict[int, tuple[float, float, float]] = {}  # worker -> (start, end, rate) of a short stretch
+        self._stretch: dict[int, tuple[float, float, float]] = {}  # worker -> (t, samples, step) its stretch began  # workers whose lr line was broken: their next point is kept
         self.last_t: float | None = None
         self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
         self._mean_next_t = -math.inf
@@ -225,10 +227,14 @@ class RunData:
                 self._close_window(w, t, ch)  # a short run's last stretch still counts
             if state in ("paused", "stopping", "starting", "finished", "stopped", "failed"):
                 self._anchor.pop(w, None)
+                self._stretch.pop(w, None)
             return
         if state in ("paused", "stopping", "starting"):
             # A pause would otherwise show up as one long, slow window after resume.
             self._anchor.clear()
+            self._stretch.clear()
+        if state in ("finishing", "finished", "stopped", "failed", "paused", "starting"):
+            self._close_total(ch)
         rel = self.timeline.time(t)
         if state == "starting" and (self.loss or self._latest):
             # A continued run or a fork: its curves go on from here on the same axes.
@@ -318,18 +324,38 @@ class RunData:
     def _close_window(self, w: int, t: float, ch: Changes) -> None:
         last = self._last_sample.get(w)
         anchor = self._anchor.get(w)
-        if last is None or anchor is None or last[0] <= anchor[0]:
+        first = self._stretch.get(w)
+        if last is None or anchor is None or first is None or last[0] <= first[0]:
             return
-        rate = (last[2] - anchor[1]) / (last[0] - anchor[0])
-        if last[0] - anchor[0] >= MIN_WINDOW_S:
-            self._rate_point(w, last[0], last[1], rate, ch)
-        elif w not in self.rate or not len(self.rate[w]) or not math.isfinite(self.rate[w].last(RATE)):
-            # A stretch shorter than any window (a run of a second): its mean rate, drawn across it.
-            self._rate_point(w, anchor[0], anchor[2], rate, ch, total=False)
-            self._rate_point(w, last[0], last[1], rate, ch, total=True)
+        s = self.rate.get(w)
+        drawn = s.trailing(RATE) if s is not None else 0
+        if drawn < 2:
+            # A stretch too short for a line of windows (a run of a second): its mean rate, drawn across it.
+            rate = max(0.0, (last[2] - first[1]) / (last[0] - first[0]))
+            if s is not None:
+                s.truncate(len(s) - drawn)
+            self._rate_point(w, first[0], first[2], rate, ch, total=False)
+            self._rate_point(w, last[0], last[1], rate, ch, total=False)
+            self._short[w] = (first[0], last[0], rate)
+        elif last[0] - anchor[0] >= MIN_WINDOW_S:
+            self._rate_point(w, last[0], last[1], (last[2] - anchor[1]) / (last[0] - anchor[0]), ch)
+
+    def _close_total(self, ch: Changes) -> None:
+        """The total of workers' short stretches, when the total has no line of its own there."""
+        short, self._short = self._short, {}
+        drawn = self.total.trailing(RATE)
+        if not short or drawn >= 2:
+            return
+        self.total.truncate(len(self.total) - drawn)
+        start, end = min(v[0] for v in short.values()), max(v[1] for v in short.values())
+        rate = sum(v[2] for v in short.values())
+        self.total.append([(self.max_step, self.timeline.time(start), rate),
+                           (self.max_step, self.timeline.time(end), rate)])
+        ch.total = True
 
     def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
         self._last_sample[w] = (t, step, samples)
+        self._stretch.setdefault(w, (t, samples, step))
         anchor = self._anchor.get(w)
         if anchor is None or t - anchor[0] > 4 * RATE_WINDOW_S + RATE_STALE_S:
             self._anchor[w] = (t, samples, step)

@@ -41,6 +41,16 @@ class Series:
     def clear(self) -> None:
         self._n = 0
 
+    def truncate(self, n: int) -> None:
+        """Keep the first ``n`` rows (a curve's last points about to be drawn again)."""
+        self._n = max(0, min(self._n, n))
+
+    def trailing(self, i: int) -> int:
+        """How many rows at the end have a finite value in column ``i`` (a curve since its last break)."""
+        col = self._data[: self._n, i]
+        bad = np.flatnonzero(~np.isfinite(col))
+        return self._n - (int(bad[-1]) + 1 if bad.size else 0)
+
     def column(self, i: int) -> np.ndarray:
         """A view of the filled part of column ``i`` (valid until the next append)."""
         return self._data[: self._n, i]

@@ -290,3 +290,24 @@ def test_throughput_of_a_run_shorter_than_a_window(qtbot: Any, make_window: Any,
         assert np.isclose(rates[np.isfinite(rates)][0], 19 * 60 / (19 * (0.005 if w == 0 else 0.001)))
         x, _y = window.plots.throughput.curves[w].getData()
         assert x is not None and len(x) >= 2 and x.max() > x.min()  # a visible stretch, not a lone point
+
+
+def test_throughput_of_a_run_of_about_one_window_is_a_line_per_worker_and_in_total() -> None:
+    import numpy as np
+
+    from app.run_data import RATE, RTIME, RunData
+
+    recs: list[dict[str, Any]] = [{"kind": "state", "t": 0.0, "worker": None, "state": "starting"}]
+    for w, dt in ((0, 0.05), (1, 0.03)):  # 0.6 s and 0.36 s of training: one window at most
+        recs += [{"kind": "step", "t": 1.0 + i * dt, "worker": w, "epoch": 1, "step": i, "samples": 64 * i,
+                  "loss": 1.0} for i in range(1, 13)]
+        recs.append({"kind": "state", "t": 1.0 + 12 * dt, "worker": w, "state": "finished"})
+    recs.append({"kind": "state", "t": 2.0, "worker": None, "state": "finished"})
+    data = RunData()
+    data.add(recs)
+    for w, dt in ((0, 0.05), (1, 0.03)):
+        s = data.rate[w]
+        assert s.trailing(RATE) >= 2 and np.ptp(s.column(RTIME)) > 0, w
+        assert np.allclose(s.column(RATE), 64 / dt)
+    assert data.total.trailing(RATE) >= 2
+    assert np.isclose(data.total.last(RATE), 64 / 0.05 + 64 / 0.03)
