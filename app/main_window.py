@@ -841,7 +841,7 @@ class MainWindow(QMainWindow):
             cfg = self.panel.config()
         if epochs is not None:
             cfg = cfg.replace("train", epochs=epochs)
-        if self.panel.mode == "view":
+        if self.panel.showing_run_config:  # the run's settings become the user's (the panel is locked now)
             self.panel.use_shown_config()
         self.panel.set_config(cfg)
         self.plots.reset()
@@ -924,7 +924,7 @@ class MainWindow(QMainWindow):
         """The parent's curves first, the fork's branching from them."""
         self._preparing = False
         self.banner.hide()
-        if self.panel.mode == "view":
+        if self.panel.showing_run_config:  # the run's settings become the user's (the panel is locked now)
             self.panel.use_shown_config()
         if cfg is not None:
             from core.workers import apply_changes

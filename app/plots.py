@@ -674,6 +674,9 @@ class LRPlot(BasePlot):
 
     def _forget_curves(self) -> None:
         self.curves.clear()
+        if self._flat is not None:
+            self.plot.enableAutoRange(axis="y")
+        self._flat = None
 
     def refresh(self, changes: Changes | None) -> None:
         xc = LSTEP if self.x_mode == "step" else LTIME
@@ -686,9 +689,9 @@ class LRPlot(BasePlot):
             self.curves[w].setData(rows[:, xc], rows[:, LR])
         rates = [self.data.lr_curve(w)[:, LR] for w in self.data.lr]
         flat = flat_range(np.concatenate(rates)) if rates else None
-        if flat is not None:  # a constant rate: an axis around its value, not -0.4..0.4
+        if flat is not None and flat != self._flat:  # a constant rate: an axis around its value, not -0.4..0.4
             self.plot.setYRange(*flat, padding=0)
-        elif self._flat is not None:
+        elif flat is None and self._flat is not None:
             self.plot.enableAutoRange(axis="y")
         self._flat = flat
 

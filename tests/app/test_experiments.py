@@ -183,6 +183,8 @@ def test_fork_of_a_finished_run_asks_for_its_epochs_and_starts(qtbot: Any, make_
     assert summary["parent"]["changes"] == {"optim.lr": 0.02, "train.epochs": 4}
     assert fork_dir.name.endswith("-single-mlp-fork") and fork_dir.name.count("-single-mlp") == 1
     assert window.action_fork.isEnabled() and window.action_export.isEnabled()
+    assert window.panel.mode == "edit" and window.panel.spin_epochs.value() == 4  # the fork's settings, editable
+    assert window.action_start.isEnabled()
 
 
 def test_early_stopping_says_where_it_stopped(qtbot: Any, make_window: Any) -> None:
