@@ -504,6 +504,7 @@ class MainWindow(QMainWindow):
                 self.log_pane.add_message("state", f"fork of {parent['name']} at step {parent['step']}",
                                           who="session")
         self.runs_view.refresh()
+        self._update_actions()
 
     @Slot(list)
     def _on_records(self, records: list[dict[str, Any]]) -> None:

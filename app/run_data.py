@@ -154,9 +154,9 @@ class RunData:
             if self.t0 is None:
                 self.t0 = float(t)
             self.last_t = float(t)
-            self.timeline.add(rec)
+            at = self.timeline.observe(rec)
             if kind == "step":
-                self._on_step(rec, float(t), loss_rows, ch)
+                self._on_step(rec, float(t), loss_rows, ch, self.timeline.offset if at is None else at)
             elif kind == "eval":
                 self._on_eval(rec, float(t), ch)
             elif kind == "state":
@@ -299,11 +299,10 @@ class RunData:
         s.append(arr)
 
     def _on_step(self, rec: dict[str, Any], t: float, loss_rows: dict[int, list[tuple[float, float, float]]],
-                 ch: Changes) -> None:
+                 ch: Changes, rel: float) -> None:
         w = int(rec.get("worker") or 0)
         step = float(rec.get("step", 0))
         loss = _num(rec.get("loss"))
-        rel = self.timeline.time(t)
         loss_rows.setdefault(w, []).append((step, rel, loss))
         self._lr_rows.setdefault(w, []).append(_num(rec.get("lr")))  # NaN when absent: dropped
         # The smoothed mean is the mean of the workers' smoothed curves (smoothing
@@ -355,7 +354,8 @@ class RunData:
 
     def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
         self._last_sample[w] = (t, step, samples)
-        self._stretch.setdefault(w, (t, samples, step))
+        if w not in self._stretch:
+            self._stretch[w] = (t, samples, step)
         anchor = self._anchor.get(w)
         if anchor is None or t - anchor[0] > 4 * RATE_WINDOW_S + RATE_STALE_S:
             self._anchor[w] = (t, samples, step)

@@ -58,39 +58,53 @@ class Timeline:
         sizes = sorted(first.values())
         return cls(samples_per_epoch=sizes[len(sizes) // 2] if sizes else None)
 
+    @property
+    def offset(self) -> float:
+        """The time at which the current part starts."""
+        return self._offset
+
     def time(self, t: float) -> float:
         """The run time of wall-clock ``t`` in the current part (its start while the part starts up)."""
         if self._part_t0 is None:
             return self._offset
         return max(self._offset, self._offset + t - self._part_t0)
 
-    def add(self, rec: dict[str, Any]) -> Place | None:
-        """Take one record; a step or evaluation record's place, else None."""
+    def observe(self, rec: dict[str, Any]) -> float | None:
+        """Take one record into the clock; a step or evaluation record's time, else None (cheap: live views)."""
         kind = rec.get("kind")
         t = rec.get("t")
-        if not isinstance(t, (int, float)):
-            return None
-        worker = rec.get("worker")
-        if kind == "state":
+        if kind == "step" or kind == "eval":
+            if not isinstance(t, (int, float)):
+                return None
+            if self._part_t0 is None:
+                self._part_t0 = float(t)
+            if self._new_part:
+                self.parts += 1
+                self._new_part = False
+            at = self._offset + t - self._part_t0
+            if at < self._offset:
+                at = self._offset
+            if at > self.end:
+                self.end = at
+            return at
+        if kind == "state" and isinstance(t, (int, float)):
+            worker = rec.get("worker")
             if worker is None and rec.get("state") == "starting" and self._part_t0 is not None:
                 self._offset, self._part_t0 = self.end, None  # a new part follows on where this one ended
                 self._new_part = True
             elif worker is not None and rec.get("state") == "running" and self._part_t0 is None:
                 self._part_t0 = float(t)  # sent just before the worker's first step
+        return None
+
+    def add(self, rec: dict[str, Any]) -> Place | None:
+        """Take one record; a step or evaluation record's place, else None."""
+        at = self.observe(rec)
+        if at is None:
             return None
-        if kind not in ("step", "eval"):
-            return None
-        if self._part_t0 is None:
-            self._part_t0 = float(t)
-        if self._new_part:
-            self.parts += 1
-            self._new_part = False
-        w = int(worker or 0)
+        w = int(rec.get("worker") or 0)
         trial = rec.get("trial") if isinstance(rec.get("trial"), int) else None
         key = (w, trial)
-        at = self.time(float(t))
-        self.end = max(self.end, at)
-        if kind == "step":
+        if rec.get("kind") == "step":
             step = float(rec.get("step", self._last_step.get(key, 0.0) + 1))
             self._last_step[key] = step
             return Place(w, step, self._step_epoch(key, rec), at, trial)
