@@ -390,7 +390,8 @@ class MainWindow(QMainWindow):
             if target is not None:
                 target.setEnabled(enabled)
         self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)"
-                                     if derived.panel_mode == "view" else "Start training with these settings (Ctrl+R, F5)")
+                                     if derived.panel_mode == "view" else
+                                     "Start training with these settings (Ctrl+R, F5)")
         target = None if self.controller.active else self._export_run_dir()
         self.action_export.setToolTip(
             "Export is not available yet in this version (Ctrl+E)" if not EXPORT_AVAILABLE else

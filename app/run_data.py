@@ -104,9 +104,11 @@ class RunData:
         self.lr: dict[int, Series] = {}  # worker -> the points where its lr changed (a compact curve)
         self.lr_tail: dict[int, tuple[float, float, float]] = {}  # worker -> its latest (step, time, lr)
         self._lr_peak: dict[int, float] = {}
-        self._lr_restart: set[int] = set()
-        self._short: dict[int, tuple[float, float, float]] = {}  # worker -> (start, end, rate) of a short stretch
-        self._stretch: dict[int, tuple[float, float, float]] = {}  # worker -> (t, samples, step) its stretch began  # workers whose lr line was broken: their next point is kept
+        self._lr_restart: set[int] = set()  # workers whose lr line was broken: their next point is kept
+        # A worker's stretch of training: where it began (t, samples, step) and, when it was too short
+        # for a line of windows, its (start, end, mean rate).
+        self._stretch: dict[int, tuple[float, float, float]] = {}
+        self._short: dict[int, tuple[float, float, float]] = {}
         self.last_t: float | None = None
         self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
         self._mean_next_t = -math.inf

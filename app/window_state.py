@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 STATE_TEXT = {
-    "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused",
-    "stopping": "Stopping…", "finishing": "Saving…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
+    "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused", "stopping": "Stopping…",
+    "finishing": "Saving…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
 }
 END_STATES = ("finished", "stopped", "failed")
 
