@@ -199,7 +199,7 @@ class RunsDelegate(QStyledItemDelegate):
 
     def createEditor(self, parent: QWidget, option: Any, index: Index) -> QWidget:  # noqa: N802 - Qt API
         editor = super().createEditor(parent, option, index)
-        row = self._proxy.mapToSource(self._proxy.index(index.row(), index.column())).row()
+        row = self._proxy.mapToSource(QModelIndex(index)).row()
         if 0 <= row < len(self._model.rows):
             path = self._model.rows[row].path
             self._open[editor] = path
