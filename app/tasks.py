@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
 
+from app.gc_policy import GuiGarbageCollector
+
 
 class _CallThread(QThread):
     # Emitted from the worker thread; connected with a queued connection to a
@@ -32,11 +34,19 @@ class _CallThread(QThread):
 
 
 class BackgroundCalls(QObject):
-    """Run ``fn()`` on a thread; call ``on_done(result)`` or ``on_error(exc)`` in the GUI thread."""
+    """Run ``fn()`` on a thread; call ``on_done(result)`` or ``on_error(exc)`` in the GUI thread.
+
+    While a call runs, Python's cyclic collector runs from the GUI thread only
+    (:mod:`app.gc_policy`): an automatic collection inside the call's thread
+    would destroy unreachable Qt objects there ("Timers cannot be started from
+    another thread"), whoever owns this object (the window holds the policy
+    too; a dialog on its own does not).
+    """
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._threads: dict[_CallThread, tuple[Callable[[Any], None], Callable[[BaseException], None] | None]] = {}
+        self._collector: GuiGarbageCollector | None = None
 
     @property
     def busy(self) -> bool:
@@ -51,6 +61,8 @@ class BackgroundCalls(QObject):
         thread = _CallThread(fn, name)
         thread.finished_call.connect(self._on_finished_call, Qt.ConnectionType.QueuedConnection)
         self._threads[thread] = (on_done, on_error)
+        if self._collector is None:
+            self._collector = GuiGarbageCollector(self)
         thread.start()
 
     @Slot(object, bool, object)
@@ -58,6 +70,10 @@ class BackgroundCalls(QObject):
         callbacks = self._threads.pop(thread, None)
         thread.wait()  # run() has returned; this only reaps the thread
         thread.deleteLater()
+        if not self._threads and self._collector is not None:
+            self._collector.stop()
+            self._collector.deleteLater()
+            self._collector = None
         if callbacks is None:
             return
         on_done, on_error = callbacks
