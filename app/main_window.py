@@ -34,7 +34,7 @@ from app.runs_view import RunsView
 from app.search_view import SearchView
 from app.settings import AppSettings
 from app.tasks import BackgroundCalls
-from app.theme import Theme, apply_theme, get_theme
+from app.theme import Theme, apply_theme, get_theme, style_plot_widget
 from core.config import Config, ConfigError, load_config, parse_toml, save_config, to_dict
 from core.runlog import list_runs, read_metrics, read_summary
 
@@ -366,6 +366,9 @@ class MainWindow(QMainWindow):
             more.setToolTip("More actions")
         self.plots.apply_colors(t.plot)
         self.compare_view.apply_colors(t.plot)
+        for widget in (self.search_view.plot_search_parallel,
+                       *([self.lr_finder.plot_lr_finder] if self.lr_finder is not None else [])):
+            style_plot_widget(widget, t.plot)
         self.evaluate_view.refresh_colors()
         self.log_pane.set_colors(t.error, t.warning, t.muted)
 
