@@ -32,3 +32,35 @@ def test_lr_finder_and_search_plots_follow_the_theme(make_window: Any, qtbot: An
     finally:
         window.action_dark.trigger()
     assert _lightness(search_plot) > 200
+
+
+def test_predict_shows_the_expected_columns_and_offers_them_by_position(qtbot: Any, tmp_path: Any) -> None:
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from app.predict_view import PredictView
+    from trained_run import make_run
+
+    run_dir = make_run(tmp_path / "runs")
+    digits = load_digits()
+    header = "label," + ",".join(f"f{j}" for j in range(64))
+    rows = [f"{y}," + ",".join(f"{v:g}" for v in x) for x, y in zip(digits.data[:40], digits.target[:40])]
+    (tmp_path / "renamed.csv").write_text(header + "\n" + "\n".join(rows) + "\n")
+    view = PredictView()
+    qtbot.addWidget(view)
+    view.set_model(run_dir)
+    qtbot.waitUntil(lambda: "64 columns" in view.label_columns.text(), timeout=30_000)
+    assert "pixel_0_0" in view.label_columns.text() and "pixel_7_7" in view.label_columns.toolTip()
+    assert not view.check_by_position.isVisibleTo(view)
+    view.set_input(tmp_path / "renamed.csv")
+    with qtbot.waitSignal(view.failed, timeout=60_000) as blocker:
+        view.run()
+    assert "f0" in blocker.args[0] and "pixel_0_0" in blocker.args[0] and "by position" in blocker.args[0]
+    qtbot.waitUntil(lambda: not view.busy, timeout=30_000)
+    assert view.check_by_position.isVisibleTo(view)
+    view.check_by_position.setChecked(True)
+    with qtbot.waitSignal(view.predicted, timeout=60_000):
+        view.run()
+    assert view.table.model().rowCount() == 40 and view.evaluation is not None  # the label column is the truth
+    assert view.evaluation["n"] == 40 and np.isfinite(view.result.probs).all()
+    view.wait(30.0)
