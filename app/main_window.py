@@ -71,6 +71,7 @@ class MainWindow(QMainWindow):
         self.viewing_run: Path | None = None
         self.advising = False  # "Find fastest" is probing
         self.lr_finder: LRFinderDialog | None = None
+        self._record_error = ""  # the last error a record of the run said (and the log shows)
         self._advisor_cancel = False
         self._advisor_lines = _AdvisorLines(self)
         self._advisor_lines.line.connect(self._on_advisor_line)
@@ -427,6 +428,7 @@ class MainWindow(QMainWindow):
         if self.panel.mode == "view":
             return
         self.banner.hide()
+        self._record_error = ""
         self.viewing_run = None
         self.plots.reset(t0=time.time())
         self._apply_run_shape(cfg)
@@ -498,8 +500,16 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_start_failed(self, message: str) -> None:
-        self.panel.show_error(message)
-        self._show_input_error(message)
+        # Said once: the dataset summary may already show a data error, the log the session's own record of it.
+        logged = message in self._record_error
+        if message in self.panel.label_dataset_summary.text():
+            self._show_input_error("The run did not start: the dataset cannot be used (its summary, on the "
+                                   "left, says why)", logged=True)
+            if not logged:
+                self.log_pane.add_message("error", message)
+        else:
+            self.panel.show_error(message)
+            self._show_input_error(message, logged=logged)
         self._progress = None
         self.progress_run.setFormat("Not started")
         self._update_actions()
@@ -529,7 +539,8 @@ class MainWindow(QMainWindow):
         self.search_view.add_records(records)
         errors = self.log_pane.add_records(records)
         if errors:
-            self._show_error(errors[-1])
+            self._record_error = errors[-1]
+            self._show_error(errors[-1], logged=True)
         if self._progress is not None:
             self._progress.add(records)
             self._update_progress()
@@ -588,14 +599,16 @@ class MainWindow(QMainWindow):
         if after is not None:
             after()
 
-    def _show_error(self, message: str) -> None:
+    def _show_error(self, message: str, logged: bool = False) -> None:
+        """The banner shows it; the log keeps it unless it is there already (a record said it)."""
         self.banner.show_message(message, "error")
         self.banner.setProperty("cause", "")
-        self.log_pane.add_message("error", message)
+        if not logged:
+            self.log_pane.add_message("error", message)
 
-    def _show_input_error(self, message: str) -> None:
+    def _show_input_error(self, message: str, logged: bool = False) -> None:
         """An error in what the user typed or chose: it goes away once they change it."""
-        self._show_error(message)
+        self._show_error(message, logged)
         self.banner.setProperty("cause", "input")
 
     def _on_panel_changed(self) -> None:
