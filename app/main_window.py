@@ -30,6 +30,7 @@ from app.lr_finder_view import LRFinderDialog
 from app.plots import PlotsPanel
 from app.run_controller import RunController
 from app.run_data import ProgressTracker, format_duration
+from app.trial_progress import TrialProgress, make_progress, search_end_text
 from app.runs_view import RunsView
 from app.search_view import SearchView
 from app.settings import AppSettings
@@ -432,7 +433,7 @@ class MainWindow(QMainWindow):
         self.viewing_run = None
         self.plots.reset(t0=time.time())
         self._apply_run_shape(cfg)
-        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self._progress = make_progress(cfg)
         self.progress_run.setValue(0)
         self.label_run_dir.setText("")
         self.label_throughput.setText("")
@@ -564,6 +565,9 @@ class MainWindow(QMainWindow):
             tail = "starting…"
         else:
             tail = f"ETA {format_duration(p.eta_s())}"
+        if isinstance(p, TrialProgress):  # a search counts trials, not epochs
+            self.progress_run.setFormat(p.label(tail))
+            return
         # The epoch the run as a whole is in, consistent with the percentage (workers differ).
         epoch = min(p.epochs, int(p.progress * p.epochs) + 1) if p.epoch else 0
         self.progress_run.setFormat(f"Epoch {epoch}/{p.epochs} · %p% · {tail}")
@@ -574,7 +578,7 @@ class MainWindow(QMainWindow):
         self.plots.set_live(False)  # and fitted to the whole run
         if summary:
             final = summary.get("final") or {}
-            parts = [f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
+            parts = [search_end_text(status, summary) or f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
                      f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
             if final.get("val_accuracy") is not None:
                 parts.append(f"val accuracy {final['val_accuracy']:.3f}")
@@ -624,7 +628,8 @@ class MainWindow(QMainWindow):
         n = strategy.num_workers
         separate = strategy.num_models > 1
         sweep = {w: strategy.worker_lr(w) for w in range(n)} if separate and cfg.parallel.sweep_lr else None
-        self.plots.set_run_shape({w: strategy.worker_label(w) for w in range(n)}, separate, sweep)
+        self.plots.set_run_shape({w: strategy.worker_label(w) for w in range(n)}, separate, sweep,
+                                 per_trial=strategy.trial_budget() is not None)
         self.label_winner.setText("")
         self.evaluate_view.set_context("")
         if summary:
@@ -632,6 +637,9 @@ class MainWindow(QMainWindow):
 
     def _show_winner(self, summary: dict[str, Any], announce: bool = True) -> None:
         """Name a sweep's best setting in the status bar, the log and the Evaluate tab; draw it bolder."""
+        if self.plots.data.per_trial and isinstance(summary.get("best_trial"), int):
+            self.plots.set_winner(summary["best_trial"])  # a search's result: its best trial, drawn bolder
+            return
         best = summary.get("best_worker")
         sweep = summary.get("sweep")
         if not isinstance(best, int) or not isinstance(sweep, list) or len(sweep) < 2:
@@ -778,7 +786,7 @@ class MainWindow(QMainWindow):
         self.viewing_run = None
         self.plots.reset()
         self._apply_run_shape(cfg)
-        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self._progress = make_progress(cfg)
         self.tabs.setCurrentWidget(self.plots)
         self.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
         self.controller.attach(run_dir)
@@ -874,7 +882,7 @@ class MainWindow(QMainWindow):
         self.plots.add_records(records)
         self.plots.flush()
         self.tabs.setCurrentWidget(self.plots)
-        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self._progress = make_progress(cfg)
         self._progress.resume_from(records)  # counts from where the run stopped, not from zero
         self._update_progress()
         self.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
@@ -951,7 +959,7 @@ class MainWindow(QMainWindow):
         self.plots.flush()
         self.tabs.setCurrentWidget(self.plots)
         epochs = self.panel.spin_epochs.value()
-        self._progress = ProgressTracker(epochs, cfg.parallel.workers if cfg else 1)
+        self._progress = make_progress(cfg, epochs) if cfg else ProgressTracker(epochs, 1)
         self._progress.resume_from(records)
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"
         self.log_pane.add_message("state", f"forking {run_dir.name} with {text}", who="session")

@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 from app.run_data import (
     EPOCH, LOSS, LR, LSTEP, LTIME, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
 )
+from app.robust_range import robust_range
 from app.series import Series
 from app.settings import open_settings
 
@@ -38,6 +39,7 @@ MIN_FRAME_MS = 33    # at most ~30 redraws a second
 MAX_FRAME_MS = 500   # and at least 2, however slow painting is
 FRAME_BUDGET = 0.2  # share of one core the live plots may use
 SIDE_EVERY_S = 0.25  # the plots beside the loss (validation, throughput, lr) redraw at most this often
+MAX_LEGEND_ROWS = 12  # more rows than this would not fit beside a plot
 
 
 def worker_color(worker: int) -> QColor:
@@ -101,6 +103,7 @@ class LiveViewBox(pg.ViewBox):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.live = False
+        self.robust_y = False  # a far-out curve (a diverged trial) does not set the y range (robust_range)
         self._held: list[list[float] | None] = [None, None]
 
     def set_live(self, live: bool) -> None:
@@ -111,6 +114,13 @@ class LiveViewBox(pg.ViewBox):
     def childrenBounds(  # noqa: N802 - pyqtgraph's name
             self, frac: Any = None, orthoRange: Any = (None, None), items: Any = None) -> Any:  # noqa: N803
         bounds = super().childrenBounds(frac=frac, orthoRange=orthoRange, items=items)
+        if self.robust_y and bounds[1] is not None:
+            curves = [i for i in self.addedItems if isinstance(i, pg.PlotDataItem) and i.isVisible()]
+            fit = robust_range((c.getData()[1] for c in curves if c.yData is not None and len(c.yData)),
+                               log_values=any(c.opts["logMode"][1] for c in curves))
+            if fit is not None:  # the pens' padding of the full range would be far too wide as well
+                span = fit[1] - fit[0]
+                bounds[1] = [fit[0] - 0.02 * span, fit[1] + 0.05 * span]
         if not self.live:
             return bounds
         # a little room below x too: the bounds include the pens' pixel padding, which grows with the range
@@ -248,6 +258,8 @@ class BasePlot(pg.GraphicsLayoutWidget):
         """Legend rows in worker order whatever order workers first reported in (rebuilt only if they changed:
         a rebuild lays out every label's text again, 10-15 ms of a live frame)."""
         entries = [(item, name) for item, name in entries if item is not None]
+        if len(entries) > MAX_LEGEND_ROWS:  # a search's many trials: the newest (the curves keep their colours)
+            entries = entries[-MAX_LEGEND_ROWS:]
         key = [(id(item), name) for item, name in entries]
         if getattr(legend, "_traindesk_key", None) == key:
             return
@@ -358,6 +370,7 @@ class LossPlot(BasePlot):
         super().__init__("plot_loss", data, parent)
         self.plot = self._add_plot(0, "Training loss", "loss", legend=True)
         self.plot.setLimits(yMin=0.0)
+        self.plot.getViewBox().robust_y = True
         self._update_x_label()
         self.raw: dict[int, pg.PlotDataItem] = {}
         self.smooth: dict[int, pg.PlotDataItem] = {}
@@ -458,6 +471,7 @@ class ValPlot(BasePlot):
         self.loss_plot = self._add_plot(0, "Validation loss", "loss")
         self.acc_plot = self._add_plot(1, "Validation accuracy", "accuracy", legend=True)
         self.acc_plot.setXLink(self.loss_plot)
+        self.loss_plot.getViewBox().robust_y = True
         # Axes stay inside what the metrics can be: accuracy in [0, 1], loss above 0, epochs from 1.
         self.loss_plot.setLimits(yMin=0.0, xMin=0.0)
         self.acc_plot.setLimits(yMin=-0.01, yMax=1.01, xMin=0.0)
@@ -541,7 +555,7 @@ class ThroughputPlot(BasePlot):
 
     def relabel(self) -> None:
         if self.curves:
-            self._relegend(self.legends[0], [(self.curves[k], self.data.label(k)) for k in sorted(self.curves)]
+            self._relegend(self.legends[0], [(self.curves[k], self.data.worker_label(k)) for k in sorted(self.curves)]
                            + [(self.total, "total")])
 
     def _ensure(self, w: int) -> None:
@@ -807,12 +821,14 @@ class PlotsPanel(QWidget):
             plot.set_live(live)
 
     def set_run_shape(self, labels: dict[int, str], separate_models: bool,
-                      sweep_values: dict[int, float] | None = None) -> None:
-        """What the workers are: their legend labels, whether each has its own model, a sweep's values."""
+                      sweep_values: dict[int, float] | None = None, per_trial: bool = False) -> None:
+        """What the workers are: their legend labels, whether each has its own model, a sweep's values;
+        ``per_trial``: a search, whose loss and validation curves are its trials, not its workers."""
         self.data.labels = dict(labels)
-        self.data.separate_models = separate_models
+        self.data.per_trial = per_trial
+        self.data.separate_models = separate_models or per_trial
         self.data.expected_workers = len(labels)
-        for plot in (self.loss, self.throughput):
+        for plot in ((self.throughput,) if per_trial else (self.loss, self.throughput)):
             plot.prepare_workers(sorted(labels))  # legends complete at once, not rebuilt in the first frames
         for plot in (self.loss, self.val, self.throughput):
             plot.relabel()

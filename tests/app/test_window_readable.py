@@ -90,3 +90,103 @@ def test_a_text_column_error_is_said_once_with_its_path_once_and_a_fix(make_wind
     assert len(shown()) == 1  # the summary; the banner points at it
     assert window.log_pane.toPlainText().count("is not numeric") == 1
     assert window.log_pane.toPlainText().count(str(csv)) == 2  # "starting: ... csv:PATH" and the error
+
+
+SEARCH_TOML = """
+[train]
+epochs = 2
+[model]
+hidden = [16]
+[parallel]
+strategy = "search"
+workers = 2
+[search]
+trials = 4
+sampler = "grid"
+pruner = "none"
+"optim.lr" = [0.1, 0.05, 0.02, 0.01]
+"""
+
+
+def _step(trial: int, worker: int, step: int, loss: float) -> dict[str, Any]:
+    return {"kind": "step", "t": 100.0 + step * 0.01 + trial, "worker": worker, "trial": trial, "epoch": 1,
+            "step": step, "samples": step * 64, "loss": loss, "lr": 0.1}
+
+
+def test_search_records_draw_a_curve_per_trial_and_a_diverged_one_leaves_the_axis(qtbot: Any) -> None:
+    from app.plots import PlotsPanel
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 700)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.reset(t0=100.0)
+    panel.set_run_shape({0: "worker 0 (trials)", 1: "worker 1 (trials)"}, False, None, per_trial=True)
+    records = []
+    for trial, worker in ((0, 0), (1, 1), (2, 0)):  # worker 0 trains trials 0 and 2 one after the other
+        base = 200 * (trial // 2)
+        records += [_step(trial, worker, base + i, 2.0 / (1 + i / 20)) for i in range(1, 200)]
+    records += [_step(3, 1, 200 + i, 1.0 * 10.0 ** (i / 2)) for i in range(1, 24)]  # diverges to 4e11
+    records += [{"kind": "eval", "t": 103.0, "worker": w, "trial": t, "epoch": 1, "val_loss": v, "val_accuracy": 0.5}
+                for t, w, v in ((0, 0, 0.5), (1, 1, 0.6), (2, 0, 0.4), (3, 1, 3e11))]
+    panel.add_records(records)
+    panel.flush()
+    qtbot.wait(50)  # the view boxes fit their ranges at the next turn of the event loop
+    loss = panel.loss
+    assert sorted(loss.smooth) == [0, 1, 2, 3] and loss.mean is None  # no mean across different models
+    assert [label.text for _s, label in loss.legends[0].items] == ["trial 0", "trial 1", "trial 2", "trial 3"]
+    assert loss.point_count(0) == 199 and loss.point_count(2) == 199  # trials of one worker stay apart
+    assert sorted(panel.val.loss_curves) == [0, 1, 2, 3]
+    assert sorted(panel.throughput.curves) == [0, 1]  # throughput is the worker processes'
+    top = loss.plot.getViewBox().viewRange()[1][1]
+    assert 2.0 <= top < 100.0, top  # the others' losses fill the axis; the diverged one leaves it
+    assert panel.val.loss_plot.getViewBox().viewRange()[1][1] < 100.0
+
+
+def test_search_progress_counts_trials() -> None:
+    from app.trial_progress import TrialProgress, search_end_text
+
+    p = TrialProgress(trials=12, epochs=10, workers=2)
+    records = [{"kind": "trial", "t": 1.0 + n, "worker": n % 2, "trial": n, "state": "running"} for n in range(10)]
+    records += [{"kind": "trial", "t": 2.0 + n, "worker": n % 2, "trial": n, "state": "complete"} for n in range(8)]
+    records += [{"kind": "eval", "t": 20.0, "worker": 0, "trial": 8, "epoch": 10, "val_loss": 1, "val_accuracy": 1}]
+    p.add(records)
+    assert p.label("ETA 5s") == "Trial 10 of 12 · 8 done · %p% · ETA 5s"
+    assert abs(p.progress - (8 + 1.0) / 12) < 1e-9  # trial 8 has run all its epochs, trial 9 none yet
+    text = search_end_text("finished", {"trials": [{"number": 0, "state": "complete", "value": 0.9},
+                                                   {"number": 1, "state": "pruned", "value": 0.2}],
+                                        "best_trial": 0, "metric": "val_accuracy"})
+    assert text == "finished: 2 trial(s): 1 complete, 1 pruned; best trial 0, val_accuracy 0.9000"
+
+
+def test_a_search_in_the_window_reads_as_trials(make_window: Any, qtbot: Any, tmp_path: Any) -> None:
+    path = tmp_path / "search.toml"
+    path.write_text(SEARCH_TOML)
+    window = make_window()
+    assert window.open_config(str(path))
+    window.action_start.trigger()
+    qtbot.waitUntil(lambda: "trial(s)" in window.log_pane.toPlainText(), timeout=180_000)  # the run's end
+    window.plots.flush()
+    loss = window.plots.loss
+    assert sorted(loss.smooth) == [0, 1, 2, 3] and loss.mean is None
+    assert [label.text for _s, label in loss.legends[0].items] == [f"trial {n}" for n in range(4)]
+    assert window.progress_run.format().startswith("4 of 4 trials")
+    log = window.log_pane.toPlainText()
+    assert "finished: 4 trial(s): 4 complete; best trial" in log and "after 0 epoch(s)" not in log
+    best = window.controller.session.summary["best_trial"] if window.controller.session else None
+    if isinstance(best, int):
+        assert window.plots.data.winner == best
+
+
+def test_robust_range_leaves_only_a_far_out_curve_off() -> None:
+    import numpy as np
+
+    from app.robust_range import robust_range
+
+    healthy = [np.linspace(2.3, 0.01 * k, 500) for k in (1, 2, 3)]
+    assert robust_range(healthy) is None  # curves that agree keep their whole range
+    assert robust_range([np.array([2.3, 1e-4, np.nan])]) is None  # one curve: nothing to compare with
+    diverged = np.concatenate([np.linspace(2.3, 0.5, 100), [1e3, 1e7, 4e11, np.inf]])
+    low, top = robust_range(healthy + [diverged])
+    assert low == 0.01 and top == 2.3
