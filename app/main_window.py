@@ -30,6 +30,7 @@ from app.lr_finder_view import LRFinderDialog
 from app.plots import PlotsPanel
 from app.run_controller import RunController
 from app.run_data import ProgressTracker, format_duration
+from app.toolbar_fit import ToolbarFit
 from app.trial_progress import TrialProgress, make_progress, search_end_text
 from app.runs_view import RunsView
 from app.search_view import SearchView
@@ -275,6 +276,7 @@ class MainWindow(QMainWindow):
         tb.addAction(self.action_export)
         self.addToolBar(tb)
         self.toolbar = tb
+        self.toolbar_fit = ToolbarFit(tb, self)  # icons alone when the text would push actions off
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()

@@ -20,13 +20,14 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QSlider, QSplitter,
+    QCheckBox, QComboBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QSlider, QSplitter,
     QToolButton, QVBoxLayout, QWidget,
 )
 
 from app.run_data import (
     EPOCH, LOSS, LR, LSTEP, LTIME, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
 )
+from app.plot_text import compact_axis, set_fitting_title
 from app.robust_range import robust_range
 from app.series import Series
 from app.settings import open_settings
@@ -167,9 +168,10 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self.paint_cpu_s += time.thread_time() - start
 
     def _add_plot(self, col: int, title: str, y_label: str, legend: bool = False) -> pg.PlotItem:
-        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left")},
+        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left"),
+                                                                    "bottom": compact_axis()},
                                          viewBox=LiveViewBox())
-        item.setTitle(title, size="10pt")
+        set_fitting_title(item, title)
         item.setLabel("left", y_label)
         item.getAxis("left").enableAutoSIPrefix(False)  # "loss (x0.001)" reads worse than 0.002
         item.setDownsampling(auto=True, mode="peak")
@@ -786,9 +788,19 @@ class PlotsPanel(QWidget):
         bottom.addWidget(self.lr)
         bottom.setChildrenCollapsible(False)
         self.bottom_splitter = bottom
+        # Each side plot keeps the width its title, axes and legend need; a narrow window scrolls the row
+        # sideways instead of clipping them ("Valida", a lost legend, tick labels run together).
+        for plot, width in ((self.val, 400), (self.throughput, 270), (self.sweep, 230), (self.lr, 230)):
+            plot.setMinimumWidth(width)
+        self.bottom_scroll = QScrollArea(objectName="scroll_side_plots")
+        self.bottom_scroll.setWidget(bottom)
+        self.bottom_scroll.setWidgetResizable(True)
+        self.bottom_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.bottom_scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.bottom_scroll.setMinimumHeight(170)  # a title, a plot and its axis however short the window
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.loss)
-        self.splitter.addWidget(bottom)
+        self.splitter.addWidget(self.bottom_scroll)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         bottom.setStretchFactor(0, 4)  # the validation widget holds two plots

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtGui import QColor
+import pytest
+from PySide6.QtGui import QAction, QColor
+from PySide6.QtWidgets import QToolButton
 
 from app.lr_finder_view import LRFinderDialog
 from core.config import Config
@@ -190,3 +192,76 @@ def test_robust_range_leaves_only_a_far_out_curve_off() -> None:
     diverged = np.concatenate([np.linspace(2.3, 0.5, 100), [1e3, 1e7, 4e11, np.inf]])
     low, top = robust_range(healthy + [diverged])
     assert low == 0.01 and top == 2.3
+
+
+DESIGN_TOOLBAR_ACTIONS = ("action_start", "action_pause", "action_resume", "action_stop", "action_export",
+                          "action_open_config", "action_save_config", "action_fork", "action_open_run")
+
+
+@pytest.mark.parametrize("size", [(900, 600), (1280, 800)])
+def test_every_toolbar_action_is_on_screen(make_window: Any, qtbot: Any, size: tuple[int, int]) -> None:
+    window = make_window()
+    window.resize(*size)
+    qtbot.waitUntil(lambda: window.width() == size[0], timeout=5_000)
+    qtbot.wait(50)
+    tb = window.toolbar
+    for name in DESIGN_TOOLBAR_ACTIONS:
+        action = tb.findChild(QAction, name) or window.findChild(QAction, name)
+        assert action in tb.actions(), name
+        button = tb.widgetForAction(action)
+        assert button.isVisible(), f"{name} is behind the toolbar's overflow at {size}"
+        assert button.geometry().right() <= tb.width()
+    more = tb.findChild(QToolButton, "qt_toolbar_ext_button")
+    assert more is None or not more.isVisible()
+    assert window.toolbar_fit.compact == (size[0] < 1100)
+
+
+def _small_window(make_window: Any, qtbot: Any) -> Any:
+    window = make_window()
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: window.width() == 900 and window.height() == 600, timeout=5_000)
+    return window
+
+
+def test_training_tab_reads_at_900x600(make_window: Any, qtbot: Any) -> None:
+    from PySide6.QtGui import QFontMetrics
+
+    from app.plot_text import shown_title
+
+    window = _small_window(make_window, qtbot)
+    plots = window.plots
+    records = [{"kind": "step", "t": 1.0 + i * 0.01, "worker": w, "epoch": 1 + i // 1000, "step": i,
+                "samples": i * 64, "loss": 1.0 / (1 + i), "lr": 0.1 * (1 - i / 7000)}
+               for i in range(1, 7000, 7) for w in (0, 1)]
+    records += [{"kind": "eval", "t": 2.0 + e, "worker": 0, "epoch": e, "val_loss": 1.0 / e, "val_accuracy": 0.9}
+                for e in range(1, 8)]
+    plots.add_records(records)
+    plots.flush()
+    qtbot.wait(100)
+    for plot in (plots.loss, plots.val, plots.throughput, plots.lr):
+        for item in plot.items:
+            assert shown_title(item) == item._full_title, (plot.objectName(), shown_title(item))
+    legend = plots.throughput.legends[0]  # the throughput legend is there, inside its plot's widget
+    assert legend.isVisible() and [label.text for _s, label in legend.items] == ["worker 0", "worker 1", "total"]
+    assert legend.mapRectToScene(legend.boundingRect()).right() <= plots.throughput.width() + 1
+    axis = plots.lr.plot.getAxis("bottom")  # step ticks up to 7000: labels that do not run together
+    lo, hi = plots.lr.plot.getViewBox().viewRange()[0]
+    width = axis.width() if axis.width() > 0 else plots.lr.plot.getViewBox().width()
+    levels = axis.tickValues(lo, hi, width)
+    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
+    for spacing, values in levels[:1]:
+        labels = axis.tickStrings(values, 1.0, spacing)
+        pixels = [(v - lo) / (hi - lo) * width for v in values]
+        for (a, la), (b, lb) in zip(zip(pixels, labels), zip(pixels[1:], labels[1:])):
+            assert b - a > (metrics.horizontalAdvance(la) + metrics.horizontalAdvance(lb)) / 2, labels
+    assert axis.tickStrings([2000.0, 12000.0], 1.0, 10000.0) == ["2k", "12k"]
+
+
+def test_compare_tables_show_three_rows_at_900x600(make_window: Any, qtbot: Any) -> None:
+    window = _small_window(make_window, qtbot)
+    window.tabs.setCurrentWidget(window.compare_view)
+    qtbot.wait(100)
+    for table in (window.compare_view.table_best, window.compare_view.table_diff):
+        table.setRowCount(5)
+        rows = table.viewport().height() / table.verticalHeader().defaultSectionSize()
+        assert rows >= 3, (table.objectName(), rows)
