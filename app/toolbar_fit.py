@@ -8,7 +8,7 @@ the tooltips still name each action and its shortcut.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QToolBar, QToolButton, QWidget
 
@@ -21,13 +21,12 @@ class ToolbarFit(QObject):
         self.toolbar = toolbar
         self.window = window
         self.compact = False
-        self._timer = QTimer(self, singleShot=True, interval=0)  # once per burst of resizes
-        self._timer.timeout.connect(self.fit)
+        self._buttons_styled = False
         window.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
         if watched is self.window and event.type() in (QEvent.Type.Resize, QEvent.Type.Show):
-            self._timer.start()
+            self.fit()  # before the toolbar lays itself out for the new width
         return False
 
     def _buttons(self) -> list[tuple[QAction, QToolButton]]:
@@ -58,6 +57,8 @@ class ToolbarFit(QObject):
     def fit(self) -> None:
         """Text beside icons if it all fits the window's width, else icons alone."""
         compact = self._wide_width() > self.window.width()
+        if compact == self.compact and self._buttons_styled:
+            return
         icons = [a.data() for a, _b in self._buttons() if not a.icon().isNull()]  # the icon's name
         for action, button in self._buttons():
             if not compact:
@@ -68,4 +69,5 @@ class ToolbarFit(QObject):
                 style = Qt.ToolButtonStyle.ToolButtonIconOnly
             button.setToolButtonStyle(style)
         self.compact = compact
+        self._buttons_styled = True
         self.toolbar.updateGeometry()

@@ -203,8 +203,8 @@ def test_every_toolbar_action_is_on_screen(make_window: Any, qtbot: Any, size: t
     window = make_window()
     window.resize(*size)
     qtbot.waitUntil(lambda: window.width() == size[0], timeout=5_000)
-    qtbot.wait(50)
     tb = window.toolbar
+    qtbot.waitUntil(lambda: tb.widgetForAction(window.action_export).isVisible(), timeout=5_000)
     for name in DESIGN_TOOLBAR_ACTIONS:
         action = tb.findChild(QAction, name) or window.findChild(QAction, name)
         assert action in tb.actions(), name
