@@ -467,6 +467,7 @@ class ValPlot(BasePlot):
 
     x_label = {"step": "epoch", "time": "epoch"}
     SYMBOLS_UP_TO = 40  # epochs drawn with a dot each; past that the dots only clutter
+    MIN_WIDTH = 380  # two plots whose titles fit, plus the legend's width when there is one
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_val", data, parent)
@@ -480,10 +481,18 @@ class ValPlot(BasePlot):
         self._update_x_label()
         self.loss_curves: dict[int, pg.PlotDataItem] = {}
         self.acc_curves: dict[int, pg.PlotDataItem] = {}
+        self.setMinimumWidth(self.MIN_WIDTH)
 
     def set_log_y(self, on: bool) -> None:
         self.loss_plot.setLogMode(y=on)  # accuracy stays linear: it lives in [0, 1]
         self.loss_plot.setLimits(yMin=-1e307 if on else 0.0)
+
+    def _show_legend(self, show: bool) -> None:
+        legend = self.legends[0]
+        legend.setVisible(show)
+        extra = int(legend.boundingRect().width()) + 8 if show else 0
+        if self.minimumWidth() != self.MIN_WIDTH + extra:
+            self.setMinimumWidth(self.MIN_WIDTH + extra)
 
     def relabel(self) -> None:
         for w in self.loss_curves:
@@ -491,7 +500,7 @@ class ValPlot(BasePlot):
                 curve.setPen(self._pen(w))
                 curve.setZValue(5 if self.data.winner == w else 0)
         self._relegend(self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)])
-        self.legends[0].setVisible(len(self.loss_curves) > 1)
+        self._show_legend(len(self.loss_curves) > 1)
 
     def _forget_curves(self) -> None:
         self.loss_curves.clear()
@@ -515,7 +524,7 @@ class ValPlot(BasePlot):
                     curve.setSymbol(symbol)
                 curve.setData(x, s.column(col))
         # With one evaluating worker (hogwild evaluates on worker 0) a legend says nothing.
-        self.legends[0].setVisible(len(self.loss_curves) > 1)
+        self._show_legend(len(self.loss_curves) > 1)
 
     def csv_header(self) -> list[str]:
         return ["worker", "epoch", "time_s", "val_loss", "val_accuracy"]
@@ -790,8 +799,8 @@ class PlotsPanel(QWidget):
         self.bottom_splitter = bottom
         # Each side plot keeps the width its title, axes and legend need; a narrow window scrolls the row
         # sideways instead of clipping them ("Valida", a lost legend, tick labels run together).
-        for plot, width in ((self.val, 400), (self.throughput, 270), (self.sweep, 230), (self.lr, 230)):
-            plot.setMinimumWidth(width)
+        for plot, width in ((self.throughput, 250), (self.sweep, 210), (self.lr, 210)):
+            plot.setMinimumWidth(width)  # the validation plots set theirs: it depends on their legend
         self.bottom_scroll = QScrollArea(objectName="scroll_side_plots")
         self.bottom_scroll.setWidget(bottom)
         self.bottom_scroll.setWidgetResizable(True)

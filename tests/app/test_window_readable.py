@@ -265,3 +265,19 @@ def test_compare_tables_show_three_rows_at_900x600(make_window: Any, qtbot: Any)
         table.setRowCount(5)
         rows = table.viewport().height() / table.verticalHeader().defaultSectionSize()
         assert rows >= 3, (table.objectName(), rows)
+
+
+@pytest.mark.parametrize("size", [(900, 600), (1280, 800)])
+def test_a_sweeps_validation_legend_is_not_cut(make_window: Any, qtbot: Any, size: tuple[int, int]) -> None:
+    window = make_window()
+    window.resize(*size)
+    qtbot.waitUntil(lambda: window.width() == size[0], timeout=5_000)
+    plots = window.plots
+    plots.set_run_shape({0: "lr 0.2", 1: "lr 0.05", 2: "lr 0.005"}, True, {0: 0.2, 1: 0.05, 2: 0.005})
+    plots.add_records([{"kind": "eval", "t": 1.0 + e, "worker": w, "epoch": e, "val_loss": 1.0 / e,
+                        "val_accuracy": 0.9} for e in range(1, 9) for w in range(3)])
+    plots.flush()
+    qtbot.wait(100)
+    legend = plots.val.legends[0]
+    assert legend.isVisible() and [label.text for _s, label in legend.items] == ["lr 0.2", "lr 0.05", "lr 0.005"]
+    assert legend.mapRectToScene(legend.boundingRect()).right() <= plots.val.width() + 1
