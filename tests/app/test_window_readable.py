@@ -243,7 +243,8 @@ def test_training_tab_reads_at_900x600(make_window: Any, qtbot: Any) -> None:
             assert shown_title(item) == item._full_title, (plot.objectName(), shown_title(item))
     legend = plots.throughput.legends[0]  # the throughput legend is there, inside its plot's widget
     assert legend.isVisible() and [label.text for _s, label in legend.items] == ["worker 0", "worker 1", "total"]
-    assert legend.mapRectToScene(legend.boundingRect()).right() <= plots.throughput.width() + 1
+    qtbot.waitUntil(lambda: legend.mapRectToScene(legend.boundingRect()).right() <= plots.throughput.width() + 1,
+                    timeout=5_000)
     axis = plots.lr.plot.getAxis("bottom")  # step ticks up to 7000: labels that do not run together
     lo, hi = plots.lr.plot.getViewBox().viewRange()[0]
     width = axis.width() if axis.width() > 0 else plots.lr.plot.getViewBox().width()
@@ -280,4 +281,6 @@ def test_a_sweeps_validation_legend_is_not_cut(make_window: Any, qtbot: Any, siz
     qtbot.wait(100)
     legend = plots.val.legends[0]
     assert legend.isVisible() and [label.text for _s, label in legend.items] == ["lr 0.2", "lr 0.05", "lr 0.005"]
-    assert legend.mapRectToScene(legend.boundingRect()).right() <= plots.val.width() + 1
+    # once laid out (the validation widget widens by its legend), the legend is inside it
+    qtbot.waitUntil(lambda: legend.mapRectToScene(legend.boundingRect()).right() <= plots.val.width() + 1,
+                    timeout=5_000)
