@@ -38,8 +38,25 @@ def shown_title(item: pg.PlotItem) -> str:
     return str(item.titleLabel.text)
 
 
+MIN_TICK_PX = 45  # a bottom axis's labelled ticks are at least this far apart
+
+
 class CompactAxis(pg.AxisItem):
-    """A bottom axis whose large values read 2k, 40k, 1.2M: five-digit steps no longer run together."""
+    """A bottom axis whose labels do not run together: large values read 2k, 40k, 1.2M, and in a narrow plot
+    the labelled ticks thin out to at least MIN_TICK_PX apart (pyqtgraph spaces them for wider plots)."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> Any:  # noqa: N802,N803
+        levels = super().tickSpacing(minVal, maxVal, size)
+        span = abs(maxVal - minVal)
+        if not levels or size <= 0 or span <= 0 or self.logMode:
+            return levels
+        major = float(levels[0][0])
+        if span / major * MIN_TICK_PX <= size:
+            return levels
+        while span / major * MIN_TICK_PX > size:  # the next step of 1, 2, 5 x 10^n
+            scale = 10.0 ** math.floor(math.log10(major) + 1e-9)
+            major = next(m * scale for m in (2.0, 5.0, 10.0) if m * scale > major * (1 + 1e-9))
+        return [(major, 0.0)]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         top = max((abs(v * scale) for v in values), default=0.0)

@@ -284,3 +284,13 @@ def test_a_sweeps_validation_legend_is_not_cut(make_window: Any, qtbot: Any, siz
     # once laid out (the validation widget widens by its legend), the legend is inside it
     qtbot.waitUntil(lambda: legend.mapRectToScene(legend.boundingRect()).right() <= plots.val.width() + 1,
                     timeout=5_000)
+
+
+def test_narrow_axes_thin_their_ticks(qtbot: Any) -> None:
+    from app.plot_text import MIN_TICK_PX, compact_axis
+
+    axis = compact_axis()
+    for lo, hi, size in ((1.5, 2.3, 90.0), (0.0, 7000.0, 120.0), (0.0, 1.0, 400.0)):
+        (spacing, _offset), *_rest = axis.tickSpacing(lo, hi, size)
+        assert (hi - lo) / spacing * MIN_TICK_PX <= size or spacing >= hi - lo, (lo, hi, size, spacing)
+    assert axis.tickSpacing(0.0, 1.0, 400.0)[0][0] <= 0.2  # a wide plot keeps pyqtgraph's own ticks
