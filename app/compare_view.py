@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
+from app.plot_text import set_fitting_title, short_name, table_height
 from app.plots import PlotColors, _ask_save_path, worker_color
 from app.series import ema
 from app.tasks import BackgroundCalls
@@ -149,6 +150,10 @@ def load_runs(paths: list[Path]) -> list[CompareRun]:
     return [load_run(p) for p in paths]
 
 
+ROWS_SHOWN = 3  # table rows a short window keeps in view
+LEGEND_MIN_WIDTH = 700  # narrower, the plots need the legend's column
+
+
 class CompareView(QWidget):
     compared = Signal(list)  # the CompareRuns shown
     failed = Signal(str)
@@ -178,7 +183,7 @@ class CompareView(QWidget):
         self.items: dict[str, pg.PlotItem] = {}
         for col, (metric, title, _higher) in enumerate(METRICS):
             item = self.plot.addPlot(row=0, col=col)
-            item.setTitle(title, size="10pt")
+            set_fitting_title(item, title)
             item.getAxis("left").enableAutoSIPrefix(False)
             item.hideButtons()
             item.setLimits(yMin=-0.01, yMax=1.01) if metric == "val_accuracy" else item.setLimits(yMin=0.0)
@@ -195,6 +200,8 @@ class CompareView(QWidget):
         self.table_best = QTableWidget(objectName="table_compare")
         self.table_best.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table_best.setToolTip("Each run's best value of each metric; the best of all in bold")
+        for table in (self.table_best, self.table_diff):  # a short window still shows a few rows of each
+            table.setMinimumHeight(table_height(table, ROWS_SHOWN))
 
         bar = QHBoxLayout()
         bar.setContentsMargins(4, 0, 4, 0)
@@ -218,6 +225,17 @@ class CompareView(QWidget):
         layout.addLayout(bar)
         layout.addWidget(body, 1)
         self._update_buttons()
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        """A narrow view drops the legend column (the tables name each run in its colour) rather than clip
+        the plots and the legend's names."""
+        super().resizeEvent(event)
+        wide = event.size().width() >= LEGEND_MIN_WIDTH
+        shown = self.legend in self.plot.ci.items
+        if wide and not shown:
+            self.plot.ci.addItem(self.legend, row=0, col=len(METRICS))
+        elif not wide and shown:
+            self.plot.ci.removeItem(self.legend)
 
     # -- loading ---------------------------------------------------------------------------
     @property
@@ -276,7 +294,7 @@ class CompareView(QWidget):
                 curve = item.plot(c[x_mode], c["y"], **style)
                 self.curves[metric].append(curve)
                 if metric == "val_accuracy":
-                    self.legend.addItem(curve, run.name)
+                    self.legend.addItem(curve, short_name(run.name))
                 b = run.best(metric, higher)
                 if b is not None and (best is None or (b[0] > best[0] if higher else b[0] < best[0])):
                     best = (b[0], float(c[x_mode][b[1]]), i)

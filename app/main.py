@@ -12,6 +12,7 @@ from typing import Sequence
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
+from app.platform_check import check_platform_libraries
 from app.settings import APPLICATION, ORGANIZATION
 
 
@@ -33,6 +34,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--theme", choices=("light", "dark"), help="colour theme for this session")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    problem = check_platform_libraries()  # before Qt aborts with a message that names no package
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
 
     QApplication.setOrganizationName(ORGANIZATION)
     QApplication.setApplicationName(APPLICATION)

@@ -30,11 +30,13 @@ from app.lr_finder_view import LRFinderDialog
 from app.plots import PlotsPanel
 from app.run_controller import RunController
 from app.run_data import ProgressTracker, fork_marker, format_duration
+from app.toolbar_fit import ToolbarFit
+from app.trial_progress import TrialProgress, make_progress, search_end_text
 from app.runs_view import RunsView
 from app.search_view import SearchView
 from app.settings import AppSettings
 from app.tasks import BackgroundCalls
-from app.theme import Theme, apply_theme, get_theme
+from app.theme import Theme, apply_theme, get_theme, style_plot_widget
 from app.window_state import STATE_TEXT, WindowState, derive
 from core.config import Config, ConfigError, load_config, parse_toml, save_config, to_dict
 from core.runlog import list_runs, read_metrics, read_summary
@@ -68,6 +70,7 @@ class MainWindow(QMainWindow):
         self.viewing_run: Path | None = None
         self.advising = False  # "Find fastest" is probing
         self.lr_finder: LRFinderDialog | None = None
+        self._record_error = ""  # the last error a record of the run said (and the log shows)
         self._advisor_cancel = False
         self._advisor_lines = _AdvisorLines(self)
         self._advisor_lines.line.connect(self._on_advisor_line)
@@ -270,6 +273,7 @@ class MainWindow(QMainWindow):
         tb.addAction(self.action_export)
         self.addToolBar(tb)
         self.toolbar = tb
+        self.toolbar_fit = ToolbarFit(tb, self)  # icons alone when the text would push actions off
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -362,6 +366,9 @@ class MainWindow(QMainWindow):
             more.setToolTip("More actions")
         self.plots.apply_colors(t.plot)
         self.compare_view.apply_colors(t.plot)
+        for widget in (self.search_view.plot_search_parallel,
+                       *([self.lr_finder.plot_lr_finder] if self.lr_finder is not None else [])):
+            style_plot_widget(widget, t.plot)
         self.evaluate_view.refresh_colors()
         self.log_pane.set_colors(t.error, t.warning, t.muted)
 
@@ -419,10 +426,11 @@ class MainWindow(QMainWindow):
         if self.panel.mode == "view":
             return
         self.banner.hide()
+        self._record_error = ""
         self.viewing_run = None
         self.plots.reset(t0=time.time())
         self._apply_run_shape(cfg)
-        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self._progress = make_progress(cfg)
         self.progress_run.setValue(0)
         self.label_run_dir.setText("")
         self.label_throughput.setText("")
@@ -480,8 +488,16 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_start_failed(self, message: str) -> None:
-        self.panel.show_error(message)
-        self._show_input_error(message)
+        # Said once: the dataset summary may already show a data error, the log the session's own record of it.
+        logged = message in self._record_error
+        if message in self.panel.label_dataset_summary.text():
+            self._show_input_error("The run did not start: the dataset cannot be used (its summary, on the "
+                                   "left, says why)", logged=True)
+            if not logged:
+                self.log_pane.add_message("error", message)
+        else:
+            self.panel.show_error(message)
+            self._show_input_error(message, logged=logged)
         self._progress = None
         self.progress_run.setFormat("Not started")
         self._update_actions()
@@ -513,7 +529,8 @@ class MainWindow(QMainWindow):
         self.search_view.add_records(records)
         errors = self.log_pane.add_records(records)
         if errors:
-            self._show_error(errors[-1])
+            self._record_error = errors[-1]
+            self._show_error(errors[-1], logged=True)
         if self._progress is not None:
             self._progress.add(records)
             self._update_progress()
@@ -537,6 +554,9 @@ class MainWindow(QMainWindow):
             tail = "starting…"
         else:
             tail = f"ETA {format_duration(p.eta_s())}"
+        if isinstance(p, TrialProgress):  # a search counts trials, not epochs
+            self.progress_run.setFormat(p.label(tail))
+            return
         # The epoch the run as a whole is in, consistent with the percentage (workers differ).
         epoch = min(p.epochs, int(p.progress * p.epochs) + 1) if p.epoch else 0
         ended = p.describe_end()
@@ -552,7 +572,8 @@ class MainWindow(QMainWindow):
         ended = self._progress.describe_end() if self._progress is not None else None
         if summary:
             final = summary.get("final") or {}
-            parts = [ended or f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
+            parts = [search_end_text(status, summary) or ended
+                     or f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
                      f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
             if final.get("val_accuracy") is not None:
                 parts.append(f"val accuracy {final['val_accuracy']:.3f}")
@@ -575,15 +596,17 @@ class MainWindow(QMainWindow):
         if after is not None:
             after()
 
-    def _show_error(self, message: str) -> None:
+    def _show_error(self, message: str, logged: bool = False) -> None:
+        """The banner shows it; the log keeps it unless it is there already (a record said it)."""
         self.banner.show_message(message, "error")
         self.banner.setProperty("cause", "")
-        self.log_pane.add_message("error", message)
+        if not logged:
+            self.log_pane.add_message("error", message)
         self._update_actions()  # whatever failed, the actions follow the state it left
 
-    def _show_input_error(self, message: str) -> None:
+    def _show_input_error(self, message: str, logged: bool = False) -> None:
         """An error in what the user typed or chose: it goes away once they change it."""
-        self._show_error(message)
+        self._show_error(message, logged)
         self.banner.setProperty("cause", "input")
 
     def _on_panel_changed(self) -> None:
@@ -599,7 +622,8 @@ class MainWindow(QMainWindow):
         n = strategy.num_workers
         separate = strategy.num_models > 1
         sweep = {w: strategy.worker_lr(w) for w in range(n)} if separate and cfg.parallel.sweep_lr else None
-        self.plots.set_run_shape({w: strategy.worker_label(w) for w in range(n)}, separate, sweep)
+        self.plots.set_run_shape({w: strategy.worker_label(w) for w in range(n)}, separate, sweep,
+                                 per_trial=strategy.trial_budget() is not None)
         self.label_winner.setText("")
         self.evaluate_view.set_context("")
         if summary:
@@ -607,6 +631,9 @@ class MainWindow(QMainWindow):
 
     def _show_winner(self, summary: dict[str, Any], announce: bool = True) -> None:
         """Name a sweep's best setting in the status bar, the log and the Evaluate tab; draw it bolder."""
+        if self.plots.data.per_trial and isinstance(summary.get("best_trial"), int):
+            self.plots.set_winner(summary["best_trial"])  # a search's result: its best trial, drawn bolder
+            return
         best = summary.get("best_worker")
         sweep = summary.get("sweep")
         if not isinstance(best, int) or not isinstance(sweep, list) or len(sweep) < 2:
@@ -753,7 +780,7 @@ class MainWindow(QMainWindow):
         self.viewing_run = None
         self.plots.reset()
         self._apply_run_shape(cfg)
-        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self._progress = make_progress(cfg)
         self.panel.show_run_config(cfg, run_dir.name)  # the run's settings, not the window's
         self.tabs.setCurrentWidget(self.plots)
         self.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
@@ -851,7 +878,7 @@ class MainWindow(QMainWindow):
         self.plots.add_records(records)
         self.plots.flush()
         self.tabs.setCurrentWidget(self.plots)
-        self._progress = ProgressTracker(cfg.train.epochs, cfg.parallel.workers)
+        self._progress = make_progress(cfg)
         self._progress.resume_from(records)  # counts from where the run stopped, not from zero
         self._update_progress()
         self.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
@@ -944,7 +971,7 @@ class MainWindow(QMainWindow):
         self.plots.flush()
         self.tabs.setCurrentWidget(self.plots)
         epochs = self.panel.spin_epochs.value()
-        self._progress = ProgressTracker(epochs, cfg.parallel.workers if cfg else 1)
+        self._progress = make_progress(cfg, epochs) if cfg else ProgressTracker(epochs, 1)
         self._progress.resume_from(records)
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"
         self.log_pane.add_message("state", f"forking {run_dir.name} with {text}", who="session")

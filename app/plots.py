@@ -20,13 +20,15 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QMenu, QSlider, QSplitter,
+    QCheckBox, QComboBox, QFileDialog, QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QSlider, QSplitter,
     QToolButton, QVBoxLayout, QWidget,
 )
 
 from app.run_data import (
     EPOCH, LOSS, LR, LSTEP, LTIME, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
 )
+from app.plot_text import compact_axis, set_fitting_title
+from app.robust_range import robust_range
 from app.series import Series, flat_range
 from app.settings import open_settings
 
@@ -38,6 +40,7 @@ MIN_FRAME_MS = 33    # at most ~30 redraws a second
 MAX_FRAME_MS = 500   # and at least 2, however slow painting is
 FRAME_BUDGET = 0.2  # share of one core the live plots may use
 SIDE_EVERY_S = 0.25  # the plots beside the loss (validation, throughput, lr) redraw at most this often
+MAX_LEGEND_ROWS = 12  # more rows than this would not fit beside a plot
 
 
 def worker_color(worker: int) -> QColor:
@@ -101,6 +104,7 @@ class LiveViewBox(pg.ViewBox):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.live = False
+        self.robust_y = False  # a far-out curve (a diverged trial) does not set the y range (robust_range)
         self._held: list[list[float] | None] = [None, None]
 
     def set_live(self, live: bool) -> None:
@@ -111,6 +115,13 @@ class LiveViewBox(pg.ViewBox):
     def childrenBounds(  # noqa: N802 - pyqtgraph's name
             self, frac: Any = None, orthoRange: Any = (None, None), items: Any = None) -> Any:  # noqa: N803
         bounds = super().childrenBounds(frac=frac, orthoRange=orthoRange, items=items)
+        if self.robust_y and bounds[1] is not None:
+            curves = [i for i in self.addedItems if isinstance(i, pg.PlotDataItem) and i.isVisible()]
+            fit = robust_range((c.getData()[1] for c in curves if c.yData is not None and len(c.yData)),
+                               log_values=any(c.opts["logMode"][1] for c in curves))
+            if fit is not None:  # the pens' padding of the full range would be far too wide as well
+                span = fit[1] - fit[0]
+                bounds[1] = [fit[0] - 0.02 * span, fit[1] + 0.05 * span]
         if not self.live:
             return bounds
         # a little room below x too: the bounds include the pens' pixel padding, which grows with the range
@@ -157,9 +168,10 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self.paint_cpu_s += time.thread_time() - start
 
     def _add_plot(self, col: int, title: str, y_label: str, legend: bool = False) -> pg.PlotItem:
-        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left")},
+        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left"),
+                                                                    "bottom": compact_axis()},
                                          viewBox=LiveViewBox())
-        item.setTitle(title, size="10pt")
+        set_fitting_title(item, title)
         item.setLabel("left", y_label)
         item.getAxis("left").enableAutoSIPrefix(False)  # "loss (x0.001)" reads worse than 0.002
         item.setDownsampling(auto=True, mode="peak")
@@ -248,6 +260,8 @@ class BasePlot(pg.GraphicsLayoutWidget):
         """Legend rows in worker order whatever order workers first reported in (rebuilt only if they changed:
         a rebuild lays out every label's text again, 10-15 ms of a live frame)."""
         entries = [(item, name) for item, name in entries if item is not None]
+        if len(entries) > MAX_LEGEND_ROWS:  # a search's many trials: the newest (the curves keep their colours)
+            entries = entries[-MAX_LEGEND_ROWS:]
         key = [(id(item), name) for item, name in entries]
         if getattr(legend, "_traindesk_key", None) == key:
             return
@@ -358,6 +372,7 @@ class LossPlot(BasePlot):
         super().__init__("plot_loss", data, parent)
         self.plot = self._add_plot(0, "Training loss", "loss", legend=True)
         self.plot.setLimits(yMin=0.0)
+        self.plot.getViewBox().robust_y = True
         self._update_x_label()
         self.raw: dict[int, pg.PlotDataItem] = {}
         self.smooth: dict[int, pg.PlotDataItem] = {}
@@ -452,22 +467,32 @@ class ValPlot(BasePlot):
 
     x_label = {"step": "epoch", "time": "epoch"}
     SYMBOLS_UP_TO = 40  # epochs drawn with a dot each; past that the dots only clutter
+    MIN_WIDTH = 380  # two plots whose titles fit, plus the legend's width when there is one
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_val", data, parent)
         self.loss_plot = self._add_plot(0, "Validation loss", "loss")
         self.acc_plot = self._add_plot(1, "Validation accuracy", "accuracy", legend=True)
         self.acc_plot.setXLink(self.loss_plot)
+        self.loss_plot.getViewBox().robust_y = True
         # Axes stay inside what the metrics can be: accuracy in [0, 1], loss above 0, epochs from 1.
         self.loss_plot.setLimits(yMin=0.0, xMin=0.0)
         self.acc_plot.setLimits(yMin=-0.01, yMax=1.01, xMin=0.0)
         self._update_x_label()
         self.loss_curves: dict[int, pg.PlotDataItem] = {}
         self.acc_curves: dict[int, pg.PlotDataItem] = {}
+        self.setMinimumWidth(self.MIN_WIDTH)
 
     def set_log_y(self, on: bool) -> None:
         self.loss_plot.setLogMode(y=on)  # accuracy stays linear: it lives in [0, 1]
         self.loss_plot.setLimits(yMin=-1e307 if on else 0.0)
+
+    def _show_legend(self, show: bool) -> None:
+        legend = self.legends[0]
+        legend.setVisible(show)
+        extra = int(legend.boundingRect().width()) + 8 if show else 0
+        if self.minimumWidth() != self.MIN_WIDTH + extra:
+            self.setMinimumWidth(self.MIN_WIDTH + extra)
 
     def relabel(self) -> None:
         for w in self.loss_curves:
@@ -475,7 +500,7 @@ class ValPlot(BasePlot):
                 curve.setPen(self._pen(w))
                 curve.setZValue(5 if self.data.winner == w else 0)
         self._relegend(self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)])
-        self.legends[0].setVisible(len(self.loss_curves) > 1)
+        self._show_legend(len(self.loss_curves) > 1)
 
     def _forget_curves(self) -> None:
         self.loss_curves.clear()
@@ -499,7 +524,7 @@ class ValPlot(BasePlot):
                     curve.setSymbol(symbol)
                 curve.setData(x, s.column(col))
         # With one evaluating worker (hogwild evaluates on worker 0) a legend says nothing.
-        self.legends[0].setVisible(len(self.loss_curves) > 1)
+        self._show_legend(len(self.loss_curves) > 1)
 
     def csv_header(self) -> list[str]:
         return ["worker", "epoch", "time_s", "val_loss", "val_accuracy"]
@@ -541,7 +566,7 @@ class ThroughputPlot(BasePlot):
 
     def relabel(self) -> None:
         if self.curves:
-            self._relegend(self.legends[0], [(self.curves[k], self.data.label(k)) for k in sorted(self.curves)]
+            self._relegend(self.legends[0], [(self.curves[k], self.data.worker_label(k)) for k in sorted(self.curves)]
                            + [(self.total, "total")])
 
     def _ensure(self, w: int) -> None:
@@ -784,9 +809,19 @@ class PlotsPanel(QWidget):
         bottom.addWidget(self.lr)
         bottom.setChildrenCollapsible(False)
         self.bottom_splitter = bottom
+        # Each side plot keeps the width its title, axes and legend need; a narrow window scrolls the row
+        # sideways instead of clipping them ("Valida", a lost legend, tick labels run together).
+        for plot, width in ((self.throughput, 250), (self.sweep, 170), (self.lr, 200)):
+            plot.setMinimumWidth(width)  # the validation plots set theirs: it depends on their legend
+        self.bottom_scroll = QScrollArea(objectName="scroll_side_plots")
+        self.bottom_scroll.setWidget(bottom)
+        self.bottom_scroll.setWidgetResizable(True)
+        self.bottom_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.bottom_scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.bottom_scroll.setMinimumHeight(170)  # a title, a plot and its axis however short the window
         self.splitter = QSplitter(Qt.Orientation.Vertical)
         self.splitter.addWidget(self.loss)
-        self.splitter.addWidget(bottom)
+        self.splitter.addWidget(self.bottom_scroll)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
         bottom.setStretchFactor(0, 4)  # the validation widget holds two plots
@@ -819,12 +854,14 @@ class PlotsPanel(QWidget):
             plot.set_live(live)
 
     def set_run_shape(self, labels: dict[int, str], separate_models: bool,
-                      sweep_values: dict[int, float] | None = None) -> None:
-        """What the workers are: their legend labels, whether each has its own model, a sweep's values."""
+                      sweep_values: dict[int, float] | None = None, per_trial: bool = False) -> None:
+        """What the workers are: their legend labels, whether each has its own model, a sweep's values;
+        ``per_trial``: a search, whose loss and validation curves are its trials, not its workers."""
         self.data.labels = dict(labels)
-        self.data.separate_models = separate_models
+        self.data.per_trial = per_trial
+        self.data.separate_models = separate_models or per_trial
         self.data.expected_workers = len(labels)
-        for plot in (self.loss, self.throughput):
+        for plot in ((self.throughput,) if per_trial else (self.loss, self.throughput)):
             plot.prepare_workers(sorted(labels))  # legends complete at once, not rebuilt in the first frames
         for plot in (self.loss, self.val, self.throughput):
             plot.relabel()

@@ -16,7 +16,7 @@ from typing import Any
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
-    QAbstractItemView, QApplication, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+    QAbstractItemView, QApplication, QCheckBox, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
     QPushButton, QSpinBox, QSplitter, QTableView, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
@@ -103,6 +103,16 @@ class PredictView(QWidget):
         self.button_save.setEnabled(False)
         self.label_status = QLabel(objectName="label_predict_status")
         self.label_status.setWordWrap(True)
+        # what the model takes, once it is chosen: a CSV's columns are matched to these names
+        self.label_columns = QLabel(objectName="label_predict_columns")
+        self.label_columns.setWordWrap(True)
+        self.label_columns.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.check_by_position = QCheckBox("Use the input's columns by position (in the training order)",
+                                           objectName="check_predict_by_position")
+        self.check_by_position.setToolTip("for a CSV with as many feature columns as the model takes, "
+                                          "named differently (traindesk predict --by-position)")
+        self.check_by_position.hide()  # offered when a CSV's names differ but its column count fits
+        self._meta_calls = BackgroundCalls(self)
         self.model_predictions = PredictionsModel(self)
         self.table = QTableView(objectName="table_predictions")
         self.table.setModel(self.model_predictions)
@@ -124,6 +134,8 @@ class PredictView(QWidget):
         self.button_input_folder.clicked.connect(self._on_browse_input_folder)
         self.button_predict.clicked.connect(self.run)
         self.button_save.clicked.connect(self._on_save_clicked)
+        self.edit_model.editingFinished.connect(self._describe_model)
+        self.edit_input.textChanged.connect(lambda _t: self.check_by_position.hide())
 
     def _layout(self) -> None:
         form = QFormLayout()
@@ -131,11 +143,13 @@ class PredictView(QWidget):
         row.addWidget(self.edit_model, 1)
         row.addWidget(self.button_model)
         form.addRow("Model", row)
+        form.addRow("", self.label_columns)
         row = QHBoxLayout()
         row.addWidget(self.edit_input, 1)
         row.addWidget(self.button_input_file)
         row.addWidget(self.button_input_folder)
         form.addRow("Input", row)
+        form.addRow("", self.check_by_position)
         form.addRow("Workers", self.spin_workers)
         actions = QHBoxLayout()
         actions.addWidget(self.button_predict)
@@ -160,6 +174,28 @@ class PredictView(QWidget):
     # -- inputs -------------------------------------------------------------------------------
     def set_model(self, path: Path | str) -> None:
         self.edit_model.setText(str(path))
+        self._describe_model()
+
+    def _describe_model(self) -> None:
+        """Say what the chosen model takes (its feature columns), read off the GUI thread."""
+        model = self.edit_model.text().strip()
+        if not model:
+            self.label_columns.setText("")
+            return
+
+        def read() -> dict[str, Any]:
+            from core.predict import read_model_meta, resolve_model_path
+
+            return read_model_meta(resolve_model_path(Path(model)))
+
+        self._meta_calls.call(read, lambda meta: self._on_model_described(model, meta),
+                              lambda exc: self._on_model_described(model, None), name="predict-model-meta")
+
+    def _on_model_described(self, model: str, meta: dict[str, Any] | None) -> None:
+        if model != self.edit_model.text().strip():
+            return  # an older choice's answer
+        self.label_columns.setText(expected_columns_text(meta) if meta else "")
+        self.label_columns.setToolTip(", ".join(str(f) for f in (meta or {}).get("input", {}).get("features") or []))
 
     def set_input(self, path: Path | str) -> None:
         self.edit_input.setText(str(path))
@@ -195,10 +231,11 @@ class PredictView(QWidget):
         from core.predict import predict
 
         workers = self.spin_workers.value()
+        by_position = not self.check_by_position.isHidden() and self.check_by_position.isChecked()
         self._set_busy(True)
         self.label_status.setText("Predicting…")
-        self._calls.call(lambda: predict(Path(model), Path(inp), workers), self._on_done, self._on_error,
-                         name="predict")
+        self._calls.call(lambda: predict(Path(model), Path(inp), workers, by_position=by_position),
+                         self._on_done, self._on_error, name="predict")
 
     def _on_done(self, result: Any) -> None:
         self._set_busy(False)
@@ -258,6 +295,15 @@ class PredictView(QWidget):
         self.model_predictions.set_result(None)
         self.show_test_evaluation(None)
         self.button_save.setEnabled(False)
+        from core.predict import ColumnNamesDiffer
+
+        if isinstance(exc, ColumnNamesDiffer):  # usable as they are, in order: offer it instead of the CLI's flag
+            self.check_by_position.setChecked(False)
+            self.check_by_position.show()
+            self._fail(f"the input's {len(exc.found)} columns are named {_names(exc.found)}, the model's "
+                       f"{_names(exc.expected)}: tick \"{self.check_by_position.text()}\" and Predict again "
+                       "if they are the same columns in the same order")
+            return
         self._fail(error_text(exc))
 
     def _on_save_error(self, exc: BaseException) -> None:
@@ -295,4 +341,19 @@ class PredictView(QWidget):
 
     def wait(self, timeout_s: float = 60.0) -> bool:
         """Block until background work has returned (shutdown and tests)."""
-        return self._calls.wait_all(timeout_s)
+        return self._calls.wait_all(timeout_s) and self._meta_calls.wait_all(timeout_s)
+
+
+def _names(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" … {names[-1]}" if len(names) > limit else "")
+
+
+def expected_columns_text(meta: dict[str, Any]) -> str:
+    """What a model takes, in a line: its feature columns (a CSV's names) or its input's shape."""
+    inp = meta.get("input") or {}
+    features = [str(f) for f in inp.get("features") or []]
+    shape = "×".join(str(s) for s in inp.get("shape") or [])
+    if features:
+        return f"Takes {len(features)} columns: {_names(features, 6)} (a CSV is matched by these names)"
+    return f"Takes samples of shape {shape}: an NPZ or an image folder" if shape else ""

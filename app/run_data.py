@@ -89,6 +89,9 @@ class RunData:
         # Each worker trains its own model (a sweep): a mean across them means nothing.
         self.separate_models = False
         self.labels: dict[int, str] = {}  # worker -> legend label ("lr 0.05"); default "worker N"
+        # A search: each trial is its own model and its own curve, keyed by the records' "trial"
+        # (loss, validation, lr); throughput stays per worker process.
+        self.per_trial = False
         self.winner: int | None = None    # the worker whose model is the result, once known
         self.markers: list[Marker] = []
         self.pauses: list[PauseSpan] = []
@@ -119,8 +122,21 @@ class RunData:
         self._total_next_t = -math.inf
         self._lr_rows: dict[int, list[float]] = {}  # worker -> lr of each loss row of the batch being added
 
-    def label(self, worker: int) -> str:
+    def label(self, key: int) -> str:
+        """The legend label of a loss/validation/lr curve: a trial's in a search, else its worker's."""
+        return f"trial {key}" if self.per_trial else self.worker_label(key)
+
+    def worker_label(self, worker: int) -> str:
         return self.labels.get(worker, f"worker {worker}")
+
+    def _curve(self, rec: dict[str, Any]) -> int:
+        """Which curve a step or eval record extends: its trial's, in a search; else its worker's."""
+        trial = rec.get("trial")
+        if isinstance(trial, int) and not isinstance(trial, bool):
+            if not self.per_trial:  # records of a search: trials are separate models, never averaged
+                self.per_trial = self.separate_models = True
+            return trial
+        return int(rec.get("worker") or 0)
 
     @property
     def max_step(self) -> float:
@@ -303,15 +319,16 @@ class RunData:
     def _on_step(self, rec: dict[str, Any], t: float, loss_rows: dict[int, list[tuple[float, float, float]]],
                  ch: Changes, rel: float) -> None:
         w = int(rec.get("worker") or 0)
+        c = self._curve(rec)
         step = float(rec.get("step", 0))
         loss = _num(rec.get("loss"))
-        loss_rows.setdefault(w, []).append((step, rel, loss))
-        self._lr_rows.setdefault(w, []).append(_num(rec.get("lr")))  # NaN when absent: dropped
+        loss_rows.setdefault(c, []).append((step, rel, loss))
+        self._lr_rows.setdefault(c, []).append(_num(rec.get("lr")))  # NaN when absent: dropped
         # The smoothed mean is the mean of the workers' smoothed curves (smoothing
         # the sparser mean samples again would make it lag behind them).
-        prev = self._latest.get(w, (0.0, loss, loss))[2]
+        prev = self._latest.get(c, (0.0, loss, loss))[2]
         smooth = self.smoothing * prev + (1.0 - self.smoothing) * loss
-        self._latest[w] = (step, loss, smooth)
+        self._latest[c] = (step, loss, smooth)
         # A mean over the workers that have started so far would jump back when a late one joins.
         if not self.separate_models and t >= self._mean_next_t and len(self._latest) >= self.expected_workers:
             self._mean_next_t = t + MEAN_EVERY_S
@@ -386,7 +403,7 @@ class RunData:
             ch.total = True
 
     def _on_eval(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
-        w = int(rec.get("worker") or 0)
+        w = self._curve(rec)
         s = self.val.get(w)
         if s is None:
             s = self.val[w] = Series(4, capacity=16, max_points=self.max_points)

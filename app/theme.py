@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyqtgraph as pg
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -83,4 +84,24 @@ def apply_theme(app: QApplication, name: str) -> Theme:
     app.setStyle("Fusion")  # the same look on every platform, and it honours the palette
     app.setPalette(_palette(t))
     app.setStyleSheet(style_sheet(t))
+    # Plots made from now on (a dialog's, a view built later) start in the theme's colours.
+    pg.setConfigOptions(background=t.plot.background, foreground=t.plot.foreground)
     return t
+
+
+def style_plot_widget(widget: pg.PlotWidget | pg.GraphicsLayoutWidget, colors: PlotColors) -> None:
+    """Give an existing plot widget the theme's colours: background, axes, title and legend."""
+    widget.setBackground(colors.background)
+    for item in widget.scene().items():
+        if isinstance(item, pg.PlotItem):
+            for name in ("left", "bottom"):
+                axis = item.getAxis(name)
+                axis.setPen(colors.foreground)
+                axis.setTextPen(colors.foreground)
+            if item.titleLabel.text:
+                item.titleLabel.setText(item.titleLabel.text, color=colors.foreground)
+        elif isinstance(item, pg.LegendItem):
+            item.setLabelTextColor(colors.foreground)
+            item.setBrush(pg.mkBrush(colors.legend_background))
+            for _sample, label in item.items:
+                label.setText(label.text, color=colors.foreground)

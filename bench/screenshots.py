@@ -3,8 +3,9 @@
     QT_QPA_PLATFORM=offscreen .venv/bin/python bench/screenshots.py [--out docs]
 
 Trains digits runs in a temporary runs folder (about a minute on 2 cores) and
-saves docs/screenshot.png, screenshot-dark.png, screenshot-sweep.png and
-screenshot-compare.png with QWidget.grab().
+saves docs/screenshot.png, screenshot-dark.png, screenshot-sweep.png,
+screenshot-compare.png and screenshot-runs.png (1280x800) and
+screenshot-900x600.png with QWidget.grab().
 """
 
 from __future__ import annotations
@@ -100,6 +101,12 @@ def main() -> int:
     window.tabs.setCurrentWidget(window.runs_view)
     settle(app)
     window.grab().save(str(out / "screenshot-runs.png"))
+
+    # 4. The smallest window the layout is made for: the last run's curves at 900x600.
+    window.tabs.setCurrentWidget(window.plots)
+    window.resize(900, 600)
+    settle(app, 1.0)
+    window.grab().save(str(out / "screenshot-900x600.png"))
 
     window.close()
     wait(app, lambda: not window.isVisible())

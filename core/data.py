@@ -23,7 +23,7 @@ import torch
 from core.config import DataConfig
 from core.errors import DataError
 from core.lifeline import loader_worker_init
-from core.readers import Columns, TextColumn, read_csv, read_npz
+from core.readers import Columns, NotNumeric, TextColumn, read_csv, read_npz
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "synthetic")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -105,7 +105,8 @@ class PreparedData:
 
 
 def _where(source: str) -> str:
-    return f"data: {source}"
+    """The prefix of a source's errors: a file source's messages name the file themselves."""
+    return f"data: {source}" if source.startswith("builtin:") else "data"
 
 
 @dataclass
@@ -203,8 +204,12 @@ def _csv(path_text: str, target: str, source: str) -> _Raw:
         return Columns(numeric=[i for i in range(len(header)) if i != t], text=[t],
                        required={t: f"target column {target!r}"})
 
-    table = read_csv(path, _where(source), columns)
-    y, names = _encode_labels(table.text[t], source, f"target column {target!r}")
+    try:
+        table = read_csv(path, _where(source), columns)
+    except NotNumeric as exc:  # features are numbers: say the two ways out
+        raise DataError(f"{exc}; drop the column from the CSV, or set data.target = {exc.column!r} "
+                        "if it is what to predict") from None
+    y, names = _encode_labels(table.text[t], source, f"{path}'s target column {target!r}")
     features = [table.header[i] for i in range(len(table.header)) if i != t]
     return _Raw(path.stem, names, y, x=table.x, feature_names=features)
 

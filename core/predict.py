@@ -552,7 +552,24 @@ class _CsvPlan:
     label_col: int | None
 
 
-def _csv_plan(path: Path, meta: dict[str, Any], header: list[str]) -> _CsvPlan:
+class ColumnNamesDiffer(DataError):
+    """A CSV has as many feature columns as the model takes, under other names: usable by position."""
+
+    def __init__(self, message: str, expected: list[str], found: list[str]) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.found = found
+
+
+def _names(names: Sequence[str], limit: int = 3) -> str:
+    """'a', 'b', 'c' … 'z': the first few names and the last, for a message of one line."""
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return shown + (f" … {names[-1]!r}" if len(names) > limit else "")
+
+
+def _csv_plan(path: Path, meta: dict[str, Any], header: list[str], by_position: bool = False) -> _CsvPlan:
+    """Match the header to the model's features by name; ``by_position`` takes the header's columns (but an
+    ``id`` and a label column) in order instead, when the names differ but the count is the same."""
     from core.readers import Columns
 
     features = [str(f) for f in meta["input"].get("features") or []]
@@ -561,26 +578,38 @@ def _csv_plan(path: Path, meta: dict[str, Any], header: list[str]) -> _CsvPlan:
         raise DataError(f"predict: the model takes {n_features} values per sample, not CSV columns; give an NPZ")
     index = {name: i for i, name in enumerate(header)}
     missing = [f for f in features if f not in index]
-    if missing:
-        raise DataError(
-            f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
-            + ", ".join(repr(m) for m in missing[:4])
-        )
     id_col = index.get("id")
     target = next((c for c in LABEL_COLUMNS if c in index and c not in features), None)
     label_col = index[target] if target else None
     text = [c for c in (id_col, label_col) if c is not None]
+    others = [i for i in range(len(header)) if i not in text]  # the columns that could be features
+    if missing and by_position and len(others) != n_features:
+        raise DataError(f"predict: {path} has {len(others)} feature columns, the model takes {n_features}; "
+                        "--by-position needs the same number, in the training order")
+    if missing and len(others) == n_features:
+        if by_position:
+            return _CsvPlan(Columns(numeric=others, text=text), id_col, label_col)
+        found = [header[i] for i in others]
+        raise ColumnNamesDiffer(
+            f"predict: {path} has the model's {n_features} feature columns' count but not their names "
+            f"({_names(found)} where the model has {_names(features)}); pass --by-position to use them in order",
+            features, found)
+    if missing:
+        raise DataError(
+            f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
+            + ", ".join(repr(m) for m in missing[:4]) + f"; the model takes {_names(features)}"
+        )
     return _CsvPlan(Columns(numeric=[index[f] for f in features], text=text), id_col, label_col)
 
 
-def read_csv_input(path: Path, meta: dict[str, Any]) -> PredictInput:
-    """The model's feature columns, by name, from a CSV; an ``id`` column, if any, names the rows."""
+def read_csv_input(path: Path, meta: dict[str, Any], by_position: bool = False) -> PredictInput:
+    """The model's feature columns, by name (or in order), from a CSV; an ``id`` column, if any, names the rows."""
     from core.readers import read_csv
 
     plans: list[_CsvPlan] = []
 
     def columns(header: list[str]) -> Any:
-        plans.append(_csv_plan(path, meta, header))
+        plans.append(_csv_plan(path, meta, header, by_position))
         return plans[-1].columns
 
     table = read_csv(path, "predict", columns)
@@ -670,7 +699,7 @@ def _named_features(meta: dict[str, Any]) -> bool:
     return bool(names) and names != [f"f{i}" for i in range(len(names))]
 
 
-def read_input(path: Path, meta: dict[str, Any]) -> PredictInput:
+def read_input(path: Path, meta: dict[str, Any], by_position: bool = False) -> PredictInput:
     path = Path(path).expanduser()
     if path.is_dir():
         return read_image_input(path, meta)
@@ -678,7 +707,7 @@ def read_input(path: Path, meta: dict[str, Any]) -> PredictInput:
         raise DataError(f"predict: input not found: {path}")
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return read_csv_input(path, meta)
+        return read_csv_input(path, meta, by_position)
     if suffix == ".npz":
         return read_npz_input(path, meta)
     raise DataError(f"predict: {path}: input must be a .csv, a .npz or an image folder")
@@ -819,10 +848,12 @@ def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, i
 
 
 def predict(model_path: Path, input_path: Path, workers: int | None = None, batch_rows: int = BATCH_ROWS,
-            checkpoint: str | None = None) -> Predictions:
+            checkpoint: str | None = None, by_position: bool = False) -> Predictions:
     """Predict every row of ``input_path`` with the exported model (or run directory) at ``model_path``.
 
     ``checkpoint`` picks a run directory's ``best`` or ``last`` checkpoint (None: best once it exists).
+    A CSV's columns are the model's features by name; ``by_position`` takes them in order instead (a
+    CSV of the same columns under other names: :class:`ColumnNamesDiffer` says so).
 
     ``workers`` N runs N processes with one compute thread each (N = 1: this
     process, on one thread), which also format their rows and, for a CSV with
@@ -862,10 +893,10 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
             meta = predictor.meta
         rows = None
         if workers is not None and input_path.suffix.lower() == ".csv" and input_path.is_file():
-            rows = _predict_csv_pieces(executor, predictor, input_path, meta, processes, batch_rows)
+            rows = _predict_csv_pieces(executor, predictor, input_path, meta, processes, batch_rows, by_position)
         if rows is None:
             rows = _predict_input(executor, predictor, model_path, input_path, meta, processes, batch_rows,
-                                  automatic)
+                                  automatic, by_position)
     import numpy as np
 
     classes = [str(c) for c in meta["classes"]]
@@ -886,9 +917,10 @@ class _Rows:
 
 
 def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path, input_path: Path,
-                   meta: dict[str, Any], workers: int, batch_rows: int, automatic: bool) -> _Rows:
+                   meta: dict[str, Any], workers: int, batch_rows: int, automatic: bool,
+                   by_position: bool = False) -> _Rows:
     """Read the whole input here, then predict fixed batches of it (in the pool, or in this process)."""
-    inp = read_input(input_path, meta)
+    inp = read_input(input_path, meta, by_position)
     _check_shape(inp, meta, input_path)
     chunks = chunk_bounds(len(inp), batch_rows)
     used = max(1, min(workers, len(chunks))) if executor is not None else 1
@@ -919,7 +951,7 @@ TAIL_BATCHES = 2       # batches per worker at the end of the input that go out 
 
 
 def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, meta: dict[str, Any],
-                        workers: int, batch_rows: int) -> _Rows | None:
+                        workers: int, batch_rows: int, by_position: bool = False) -> _Rows | None:
     """A CSV with one line per record, cut into pieces of whole batches that are parsed where they are
     predicted, in the pool while this process goes on cutting; None when it must be read whole (quotes,
     blank lines, or a value whose error the whole read reports)."""
@@ -928,7 +960,7 @@ def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, 
     plans: list[_CsvPlan] = []
 
     def columns(header: list[str]) -> Any:
-        plans.append(_csv_plan(path, meta, header))
+        plans.append(_csv_plan(path, meta, header, by_position))
         return plans[-1].columns
 
     split = csv_split(path, columns)
@@ -1200,6 +1232,9 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", choices=("best", "last"), default=None,
                    help="a run directory's weights: its best evaluation or its end "
                         "(default: best when checkpoints/best.pt exists, else last)")
+    p.add_argument("--by-position", action="store_true",
+                   help="take a CSV's columns in order when their names differ from the model's features "
+                        "(the same number of columns; an id and a label column are left out)")
     p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help=argparse.SUPPRESS)
 
 
@@ -1212,7 +1247,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from core.machine import keep_freed_memory
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
-    result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint)
+    result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint,
+                     args.by_position)
     if out is None:
         try:
             result.write_csv(sys.stdout)

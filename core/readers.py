@@ -34,6 +34,14 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 # ----------------------------------------------------------------------------- CSV
 
 
+class NotNumeric(DataError):
+    """A column read as numbers holds text: ``column`` names it (the caller may know a fix)."""
+
+    def __init__(self, message: str, column: str) -> None:
+        super().__init__(message)
+        self.column = column
+
+
 @dataclass(frozen=True)
 class Columns:
     """Which columns to read, by index in the header: numbers, and text (stripped, factorised)."""
@@ -356,7 +364,7 @@ def _numeric_column(path: Path, where: str, name: str, cells: list[str], lines: 
     if large.any():
         raise bad(int(np.flatnonzero(large)[0]), "has a value too large for float32")
     if stop < len(cells):
-        raise bad(stop, "is not numeric")
+        raise NotNumeric(str(bad(stop, "is not numeric")), name)
     return values.astype(np.float32)
 
 

@@ -80,6 +80,11 @@ class Strategy:
     def worker_label(self, rank: int) -> str:
         return f"worker {rank}"
 
+    def trial_budget(self) -> int | None:
+        """Trials this run trains, each a model of its own (a search); None when the workers train the
+        run's model(s) for its epochs."""
+        return None
+
     def validate(self) -> None:
         """Refuse a config this strategy cannot run (ConfigError, one line)."""
         device = self.config.parallel.device

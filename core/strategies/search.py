@@ -53,6 +53,9 @@ class Search(Strategy):
     def worker_label(self, rank: int) -> str:
         return f"worker {rank} (trials)"
 
+    def trial_budget(self) -> int | None:
+        return int(self.config.search.trials)
+
     # -- session side ------------------------------------------------------------------
     def prepare_run(self, run_dir: Path, resuming: bool) -> None:
         """Open (or create) the study; trials a killed run left running fail; set this run's budget."""

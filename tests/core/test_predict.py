@@ -151,7 +151,7 @@ def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str
     whole_reads: list[Path] = []
     read_input = core.predict.read_input
     monkeypatch.setattr(core.predict, "read_input",
-                        lambda path, meta: whole_reads.append(path) or read_input(path, meta))
+                        lambda path, meta, *a: whole_reads.append(path) or read_input(path, meta, *a))
     lines = inputs["csv"].read_text().splitlines()
     header = lines[0].split(",")
     no_ids = [",".join(c for c, h in zip(line.split(","), header) if h != "id") for line in lines]

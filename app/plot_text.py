@@ -1,0 +1,88 @@
+"""Plot text that fits: titles elided to their plot's width, tick labels short enough not to run together."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontMetrics
+
+TITLE_SIZE = "10pt"
+
+
+def set_fitting_title(item: pg.PlotItem, title: str) -> None:
+    """Give ``item`` a title that is elided ("Validation acc…") whenever its plot is narrower than the text;
+    the whole title is its tooltip."""
+    item._full_title = title  # noqa: SLF001 - our own attribute on the pyqtgraph item
+    item.titleLabel.setToolTip(title)
+    item.setTitle(title, size=TITLE_SIZE)
+    item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
+
+
+def fit_title(item: pg.PlotItem) -> None:
+    title = getattr(item, "_full_title", None)
+    if not title:
+        return
+    font = QFont(item.titleLabel.item.font())
+    font.setPointSizeF(float(TITLE_SIZE.removesuffix("pt")))
+    room = int(item.getViewBox().width()) + 40  # the title may reach over the axis a little
+    shown = QFontMetrics(font).elidedText(title, Qt.TextElideMode.ElideRight, max(room, 20))
+    if shown != item.titleLabel.text:
+        item.titleLabel.setText(shown, **{k: v for k, v in item.titleLabel.opts.items() if k in ("color", "size")})
+
+
+def shown_title(item: pg.PlotItem) -> str:
+    """The title as drawn now (tests)."""
+    return str(item.titleLabel.text)
+
+
+MIN_TICK_PX = 45  # a bottom axis's labelled ticks are at least this far apart
+
+
+class CompactAxis(pg.AxisItem):
+    """A bottom axis whose labels do not run together: large values read 2k, 40k, 1.2M, and in a narrow plot
+    the labelled ticks thin out to at least MIN_TICK_PX apart (pyqtgraph spaces them for wider plots)."""
+
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> Any:  # noqa: N802,N803
+        levels = super().tickSpacing(minVal, maxVal, size)
+        span = abs(maxVal - minVal)
+        if not levels or size <= 0 or span <= 0 or self.logMode:
+            return levels
+        major = float(levels[0][0])
+        if span / major * MIN_TICK_PX <= size:
+            return levels
+        while span / major * MIN_TICK_PX > size:  # the next step of 1, 2, 5 x 10^n
+            scale = 10.0 ** math.floor(math.log10(major) + 1e-9)
+            major = next(m * scale for m in (2.0, 5.0, 10.0) if m * scale > major * (1 + 1e-9))
+        return [(major, 0.0)]
+
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+        top = max((abs(v * scale) for v in values), default=0.0)
+        if top < 10_000 or self.logMode:
+            return super().tickStrings(values, scale, spacing)
+        unit, suffix = (1e6, "M") if top >= 1e6 else (1e3, "k")
+        step = spacing * scale / unit
+        digits = max(0, -int(math.floor(math.log10(step)))) if step > 0 else 0
+        return [f"{v * scale / unit:.{digits}f}{suffix}" for v in values]
+
+
+def compact_axis(**kwargs: Any) -> CompactAxis:
+    return CompactAxis(orientation="bottom", **kwargs)
+
+
+def short_name(name: str, limit: int = 24) -> str:
+    """A run's name for a legend: its start and end (the time stamp and what it is) when it is long."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return f"{name[:head]}…{name[-(limit - 1 - head):]}"
+
+
+def table_height(table: Any, rows: int) -> int:
+    """The height that shows the header, ``rows`` rows and a horizontal scroll bar of a QTableView."""
+    row = table.verticalHeader().defaultSectionSize()
+    header = table.horizontalHeader().sizeHint().height()
+    bar = table.horizontalScrollBar().sizeHint().height()
+    return header + rows * row + bar + 2 * table.frameWidth() + 2
