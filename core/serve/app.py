@@ -37,6 +37,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 WATCH_EVERY_S = 1.0
 DRAIN_GRACE_S = 30.0
+DRAIN_QUIET_S = 0.25   # a drain ends once no request came for this long
 
 
 @dataclass
@@ -122,6 +123,7 @@ class Service:
         self._bearer = f"Bearer {self.token}".encode() if self.token else None
         self.draining = False
         self.active = 0                 # /predict requests being answered
+        self.last_arrival = 0.0         # when the last /predict request came (monotonic)
         self.url = ""
         self._idle = asyncio.Event()
         self._watch_task: asyncio.Task[None] | None = None
@@ -185,6 +187,7 @@ class Service:
 
     async def predict(self, request: Request) -> Response:
         t0 = time.perf_counter()
+        self.last_arrival = time.monotonic()
         if self._unauthorised(request):
             return self._auth_error("predict")
         if self.draining:
@@ -207,6 +210,8 @@ class Service:
             answer = pool.schema.answer(probs, pool.version)
             self.metrics._predict_ok.inc()
             self.metrics.latency.observe(time.perf_counter() - t0)
+            if self.draining:  # the client reconnects, and meets a closed door once the drain is done
+                return Response(answer, media_type="application/json", headers={"Connection": "close"})
             return Response(answer, media_type="application/json")
         finally:
             self.active -= 1
@@ -324,15 +329,22 @@ class Service:
                 pass  # logged; the served model is kept
 
     async def drain(self) -> None:
-        """Refuse new requests (503), answer those held, until none is left or the grace time ends."""
+        """Refuse new requests (503), answer those held, until none is left and none came for a moment
+        (clients told 503 stop sending), or the grace time ends."""
         self.draining = True
         deadline = time.monotonic() + max(DRAIN_GRACE_S, self.options.timeout_s + 1.0)
-        while self.active and time.monotonic() < deadline:
-            self._idle.clear()
-            try:
-                await asyncio.wait_for(self._idle.wait(), 0.5)
-            except asyncio.TimeoutError:
-                pass
+        while time.monotonic() < deadline:
+            if self.active:
+                self._idle.clear()
+                try:
+                    await asyncio.wait_for(self._idle.wait(), 0.5)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            quiet = time.monotonic() - self.last_arrival
+            if quiet >= DRAIN_QUIET_S:
+                return
+            await asyncio.sleep(DRAIN_QUIET_S - quiet)
 
 
 def _uvicorn_server(service: Service, sock: Any) -> Any:
