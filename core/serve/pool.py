@@ -20,6 +20,7 @@ import asyncio
 import collections
 import json
 import os
+import signal
 import struct
 import sys
 import time
@@ -109,6 +110,17 @@ class _Worker:
                 "seen_s_ago": round(now - self.last_seen, 3) if self.last_seen else None}
 
 
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "ended"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 def model_version(meta: dict[str, Any]) -> str:
     """A served model's version: the start of its weights' digest (the same weights, the same version)."""
     digest = str(meta.get("weights_sha256") or "")
@@ -186,6 +198,10 @@ class InferencePool:
         w.last_seen = time.monotonic()
         self._loop.add_reader(parent.fileno(), self._readable, w)
         self._loop.add_reader(proc.sentinel, self._died, w)
+        # uvloop makes a watched fd non-blocking; the pipe's messages are read and written whole (a reader
+        # that is woken by a message's first bytes waits for the rest, a batch larger than the socket's
+        # buffer is written while the idle worker reads it), so it goes back to blocking
+        os.set_blocking(parent.fileno(), True)
         kind, payload = await asyncio.wait_for(w.reply, LOAD_TIMEOUT_S)
         if kind != "M":
             raise StartError(str(payload))
@@ -323,14 +339,15 @@ class InferencePool:
         """``w``'s process ended: its batch goes back to the queue (once), and a new process starts."""
         if w.state == "off":
             return
-        code = w.proc.exitcode if w.proc is not None else None
+        proc = w.proc
         booting = w.state == "starting"  # whoever boots it hears of this and decides
         batch = w.batch
         w.batch = None
         self._release(w, kill=True)
+        code = _exit_text(proc.exitcode if proc is not None else None)
         for fut in (w.reply, w.canary):
             if fut is not None and not fut.done():
-                fut.set_exception(StartError(f"the model process exited (code {code}) while loading {w.path}"))
+                fut.set_exception(StartError(f"the model process {code} while loading {w.path}"))
         if w.idle_waiter is not None and not w.idle_waiter.done():
             w.idle_waiter.set_result(None)
         if self._closing:
@@ -349,7 +366,7 @@ class InferencePool:
                 r.queued = True
                 self.queued_rows += r.n
                 self._queue.appendleft(r)
-        sys.stderr.write(f"serve: model process {w.index} exited (code {code}); starting it again\n")
+        sys.stderr.write(f"serve: model process {w.index} {code}; starting it again\n")
         w.restarts += 1
         if self._on_restart is not None:
             self._on_restart()

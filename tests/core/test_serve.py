@@ -438,6 +438,24 @@ def test_worker_killed_under_load_loses_no_request(digits_server: Server) -> Non
     assert victim not in [w["pid"] for w in info["workers"]]
 
 
+def test_image_model_batches_larger_than_the_pipe_buffer(tmp_path: Path) -> None:
+    """A CNN on 1x28x28: 64 rows are 200 KB on the worker's pipe, more than the socket takes at once."""
+    rng = np.random.default_rng(0)
+    data = tmp_path / "images28.npz"
+    np.savez(data, x=rng.uniform(0, 1, (200, 28, 28)).astype(np.float32), y=rng.integers(0, 3, 200))
+    run = make_run(tmp_path / "runs", source=f"npz:{data}", kind="cnn", steps=3)
+    x = rng.uniform(0, 1, (64, 1, 28, 28)).astype(np.float32)
+    want = local_probs(run, x)
+    with serving(run, tmp_path, "--workers", "1") as server:
+        r = server.post("/predict", json={"inputs": x.tolist()})
+        assert r.status_code == 200, r.text
+        got = np.array([list(p["probabilities"].values()) for p in r.json()["predictions"]])
+        assert np.allclose(got, want, atol=1e-6)
+        one_line_error(server.post("/predict", json={"images": [png(27, 28)]}), 422, "27×28", "28×28")
+        assert server.post("/predict", json={"images": [png(28, 28)] * 3}).status_code == 200
+        assert server.ready_info()["workers"][0]["restarts"] == 0
+
+
 # ----------------------------------------------------------------------------- life: drain, reload, auth
 
 
