@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/serve_load.py [--duration 8] [--clients 1,16,64] [--models mlp,cnn]
                                          [--servers traindesk,litserve,fastapi,constant] [--workers 2]
-                                         [--max-batch 64] [--max-wait-ms 2]
+                                         [--max-batch 64] [--max-wait-ms 0]
 
 One closed-loop load generator (asyncio + aiohttp, in this process) drives
 each server in turn: C clients, each sending one row per request and the
@@ -241,7 +241,7 @@ def main() -> int:
     p.add_argument("--servers", default="traindesk,litserve,fastapi,constant")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--max-batch", type=int, default=64)
-    p.add_argument("--max-wait-ms", type=float, default=2.0)
+    p.add_argument("--max-wait-ms", type=float, default=0.0)
     args = p.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     servers = args.servers.split(",")

@@ -16,8 +16,9 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8000, help="port (0: a free one; default 8000)")
     p.add_argument("--workers", type=int, default=2, help="inference processes, one compute thread each (default 2)")
     p.add_argument("--max-batch", type=int, default=64, help="rows per batch at most (default 64)")
-    p.add_argument("--max-wait-ms", type=float, default=2.0,
-                   help="how long a batch waits for more rows while another computes (default 2 ms)")
+    p.add_argument("--max-wait-ms", type=float, default=0.0,
+                   help="how long a batch may wait for more rows while another one computes (default 0: a "
+                        "free worker takes what is queued at once; rows gather while the workers are busy)")
     p.add_argument("--queue", type=int, default=1024, help="rows waiting at most; more get 429 (default 1024)")
     p.add_argument("--timeout-s", type=float, default=10.0,
                    help="a request's deadline in seconds (504 after it); X-Request-Timeout may shorten it")

@@ -49,7 +49,7 @@ class ServeOptions:
     port: int = 8000
     workers: int = 2
     max_batch: int = 64
-    max_wait_ms: float = 2.0
+    max_wait_ms: float = 0.0
     queue: int = 1024
     timeout_s: float = 10.0
     token: str | None = None

@@ -57,7 +57,7 @@ class StartError(Exception):
 @dataclass(frozen=True)
 class Limits:
     max_batch: int = 64          # rows per batch
-    max_wait_s: float = 0.002    # how long a batch may wait for more rows while another one computes
+    max_wait_s: float = 0.0      # how long a batch may wait for more rows while another one computes
     queue_rows: int = 1024       # rows waiting at most; more get 429
     timeout_s: float = 10.0      # a request's deadline unless it sends X-Request-Timeout
 
