@@ -24,7 +24,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
@@ -204,6 +204,8 @@ class Service:
                 body = await self._body(request)
                 x = pool.schema.parse(body)
                 probs = await pool.submit(x, timeout)
+            except ClientDisconnect:  # gone before its body was in: nobody to answer
+                return self._error("predict", 499, "the client closed the connection")
             except BadRequest as exc:
                 return self._error("predict", exc.status, exc.message)
             except ServeError as exc:
