@@ -157,65 +157,102 @@ class Service:
         return self._error(endpoint, 401, "a bearer token is required: Authorization: Bearer TOKEN",
                            {"WWW-Authenticate": "Bearer"})
 
-    async def _body(self, request: Request) -> bytes:
+    async def _body(self, receive: Any, length: bytes | None) -> bytes:
         """The body, refused with 413 once it passes the limit (by its Content-Length or as it arrives)."""
         limit = self.options.max_body_bytes
-        length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             raise ServeError(413, f"the body has {int(length):,} bytes; at most {limit:,} are taken")
         chunks = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise ServeError(413, f"the body passed {limit:,} bytes; at most {limit:,} are taken")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise ServeError(413, f"the body passed {limit:,} bytes; at most {limit:,} are taken")
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _timeout(self, request: Request) -> float:
-        given = request.headers.get("x-request-timeout")
+    def _timeout(self, given: bytes | None) -> float:
         if given is None:
             return self.options.timeout_s
+        text = given.decode("latin-1")
         try:
-            value = float(given)
+            value = float(text)
         except ValueError:
-            raise ServeError(400, f"X-Request-Timeout: {given[:30]!r} is not a number of seconds") from None
+            raise ServeError(400, f"X-Request-Timeout: {text[:30]!r} is not a number of seconds") from None
         if not value >= 0:
-            raise ServeError(400, f"X-Request-Timeout: must be >= 0 seconds, got {given[:30]!r}")
+            raise ServeError(400, f"X-Request-Timeout: must be >= 0 seconds, got {text[:30]!r}")
         return min(value, self.options.timeout_s)
 
     # ------------------------------------------------------------------ endpoints
 
-    async def predict(self, request: Request) -> Response:
+    async def asgi(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """The ASGI app: POST /predict straight to its handler (the hot path, no framework objects), the rest
+        through Starlette."""
+        if scope["type"] == "http" and scope["path"] == "/predict" and scope["method"] == "POST":
+            status, body, headers = await self._predict(scope["headers"], receive)
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode()), *headers]})
+            await send({"type": "http.response.body", "body": body})
+        else:
+            await self.app(scope, receive, send)
+
+    async def predict(self, request: Request) -> Response:  # the same through Starlette (not the hot path)
+        status, body, headers = await self._predict(request.scope["headers"], request.receive)
+        return Response(body, status_code=status, media_type="application/json",
+                        headers={k.decode(): v.decode() for k, v in headers})
+
+    def _refusal(self, status: int, message: str, headers: dict[str, str] | None = None
+                 ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        self.metrics.requests.labels("predict", str(status)).inc()
+        return status, orjson.dumps({"error": message}), [(k.lower().encode(), v.encode())
+                                                          for k, v in (headers or {}).items()]
+
+    async def _predict(self, headers: list[tuple[bytes, bytes]], receive: Any
+                       ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         t0 = time.perf_counter()
         self.last_arrival = time.monotonic()
-        if self._unauthorised(request):
-            return self._auth_error("predict")
+        auth = length = timeout_header = None
+        for key, value in headers:
+            if key == b"authorization":
+                auth = value
+            elif key == b"content-length":
+                length = value
+            elif key == b"x-request-timeout":
+                timeout_header = value
+        if self._bearer is not None and (auth is None or not hmac.compare_digest(auth, self._bearer)):
+            return self._refusal(401, "a bearer token is required: Authorization: Bearer TOKEN",
+                                 {"WWW-Authenticate": "Bearer"})
         if self.draining:
-            return self._error("predict", 503, "the server is draining: it answers what it holds, then stops",
-                               {"Connection": "close"})
+            return self._refusal(503, "the server is draining: it answers what it holds, then stops",
+                                 {"Connection": "close"})
         self.active += 1
         try:
             pool = self.pool
             if pool.schema is None:
-                return self._error("predict", 503, "the model is not loaded yet")
+                return self._refusal(503, "the model is not loaded yet")
             try:
-                timeout = self._timeout(request)
-                body = await self._body(request)
+                timeout = self._timeout(timeout_header)
+                body = await self._body(receive, length)
                 x = pool.schema.parse(body)
                 probs = await pool.submit(x, timeout)
             except ClientDisconnect:  # gone before its body was in: nobody to answer
-                return self._error("predict", 499, "the client closed the connection")
+                return self._refusal(499, "the client closed the connection")
             except BadRequest as exc:
-                return self._error("predict", exc.status, exc.message)
+                return self._refusal(exc.status, exc.message)
             except ServeError as exc:
-                return self._error("predict", exc.status, exc.message, exc.headers)
+                return self._refusal(exc.status, exc.message, exc.headers)
             answer = pool.schema.answer(probs, pool.version)
             self.metrics._predict_ok.inc()
             self.metrics.latency.observe(time.perf_counter() - t0)
-            if self.draining:  # the client reconnects, and meets a closed door once the drain is done
-                return Response(answer, media_type="application/json", headers={"Connection": "close"})
-            return Response(answer, media_type="application/json")
+            # while draining the client reconnects, and meets a closed door once the drain is done
+            return 200, answer, [(b"connection", b"close")] if self.draining else []
         finally:
             self.active -= 1
             if self.active == 0:
@@ -374,7 +411,8 @@ def _uvicorn_server(service: Service, sock: Any) -> Any:
             await service.drain()
             self.should_exit = True
 
-    config = uvicorn.Config(service.app, log_level="warning", access_log=False, lifespan="off",
+    config = uvicorn.Config(service.asgi, interface="asgi3", proxy_headers=False, log_level="warning",
+                            access_log=False, lifespan="off",
                             timeout_graceful_shutdown=5, server_header=False, date_header=False,
                             loop="none", http="auto", backlog=2048)
     return Server(config)
