@@ -606,8 +606,6 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path, capsys: pytest.Captur
 def test_a_port_in_use_is_said_before_loading(digits_run: Path) -> None:
     import socket
 
-    from core.cli import main
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
@@ -617,4 +615,3 @@ def test_a_port_in_use_is_said_before_loading(digits_run: Path) -> None:
                               timeout=60)
     assert proc.returncode == 2
     assert f"127.0.0.1:{port}" in proc.stderr and proc.stderr.strip().count("\n") == 0
-    del main
