@@ -206,6 +206,10 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(lambda _i: self._update_actions())
         self.search_view = SearchView()
         self.tabs.addTab(self.search_view, "Search")
+        from app.serve_view import ServeView
+
+        self.serve_view = ServeView()
+        self.tabs.addTab(self.serve_view, "Serve")
         top_layout.addWidget(self.tabs, 1)
         self.right_splitter = QSplitter(Qt.Orientation.Vertical, objectName="right_splitter")
         self.right_splitter.addWidget(right_top)
@@ -1113,6 +1117,7 @@ class MainWindow(QMainWindow):
             self.lr_finder.shutdown()
         self.evaluate_view.wait(5.0)
         self.predict_view.wait(5.0)
+        self.serve_view.shutdown()  # the server drains and exits
         self._calls.forget_all()
         self._calls.wait_all(5.0)
         self.controller.shutdown()

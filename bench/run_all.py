@@ -25,6 +25,7 @@ SCRIPTS = [
     ("Optimizer step: fused kernels against torch's defaults", ["optimizer_step.py"]),
     ("Hogwild against hand-written loops", ["hogwild_reference.py", "--repeats", "5"]),
     ("Image-folder training against a bare DataLoader loop", ["image_folder.py", "--repeats", "3"]),
+    ("Serving under load against LitServe, FastAPI and a constant endpoint", ["serve_load.py"]),
 ]
 
 

@@ -44,6 +44,8 @@ COMMANDS: dict[str, Command] = {
     "resume": Command("resume the paused run in RUN_DIR", "core.cli:cmd_control", "core.cli:configure_control"),
     "stop": Command("stop the active run in RUN_DIR (its checkpoint and summary are written)",
                     "core.cli:cmd_control", "core.cli:configure_control"),
+    "serve": Command("serve a trained model over HTTP: batching worker processes, health, metrics, reload",
+                     "core.serve_cli:cmd_serve", "core.serve_cli:configure"),
     "bench": Command("probe each strategy and worker count on a config and suggest the fastest",
                      "core.bench:run", "core.bench:configure"),
 }

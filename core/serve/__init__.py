@@ -1,0 +1,9 @@
+"""Serving a trained model over HTTP: ``serve(ServeOptions(...))``, with no command line of its own.
+
+``core.serve.app`` is the HTTP app and the server's life (uvicorn, drain,
+reload, metrics); ``core.serve.pool`` the batching queue and the inference
+processes; ``core.serve.worker`` what runs in each of them;
+``core.serve.schema`` the request and answer formats, from the model's
+description. The command ``traindesk serve`` (core.serve_cli) and the
+window's Serve tab are faces over ``serve``.
+"""
