@@ -166,7 +166,7 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     ckpt = load_checkpoint(checkpoint_file(run_dir, checkpoint, "evaluate"))
     model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     _check_same_data(data, ckpt["info"], run_dir)
     full = evaluate_split(model, data)
     full["checkpoint"] = {"which": checkpoint, "epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
@@ -252,7 +252,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
             out.append((_to_uint8(decode_image(it["path"], shape)), _caption(it)))
         return out
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     if isinstance(data.val, ImageSplit):
         return []
     x = data.val.x.numpy()

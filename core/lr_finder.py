@@ -90,11 +90,11 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
     if not (0 < start < end) or steps < 5:
         raise UserError(f"lr-find: needs 0 < start < end and at least 5 steps, got start {start:g}, "
                         f"end {end:g}, steps {steps}")
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     info = data.info
     torch.manual_seed(cfg.train.seed)
     if model is None:
-        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
     net = copy.deepcopy(model)  # the caller's weights stay as they are
     net.train()
     opt = make_optimizer(net.parameters(), cfg.optim, start)

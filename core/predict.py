@@ -114,8 +114,9 @@ def rebuild_module(meta: dict[str, Any], state: dict[str, Any], where: str) -> n
     try:
         model_cfg = from_dict({"model": meta["architecture"]}).model
         image_shape = meta["input"].get("image_shape")
-        module = build_model(model_cfg, tuple(meta["input"]["shape"]), len(meta["classes"]),
-                             tuple(image_shape) if image_shape else None)
+        module = build_model(model_cfg, tuple(meta["input"]["shape"]), max(1, len(meta["classes"])),
+                             tuple(image_shape) if image_shape else None,
+                             tuple(int(c) for c in meta["input"].get("categories") or ()))
     except (KeyError, TypeError, ConfigError) as exc:
         raise RunError(f"{where}: its model description is unusable: {exc}") from None
     try:
