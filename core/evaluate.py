@@ -94,6 +94,9 @@ def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
 
 def compact(full: dict[str, Any]) -> dict[str, Any]:
     """The few figures summary.json carries; eval.json has the rest."""
+    if full.get("task") == "regression":
+        return {"split": full.get("split", "validation"), "n": full["n"], "rmse": round(full["rmse"], 6),
+                "mae": round(full["mae"], 6), "r2": round(full["r2"], 6), "file": EVAL_FILE}
     worst = min(full["per_class"], key=lambda c: (c["f1"], c["class"])) if full["per_class"] else None
     return {
         "split": full.get("split", "validation"),
@@ -134,10 +137,34 @@ def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
     if len(val) == 0:
         raise RunError("evaluate: the run has no validation split (data.val_fraction = 0)")
     x, y = full_tensors(val, data.info)
+    if data.info.task == "regression":
+        return _regression_split(model, x, y, data)
     probs = predict_probs(model, x)
     paths = list(val.paths) if isinstance(val, ImageSplit) else None
     full = report(y.numpy(), probs, data.info.class_names, paths)
     return {"format": "traindesk.eval", "version": 1, "t": round(time.time(), 3), "split": "validation", **full}
+
+
+RESIDUALS_KEPT = 2000  # (actual, predicted) pairs eval.json keeps for the window's plots
+
+
+def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: PreparedData) -> dict[str, Any]:
+    """RMSE, MAE and R² in the target's units, and (actual, predicted) pairs for the plots."""
+    import torch
+
+    from core.metrics import regression_report
+
+    mean, std = data.info.target_scale
+    model.eval()
+    with torch.no_grad():
+        pred = torch.cat([model(xb).reshape(-1) for xb in x.split(BATCH)]) * std + mean
+    true = y.double() * std + mean
+    out = regression_report(pred.tolist(), true.tolist())
+    return {"format": "traindesk.eval", "version": 1, "t": round(time.time(), 3), "split": "validation",
+            "task": "regression", **out,
+            "pairs": [[round(float(a), 6), round(float(p), 6)]
+                      for a, p in zip(true[:RESIDUALS_KEPT].tolist(), pred[:RESIDUALS_KEPT].tolist())],
+            "pairs_axes": "actual, predicted"}
 
 
 def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) -> None:
@@ -303,7 +330,10 @@ def _caption(item: dict[str, Any]) -> str:
 
 
 def format_report(full: dict[str, Any]) -> str:
-    """A plain-text report: accuracy, per-class table, confusion matrix."""
+    """A plain-text report: accuracy, per-class table, confusion matrix (regression: RMSE, MAE, R²)."""
+    if full.get("task") == "regression":
+        return (f"RMSE {full['rmse']:.4g}, MAE {full['mae']:.4g}, R² {full['r2']:.4f} "
+                f"on {full['n']} validation samples\n")
     lines = [f"accuracy {full['accuracy']:.4f} on {full['n']} validation samples "
              f"(macro F1 {full['macro']['f1']:.4f}, {full['misclassified_total']} misclassified)", ""]
     width = max(8, *(len(c["class"]) for c in full["per_class"]))

@@ -273,8 +273,11 @@ def test_easy_regression_reaches_r2_above_0_9(tmp_path: Path) -> None:
                   "optim.lr=0.01", "model.hidden=[32]")
     session = run_to_end(cfg, tmp_path / "runs")
     assert session.run_dir is not None
-    final = json.loads((session.run_dir / "summary.json").read_text())["final"]
+    summary = json.loads((session.run_dir / "summary.json").read_text())
+    final = summary["final"]
     assert final["val_r2"] >= 0.9, final
+    assert summary["task"] == "regression"
+    assert summary["evaluation"]["r2"] == pytest.approx(final["val_r2"], abs=1e-3)  # the same split, re-scored
     assert final["val_rmse"] < 1.5 and final["val_mae"] < final["val_rmse"] * 1.01
     evals = [r for r in read_metrics(session.run_dir / "metrics.jsonl") if r["kind"] == "eval"]
     assert len(evals) == 12 and all("val_rmse" in r and "val_r2" in r for r in evals)
