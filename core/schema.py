@@ -91,6 +91,9 @@ def read_table(path: Path, scheme: str, where: str, missing: Sequence[str] = DEF
     miss = frozenset(missing)
     if scheme == "parquet":
         return _read_parquet(path, where, miss)
+    fast = _read_csv_fast(path, where, miss)
+    if fast is not None:
+        return fast
     from core.readers import Columns, read_csv
 
     csv = read_csv(path, where, lambda header: Columns(numeric=[], text=list(range(len(header)))))
@@ -102,9 +105,75 @@ def read_table(path: Path, scheme: str, where: str, missing: Sequence[str] = DEF
     for i, name in enumerate(csv.header):
         text = csv.text[i]
         n = len(text.codes)
+        numbers = _numeric_levels(text.values, miss)
+        if numbers is not None:  # every present value a finite number: parsed once per distinct value, in C
+            columns[name] = numbers[text.codes] if n else np.empty(0)
+            continue
         levels = np.asarray([None if v in miss else v for v in text.values] + [None], dtype=object)
         columns[name] = levels[text.codes] if n else np.empty(0, dtype=object)
     return RawTable(where, str(path), columns, n, "csv")
+
+
+def _read_csv_fast(path: Path, where: str, missing: frozenset[str]) -> RawTable | None:
+    """pyarrow's reader with type inference; None when the file needs the line-precise text reader (to
+    accept it, or to say what is wrong): malformed, no rows, names twice, or a number that is not finite."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
+    from core.readers import _has_quotes
+
+    if not path.is_file():
+        return None
+    try:
+        table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(newlines_in_values=_has_quotes(path)),
+                               convert_options=pacsv.ConvertOptions(
+                                   null_values=sorted(missing), strings_can_be_null=True,
+                                   quoted_strings_can_be_null=True))
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    names = [str(n).strip() for n in table.column_names]
+    if table.num_rows == 0 or len(set(names)) != len(names):
+        return None
+    f32 = float(np.finfo(np.float32).max)
+    columns: dict[str, np.ndarray] = {}
+    for name, col in zip(names, table.columns):
+        t = col.type
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            values = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+            present = values[~np.isnan(values)] if col.null_count else values
+            if np.isnan(present).any() or not (np.abs(present) <= f32).all():
+                return None  # "nan", "inf" or beyond float32 written in a cell: the text reader names it
+            if col.null_count:
+                values = np.where(pc.is_null(col).to_numpy(zero_copy_only=False), np.nan, values)
+            columns[name] = values
+        elif pa.types.is_boolean(t):
+            columns[name] = np.asarray([None if v is None else ("true" if v else "false") for v in col.to_pylist()],
+                                       dtype=object)
+        elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
+            trimmed = pc.utf8_trim_whitespace(col.cast(pa.string()))
+            if missing:
+                trimmed = pc.if_else(pc.is_in(trimmed, value_set=pa.array(sorted(missing))), None, trimmed)
+            columns[name] = np.asarray(trimmed.to_numpy(zero_copy_only=False), dtype=object)
+        else:  # dates, times: their text, as the file has it
+            return None
+    return RawTable(where, str(path), columns, int(table.num_rows), "csv")
+
+
+def _numeric_levels(values: list[str], missing: frozenset[str]) -> np.ndarray | None:
+    """A column's distinct texts as float64 (NaN for the missing ones) when every other one is a finite
+    float32 number; None otherwise (the column stays text: inference and errors look at its cells)."""
+    present = [v for v in values if v not in missing]
+    try:
+        parsed = np.asarray(present, dtype=np.float64)
+    except ValueError:
+        return None
+    if not np.all(np.abs(parsed) <= float(np.finfo(np.float32).max)):  # NaN, infinite or beyond float32
+        return None
+    out = np.full(len(values), np.nan)
+    keep = np.fromiter((v not in missing for v in values), dtype=bool, count=len(values))
+    out[keep] = parsed
+    return out
 
 
 def _read_parquet(path: Path, where: str, missing: frozenset[str]) -> RawTable:
