@@ -22,6 +22,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from core.errors import ConfigError as ConfigError  # defined with the other input errors; importable here too
+from core.metric_names import MAXIMIZED as MAXIMIZED, METRICS  # noqa: F401 - MAXIMIZED is read from here too
 from core.strategies.registry import NAMES as STRATEGIES
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -30,9 +31,6 @@ MODEL_KINDS = ("linear", "mlp", "cnn")
 DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
 SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
 MONITORED = ("val_loss", "val_accuracy")
-# every metric an evaluation may report; higher is better for those in MAXIMIZED
-METRICS = ("val_loss", "val_accuracy", "val_balanced_accuracy", "val_macro_f1", "val_rmse", "val_mae", "val_r2")
-MAXIMIZED = ("val_accuracy", "val_balanced_accuracy", "val_macro_f1", "val_r2")
 COLUMN_KINDS = ("number", "category", "bool", "ignore")
 TASKS = ("auto", "classification", "regression")
 CLASS_WEIGHTS = ("none", "balanced")

@@ -15,33 +15,10 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from core.config import MAXIMIZED, Config
+from core.config import Config
+from core.metric_names import higher_is_better, search_metric, selection_metric  # noqa: F401 - one place to ask
 
 HUBER_DELTA = 1.0
-
-
-def higher_is_better(metric: str) -> bool:
-    return metric in MAXIMIZED
-
-
-def selection_metric(cfg: Config, task: str) -> str:
-    """The metric that picks best.pt and drives early stopping and the plateau schedule."""
-    chosen = cfg.train.select_by
-    if chosen != "auto":
-        return chosen
-    if task == "regression":
-        return "val_rmse"
-    return cfg.train.monitor
-
-
-def search_metric(cfg: Config, task: str) -> str:
-    """What a search optimises: search.metric, or the selection metric where it makes no sense for the task."""
-    metric = cfg.search.metric
-    if task == "regression" and metric in ("val_accuracy", "val_balanced_accuracy", "val_macro_f1"):
-        return selection_metric(cfg, task)
-    if task != "regression" and metric in ("val_rmse", "val_mae", "val_r2"):
-        return cfg.train.monitor
-    return metric
 
 
 def class_weights(y: torch.Tensor, num_classes: int) -> torch.Tensor:

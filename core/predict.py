@@ -715,7 +715,10 @@ def read_input(path: Path, meta: dict[str, Any]) -> PredictInput:
     if (meta.get("schema") or {}).get("columns") and suffix in (".csv", ".parquet"):
         from core.tabular_predict import read_table_input
 
-        return read_table_input(path, meta)
+        parts = read_table_input(path, meta)
+        if parts["ids"] is None:
+            parts["ids"] = RowNumbers(range(len(parts["x"])))
+        return PredictInput(**parts)
     if suffix == ".csv":
         return read_csv_input(path, meta)
     if suffix == ".npz":

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from core.config import MAXIMIZED, ScheduleConfig
+from core.config import ScheduleConfig
+from core.metric_names import MAXIMIZED
 
 ONE_CYCLE_DIV = 25.0  # one-cycle starts at base / 25 (torch's OneCycleLR div_factor)
 

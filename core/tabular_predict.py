@@ -19,15 +19,14 @@ import numpy as np
 from core.schema import Schema, encode_table, read_table, unseen_note
 
 
-def read_table_input(path: Path, meta: dict[str, Any]) -> Any:
-    from core.predict import PredictInput, RowNumbers
-
+def read_table_input(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a ``core.predict.PredictInput``: ``ids`` (None: number the rows), ``x``, ``labels``, ``notes``."""
     schema = Schema.from_json(meta["schema"])
     scheme = "parquet" if path.suffix.lower() == ".parquet" else "csv"
     table = read_table(path, scheme, "predict", schema.missing_values)
     enc = encode_table(schema, table)
     used = {c.name for c in schema.used}
-    ids: Any = RowNumbers(range(table.n_rows))
+    ids: Any = None
     if "id" in table.columns and "id" not in used:
         ids = ["" if v is None else str(v) for v in table.columns["id"].tolist()]
     labels = None
@@ -38,4 +37,4 @@ def read_table_input(path: Path, meta: dict[str, Any]) -> Any:
             labels = texts
     note = unseen_note(enc)
     shape = tuple(int(s) for s in meta["input"]["shape"])
-    return PredictInput(ids, x=enc.x.reshape((len(enc.x), *shape)), labels=labels, notes=(note,) if note else ())
+    return {"ids": ids, "x": enc.x.reshape((len(enc.x), *shape)), "labels": labels, "notes": (note,) if note else ()}

@@ -22,7 +22,7 @@ from core.config import Config, ConfigError, to_dict
 from core.data import PreparedData
 from core.models import build_model
 from core.strategies.base import Strategy
-from core.metrics import search_metric
+from core.metric_names import search_metric
 from core.strategies.search import PLAN_FILE, open_study, study_lock, suggest, trial_config
 from core.workers import CHECKPOINT, PAUSE, RUN, STOP, Channels, Diverged, RecordSender, Trainer, WorkerSpec
 

@@ -38,7 +38,8 @@ from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
 from core.machine import keep_freed_memory, usable_cores
-from core.metrics import eval_metrics, eval_stats, make_loss, selection_metric
+from core.metric_names import selection_metric
+from core.metrics import eval_metrics, eval_stats, make_loss
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy

@@ -600,7 +600,7 @@ class Session:
         if not self.strategy.keeps_best:
             return
         train = self.config.train
-        from core.metrics import selection_metric
+        from core.metric_names import selection_metric
 
         monitor = selection_metric(self.config, self.info.task if self.info else "classification")
         value = rec[monitor]

@@ -78,7 +78,7 @@ class Search(Strategy):
         study, _ = open_study(self.run_dir, self.config, seed=0, task=self.task)
         trials = [trial_summary(t) for t in study.get_trials(deepcopy=False)]
         done = [t for t in trials if t["state"] == "complete"]
-        from core.metrics import search_metric
+        from core.metric_names import search_metric
 
         out: dict[str, Any] = {"trials": trials, "metric": search_metric(self.config, self.task),
                                "trials_complete": len(done),
@@ -121,7 +121,7 @@ def open_study(run_dir: Path, cfg: "Config", seed: int, task: str = "classificat
 
     _quiet_optuna()
     storage = JournalStorage(JournalFileBackend(str(run_dir / STUDY_FILE)))
-    from core.metrics import higher_is_better, search_metric
+    from core.metric_names import higher_is_better, search_metric
 
     direction = "maximize" if higher_is_better(search_metric(cfg, task)) else "minimize"
     study = optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=direction,

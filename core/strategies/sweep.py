@@ -34,7 +34,7 @@ class Sweep(Strategy):
     def result_worker(self, last_eval: dict[int, dict[str, Any]]) -> int:
         if not last_eval:
             return 0
-        from core.metrics import higher_is_better, selection_metric
+        from core.metric_names import higher_is_better, selection_metric
 
         metric = selection_metric(self.config, self.task) if (self.task == "regression"
                                                                or self.config.train.select_by != "auto") \
