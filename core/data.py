@@ -239,7 +239,7 @@ def _encode_labels(column: TextColumn, source: str, what: str) -> tuple[np.ndarr
 
 def _table(scheme: str, path_text: str, cfg: DataConfig, task: str) -> _Raw:
     """A CSV or Parquet table: column kinds inferred (and overridden), rows without a target dropped."""
-    from core.schema import choose_task, class_names, infer_kinds, read_table, regression_target, target_values
+    from core.schema import choose_task, class_codes, infer_kinds, read_table, regression_target, target_values
 
     source = cfg.source
     path = Path(path_text).expanduser()
@@ -270,14 +270,10 @@ def _table(scheme: str, path_text: str, cfg: DataConfig, task: str) -> _Raw:
                             "nothing to learn")
         names: list[str] = []
     else:
-        names = class_names(values)
+        names, y = class_codes(values)
         if len(names) < 2:
             raise DataError(f"{_where(source)}: target column {cfg.target!r} of {path} has only one class "
                             f"({names[0] if names else 'none'}); need at least 2")
-        index = {c: i for i, c in enumerate(names)}
-        from core.schema import _category_text
-
-        y = np.asarray([index[_category_text(v)] for v in values], dtype=np.int64)
     notes.insert(0, ("info", f"task: {chosen} ({why})"))
     return _Raw(path.stem, names, y, task=chosen, table=table, kinds=kinds, target_raw=values, dropped=dropped,
                 notes=notes)

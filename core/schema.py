@@ -360,6 +360,24 @@ def class_names(values: np.ndarray) -> list[str]:
     return uniq
 
 
+def class_codes(values: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Class names (as :func:`class_names` sorts them) and each row's class index, without a loop per row."""
+    if values.dtype != object:
+        uniq, inverse = np.unique(values, return_inverse=True)  # numbers: sorted numerically already
+        return [_category_text(float(u)) for u in uniq], inverse.reshape(-1).astype(np.int64)
+    texts = np.asarray([_category_text(v) for v in values], dtype=str) if len(values) else np.empty(0, str)
+    uniq, inverse = np.unique(texts, return_inverse=True)
+    names = [str(u) for u in uniq]
+    order = sorted(range(len(names)), key=lambda i: names[i])
+    try:
+        order = sorted(order, key=lambda i: float(names[i]))
+    except ValueError:
+        pass
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    return [names[i] for i in order], rank[inverse.reshape(-1)]
+
+
 def regression_target(table: RawTable, target: str, values: np.ndarray) -> np.ndarray:
     numbers, bad = _parse_numbers(values)
     if bad or not np.isfinite(numbers).all():
@@ -506,12 +524,13 @@ def fit_schema(table: RawTable, target: str, kinds: Mapping[str, Inferred], task
                                 f'set data.columns = {{{name} = "ignore"}}')
             specs.append(ColumnSpec(name, "category", inf.reason, levels=levels, missing=int(n_train - len(present))))
             continue
-        x = _numbers_of(table, name, values, inf.kind)[train_rows]
+        x = _numbers_of(table, name, values, inf.kind)[train_rows].astype(np.float32)  # as the model gets them
         miss = np.isnan(x)
-        present = x[~miss]
+        present = x[~miss] if miss.any() else x
         fill = float(np.median(present)) if len(present) else 0.0
-        filled = np.where(miss, fill, x)
-        mean, std = (float(filled.mean()), float(filled.std())) if standardize else (0.0, 1.0)
+        filled = np.where(miss, np.float32(fill), x) if miss.any() else x
+        mean, std = (float(filled.mean(dtype=np.float64)), float(filled.std(dtype=np.float64))) \
+            if standardize else (0.0, 1.0)
         if std < 1e-6:
             std = 1.0
         specs.append(ColumnSpec(name, inf.kind, inf.reason, fill=fill, indicator=bool(miss.any()),
@@ -658,8 +677,10 @@ def encode_columns(schema: Schema | Mapping[str, Any], columns: Mapping[str, Any
         if c.indicator:
             inds.append(m.astype(np.float32))
     parts = nums + inds + cats
-    x = np.stack(parts, axis=1) if parts else np.empty((n, 0), np.float32)
-    return Encoded(np.ascontiguousarray(x, dtype=np.float32), unseen, missing)
+    xt = np.empty((len(parts), n), dtype=np.float32)  # filled by rows, transposed once: faster than stack
+    for j, part in enumerate(parts):
+        xt[j] = part
+    return Encoded(np.ascontiguousarray(xt.T), unseen, missing)
 
 
 def _column_array(values: Any, missing: frozenset[str]) -> np.ndarray:
