@@ -87,8 +87,25 @@ class DatasetInfo:
         else:
             shape = f"{int(np.prod(self.input_shape))} features"
         if self.task == "regression":
-            return f"{self.n_samples:,} samples, {shape}, a numeric target (regression)"
-        return f"{self.n_samples:,} samples, {shape}, {self.num_classes} classes"
+            text = f"{self.n_samples:,} samples, {shape}, a numeric target (regression)"
+        else:
+            text = f"{self.n_samples:,} samples, {shape}, {self.num_classes} classes"
+        return text + (f"; columns: {self.columns_summary}" if self.columns_summary else "")
+
+    @property
+    def columns_summary(self) -> str:
+        """A table's columns as the schema sees them: kind, missing cells, levels; why one is ignored."""
+        parts = []
+        for c in (self.schema or {}).get("columns") or []:
+            bits = [c["kind"]]
+            if c["kind"] == "category":
+                bits.append(f"{len(c.get('levels', []))} levels")
+            if c.get("missing"):
+                bits.append(f"{c['missing']} missing")
+            if c["kind"] == "ignore" and c.get("reason"):
+                bits.append(c["reason"])
+            parts.append(f"{c['name']} ({', '.join(bits)})")
+        return ", ".join(parts)
 
     @property
     def class_summary(self) -> str:

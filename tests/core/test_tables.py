@@ -240,6 +240,16 @@ def test_onnx_export_takes_raw_columns_in_a_bare_session(mixed_run: Path, tmp_pa
     got = session.run(None, feed)[0]
     want = _trained_outputs(mixed_run, {k: list(v) for k, v in feed.items()})
     np.testing.assert_allclose(got, want, atol=1e-4)
+    # predict with the .onnx file on a raw table: the schema encodes it, the graph's lookups run on its columns
+    header, rows = mixed_rows(20, seed=9, missing=0.25)
+    path = _write(tmp_path / "new.csv", header, rows)
+    out = tmp_path / "pred.csv"
+    assert cli.main(["predict", str(tmp_path / "m.onnx"), str(path), "--out", str(out), "--workers", "2"]) == 0
+    with out.open() as fh:
+        got_csv = np.array([[float(v) for v in r[2:]] for r in list(csv.reader(fh))[1:]])
+    cols = {h: [r[j] for r in rows] for j, h in enumerate(header)}
+    cols["age"] = [float(v) if v else float("nan") for v in cols["age"]]
+    np.testing.assert_allclose(got_csv, _trained_outputs(mixed_run, cols), atol=1e-4)
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "state-dict", "torch-export"])
