@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.config import Config
@@ -99,6 +98,9 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
     net.train()
     opt = make_optimizer(net.parameters(), cfg.optim, start)
     batches = make_batches(data.train, info, cfg.train.batch_size, 0)
+    from core.metrics import make_loss
+
+    loss_fn = make_loss(cfg, info, data.train.y if hasattr(data.train, "y") else None)  # the run's own loss
     gen = torch.Generator().manual_seed(cfg.train.seed)
     factor = (end / start) ** (1.0 / (steps - 1))
     lrs: list[float] = []
@@ -112,7 +114,7 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
             for group in opt.param_groups:
                 group["lr"] = lr
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(net(xb), yb)
+            loss = loss_fn(net(xb), yb)
             value = loss.item()
             if not math.isfinite(value):
                 stopped_early = True
