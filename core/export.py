@@ -156,6 +156,9 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
         gen = torch.Generator().manual_seed(0)
         z = torch.randn((RANDOM_CHECK_ROWS, *shape), generator=gen)
         raw = _unstandardize(z, info["mean"], info["std"], shape)
+        from core.tabular_export import valid_rows
+
+        raw = valid_rows(info, raw)  # a table's random rows made real encodings (indices, 0/1 indicators)
         return CheckBatch(raw.contiguous(), f"{RANDOM_CHECK_ROWS} random rows (validation data unavailable: {exc})")
 
 

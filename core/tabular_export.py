@@ -94,6 +94,22 @@ def columns_from_encoded(schema: Schema, x: np.ndarray) -> dict[str, np.ndarray]
     return out
 
 
+def valid_rows(info: Mapping[str, Any], x: Any) -> Any:
+    """Rows (a torch tensor) turned into what encoding raw columns can give: whole category indices,
+    0/1 indicators, booleans 0/1 (random rows around the statistics are not); other data unchanged."""
+    schema = tabular_schema(info)
+    if schema is None:
+        return x
+    import torch
+
+    from core.schema import encode_columns
+
+    rows = x.reshape(len(x), -1).numpy()
+    cols = columns_from_encoded(schema, rows)
+    again = encode_columns(schema, cols).x
+    return torch.from_numpy(again).reshape(x.shape)
+
+
 def onnx_feed(schema: Schema, x: np.ndarray) -> dict[str, np.ndarray]:
     """The raw-column graph's inputs for encoded rows ``x``."""
     feed = {}

@@ -343,3 +343,16 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path: Path) -> None:
         assert {"val_balanced_accuracy", "val_macro_f1"} <= set(final)
         recalls[weights] = _minority_recall(session.run_dir)
     assert recalls["balanced"] > recalls["none"] + 0.2, recalls
+
+
+def test_onnx_export_verifies_on_random_rows_when_the_table_is_gone(mixed_run: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import core.data
+    from core.export import export_run
+
+    def gone(*args: Any, **kwargs: Any) -> Any:
+        raise DataError("data: file not found")
+
+    monkeypatch.setattr(core.data, "load_data", gone)
+    result = export_run(mixed_run, "onnx", tmp_path / "m.onnx", checkpoint="best")
+    assert "random rows" in result.checked_on and result.max_abs_diff <= 1e-4
