@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from core.schema import Schema, encode_table, read_table, unseen_note
+from core.schema import Schema, _category_text, encode_table, read_table, unseen_note
 
 
 def read_table_input(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
@@ -32,7 +32,8 @@ def read_table_input(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
     labels = None
     if schema.target in table.columns and schema.target not in used:
         values = table.columns[schema.target]
-        texts = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values.tolist()]
+        texts = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else _category_text(v)
+                 for v in values.tolist()]  # 1.0 read from a file is class "1", as in training
         if all(texts):
             labels = texts
     note = unseen_note(enc)
