@@ -85,6 +85,9 @@ class Progress:
                 if r["epoch"] > self.epoch:
                     new_epochs += r["epoch"] - self.epoch
                     self.epoch = r["epoch"]
+            elif kind == "log" and r.get("topic") == "data":  # what the data is: task, columns, classes
+                level = r.get("level")
+                self.write((f"[{level}] " if level in ("error", "warning") else "") + f"data: {r['message']}")
             elif kind == "log" and r.get("level") in ("error", "warning"):
                 message = r["message"].strip().splitlines()[-1]
                 if not message.startswith("worker"):

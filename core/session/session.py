@@ -294,8 +294,10 @@ class Session:
         self._recorder.open(self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers,
                             existing=self._resume_dir if self._resume is not None else None)
         self.launcher.attach(self.run_dir)
-        for level, message in self._data_notes(data.info):
-            self._log(level, message)
+        notes = self._data_notes(data.info)
+        if notes:  # "topic": the command line shows these at the start, whatever their level
+            self._emit([{"kind": "log", "t": time.time(), "worker": None, "level": level, "message": message,
+                         "topic": "data"} for level, message in notes])
         if self._resume_dir is None:  # a run that fails before its first checkpoint restarts from here
             self._write_checkpoint([self._start_position(r) for r in range(self.num_workers)])
         else:
