@@ -25,3 +25,13 @@ def test_evaluate_view_shows_regression_figures(qtbot: Any, tmp_path: Path) -> N
     text = view.label_summary.text()
     assert text.startswith("RMSE ") and f"R² {full['r2']:.3f}" in text
     assert view.table_confusion.rowCount() == 0 and view.table_per_class.rowCount() == 0
+
+
+def test_predict_view_scores_a_regression_test_table(qtbot: Any) -> None:
+    from app.predict_view import PredictView
+
+    view = PredictView()
+    qtbot.addWidget(view)
+    view.show_test_evaluation({"rmse": 1.25, "mae": 0.5, "r2": 0.912, "n": 40})
+    assert view.label_test.text() == "Test set: RMSE 1.25 · MAE 0.5 · R² 0.912 on 40 labelled samples"
+    assert view.table_test_per_class.rowCount() == 0

@@ -293,6 +293,13 @@ def test_easy_regression_reaches_r2_above_0_9(tmp_path: Path) -> None:
     assert len(evals) == 12 and all("val_rmse" in r and "val_r2" in r for r in evals)
     best = json.loads((session.run_dir / "summary.json").read_text())["best"]
     assert best["monitor"] == "val_rmse" and best["value"] == min(r["val_rmse"] for r in evals)
+    # a labelled table given to predict is scored with the regression metrics, in the target's units
+    from core.predict import predict
+
+    result = predict(session.run_dir, path, workers=1)
+    assert result.classes == ["y"] and result.csv_text().startswith("id,y\n0,")
+    ev = result.evaluation()
+    assert ev is not None and ev["n"] == 600 and ev["r2"] >= 0.9 and ev["rmse"] < 1.5
 
 
 def test_builtin_diabetes_reaches_r2_0_4_with_the_default_model(tmp_path: Path) -> None:
