@@ -363,3 +363,17 @@ def test_onnx_export_verifies_on_random_rows_when_the_table_is_gone(mixed_run: P
     monkeypatch.setattr(core.data, "load_data", gone)
     result = export_run(mixed_run, "onnx", tmp_path / "m.onnx", checkpoint="best")
     assert "random rows" in result.checked_on and result.max_abs_diff <= 1e-4
+
+
+def test_sweep_and_search_pick_the_lowest_rmse_for_regression() -> None:
+    from core.metric_names import search_metric, selection_metric
+    from core.strategies import get_strategy
+
+    cfg = apply_overrides(Config(), ["parallel.strategy=sweep", "parallel.workers=2", "parallel.sweep_lr=[0.01,0.1]"])
+    sweep = get_strategy(cfg)
+    sweep.task = "regression"
+    evals = {0: {"val_loss": 0.5, "val_rmse": 60.0, "val_r2": 0.4}, 1: {"val_loss": 0.4, "val_rmse": 55.0, "val_r2": 0.5}}
+    assert sweep.result_worker(evals) == 1
+    assert selection_metric(cfg, "regression") == "val_rmse" == search_metric(cfg, "regression")
+    assert selection_metric(cfg.replace("train", select_by="val_r2"), "regression") == "val_r2"
+    assert selection_metric(cfg, "classification") == "val_loss"  # train.monitor, as before
