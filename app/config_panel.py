@@ -637,7 +637,8 @@ class ConfigPanel(QWidget):
             self.table_preview.setRowCount(len(info.preview_rows))
             self.table_preview.setHorizontalHeaderLabels(headers)
             for r, row in enumerate(info.preview_rows):
-                cells = [f"{v:.3g}" for v in row[:shown]] + (["…"] if len(names) > shown else []) + [str(row[-1])]
+                cells = [f"{v:.3g}" if isinstance(v, (int, float)) else str(v) for v in row[:shown]] \
+                    + (["…"] if len(names) > shown else []) + [str(row[-1])]  # a table's text cells as they are
                 for c, text in enumerate(cells):
                     self.table_preview.setItem(r, c, QTableWidgetItem(text))
             self.preview.setCurrentWidget(self.table_preview)

@@ -208,13 +208,21 @@ class EvaluateView(QWidget):
 
     def refresh_colors(self) -> None:
         """The theme changed: the heat map's colours come from the palette."""
-        if self.evaluation is not None:
+        if self.evaluation is not None and "per_class" in self.evaluation:
             classes = [c["class"] for c in self.evaluation["per_class"]]
             self._fill_confusion(classes, self.evaluation["confusion"])
 
     # -- showing ----------------------------------------------------------------------------
     def show_evaluation(self, full: dict[str, Any], images: list[tuple[np.ndarray, str]] | None = None) -> None:
         self.evaluation = full
+        if full.get("task") == "regression":  # no classes: the regression figures, tables left empty
+            self.label_summary.setText(
+                f"RMSE {full['rmse']:.4g} · MAE {full['mae']:.4g} · R² {full['r2']:.3f} on {full['n']:,} "
+                f"validation samples · {(full.get('checkpoint') or {}).get('which', 'last')} checkpoint")
+            self._fill_confusion([], [])
+            self._fill_per_class([])
+            self._fill_gallery([])
+            return
         self.label_summary.setText(
             f"Accuracy {full['accuracy']:.2%} on {full['n']:,} validation samples · macro F1 "
             f"{full['macro']['f1']:.3f} · {full['misclassified_total']:,} misclassified"

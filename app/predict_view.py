@@ -257,6 +257,14 @@ class PredictView(QWidget):
         self.test_panel.setVisible(ev is not None)
         if ev is None:
             return
+        if "per_class" not in ev:  # a regression model scored on a table with its target column
+            self.label_test.setText(f"Test set: RMSE {ev['rmse']:.4g} · MAE {ev['mae']:.4g} · R² {ev['r2']:.3f} "
+                                    f"on {ev['n']:,} labelled samples")
+            self.table_test_confusion.clear()
+            self.table_test_confusion.setRowCount(0)
+            self.table_test_confusion.setColumnCount(0)
+            self.table_test_per_class.setRowCount(0)
+            return
         macro = sum(c["f1"] for c in ev["per_class"]) / max(1, len(ev["per_class"]))
         self.label_test.setText(f"Test set: accuracy {ev['accuracy']:.2%} on {ev['n']:,} labelled samples · "
                                 f"macro F1 {macro:.3f}")

@@ -76,7 +76,8 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
                 samples[r["worker"]] = r["samples"]
                 totals.append((r["t"], sum(samples.values())))
             elif r["kind"] == "eval":
-                evals.append((r["t"], r["val_accuracy"]))
+                # R² for regression: like accuracy, higher is better and 1 is perfect
+                evals.append((r["t"], r["val_accuracy"] if "val_accuracy" in r else r["val_r2"]))
 
     session.add_listener(listen)
     session.start()

@@ -136,8 +136,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if summary is None:
             print(f"{path.name:<44} {'running?':<9}")
             continue
-        acc = (summary.get("final") or {}).get("val_accuracy")
+        final = summary.get("final") or {}
+        acc = final.get("val_accuracy")
         acc_text = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
+        if acc is None and isinstance(final.get("val_r2"), (int, float)):  # regression: R² in that column
+            acc_text = f"R² {final['val_r2']:.3f}"
         print(f"{path.name:<44} {summary.get('status', '?'):<9} {summary.get('epochs_done', 0):>6} "
               f"{acc_text:>8} {summary.get('samples_per_s', 0):>11,.0f}")
     return EXIT_OK

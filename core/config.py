@@ -22,14 +22,19 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 from core.errors import ConfigError as ConfigError  # defined with the other input errors; importable here too
+from core.metric_names import MAXIMIZED as MAXIMIZED, METRICS  # noqa: F401 - MAXIMIZED is read from here too
 from core.strategies.registry import NAMES as STRATEGIES
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
 MODEL_KINDS = ("linear", "mlp", "cnn")
-DATA_SCHEMES = ("builtin", "csv", "npz", "images")
+DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
 SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
 MONITORED = ("val_loss", "val_accuracy")
+COLUMN_KINDS = ("number", "category", "bool", "ignore")
+TASKS = ("auto", "classification", "regression")
+CLASS_WEIGHTS = ("none", "balanced")
+REGRESSION_LOSSES = ("mse", "huber")
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "asha", "none")
@@ -60,6 +65,9 @@ class DataConfig:
     loader_workers: int = _bounded(0, 0, 64)
     image_size: int = _bounded(0, 0, 1024)  # images only: resize to SIZExSIZE; 0 = the first image's size
     standardize: bool = True
+    # tables (csv:, parquet:): kinds that override the inferred ones, as (column, kind) pairs
+    columns: tuple[tuple[str, str], ...] = ()
+    missing: tuple[str, ...] = ("", "NA", "NaN", "null", "?")  # cells that mean "no value"
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,10 @@ class TrainConfig:
     monitor: str = "val_loss"  # what "best" means: best.pt, early stopping
     early_stop_patience: int = _bounded(0, 0, 100000)  # epochs without improvement before stopping; 0 = never
     early_stop_min_delta: float = _bounded(0.0, 0.0, 1e9)  # smaller changes are no improvement
+    task: str = "auto"             # auto | classification | regression (tables)
+    class_weights: str = "none"    # none | balanced: inverse-frequency weights in the loss
+    select_by: str = "auto"        # the metric that picks best.pt and stops early; auto: monitor, val_rmse for regression
+    loss: str = "mse"              # regression: mse | huber (on the standardised target)
 
 
 @dataclass(frozen=True)
@@ -273,8 +285,28 @@ def _check_source(key: str, value: Any) -> str:
     value = _str(key, value)
     scheme, sep, rest = value.partition(":")
     if not sep or scheme not in DATA_SCHEMES or not rest:
-        raise _fail(key, "builtin:NAME, csv:PATH, npz:PATH or images:DIR", value)
+        raise _fail(key, "builtin:NAME, csv:PATH, npz:PATH or images:DIR (or parquet:PATH)", value)
     return value
+
+
+def _check_columns(key: str, value: Any) -> tuple[tuple[str, str], ...]:
+    """``{name = kind}`` (or (name, kind) pairs) of column kinds."""
+    items = value.items() if isinstance(value, Mapping) else value
+    if not isinstance(items, (list, tuple)) and not isinstance(value, Mapping):
+        raise _fail(key, "a table {column = kind}", value)
+    out = []
+    for pair in items:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not isinstance(pair[0], str):
+            raise _fail(key, "a table {column = kind}", value)
+        name, kind = pair
+        out.append((name, _choice(f"{key}.{_key(name)}", kind, COLUMN_KINDS)))
+    return tuple(out)
+
+
+def _check_missing(key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise _fail(key, "a list of strings", value)
+    return tuple(v.strip() for v in value)
 
 
 def _check_model_kind(key: str, value: Any) -> str:
@@ -313,6 +345,8 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
         v["loader_workers"] = _int(k("loader_workers"), v["loader_workers"])
         v["image_size"] = _int(k("image_size"), v["image_size"])
         v["standardize"] = _bool(k("standardize"), v["standardize"])
+        v["columns"] = _check_columns(k("columns"), v["columns"])
+        v["missing"] = _check_missing(k("missing"), v["missing"])
     elif section == "model":
         v["kind"] = _check_model_kind(k("kind"), v["kind"])
         v["hidden"] = _int_list(k("hidden"), v["hidden"], allow_empty=True)
@@ -332,6 +366,10 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
         v["monitor"] = _choice(k("monitor"), v["monitor"], MONITORED)
         v["early_stop_patience"] = _int(k("early_stop_patience"), v["early_stop_patience"])
         v["early_stop_min_delta"] = _float(k("early_stop_min_delta"), v["early_stop_min_delta"])
+        v["task"] = _choice(k("task"), v["task"], TASKS)
+        v["class_weights"] = _choice(k("class_weights"), v["class_weights"], CLASS_WEIGHTS)
+        v["select_by"] = _choice(k("select_by"), v["select_by"], ("auto",) + METRICS)
+        v["loss"] = _choice(k("loss"), v["loss"], REGRESSION_LOSSES)
     elif section == "parallel":
         v["strategy"] = _choice(k("strategy"), v["strategy"], STRATEGIES)
         v["workers"] = _int(k("workers"), v["workers"])
@@ -355,7 +393,7 @@ def _validate(section: str, values: dict[str, Any]) -> dict[str, Any]:
         v["trials"] = _int(k("trials"), v["trials"])
         v["sampler"] = _choice(k("sampler"), v["sampler"], SAMPLERS)
         v["pruner"] = _choice(k("pruner"), v["pruner"], PRUNERS)
-        v["metric"] = _choice(k("metric"), v["metric"], MONITORED)
+        v["metric"] = _choice(k("metric"), v["metric"], METRICS)
         v["space"] = tuple((key, _check_space(key, value)) for key, value in v["space"])
     return v
 
@@ -506,6 +544,8 @@ def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
         section = {f.name: getattr(getattr(cfg, name), f.name) for f in fields(SECTIONS[name])}
         space = section.pop("space", ()) if name == "search" else ()
         out[name] = {k: _plain(v) for k, v in section.items()}
+        if name == "data":
+            out[name]["columns"] = {k: v for k, v in section["columns"]}
         out[name].update((key, _plain(value)) for key, value in space)
     return out
 

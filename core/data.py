@@ -23,9 +23,10 @@ import torch
 from core.config import DataConfig
 from core.errors import DataError
 from core.lifeline import loader_worker_init
-from core.readers import Columns, NotNumeric, TextColumn, read_csv, read_npz
+from core.readers import TextColumn, read_npz
+from core.schema import IMBALANCE_RATIO, Inferred, RawTable, Schema
 
-BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "synthetic")
+BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "diabetes", "synthetic")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
@@ -48,15 +49,34 @@ class DatasetInfo:
     std: tuple[float, ...] = ()
     preview_rows: tuple[tuple[Any, ...], ...] = ()
     preview_images: tuple[tuple[np.ndarray, str], ...] = field(default=(), compare=False, repr=False)
+    task: str = "classification"        # or "regression": one standardised output
+    categories: tuple[int, ...] = ()     # tables: levels of each category feature (the last len() features)
+    schema: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # core.schema.Schema as JSON
+    class_counts: tuple[int, ...] = ()   # training samples per class
+    dropped_rows: int = 0                # rows without a target value, left out
+    notes: tuple[tuple[str, str], ...] = ()  # (level, message) for the run's log: the task chosen, ignored columns
 
     def as_dict(self) -> dict[str, Any]:
         """What a checkpoint and model.json carry about the data (no previews)."""
-        return {
+        out = {
             "name": self.name, "input_shape": list(self.input_shape), "num_classes": self.num_classes,
             "class_names": list(self.class_names), "feature_names": list(self.feature_names),
             "image_shape": list(self.image_shape) if self.image_shape else None,
             "mean": list(self.mean), "std": list(self.std),
         }
+        if self.task != "classification":
+            out["task"] = self.task
+        if self.categories:
+            out["categories"] = list(self.categories)
+        if self.schema is not None:
+            out["schema"] = self.schema
+        return out
+
+    @property
+    def target_scale(self) -> tuple[float, float]:
+        """Regression: (mean, std) that turn the model's output into the target's units."""
+        t = (self.schema or {}).get("target") or {}
+        return float(t.get("mean", 0.0)), float(t.get("std", 1.0))
 
     @property
     def summary(self) -> str:
@@ -66,7 +86,43 @@ class DatasetInfo:
             shape = f"{w}x{h} images" + (" (RGB)" if c == 3 else "")
         else:
             shape = f"{int(np.prod(self.input_shape))} features"
-        return f"{self.n_samples:,} samples, {shape}, {self.num_classes} classes"
+        if self.task == "regression":
+            text = f"{self.n_samples:,} samples, {shape}, a numeric target (regression)"
+        else:
+            text = f"{self.n_samples:,} samples, {shape}, {self.num_classes} classes"
+        return text + (f"; columns: {self.columns_summary}" if self.columns_summary else "")
+
+    @property
+    def columns_summary(self) -> str:
+        """A table's columns as the schema sees them: kind, missing cells, levels; why one is ignored."""
+        parts = []
+        for c in (self.schema or {}).get("columns") or []:
+            bits = [c["kind"]]
+            if c["kind"] == "category":
+                bits.append(f"{len(c.get('levels', []))} levels")
+            if c.get("missing"):
+                bits.append(f"{c['missing']} missing")
+            if c["kind"] == "ignore" and c.get("reason"):
+                bits.append(c["reason"])
+            parts.append(f"{c['name']} ({', '.join(bits)})")
+        return ", ".join(parts)
+
+    @property
+    def class_summary(self) -> str:
+        """Training samples per class, with a warning when the largest is IMBALANCE_RATIO times the smallest."""
+        if not self.class_counts:
+            return ""
+        pairs = ", ".join(f"{n}: {c}" for n, c in zip(self.class_names, self.class_counts))
+        return f"classes (training samples): {pairs}"
+
+    @property
+    def imbalance_warning(self) -> str:
+        counts = [c for c in self.class_counts if c > 0]
+        if len(counts) < 2 or max(counts) < IMBALANCE_RATIO * min(counts):
+            return ""
+        return (f"classes are imbalanced: the largest has {max(counts)} training samples, the smallest {min(counts)} "
+                f"({max(counts) / min(counts):.1f}x); consider train.class_weights = \"balanced\" and "
+                "train.select_by = \"val_balanced_accuracy\"")
 
 
 @dataclass(frozen=True)
@@ -120,6 +176,12 @@ class _Raw:
     paths: list[str] | None = None
     feature_names: list[str] = field(default_factory=list)
     image_shape: tuple[int, int, int] | None = None
+    task: str = "classification"
+    table: RawTable | None = None          # csv:, parquet: the columns, encoded once the split is known
+    kinds: dict[str, Inferred] = field(default_factory=dict)
+    target_raw: np.ndarray | None = None   # the target's cells of the rows kept
+    dropped: int = 0
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _builtin(name: str, query: str, source: str) -> _Raw:
@@ -128,6 +190,13 @@ def _builtin(name: str, query: str, source: str) -> _Raw:
     if query:
         raise DataError(f"{_where(source)}: builtin:{name} takes no parameters")
     from sklearn import datasets as skd
+
+    if name == "diabetes":  # a numeric target: regression
+        bunch = skd.load_diabetes()
+        x = np.asarray(bunch.data, dtype=np.float32)
+        return _Raw("diabetes", [], np.asarray(bunch.target, dtype=np.float32), x=x,
+                    feature_names=[str(f) for f in bunch.feature_names], task="regression",
+                    notes=[("info", "task: regression (builtin:diabetes has a numeric target)")])
 
     loaders = {
         "digits": skd.load_digits,
@@ -186,32 +255,46 @@ def _encode_labels(column: TextColumn, source: str, what: str) -> tuple[np.ndarr
     return order[column.codes], [str(u) for u in uniq]
 
 
-def _csv(path_text: str, target: str, source: str) -> _Raw:
+def _table(scheme: str, path_text: str, cfg: DataConfig, task: str) -> _Raw:
+    """A CSV or Parquet table: column kinds inferred (and overridden), rows without a target dropped."""
+    from core.schema import choose_task, class_codes, infer_kinds, read_table, regression_target, target_values
+
+    source = cfg.source
     path = Path(path_text).expanduser()
-    t = -1
-
-    def columns(header: list[str]) -> Columns:
-        nonlocal t
-        if target not in header:
-            raise DataError(
-                f"{_where(source)}: target column {target!r} not found in {path}; columns: "
-                + ", ".join(header[:20]) + (" ..." if len(header) > 20 else "")
-                + " (set data.target)"
-            )
-        if len(header) < 2:
-            raise DataError(f"{_where(source)}: {path} has no feature columns besides {target!r}")
-        t = header.index(target)
-        return Columns(numeric=[i for i in range(len(header)) if i != t], text=[t],
-                       required={t: f"target column {target!r}"})
-
-    try:
-        table = read_csv(path, _where(source), columns)
-    except NotNumeric as exc:  # features are numbers: say the two ways out
-        raise DataError(f"{exc}; drop the column from the CSV, or set data.target = {exc.column!r} "
-                        "if it is what to predict") from None
-    y, names = _encode_labels(table.text[t], source, f"{path}'s target column {target!r}")
-    features = [table.header[i] for i in range(len(table.header)) if i != t]
-    return _Raw(path.stem, names, y, x=table.x, feature_names=features)
+    table = read_table(path, scheme, _where(source), cfg.missing)
+    if cfg.target not in table.columns:
+        target_values(table, cfg.target)  # raises, naming the columns there are
+    if len(table.columns) < 2:
+        raise DataError(f"{_where(source)}: {path} has no feature columns besides {cfg.target!r}")
+    values, present = target_values(table, cfg.target)
+    dropped = int((~present).sum())
+    notes: list[tuple[str, str]] = []
+    if dropped:
+        table = table.take(np.flatnonzero(present))
+        values = table.columns[cfg.target]
+        notes.append(("warning", f"{dropped} row(s) of {path.name} have no value in target column {cfg.target!r}: "
+                                 "left out"))
+    if table.n_rows == 0:
+        raise DataError(f"{_where(source)}: {path} has no row with a value in target column {cfg.target!r}")
+    chosen, why = choose_task(values, task)
+    kinds = infer_kinds(table, cfg.target, dict(cfg.columns))
+    for name, inf in kinds.items():
+        if inf.kind == "ignore" and inf.reason != "set in data.columns":
+            notes.append(("info", f"column {name!r} ignored: {inf.reason}"))
+    if chosen == "regression":
+        y = regression_target(table, cfg.target, values)
+        if len(np.unique(y)) < 2:
+            raise DataError(f"{_where(source)}: {path} target column {cfg.target!r} has a single value ({y[0]:g}); "
+                            "nothing to learn")
+        names: list[str] = []
+    else:
+        names, y = class_codes(values)
+        if len(names) < 2:
+            raise DataError(f"{_where(source)}: target column {cfg.target!r} of {path} has only one class "
+                            f"({names[0] if names else 'none'}); need at least 2")
+    notes.insert(0, ("info", f"task: {chosen} ({why})"))
+    return _Raw(path.stem, names, y, task=chosen, table=table, kinds=kinds, target_raw=values, dropped=dropped,
+                notes=notes)
 
 
 def _npz(path_text: str, source: str) -> _Raw:
@@ -311,18 +394,25 @@ def decode_image(path: str, image_shape: tuple[int, ...]) -> np.ndarray:
     return arr[None] if c == 1 else arr.transpose(2, 0, 1).copy()
 
 
-def _read_source(cfg: DataConfig) -> _Raw:
+def _read_source(cfg: DataConfig, task: str = "auto") -> _Raw:
     scheme, _, rest = cfg.source.partition(":")
     if scheme == "builtin":
         name, _, query = rest.partition("?")
-        return _builtin(name, query, cfg.source)
-    if scheme == "csv":
-        return _csv(rest, cfg.target, cfg.source)
+        raw = _builtin(name, query, cfg.source)
+        if task == "regression" and raw.task != "regression":
+            raise DataError(f"{_where(cfg.source)}: train.task = \"regression\" needs a numeric target; "
+                            f"builtin:{name} has classes")
+        if task == "classification" and raw.task == "regression":
+            raise DataError(f"{_where(cfg.source)}: train.task = \"classification\" needs classes; "
+                            f"builtin:{name} has a numeric target")
+        return raw
+    if scheme in ("csv", "parquet"):
+        return _table(scheme, rest, cfg, task)
     if scheme == "npz":
         return _npz(rest, cfg.source)
     if scheme == "images":
         return _images(rest, cfg.image_size, cfg.source)
-    raise DataError(f"data: unknown source scheme in {cfg.source!r}; use builtin:, csv:, npz: or images:")
+    raise DataError(f"data: unknown source scheme in {cfg.source!r}; use builtin:, csv:, parquet:, npz: or images:")
 
 
 # ----------------------------------------------------------------------------- split
@@ -362,19 +452,66 @@ def _image_stats(paths: Sequence[str], shape: tuple[int, ...], seed: int) -> tup
     return mean.tolist(), np.where(std < 1e-6, 1.0, std).tolist()
 
 
-def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedData:
-    """Load, split and standardise a source; tensors go to shared memory when ``share``."""
-    raw = _read_source(cfg)
+def random_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded split without strata (a numeric target): sorted indices of training and validation."""
+    idx = np.arange(n)
+    if val_fraction <= 0 or n < 2:
+        return idx, idx[:0]
+    n_val = min(max(1, math.ceil(n * val_fraction)), n - 1)
+    perm = np.random.default_rng(seed).permutation(n)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def _fit_table(raw: _Raw, cfg: DataConfig, train_idx: np.ndarray) -> Schema:
+    """Fit the table's schema on the training rows; set ``raw.x`` (encoded), ``raw.y`` and the feature names."""
+    from core.schema import encode_table, fit_schema
+
+    assert raw.table is not None and raw.target_raw is not None
+    y_train = raw.y[train_idx].astype(np.float64) if raw.task == "regression" else None
+    schema = fit_schema(raw.table, cfg.target, raw.kinds, raw.task, raw.class_names, y_train, train_idx,
+                        cfg.standardize, cfg.missing)
+    raw.x = encode_table(schema, raw.table).x
+    raw.feature_names = schema.feature_names
+    if raw.task == "regression":
+        raw.y = schema.encode_target(raw.target_raw, _where(cfg.source))
+    return schema
+
+
+def _split(raw: _Raw, cfg: DataConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if raw.task == "regression":
+        return random_split(len(raw.y), cfg.val_fraction, seed)
+    return stratified_split(raw.y, cfg.val_fraction, seed)
+
+
+def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "auto") -> PreparedData:
+    """Load, split and standardise a source; tensors go to shared memory when ``share``.
+
+    ``task`` is ``train.task``: a table's target is classes or a number (auto: by its values).
+    """
+    raw = _read_source(cfg, task)
     n = int(raw.y.shape[0])
     if n < 2:
         raise DataError(f"data: {cfg.source}: needs at least 2 samples, has {n}")
-    train_idx, val_idx = stratified_split(raw.y, cfg.val_fraction, seed)
+    train_idx, val_idx = _split(raw, cfg, seed)
     if len(train_idx) == 0:
         raise DataError(f"data: {cfg.source}: no training samples left after the validation split")
+    schema = _fit_table(raw, cfg, train_idx) if raw.table is not None else None
+    regression = raw.task == "regression"
+    if regression and schema is None:  # builtin:diabetes: standardise the target as a table's is
+        y_tr = raw.y[train_idx].astype(np.float64)
+        t_mean, t_std = float(y_tr.mean()), float(y_tr.std()) or 1.0
+        raw.y = ((raw.y - t_mean) / t_std).astype(np.float32)
+        schema_json: dict[str, Any] | None = {"target": {"name": "target", "kind": "number", "mean": t_mean,
+                                                         "std": t_std}, "task": "regression"}
+    else:
+        schema_json = schema.to_json() if schema is not None else None
+    counts = () if regression else tuple(int(c) for c in np.bincount(raw.y[train_idx], minlength=len(raw.class_names)))
     common = dict(
-        name=raw.name, n_samples=n, num_classes=len(raw.class_names),
+        name=raw.name, n_samples=n, num_classes=1 if regression else len(raw.class_names),
         class_names=tuple(raw.class_names), feature_names=tuple(raw.feature_names),
         image_shape=raw.image_shape, n_train=len(train_idx), n_val=len(val_idx),
+        task=raw.task, categories=tuple(schema.cardinalities) if schema is not None else (),
+        schema=schema_json, class_counts=counts, dropped_rows=raw.dropped, notes=tuple(raw.notes),
     )
     if raw.paths is not None:
         assert raw.image_shape is not None
@@ -388,7 +525,10 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
         return PreparedData(info, train_s, val_s)
     assert raw.x is not None
     x = raw.x
-    if cfg.standardize:
+    if schema is not None:  # a table's statistics come with its schema (identity past the numbers)
+        s_mean, s_std = schema.stats()
+        f_mean, f_std = np.asarray(s_mean, dtype=np.float32), np.asarray(s_std, dtype=np.float32)
+    elif cfg.standardize:
         f_mean = x[train_idx].mean(axis=0)
         f_std = x[train_idx].std(axis=0)
         f_std = np.where(f_std < 1e-6, 1.0, f_std).astype(np.float32)  # constant pixels stay 0
@@ -412,15 +552,43 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True) -> PreparedDat
     return PreparedData(info, train, val)
 
 
-def describe_source(source: str, target: str = "label", image_size: int = 0) -> DatasetInfo:
-    """Describe a source for a picker: sizes, classes and a small preview."""
+def describe_source(source: str, target: str = "label", image_size: int = 0, task: str = "auto",
+                    columns: Any = (), missing: Sequence[str] | None = None) -> DatasetInfo:
+    """Describe a source for a picker: sizes, classes and a small preview.
+
+    A table's description carries its schema (fitted on every row: a preview, not the training fit) so
+    that a window shows each column's kind, missing cells and levels from the object the engine uses.
+    """
     from core.config import DataConfig as _DC
 
-    raw = _read_source(_DC(source=source, target=target, image_size=image_size))
+    extra: dict[str, Any] = {"columns": tuple(dict(columns).items()) if columns else ()}
+    if missing is not None:
+        extra["missing"] = tuple(missing)
+    dcfg = _DC(source=source, target=target, image_size=image_size, **extra)
+    raw = _read_source(dcfg, task)
     n = int(raw.y.shape[0])
     images: list[tuple[np.ndarray, str]] = []
     rows: list[tuple[Any, ...]] = []
-    if raw.paths is not None:
+    schema = _fit_table(raw, dcfg, np.arange(n)) if raw.table is not None else None
+    regression = raw.task == "regression"
+
+    def shown(i: int) -> str:
+        if raw.target_raw is not None and regression:
+            return str(raw.target_raw[i])
+        return str(raw.y[i]) if regression else raw.class_names[raw.y[i]]
+
+    if schema is not None and not (all(c.kind == "number" and not c.indicator for c in schema.used)
+                                   and len(schema.used) == len(schema.columns)):
+        assert raw.table is not None
+        used = [c.name for c in schema.used]
+        raw.feature_names = used
+        raw.x = np.zeros((n, len(used)), np.float32)
+        for i in range(min(PREVIEW_ROWS, n)):
+            cells = tuple("" if (v := raw.table.columns[c][i]) is None or (isinstance(v, float) and math.isnan(v))
+                          else v for c in used)
+            rows.append(cells + (shown(i),))
+        input_shape: tuple[int, ...] = (schema.n_features,)
+    elif raw.paths is not None:
         assert raw.image_shape is not None
         step = max(1, n // PREVIEW_IMAGES)
         for i in range(0, n, step)[:PREVIEW_IMAGES]:
@@ -432,7 +600,7 @@ def describe_source(source: str, target: str = "label", image_size: int = 0) -> 
         assert raw.x is not None
         input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(raw.x.shape[1]),)
         for i in range(min(PREVIEW_ROWS, n)):
-            rows.append(tuple(float(v) for v in raw.x[i]) + (raw.class_names[raw.y[i]],))
+            rows.append(tuple(float(v) for v in raw.x[i]) + (shown(i),))
         if raw.image_shape is not None:
             c, h, w = raw.image_shape
             for i in range(min(PREVIEW_IMAGES, n)):
@@ -440,10 +608,15 @@ def describe_source(source: str, target: str = "label", image_size: int = 0) -> 
                 lo, hi = float(img.min()), float(img.max())
                 img = ((img - lo) / (hi - lo or 1.0) * 255).astype(np.uint8)
                 images.append((img[0] if c == 1 else img.transpose(1, 2, 0), raw.class_names[raw.y[i]]))
+    counts = () if regression else tuple(int(c) for c in np.bincount(raw.y, minlength=len(raw.class_names)))
     return DatasetInfo(
-        name=raw.name, n_samples=n, input_shape=input_shape, num_classes=len(raw.class_names),
+        name=raw.name, n_samples=n, input_shape=input_shape,
+        num_classes=1 if regression else len(raw.class_names),
         class_names=tuple(raw.class_names), feature_names=tuple(raw.feature_names),
         image_shape=raw.image_shape, preview_rows=tuple(rows), preview_images=tuple(images),
+        task=raw.task, categories=tuple(schema.cardinalities) if schema is not None else (),
+        schema=schema.to_json() if schema is not None else None, class_counts=counts, dropped_rows=raw.dropped,
+        notes=tuple(raw.notes),
     )
 
 

@@ -94,6 +94,9 @@ def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
 
 def compact(full: dict[str, Any]) -> dict[str, Any]:
     """The few figures summary.json carries; eval.json has the rest."""
+    if full.get("task") == "regression":
+        return {"split": full.get("split", "validation"), "n": full["n"], "rmse": round(full["rmse"], 6),
+                "mae": round(full["mae"], 6), "r2": round(full["r2"], 6), "file": EVAL_FILE}
     worst = min(full["per_class"], key=lambda c: (c["f1"], c["class"])) if full["per_class"] else None
     return {
         "split": full.get("split", "validation"),
@@ -134,10 +137,34 @@ def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
     if len(val) == 0:
         raise RunError("evaluate: the run has no validation split (data.val_fraction = 0)")
     x, y = full_tensors(val, data.info)
+    if data.info.task == "regression":
+        return _regression_split(model, x, y, data)
     probs = predict_probs(model, x)
     paths = list(val.paths) if isinstance(val, ImageSplit) else None
     full = report(y.numpy(), probs, data.info.class_names, paths)
     return {"format": "traindesk.eval", "version": 1, "t": round(time.time(), 3), "split": "validation", **full}
+
+
+RESIDUALS_KEPT = 2000  # (actual, predicted) pairs eval.json keeps for the window's plots
+
+
+def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: PreparedData) -> dict[str, Any]:
+    """RMSE, MAE and R² in the target's units, and (actual, predicted) pairs for the plots."""
+    import torch
+
+    from core.metrics import regression_report
+
+    mean, std = data.info.target_scale
+    model.eval()
+    with torch.no_grad():
+        pred = torch.cat([model(xb).reshape(-1) for xb in x.split(BATCH)]) * std + mean
+    true = y.double() * std + mean
+    out = regression_report(pred.tolist(), true.tolist())
+    return {"format": "traindesk.eval", "version": 1, "t": round(time.time(), 3), "split": "validation",
+            "task": "regression", **out,
+            "pairs": [[round(float(a), 6), round(float(p), 6)]
+                      for a, p in zip(true[:RESIDUALS_KEPT].tolist(), pred[:RESIDUALS_KEPT].tolist())],
+            "pairs_axes": "actual, predicted"}
 
 
 def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) -> None:
@@ -166,7 +193,7 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     ckpt = load_checkpoint(checkpoint_file(run_dir, checkpoint, "evaluate"))
     model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     _check_same_data(data, ckpt["info"], run_dir)
     full = evaluate_split(model, data)
     full["checkpoint"] = {"which": checkpoint, "epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
@@ -252,7 +279,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
             out.append((_to_uint8(decode_image(it["path"], shape)), _caption(it)))
         return out
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     if isinstance(data.val, ImageSplit):
         return []
     x = data.val.x.numpy()
@@ -303,7 +330,10 @@ def _caption(item: dict[str, Any]) -> str:
 
 
 def format_report(full: dict[str, Any]) -> str:
-    """A plain-text report: accuracy, per-class table, confusion matrix."""
+    """A plain-text report: accuracy, per-class table, confusion matrix (regression: RMSE, MAE, R²)."""
+    if full.get("task") == "regression":
+        return (f"RMSE {full['rmse']:.4g}, MAE {full['mae']:.4g}, R² {full['r2']:.4f} "
+                f"on {full['n']} validation samples\n")
     lines = [f"accuracy {full['accuracy']:.4f} on {full['n']} validation samples "
              f"(macro F1 {full['macro']['f1']:.4f}, {full['misclassified_total']} misclassified)", ""]
     width = max(8, *(len(c["class"]) for c in full["per_class"]))

@@ -86,11 +86,11 @@ class ExportResult:
 # ----------------------------------------------------------------------------- description (model.json)
 
 
-def file_entry(fmt: str, output: str) -> dict[str, Any]:
-    """What one exported file takes and returns."""
+def file_entry(fmt: str, output: str, desc: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What one exported file takes and returns (``desc``: a table's schema and task change both)."""
     graph = fmt in ("torch-export", "onnx")
     returns = output if graph else "logits"
-    return {
+    entry = {
         "format": fmt,
         "preprocessing_included": graph,
         "input": "raw features" if graph else "standardised features: apply 'preprocessing' first",
@@ -98,6 +98,11 @@ def file_entry(fmt: str, output: str) -> dict[str, Any]:
         "output_name": returns,
         "output_shape": ["batch", "classes"],
     }
+    if desc is not None:
+        from core.tabular_export import table_entry
+
+        entry = table_entry(fmt, entry, desc)
+    return entry
 
 
 def _merged_sidecar(dest_dir: Path, desc: dict[str, Any], name: str, entry: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +139,7 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
     shape = tuple(int(s) for s in info["input_shape"])
     try:
         cfg = from_dict(data["config"])
-        prepared = load_data(cfg.data, seed=cfg.train.seed, share=False)
+        prepared = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
         val = prepared.val
         if isinstance(val, ImageSplit):
             val = ImageSplit(val.paths[:rows], val.labels[:rows])
@@ -151,6 +156,9 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
         gen = torch.Generator().manual_seed(0)
         z = torch.randn((RANDOM_CHECK_ROWS, *shape), generator=gen)
         raw = _unstandardize(z, info["mean"], info["std"], shape)
+        from core.tabular_export import valid_rows
+
+        raw = valid_rows(info, raw)  # a table's random rows made real encodings (indices, 0/1 indicators)
         return CheckBatch(raw.contiguous(), f"{RANDOM_CHECK_ROWS} random rows (validation data unavailable: {exc})")
 
 
@@ -174,7 +182,7 @@ def _state(model: nn.Module) -> dict[str, torch.Tensor]:
 def write_safetensors(model: nn.Module, desc: dict[str, Any], path: Path) -> None:
     from safetensors.torch import save_file
 
-    embedded = {**desc, "export": file_entry("safetensors", "logits")}
+    embedded = {**desc, "export": file_entry("safetensors", "logits", desc)}
     save_file(_state(model), str(path), metadata={P.META_KEY: json.dumps(embedded)})
 
 
@@ -199,7 +207,7 @@ def write_torch_export(model: nn.Module, desc: dict[str, Any], path: Path, outpu
             program = torch.export.export(graph, (_example(raw),), dynamic_shapes=({0: batch},), strict=False)
     except Exception as exc:
         raise RunError(f"export: torch.export cannot trace this model: {_first_line(exc)}") from None
-    embedded = {**desc, "export": file_entry("torch-export", output)}
+    embedded = {**desc, "export": file_entry("torch-export", output, desc)}
     torch.export.save(program, str(path), extra_files={P.PT2_EXTRA: json.dumps(embedded)})
 
 
@@ -223,16 +231,25 @@ def write_onnx(model: nn.Module, desc: dict[str, Any], path: Path, output: str, 
         with _quiet():
             program = torch.onnx.export(
                 graph, (_example(raw),), None, dynamo=True, verbose=False,
-                input_names=["x"], output_names=[output],
+                input_names=["x"], output_names=[file_entry("onnx", output, desc)["output_name"]],
                 dynamic_shapes=({0: torch.export.Dim("batch")},),
             )
     except Exception as exc:
         raise RunError(f"export: the ONNX exporter cannot convert this model: {_first_line(exc)}") from None
     assert program is not None
-    embedded = {**desc, "export": file_entry("onnx", output)}
+    embedded = {**desc, "export": file_entry("onnx", output, desc)}
     program.model.metadata_props[P.META_KEY] = json.dumps(embedded)
     # one self-contained file: our models are far below protobuf's 2 GB limit
     program.save(str(path), external_data=False)
+    from core.tabular_export import add_raw_columns, tabular_schema
+
+    schema = tabular_schema(desc)
+    if schema is not None:  # a table's model takes its raw columns: the schema's lookups and fills go in front
+        try:
+            add_raw_columns(str(path), schema)
+        except Exception as exc:
+            raise RunError(f"export: cannot put the table's preprocessing into the ONNX graph: "
+                           f"{_first_line(exc)}") from None
 
 
 @contextlib.contextmanager
@@ -340,21 +357,30 @@ def _reload_and_run(fmt: str, path: Path, desc: dict[str, Any], output: str,
         module = torch.export.load(str(path)).module()
         with torch.no_grad():
             return module(raw).numpy(), module(raw[:1]).numpy(), "torch.export.load"
-    return _run_onnx(path, raw.numpy())
+    return _run_onnx(path, raw.numpy(), desc)
 
 
-def _run_onnx(path: Path, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
-    """onnxruntime when installed, else onnx's reference evaluator (slow, exact semantics)."""
+def _run_onnx(path: Path, x: np.ndarray, desc: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray, str]:
+    """onnxruntime when installed, else onnx's reference evaluator (slow, exact semantics).
+
+    A table's graph takes raw columns: it is fed the columns (strings, NaN) that encode to ``x``."""
+    from core.tabular_export import onnx_feed, tabular_schema
+
+    schema = tabular_schema(desc or {})
+
+    def feed(rows: np.ndarray, name: str = "x") -> dict[str, Any]:
+        return onnx_feed(schema, rows) if schema is not None else {name: rows}
+
     try:
         import onnxruntime  # noqa: F401
     except ModuleNotFoundError:
         from onnx.reference import ReferenceEvaluator
 
         ref: Any = ReferenceEvaluator(str(path))
-        return ref.run(None, {"x": x})[0], ref.run(None, {"x": x[:1]})[0], "onnx.reference (no onnxruntime)"
+        return ref.run(None, feed(x))[0], ref.run(None, feed(x[:1]))[0], "onnx.reference (no onnxruntime)"
     session = P._onnx_session(path)  # noqa: SLF001 - the loader predict uses
     name = session.get_inputs()[0].name
-    return session.run(None, {name: x})[0], session.run(None, {name: x[:1]})[0], "onnxruntime"
+    return session.run(None, feed(x, name))[0], session.run(None, feed(x[:1], name))[0], "onnxruntime"
 
 
 # ----------------------------------------------------------------------------- the export
@@ -408,7 +434,7 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
             bar.set_postfix_str("validation rows")
             desc = P.describe(data, run_dir)
             batch = validation_batch(data)
-            entry = file_entry(fmt, output)
+            entry = file_entry(fmt, output, desc)
             staged, staged_side = stage / dest.name, stage / P.SIDECAR
             bar.update(1)
             bar.set_postfix_str("writing")

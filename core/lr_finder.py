@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.config import Config
@@ -90,15 +89,18 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
     if not (0 < start < end) or steps < 5:
         raise UserError(f"lr-find: needs 0 < start < end and at least 5 steps, got start {start:g}, "
                         f"end {end:g}, steps {steps}")
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     info = data.info
     torch.manual_seed(cfg.train.seed)
     if model is None:
-        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
     net = copy.deepcopy(model)  # the caller's weights stay as they are
     net.train()
     opt = make_optimizer(net.parameters(), cfg.optim, start)
     batches = make_batches(data.train, info, cfg.train.batch_size, 0)
+    from core.metrics import make_loss
+
+    loss_fn = make_loss(cfg, info, data.train.y if hasattr(data.train, "y") else None)  # the run's own loss
     gen = torch.Generator().manual_seed(cfg.train.seed)
     factor = (end / start) ** (1.0 / (steps - 1))
     lrs: list[float] = []
@@ -112,7 +114,7 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
             for group in opt.param_groups:
                 group["lr"] = lr
             opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(net(xb), yb)
+            loss = loss_fn(net(xb), yb)
             value = loss.item()
             if not math.isfinite(value):
                 stopped_early = True

@@ -35,6 +35,37 @@ def _mlp(n_in: int, hidden: Sequence[int], n_out: int, activation: str, dropout:
     return layers
 
 
+class TabularNet(nn.Module):
+    """A table's model: one embedding per category feature (fastai's sizes), concatenated with the numbers.
+
+    Input: the encoded row of :mod:`core.schema`, float32: numeric features first, then one category index
+    per category column (0 missing, 1 unseen, 2.. levels) as a float holding an integer.
+    """
+
+    def __init__(self, n_numeric: int, cardinalities: Sequence[int], head: Sequence[nn.Module]) -> None:
+        super().__init__()
+        from core.schema import embedding_size
+
+        self.n_numeric = n_numeric
+        self.embeddings = nn.ModuleList(nn.Embedding(int(c), embedding_size(int(c))) for c in cardinalities)
+        self.head = nn.Sequential(*head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.reshape(x.shape[0], -1)
+        parts = [x[:, :self.n_numeric]]
+        codes = x[:, self.n_numeric:].round().long()
+        parts += [emb(codes[:, i].clamp(0, emb.num_embeddings - 1)) for i, emb in enumerate(self.embeddings)]
+        return self.head(torch.cat(parts, dim=1))
+
+
+def tabular_width(n_features: int, cardinalities: Sequence[int]) -> tuple[int, int]:
+    """(numeric features, width after the embeddings) of an encoded row."""
+    from core.schema import embedding_size
+
+    n_numeric = n_features - len(cardinalities)
+    return n_numeric, n_numeric + sum(embedding_size(int(c)) for c in cardinalities)
+
+
 def _cnn(cfg: ModelConfig, image_shape: Sequence[int], num_classes: int) -> list[nn.Module]:
     c, h, w = image_shape
     layers: list[nn.Module] = []
@@ -102,9 +133,19 @@ def build_model(
     input_shape: Sequence[int],
     num_classes: int,
     image_shape: Sequence[int] | None = None,
+    categories: Sequence[int] = (),
 ) -> nn.Module:
-    """Build the configured model for samples of ``input_shape`` and ``num_classes`` outputs."""
+    """Build the configured model for samples of ``input_shape`` and ``num_classes`` outputs.
+
+    ``categories``: a table's category features (their number of levels), the last ``len(categories)``
+    features of a sample; linear and mlp learn an embedding for each (regression: ``num_classes`` 1).
+    """
     n_in = int(math.prod(input_shape))
+    if categories and cfg.kind in ("linear", "mlp"):
+        n_numeric, width = tabular_width(n_in, categories)
+        head: list[nn.Module] = ([nn.Linear(width, num_classes)] if cfg.kind == "linear"
+                                 else _mlp(width, cfg.hidden, num_classes, cfg.activation, cfg.dropout))
+        return TabularNet(n_numeric, categories, head)
     if cfg.kind == "linear":
         return nn.Sequential(nn.Flatten(), nn.Linear(n_in, num_classes))
     if cfg.kind == "mlp":

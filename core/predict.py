@@ -79,15 +79,19 @@ def _standardized_class() -> type:
         mean: torch.Tensor
         std: torch.Tensor
 
-        def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor, probabilities: bool) -> None:
+        def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor, probabilities: bool,
+                     target_scale: tuple[float, float] | None = None) -> None:
             super().__init__()
             self.model = model
             self.register_buffer("mean", mean)
             self.register_buffer("std", std)
             self.probabilities = probabilities
+            self.target_scale = target_scale  # regression: the output in the target's units
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             z = self.model((x - self.mean) / self.std)
+            if self.target_scale is not None:
+                return z * self.target_scale[1] + self.target_scale[0]
             return torch.softmax(z, dim=1) if self.probabilities else z
 
     return Standardized
@@ -102,7 +106,9 @@ def standardized(model: nn.Module, meta: dict[str, Any], output: str, where: str
     sshape = stats_shape(shape, len(pre["mean"]), where)
     mean = torch.tensor(pre["mean"], dtype=torch.float32).reshape(sshape)
     std = torch.tensor(pre["std"], dtype=torch.float32).reshape(sshape)
-    wrapped: nn.Module = _standardized_class()(model, mean, std, output == "probabilities")
+    target = (meta.get("schema") or {}).get("target") or {}
+    scale = (float(target["mean"]), float(target["std"])) if meta.get("task") == "regression" else None
+    wrapped: nn.Module = _standardized_class()(model, mean, std, output == "probabilities", scale)
     return wrapped.eval()
 
 
@@ -114,8 +120,9 @@ def rebuild_module(meta: dict[str, Any], state: dict[str, Any], where: str) -> n
     try:
         model_cfg = from_dict({"model": meta["architecture"]}).model
         image_shape = meta["input"].get("image_shape")
-        module = build_model(model_cfg, tuple(meta["input"]["shape"]), len(meta["classes"]),
-                             tuple(image_shape) if image_shape else None)
+        module = build_model(model_cfg, tuple(meta["input"]["shape"]), max(1, len(meta["classes"])),
+                             tuple(image_shape) if image_shape else None,
+                             tuple(int(c) for c in meta.get("categories") or ()))
     except (KeyError, TypeError, ConfigError) as exc:
         raise RunError(f"{where}: its model description is unusable: {exc}") from None
     try:
@@ -170,6 +177,7 @@ def describe(data: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "std": [float(s) for s in info["std"]],
         },
         "classes": [str(c) for c in info["class_names"]],
+        **_table_description(info),
         "source": {
             "run": run_dir.name,
             "dataset": info.get("name"),
@@ -178,6 +186,20 @@ def describe(data: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "steps": data.get("steps"),
         },
     }
+
+
+def _table_description(info: dict[str, Any]) -> dict[str, Any]:
+    """A table's task, category features and schema (the preprocessing every export carries)."""
+    out: dict[str, Any] = {}
+    if info.get("task", "classification") != "classification":
+        out["task"] = info["task"]
+        out["output"] = {"kind": "number", "name": ((info.get("schema") or {}).get("target") or {}).get("name"),
+                         "units": "the target's (un-standardised)"}
+    if info.get("schema"):
+        out["schema"] = info["schema"]
+    if info.get("categories"):
+        out["categories"] = [int(c) for c in info["categories"]]
+    return out
 
 
 # ----------------------------------------------------------------------------- reading exports safely
@@ -360,7 +382,9 @@ class Predictor:
 
     @property
     def classes(self) -> list[str]:
-        return [str(c) for c in self.meta["classes"]]
+        """Class names; a regression model's one output is named after its target."""
+        return [str(c) for c in self.meta["classes"]] or [str((self.meta.get("output") or {}).get("name")
+                                                               or "prediction")]
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -371,8 +395,9 @@ class Predictor:
         return self._run(x)
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """Class probabilities; for a regression model, its prediction in the target's units (one column)."""
         out = self._run(x)
-        return softmax(out) if self.output == "logits" else out
+        return softmax(out) if self.output == "logits" and self.meta.get("task") != "regression" else out
 
 
 def softmax(z: np.ndarray) -> np.ndarray:
@@ -469,6 +494,15 @@ def load_onnx_predictor(path: Path, threads: int = 0) -> Predictor:
     meta = _onnx_meta(session, path)
     in_name = session.get_inputs()[0].name
     out_name = session.get_outputs()[0].name
+    from core.tabular_export import onnx_feed, tabular_schema
+
+    schema = tabular_schema(meta)
+    if schema is not None and len(session.get_inputs()) == len(schema.used):  # the raw-column graph
+
+        def run(x: np.ndarray) -> np.ndarray:
+            return session.run([out_name], onnx_feed(schema, x))[0]
+
+        return Predictor(path, meta, run, meta["export"]["output"])
 
     def run(x: np.ndarray) -> np.ndarray:
         return session.run([out_name], {in_name: x})[0]
@@ -535,6 +569,7 @@ class PredictInput:
     labels: list[str] | None = None   # the true classes, when the input has them (a test set)
     image_shape: tuple[int, ...] = ()  # decode images to this (C, H, W); empty: the model's input shape
     pixel_scale: float = 1.0           # decoded pixels are [0, 1]; x 255 for a model trained on 0-255 arrays
+    notes: tuple[str, ...] = ()        # what reading it met (a table's unseen category values)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -706,6 +741,13 @@ def read_input(path: Path, meta: dict[str, Any], by_position: bool = False) -> P
     if not path.is_file():
         raise DataError(f"predict: input not found: {path}")
     suffix = path.suffix.lower()
+    if (meta.get("schema") or {}).get("columns") and suffix in (".csv", ".parquet"):
+        from core.tabular_predict import read_table_input
+
+        parts = read_table_input(path, meta)
+        if parts["ids"] is None:
+            parts["ids"] = RowNumbers(range(len(parts["x"])))
+        return PredictInput(**parts)
     if suffix == ".csv":
         return read_csv_input(path, meta, by_position)
     if suffix == ".npz":
@@ -761,6 +803,8 @@ def _csv_fields(texts: Sequence[str]) -> Sequence[str]:
 
 
 def csv_header(classes: Sequence[str]) -> str:
+    if len(classes) == 1:  # regression: one predicted number per row, named after the target
+        return f"id,{_csv_field(classes[0])}\n"
     return ",".join(["id", "predicted"] + [_csv_field(f"prob_{c}") for c in classes]) + "\n"
 
 
@@ -781,7 +825,7 @@ def format_rows(ids: Sequence[str], probs: np.ndarray, classes: Sequence[str]) -
         id_column = pc.cast(pa.array(np.arange(ids.rows.start, ids.rows.stop, ids.rows.step)), pa.string())
     else:
         id_column = pa.array(_csv_fields(ids), pa.string())
-    columns = [id_column, pc.take(names, pa.array(probs.argmax(axis=1)))]
+    columns = [id_column, pc.take(names, pa.array(probs.argmax(axis=1)))] if len(classes) != 1 else [id_column]
     columns += [pc.cast(pa.array(np.ascontiguousarray(probs[:, j])), pa.string()) for j in range(probs.shape[1])]
     lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*columns, ","), "\n", "")
     _, offsets, data = lines.buffers()  # one string array: its data buffer is the lines end to end
@@ -801,6 +845,7 @@ class Predictions:
     workers: int
     seconds: float
     labels: list[str] | None = None  # true classes of a labelled input (a test set)
+    notes: tuple[str, ...] = ()      # what reading the input met (unseen category values)
 
     @property
     def predicted(self) -> list[str]:
@@ -810,6 +855,10 @@ class Predictions:
         """Accuracy, per-class precision/recall/F1 and the confusion matrix against the true labels."""
         if self.labels is None:
             return None
+        if len(self.classes) == 1:  # regression: the true values against the predicted ones
+            from core.metrics import regression_report
+
+            return regression_report(self.probs[:, 0].astype(float).tolist(), [float(v) for v in self.labels])
         from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
         predicted = self.predicted
@@ -892,17 +941,18 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
             predictor = load_predictor(model_path, threads)
             meta = predictor.meta
         rows = None
-        if workers is not None and input_path.suffix.lower() == ".csv" and input_path.is_file():
+        if workers is not None and input_path.suffix.lower() == ".csv" and input_path.is_file() \
+                and not (meta.get("schema") or {}).get("columns"):  # a table's columns are encoded whole
             rows = _predict_csv_pieces(executor, predictor, input_path, meta, processes, batch_rows, by_position)
         if rows is None:
             rows = _predict_input(executor, predictor, model_path, input_path, meta, processes, batch_rows,
                                   automatic, by_position)
     import numpy as np
 
-    classes = [str(c) for c in meta["classes"]]
+    classes = [str(c) for c in meta["classes"]] or [str((meta.get("output") or {}).get("name") or "prediction")]
     probs = np.concatenate(rows.probs) if rows.probs else np.empty((0, len(classes)), np.float32)
     return Predictions(rows.ids, classes, probs, rows.texts, model_path, rows.workers,
-                       time.perf_counter() - t0, rows.labels)
+                       time.perf_counter() - t0, rows.labels, rows.notes)
 
 
 @dataclass
@@ -914,6 +964,7 @@ class _Rows:
     texts: list[str]
     labels: list[str] | None
     workers: int
+    notes: tuple[str, ...] = ()
 
 
 def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path, input_path: Path,
@@ -942,7 +993,7 @@ def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path,
             for lo, hi in chunks:
                 results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
                 bar.update(hi - lo)
-    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, used)
+    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, used, inp.notes)
 
 
 PIECE_BATCHES = 4      # a CSV piece (what one process parses and predicts at a time) is at most this many batches
@@ -1249,6 +1300,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
     result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint,
                      args.by_position)
+    for note in result.notes:
+        sys.stderr.write(f"predict: {note}\n")
     if out is None:
         try:
             result.write_csv(sys.stdout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from core.config import ScheduleConfig
+from core.metric_names import MAXIMIZED
 
 ONE_CYCLE_DIV = 25.0  # one-cycle starts at base / 25 (torch's OneCycleLR div_factor)
 
@@ -23,7 +24,7 @@ def improved(value: float, best: float | None, monitor: str, min_delta: float = 
         return False
     if best is None:
         return True
-    if monitor == "val_accuracy":
+    if monitor in MAXIMIZED:
         return value > best + min_delta
     return value < best - min_delta
 

@@ -61,6 +61,7 @@ class Progress:
         self.samples: dict[int, int] = {}
         self.epoch = start_epoch
         self.acc: float | None = None
+        self.rmse: float | None = None
         self.t0: float | None = None
         self.last_print = 0.0
         self.bar: Any = None
@@ -79,10 +80,14 @@ class Progress:
                 if self.t0 is None:
                     self.t0 = r["t"]
             elif kind == "eval":
-                self.acc = r["val_accuracy"]
+                self.acc = r.get("val_accuracy")
+                self.rmse = r.get("val_rmse")
                 if r["epoch"] > self.epoch:
                     new_epochs += r["epoch"] - self.epoch
                     self.epoch = r["epoch"]
+            elif kind == "log" and r.get("topic") == "data":  # what the data is: task, columns, classes
+                level = r.get("level")
+                self.write((f"[{level}] " if level in ("error", "warning") else "") + f"data: {r['message']}")
             elif kind == "log" and r.get("level") in ("error", "warning"):
                 message = r["message"].strip().splitlines()[-1]
                 if not message.startswith("worker"):
@@ -102,6 +107,8 @@ class Progress:
         loss = sum(self.loss.values()) / len(self.loss) if self.loss else float("nan")
         samples = sum(self.samples.values())
         rate = samples / max(1e-9, time.time() - self.t0) if self.t0 else 0.0
+        if self.rmse is not None:
+            return f"loss {loss:.4f}  val_rmse {self.rmse:.4g}  {rate:,.0f} samples/s"
         acc = f"{self.acc:.4f}" if self.acc is not None else "-"
         return f"loss {loss:.4f}  val_acc {acc}  {rate:,.0f} samples/s"
 
@@ -223,10 +230,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     status = summary.get("status", session.state)
     final = summary.get("final", {})
     acc = final.get("val_accuracy")
+    shown = [f"val_accuracy {acc:.4f}"] if acc is not None else []
+    shown += [f"{k} {final[k]:.4f}" for k in ("val_balanced_accuracy", "val_macro_f1", "val_rmse", "val_mae", "val_r2")
+              if final.get(k) is not None]
+    dropped = summary.get("dropped_rows")
     sys.stderr.write(
         f"{status}: {summary.get('epochs_done', 0)} epoch(s), {summary.get('samples', 0):,} samples, "
         f"{summary.get('samples_per_s', 0):,.0f} samples/s"
-        + (f", val_accuracy {acc:.4f}" if acc is not None else "") + "\n"
+        + "".join(f", {s}" for s in shown) + (f"; {dropped} row(s) without a target left out" if dropped else "")
+        + "\n"
     )
     if status == "failed":
         sys.stderr.write(f"error: {session.error}\n")

@@ -22,6 +22,7 @@ from core.config import Config, ConfigError, to_dict
 from core.data import PreparedData
 from core.models import build_model
 from core.strategies.base import Strategy
+from core.metric_names import search_metric
 from core.strategies.search import PLAN_FILE, open_study, study_lock, suggest, trial_config
 from core.workers import CHECKPOINT, PAUSE, RUN, STOP, Channels, Diverged, RecordSender, Trainer, WorkerSpec
 
@@ -57,7 +58,7 @@ class TrialRunner:
         self.target = int(plan["target"])
         # each worker samples with its own seed, and each continuation with new ones
         seed = self.config.train.seed + 7919 * spec.rank + 104729 * int(plan["generation"])
-        self.study, _ = open_study(self.run_dir, self.config, seed=seed)
+        self.study, _ = open_study(self.run_dir, self.config, seed=seed, task=data.info.task)
         self.step, self.samples = spec.start_step, spec.start_samples
         self.epochs_done = 0
         self.model: Any = None
@@ -137,13 +138,13 @@ class TrialRunner:
         self._trial_record(trial, "running", params=params)
         info = self.data.info
         torch.manual_seed(cfg.train.seed + trial.number)
-        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
         spec = dataclasses.replace(self.spec, config=cfg, start_epoch=1, start_batch=0, start_step=self.step,
                                    start_samples=self.samples, start_offset=0, start_lr_scale=1.0,
                                    optimizer_state=None, rng_state=None)
         trainer = Trainer(spec, self.data, [model.state_dict()], self.ch, self.out, _Trial(cfg, trial.number))
         trainer.record_extra = {"trial": trial.number}
-        metric = cfg.search.metric
+        metric = search_metric(cfg, self.data.info.task)
         last: dict[str, Any] = {}
 
         def on_eval(record: dict[str, Any]) -> None:
@@ -165,7 +166,7 @@ class TrialRunner:
             self.step, self.samples, self.optimizer = trainer.step, trainer.samples, trainer.optimizer
             self.epochs_done = max(self.epochs_done, trainer.epochs_done)
         if status == "finished" and last:
-            for key in ("val_loss", "val_accuracy"):
+            for key in [k for k in last if k.startswith("val_")]:
                 trial.set_user_attr(key, last[key])
             self._complete(trial, cfg, trainer, last)
         elif status == "pruned":
@@ -178,7 +179,8 @@ class TrialRunner:
 
     def _complete(self, trial: Any, cfg: Config, trainer: Trainer, last: dict[str, Any]) -> None:
         """Tell the study; when this is now its best trial, its weights become checkpoints/best.pt."""
-        value = last[cfg.search.metric]
+        metric = search_metric(cfg, self.data.info.task)
+        value = last[metric]
         with study_lock(self.run_dir):
             self.study.tell(trial, value)
             if self.study.best_trial.number == trial.number:
@@ -186,7 +188,7 @@ class TrialRunner:
                 save_checkpoint(self.run_dir / "checkpoints" / "best.pt", {
                     "config": to_dict(cfg), "info": self.data.info.as_dict(), "model": weights, "models": None,
                     "epoch": last["epoch"], "steps": trainer.step, "best_worker": self.spec.rank,
-                    "trial": trial.number, "monitor": cfg.search.metric, "value": value,
+                    "trial": trial.number, "monitor": metric, "value": value,
                 })
         self._trial_record(trial, "complete", epoch=last["epoch"], value=value,
-                           val_loss=last["val_loss"], val_accuracy=last["val_accuracy"])
+                           val_loss=last["val_loss"], val_accuracy=last.get("val_accuracy"))

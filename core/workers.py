@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from core.augment import make_augment
@@ -39,6 +38,8 @@ from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
 from core.machine import keep_freed_memory, usable_cores
+from core.metric_names import selection_metric
+from core.metrics import eval_metrics, eval_stats, make_loss
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
@@ -235,7 +236,10 @@ class Trainer:
         self._lr = float(self.optimizer.param_groups[0]["lr"])
         self._base_lr = strategy.worker_lr(rank)  # the schedule's base; a live lr change replaces it
         self._scheduled = scheduled(cfg.schedule)
-        self._plateau = Plateau(cfg.schedule, cfg.train.monitor, spec.start_lr_scale) \
+        self.monitor = selection_metric(cfg, data.info.task)  # what "best" means for this run
+        y_train = data.train.y if hasattr(data.train, "y") else torch.tensor(data.train.labels)  # type: ignore[union-attr]
+        self.loss_fn = make_loss(cfg, data.info, y_train).to(self.device)
+        self._plateau = Plateau(cfg.schedule, self.monitor, spec.start_lr_scale) \
             if cfg.schedule.kind == "plateau" else None
         self._samples_per_epoch = max(1, strategy.samples_per_epoch(len(data.train)))
         self._amp = _autocast_of(cfg.parallel.precision, self.device)
@@ -405,10 +409,10 @@ class Trainer:
                 self._schedule_lr(yb.shape[0])
             opt.zero_grad(set_to_none=True)
             if self._amp is None:
-                loss = F.cross_entropy(net(xb), yb)
+                loss = self.loss_fn(net(xb), yb)
             else:
                 with torch.autocast(self._amp[0], dtype=self._amp[1]):
-                    loss = F.cross_entropy(net(xb), yb)
+                    loss = self.loss_fn(net(xb), yb)
             if self._scaler is None:
                 loss.backward()
             else:
@@ -463,25 +467,24 @@ class Trainer:
         x, y = self.strategy.eval_split(*full_tensors(self.data.val, self.data.info), rank)
         model = self.model
         model.eval()
-        loss_sum = torch.zeros((), dtype=torch.float64)
-        correct = torch.zeros((), dtype=torch.float64)
+        info = self.data.info
+        stats: torch.Tensor | None = None
         for start in range(0, len(y), EVAL_BATCH):
             xb = x[start:start + EVAL_BATCH].to(self.device)
             yb = y[start:start + EVAL_BATCH].to(self.device)
-            logits = model(xb)
-            loss_sum += F.cross_entropy(logits, yb, reduction="sum").double().cpu()
-            correct += (logits.argmax(1) == yb).sum().double().cpu()
-        stats = torch.stack([loss_sum, correct, torch.tensor(float(len(y)), dtype=torch.float64)])
+            part = eval_stats(model(xb), yb, self.loss_fn, info.num_classes, info.target_scale)
+            stats = part if stats is None else stats + part
+        if stats is None:  # this rank's share is empty: zeros of the right size
+            stats = eval_stats(torch.zeros(0, info.num_classes), y[:0], self.loss_fn, info.num_classes)
         reports = self.strategy.reduce_eval(stats, rank, self.device) and reporter
         model.train()
-        total = max(1.0, float(stats[2]))
         record = {
             "kind": "eval", "t": time.time(), "worker": rank, "epoch": epoch,
-            "val_loss": float(stats[0]) / total, "val_accuracy": float(stats[1]) / total,
+            **eval_metrics(stats, info.task, info.num_classes),
             "samples": self.samples, **self.record_extra,
         }
         if self._plateau is not None and self._plateau.observe(record):
-            self.out.log("info", f"{self.config.train.monitor} has not improved for "
+            self.out.log("info", f"{self.monitor} has not improved for "
                                  f"{self.config.schedule.patience + 1} evaluation(s): lr factor now "
                                  f"{self._plateau.scale:g}")
         if not reports:
@@ -494,7 +497,7 @@ class Trainer:
 
     def _send_best(self, record: dict[str, Any]) -> None:
         """The weights of an evaluation that beat this worker's best: the session keeps the run's best."""
-        monitor = self.config.train.monitor
+        monitor = self.monitor
         if not self.keeps_best or not improved(record[monitor], self._best, monitor,
                                                self.config.train.early_stop_min_delta):
             return
@@ -518,7 +521,7 @@ def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, tor
     from core.models import build_model
 
     info = data.info
-    model = build_model(spec.config.model, info.input_shape, info.num_classes, info.image_shape)
+    model = build_model(spec.config.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
     model.load_state_dict(state, assign=True)  # assign: use these tensors, do not copy into new ones
     return model
 

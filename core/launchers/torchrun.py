@@ -248,9 +248,10 @@ def run_other_rank(cfg: Config, start: dict[str, Any]) -> int:
     spec = dataclasses.replace(torchrun_spec(cfg), gather_records=True, **start)
     torch.set_num_threads(spec.threads)
     keep_freed_memory()
-    data = load_data(spec.config.data, seed=cfg.train.seed, share=False)
+    data = load_data(spec.config.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     # the weights do not matter: DistributedDataParallel starts every rank from rank 0's
-    model = build_model(spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape)
+    model = build_model(spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape,
+                        data.info.categories)
     run_event = threading.Event()
     run_event.set()
     word = _Word()

@@ -285,8 +285,9 @@ class Session:
         cfg = self.config
         self.strategy.validate()
         self.launcher.warm_up()
-        data = load_data(cfg.data, seed=cfg.train.seed)
+        data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
         models = self._build_models(data.info)
+        self.strategy.task = data.info.task
         self.num_parameters = count_parameters(models[0])
         self._data, self._models, self.info = data, models, data.info
         if self._desired == STOP:
@@ -294,6 +295,10 @@ class Session:
         self._recorder.open(self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers,
                             existing=self._resume_dir if self._resume is not None else None)
         self.launcher.attach(self.run_dir)
+        notes = self._data_notes(data.info)
+        if notes:  # "topic": the command line shows these at the start, whatever their level
+            self._emit([{"kind": "log", "t": time.time(), "worker": None, "level": level, "message": message,
+                         "topic": "data"} for level, message in notes])
         if self._resume_dir is None:  # a run that fails before its first checkpoint restarts from here
             self._write_checkpoint([self._start_position(r) for r in range(self.num_workers)])
         else:
@@ -319,6 +324,16 @@ class Session:
                  for rank in range(self.num_workers)]
         self._procs = WorkerProcesses(self.launcher.start(specs, self._data, shared, self._channels))
 
+    @staticmethod
+    def _data_notes(info: DatasetInfo) -> list[tuple[str, str]]:
+        """What the log says about the data: the task chosen, columns left out, rows dropped, class counts."""
+        notes = list(info.notes)
+        if info.class_summary and info.schema is not None:
+            notes.append(("info", info.class_summary))
+        if info.imbalance_warning:
+            notes.append(("warning", info.imbalance_warning))
+        return notes
+
     def _build_models(self, info: DatasetInfo) -> list[nn.Module]:
         """The model(s) in shared memory: fresh, or the checkpoint's weights when resuming."""
         cfg = self.config
@@ -332,7 +347,7 @@ class Session:
         for i in range(n_models):
             torch.manual_seed(cfg.train.seed + i)
             try:
-                m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
+                m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
             except ModelError as exc:
                 if self._resume is None:
                     raise
@@ -453,7 +468,8 @@ class Session:
         if not self._models or self.info is None:
             raise RuntimeError("no model: the session has not started")
         src = self._models[self._result_model()]
-        model = build_model(self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape)
+        model = build_model(self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape,
+                            self.info.categories)
         model.load_state_dict({k: v.detach().clone() for k, v in src.state_dict().items()})
         model.eval()
         return model
@@ -587,7 +603,10 @@ class Session:
         if not self.strategy.keeps_best:
             return
         train = self.config.train
-        monitor, value = train.monitor, rec[train.monitor]
+        from core.metric_names import selection_metric
+
+        monitor = selection_metric(self.config, self.info.task if self.info else "classification")
+        value = rec[monitor]
         if improved(value, self.best["value"] if self.best else None, monitor, train.early_stop_min_delta):
             self.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
             return
@@ -808,7 +827,8 @@ class Session:
             return
         ckpt = load_checkpoint(path)
         config = check_checkpoint(ckpt, f"checkpoint: {path}")[0]
-        model = build_model(config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape)
+        model = build_model(config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape,
+                            self.info.categories)
         load_weights(model, ckpt["model"], f"checkpoint: {path}")
         self.config, self._models = config, [model]
 
@@ -855,8 +875,12 @@ class Session:
             "final": {
                 "train_loss": stats.train_loss([result] if own_models and result in stats.epoch_loss else None),
                 "val_loss": ev["val_loss"] if ev else None,
-                "val_accuracy": ev["val_accuracy"] if ev else None,
+                "val_accuracy": ev.get("val_accuracy") if ev else None,
+                **({k: v for k, v in ev.items() if k.startswith("val_") and k not in ("val_loss", "val_accuracy")}
+                   if ev else {}),
             },
+            **({"task": self.info.task} if self.info else {}),
+            **({"dropped_rows": self.info.dropped_rows} if self.info and self.info.dropped_rows else {}),
             "error": self.error,
             "parameters": self.num_parameters,
             "dataset": self.info.name if self.info else None,

@@ -40,6 +40,7 @@ class Strategy:
 
     def __init__(self, config: "Config") -> None:
         self.config = config
+        self.task = "classification"  # the data's task, set by the session once the data is loaded
 
     # -- the run's shape (session side) ------------------------------------------------
     @property

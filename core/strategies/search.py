@@ -63,7 +63,7 @@ class Search(Strategy):
 
         self.run_dir = run_dir
         with study_lock(run_dir):
-            study, storage = open_study(run_dir, self.config, seed=self.config.train.seed)
+            study, storage = open_study(run_dir, self.config, seed=self.config.train.seed, task=self.task)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             plan_path = run_dir / PLAN_FILE
@@ -78,18 +78,21 @@ class Search(Strategy):
     def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
         if self.run_dir is None or not (self.run_dir / STUDY_FILE).exists():
             return {}
-        study, _ = open_study(self.run_dir, self.config, seed=0)
+        study, _ = open_study(self.run_dir, self.config, seed=0, task=self.task)
         trials = [trial_summary(t) for t in study.get_trials(deepcopy=False)]
         done = [t for t in trials if t["state"] == "complete"]
-        out: dict[str, Any] = {"trials": trials, "metric": self.config.search.metric,
+        from core.metric_names import search_metric
+
+        out: dict[str, Any] = {"trials": trials, "metric": search_metric(self.config, self.task),
                                "trials_complete": len(done),
                                "trials_pruned": sum(t["state"] == "pruned" for t in trials)}
         if done:
             best = study.best_trial
             out["best_trial"] = best.number
             out["best_params"] = trial_summary(best)["params"]
-            out["final"] = {"train_loss": None, "val_loss": best.user_attrs.get("val_loss"),
-                            "val_accuracy": best.user_attrs.get("val_accuracy")}
+            out["final"] = {"train_loss": None, **{k: v for k, v in best.user_attrs.items() if k.startswith("val_")}}
+            out["final"].setdefault("val_loss", None)
+            out["final"].setdefault("val_accuracy", None)
             out["importance"] = importance(study)
         return out
 
@@ -114,14 +117,16 @@ def _quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
-def open_study(run_dir: Path, cfg: "Config", seed: int) -> "tuple[optuna.Study, Any]":
+def open_study(run_dir: Path, cfg: "Config", seed: int, task: str = "classification") -> "tuple[optuna.Study, Any]":
     """The run's study (created on first use) with the configured sampler and pruner."""
     import optuna
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     _quiet_optuna()
     storage = JournalStorage(JournalFileBackend(str(run_dir / STUDY_FILE)))
-    direction = "maximize" if cfg.search.metric == "val_accuracy" else "minimize"
+    from core.metric_names import higher_is_better, search_metric
+
+    direction = "maximize" if higher_is_better(search_metric(cfg, task)) else "minimize"
     study = optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=direction,
                                 sampler=make_sampler(cfg, seed), pruner=make_pruner(cfg), load_if_exists=True)
     return study, storage

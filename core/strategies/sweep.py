@@ -34,7 +34,13 @@ class Sweep(Strategy):
     def result_worker(self, last_eval: dict[int, dict[str, Any]]) -> int:
         if not last_eval:
             return 0
-        return max(last_eval, key=lambda w: (last_eval[w]["val_accuracy"], -last_eval[w]["val_loss"], -w))
+        from core.metric_names import higher_is_better, selection_metric
+
+        metric = selection_metric(self.config, self.task) if (self.task == "regression"
+                                                               or self.config.train.select_by != "auto") \
+            else "val_accuracy"
+        sign = 1.0 if higher_is_better(metric) else -1.0
+        return max(last_eval, key=lambda w: (sign * last_eval[w][metric], -last_eval[w]["val_loss"], -w))
 
     def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
         best = self.result_worker(last_eval)
@@ -42,6 +48,7 @@ class Sweep(Strategy):
             "best_worker": best,
             "best_lr": self.worker_lr(best),
             "sweep": [{"worker": w, "lr": self.worker_lr(w), "label": self.worker_label(w),
-                       "val_accuracy": e["val_accuracy"], "val_loss": e["val_loss"]}
+                       "val_accuracy": e.get("val_accuracy"), "val_loss": e["val_loss"],
+                       **{k: v for k, v in e.items() if k in ("val_rmse", "val_mae", "val_r2")}}
                       for w, e in sorted(last_eval.items())],
         }

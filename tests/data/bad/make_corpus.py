@@ -250,8 +250,18 @@ bad_csv("non_numeric", "a,b,label\n1,2,x\n3,abc,y\n", "column 'b' is not numeric
 bad_csv("missing_target_column", "a,b,c\n1,2,3\n4,5,6\n", "target column 'label' not found")
 bad_csv("missing_target_other_name", "a,b,label\n1,2,x\n3,4,y\n", "target column 'species' not found",
         args=["--set", "data.target=species"])
-bad_csv("missing_target_value", "a,b,label\n1,2,x\n3,4,\n5,6,y\n", "line 3 has no value in target column 'label'",
-        why="an empty label used to become a class of its own")
+bad_csv("missing_target_value", "a,b,label\n1,2,x\n3,4,\n5,6,x\n", "has only one class (x); need at least 2",
+        why="rows without a target value are left out (and counted); here only class x remains")
+bad_csv("all_missing_column", "a,b,label\n1,,x\n2,NA,y\n3,,x\n4,?,y\n", "column 'b' is all missing")
+bad_csv("single_value_target", "a,price\n1,2.5\n2,2.5\n3,2.5\n", "target column 'price' has a single value (2.5)",
+        args=["--set", "data.target=price"])
+bad_csv("too_many_levels", "name,a,label\n" + "".join(f"n{i},{i % 5},{'xy'[i % 2]}\n" for i in range(60)),
+        "category column 'name' has 48 levels in 48 training rows",
+        args=["--set", 'data.columns={name = "category"}'])
+bad_csv("no_usable_feature", "name,label\n" + "".join(f"person{i},{'xy'[i % 2]}\n" for i in range(30)),
+        "has no usable feature column besides 'label' (ignored: name: an id")
+case("parquet-not_parquet", "source", "parquet:parquet/not_parquet.parquet", "is not a readable Parquet file",
+     {"parquet/not_parquet.parquet": "a,b,label\n1,2,x\n"}, names="not_parquet.parquet")
 bad_csv("one_class", "a,b,label\n1,2,x\n3,4,x\n5,6,x\n", "has only one class (x); need at least 2")
 bad_csv("empty", "", "csv/empty.csv is empty")
 bad_csv("blank_lines_only", "\n\n  \n\n", "is empty")
