@@ -304,7 +304,7 @@ def _npz(path_text: str, source: str) -> _Raw:
     assert y_raw is not None
     uniq, codes = np.unique(y_raw, return_inverse=True)
     y, names = _encode_labels(TextColumn(codes.reshape(-1).astype(np.int64), [str(v) for v in uniq.tolist()]),
-                              source, "y")
+                              source, f"{path}'s y")
     if names_arr is not None and np.issubdtype(y_raw.dtype, np.integer) and int(y_raw.min()) >= 0:
         given = [str(n) for n in names_arr.tolist()]
         if len(given) > int(y_raw.max()):
