@@ -38,7 +38,7 @@ import time
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, overload
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, overload
 
 from core.errors import DataError, RunError, UserError
 
@@ -479,7 +479,7 @@ def load_onnx_predictor(path: Path, threads: int = 0) -> Predictor:
 def load_predictor(path: Path, threads: int = 0) -> Predictor:
     """Load any runnable export; ``threads`` > 0 caps this process's compute threads."""
     path = resolve_model_path(path)
-    if threads > 0:
+    if threads > 0 and needs_torch(path):  # an ONNX graph gets its threads from its session: no torch import
         import torch
 
         torch.set_num_threads(threads)
@@ -837,35 +837,31 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     model_path = resolve_model_path(Path(model_path), checkpoint)
     input_path = Path(input_path).expanduser()
     automatic = workers is None
-    cores = worker_limit()
-    if automatic and cores > 1 and _looks_large(input_path, batch_rows):
-        workers = cores
     processes = workers or 1
+    if automatic:  # this process, and a pool only once the work it measured says a pool repays its start
+        cores = worker_limit()
+        processes = cores if cores > 1 and _looks_large(input_path, batch_rows) else 1
     if processes > 1:  # no more processes than batches (the pool starts before the input is read: an estimate,
         guess = _estimated_rows(input_path, processes * batch_rows)  # taken twice over, rows vary in length)
         processes = processes if guess is None else max(1, min(processes, math.ceil(2 * guess / batch_rows)))
-    predictor: Predictor | None = None
-    executor = None
     with contextlib.ExitStack() as stack:
-        if processes > 1:
-            from core.launchers import local as launcher
-
-            # the forkserver boots while this process reads the input; inference needs torch alone (not the
-            # torch._dynamo an optimizer pulls in), unless a training run of this process started it already
-            launcher.warm_up(preload=PREDICT_PRELOAD)
-            executor = stack.enter_context(_pool(model_path, processes))  # they start loading the model now
+        if processes > 1 and not automatic:
+            runner = _Runner(model_path, processes, stack)
+            runner.start_pool()  # they start loading the model now, while this process reads the input
             meta = read_model_meta(model_path)
         else:
-            threads = 0 if automatic else 1
-            stack.enter_context(_compute_threads(threads))
-            predictor = load_predictor(model_path, threads)
+            if needs_torch(model_path):
+                stack.enter_context(_compute_threads(1))
+            predictor = load_predictor(model_path, threads=1)
             meta = predictor.meta
+            rows_guess = _estimated_rows(input_path, 1 << 40) if processes > 1 else None
+            runner = _Runner(model_path, processes, stack, predictor,
+                             auto=_AutoPool(rows_guess, processes) if rows_guess else None)
         rows = None
-        if workers is not None and input_path.suffix.lower() == ".csv" and input_path.is_file():
-            rows = _predict_csv_pieces(executor, predictor, input_path, meta, processes, batch_rows)
+        if input_path.suffix.lower() == ".csv" and input_path.is_file():
+            rows = _predict_csv_pieces(runner, input_path, meta, batch_rows)
         if rows is None:
-            rows = _predict_input(executor, predictor, model_path, input_path, meta, processes, batch_rows,
-                                  automatic)
+            rows = _predict_input(runner, input_path, meta, batch_rows)
     import numpy as np
 
     classes = [str(c) for c in meta["classes"]]
@@ -885,32 +881,25 @@ class _Rows:
     workers: int
 
 
-def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path, input_path: Path,
-                   meta: dict[str, Any], workers: int, batch_rows: int, automatic: bool) -> _Rows:
+def _predict_input(runner: _Runner, input_path: Path, meta: dict[str, Any], batch_rows: int) -> _Rows:
     """Read the whole input here, then predict fixed batches of it (in the pool, or in this process)."""
     inp = read_input(input_path, meta)
     _check_shape(inp, meta, input_path)
     chunks = chunk_bounds(len(inp), batch_rows)
-    used = max(1, min(workers, len(chunks))) if executor is not None else 1
-    if automatic and len(chunks) < _auto_pool_batches(inp):
-        used = 1  # an automatic count guessed from the file's size was wrong: too little for a pool to repay
-    if used > 1:
-        stored = _stored_x(input_path, inp)  # the processes read their rows of the file, not sent them
+    stored = _stored_x(input_path, inp) if runner.processes > 1 else None  # the processes read their rows of
+                                                                              # the file, not sent them
 
-        def part(lo: int, hi: int) -> PredictInput:
-            return PredictInput(inp.ids[lo:hi], x=None if inp.x is None or stored else inp.x[lo:hi],
-                                paths=inp.paths[lo:hi], image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
+    def part(lo: int, hi: int) -> PredictInput:
+        return PredictInput(inp.ids[lo:hi], x=None if inp.x is None or stored else inp.x[lo:hi],
+                            paths=inp.paths[lo:hi], image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
 
-        tasks = [(_predict_task, (part(lo, hi), lo, hi, batch_rows, stored)) for lo, hi in chunks]
-        results = _run_in_pool(executor, tasks, [hi - lo for lo, hi in chunks])
-    else:
-        predictor = predictor or load_predictor(model_path)  # one batch: no pool worth using
-        with _progress(len(inp)) as bar:
-            results = []
-            for lo, hi in chunks:
-                results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
-                bar.update(hi - lo)
-    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, used)
+    with _progress(len(inp)) as bar:
+        results = runner.run(
+            chunks, bar,
+            here=lambda c: predict_chunk(runner.predictor(), inp, c[0], c[1], batch_rows),
+            task=lambda c: (_predict_task, (part(*c), c[0], c[1], batch_rows, stored)))
+    assert results is not None  # these tasks never give None
+    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, runner.used(len(results)))
 
 
 PIECE_BATCHES = 4      # a CSV piece (what one process parses and predicts at a time) is at most this many batches
@@ -918,8 +907,7 @@ PIECES_PER_WORKER = 4  # and pieces are cut small enough that each worker gets s
 TAIL_BATCHES = 2       # batches per worker at the end of the input that go out one at a time
 
 
-def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, meta: dict[str, Any],
-                        workers: int, batch_rows: int) -> _Rows | None:
+def _predict_csv_pieces(runner: _Runner, path: Path, meta: dict[str, Any], batch_rows: int) -> _Rows | None:
     """A CSV with one line per record, cut into pieces of whole batches that are parsed where they are
     predicted, in the pool while this process goes on cutting; None when it must be read whole (quotes,
     blank lines, or a value whose error the whole read reports)."""
@@ -936,31 +924,24 @@ def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, 
         return None
     plan = plans[-1]
     estimate = _estimated_rows(path, 0) or 1  # before the scan: it sizes the pieces
+    workers = runner.processes
     per_worker = math.ceil(estimate / batch_rows / (workers * PIECES_PER_WORKER))
     step = batch_rows * max(1, min(PIECE_BATCHES, per_worker))  # whole batches: the same batches as a whole read
     # the last pieces (about TAIL_BATCHES batches per worker) are one batch each: the processes end together
-    tail = min(0.5, TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if executor is not None else 0.0
+    tail = min(0.5, TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if workers > 1 else 0.0
     cut = {"tail_rows": batch_rows, "tail_bytes": int(tail * (split.data_end - split.data_start))}
     extra = (plan.id_col, plan.label_col, batch_rows)
-    results: list[Any] = []
     with _progress(estimate) as bar:
-        if executor is None:
-            assert predictor is not None
-            for piece in split.pieces(step):
-                results.append(_predict_piece(predictor, piece, *extra))
-                if results[-1] is None:
-                    return None
-                bar.update(piece.count)
-        else:
-            futures = [executor.submit(_piece_task, piece, *extra) for piece in split.pieces(step, **cut)]
-            bar.total = split.n_rows
-            results = _gather(futures, bar, split.whole)
+        results = runner.run(
+            split.pieces(step, **cut), bar,
+            here=lambda piece: _predict_piece(runner.predictor(), piece, *extra),
+            task=lambda piece: (_piece_task, (piece, *extra)),
+            void=lambda: split.whole)
         if split.whole or results is None:
             return None
     ids = [i for r in results for i in r[2]] if plan.id_col is not None else RowNumbers(range(split.n_rows))
     labels = [v for r in results for v in r[3]] if plan.label_col is not None else None
-    used = 1 if executor is None else min(workers, len(results))
-    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, used)
+    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, runner.used(len(results)))
 
 
 def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None,
@@ -981,7 +962,7 @@ def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_c
 
 
 MAX_WORKERS = 256
-AUTO_POOL_BATCHES = 16  # an automatic worker count uses a pool from this many batches of rows on
+AUTO_POOL_BATCHES = 16  # an automatic worker count considers a pool from this many batches of rows on
 AUTO_POOL_IMAGE_BATCHES = 2  # or of images, whose decoding is slow Python work a pool spreads
 
 
@@ -990,10 +971,6 @@ def worker_limit() -> int:
     from core.machine import usable_cores
 
     return max(1, min(MAX_WORKERS, usable_cores()))
-
-
-def _auto_pool_batches(inp: PredictInput) -> int:
-    return AUTO_POOL_IMAGE_BATCHES if inp.paths else AUTO_POOL_BATCHES
 
 
 def _looks_large(path: Path, batch_rows: int) -> bool:
@@ -1061,10 +1038,25 @@ def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
 # ----------------------------------------------------------------------------- the process pool
 
 
-# what a pool process needs, imported once by the forkserver: the model rebuilt, a CSV piece parsed and its
-# rows formatted (pyarrow alone takes 0.13 s to import); a missing optional module (onnxruntime) is skipped
-PREDICT_PRELOAD = ["torch", "core.predict", "core.readers", "core.models", "safetensors.torch", "pyarrow.csv",
-                   "pyarrow.compute", "onnxruntime"]
+# what a pool process needs, imported once by the forkserver: a CSV piece parsed and its rows formatted
+# (pyarrow alone takes 0.13 s to import), and the model's runtime: onnxruntime for an ONNX graph (torch is
+# not imported at all then: 1.3-2.5 s of the pool's start here), torch and the model builders otherwise
+PREDICT_PRELOAD = ["core.predict", "core.readers", "core.lifeline", "core.machine", "pyarrow.csv", "pyarrow.compute"]
+RUNTIME_PRELOAD = {"onnx": ["onnxruntime"], "torch": ["torch", "core.models", "core.checkpoint", "safetensors.torch"]}
+
+
+def needs_torch(model_path: Path) -> bool:
+    """Whether running this (resolved) model file needs torch: everything but an ONNX graph."""
+    return Path(model_path).suffix != ".onnx"
+
+
+def runtime(model_path: Path) -> str:
+    return "torch" if needs_torch(model_path) else "onnx"
+
+
+def predict_preload(model_path: Path) -> list[str]:
+    """The modules a pool process for this model imports, preloaded once by the forkserver."""
+    return PREDICT_PRELOAD + RUNTIME_PRELOAD[runtime(model_path)]
 _worker_predictor: Predictor | None = None
 _worker_error: BaseException | None = None
 
@@ -1139,7 +1131,10 @@ def _pool(model_path: Path, workers: int) -> Iterator[Any]:
 
     from core.launchers import local as launcher
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(),
+    # the forkserver boots with what this model needs alone (inference needs neither torch._dynamo nor, for
+    # ONNX, torch), unless a training run of this process started it already; no tensors pass: no torch here
+    launcher.warm_up(preload=predict_preload(model_path), tensors=False)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(tensors=False),
                                initializer=_init_worker, initargs=(str(model_path), os.getpid()))
     try:
         for _ in range(workers):  # a process starts per task submitted while none is idle: all of them now
@@ -1151,13 +1146,134 @@ def _pool(model_path: Path, workers: int) -> Iterator[Any]:
     pool.shutdown(wait=True)
 
 
-def _run_in_pool(pool: Any, tasks: list[tuple[Callable[..., Any], tuple[Any, ...]]],
-                 sizes: list[int]) -> list[Any]:
-    """Results of ``tasks`` in their order, with progress in rows (``sizes``)."""
-    with _progress(sum(sizes)) as bar:
-        results = _gather([pool.submit(fn, *args) for fn, args in tasks], bar)
-    assert results is not None  # these tasks never give None
-    return results
+class _Runner:
+    """Where an input's pieces are predicted, in input order: a pool started at once (``--workers N``), this
+    process alone, or this process until the work it measured repays a pool (``auto``), which then takes
+    the rest. Whichever it is, the pieces and so the output are the same."""
+
+    def __init__(self, model_path: Path, processes: int, stack: contextlib.ExitStack,
+                 predictor: Predictor | None = None, auto: _AutoPool | None = None) -> None:
+        self.model_path = model_path
+        self.processes = processes  # what the pieces are cut for
+        self._stack = stack
+        self._predictor = predictor
+        self.auto = auto
+        self.pool: Any = None
+        self._pooled = 0  # pieces the pool predicted
+
+    def predictor(self) -> Predictor:
+        if self._predictor is None:  # the input is one batch after all (a pool was started for more)
+            self._predictor = load_predictor(self.model_path)
+        return self._predictor
+
+    def start_pool(self) -> Any:
+        self.pool = self._stack.enter_context(_pool(self.model_path, self.processes))
+        return self.pool
+
+    def used(self, pieces: int) -> int:
+        """The processes that predicted: 1 (this one) or the pool's, at most one per piece it had."""
+        return max(1, min(self.processes, self._pooled)) if self._pooled else 1
+
+    def run(self, items: Iterable[Any], bar: Any, here: Callable[[Any], Any],
+            task: Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]],
+            void: Callable[[], bool] = lambda: False) -> list[Any] | None:
+        """``here(item)`` in this process or ``task(item)``'s call in the pool for each item, results in
+        order, ``bar`` advanced by each result's rows; None as soon as one gives None."""
+        items = iter(items)
+        results: list[Any] = []
+        if self.pool is None:
+            for item in items:
+                began = time.perf_counter()
+                result = here(item)
+                if result is None:
+                    return None
+                results.append(result)
+                bar.update(len(result[0]))
+                if self.auto is not None and self.auto.hand_over(self, len(result[0]), time.perf_counter() - began):
+                    break
+        if self.pool is None:
+            return results
+        futures = [self.pool.submit(fn, *args) for fn, args in map(task, items)]
+        self._pooled = len(futures)
+        rest = _gather(futures, bar, void())
+        return None if rest is None else results + rest
+
+
+AUTO_MEASURE_S = 0.3   # this process predicts this long before it judges the work left
+AUTO_REPAY = 2.0       # a pool is started when it would save this many times its start-up
+POOL_START_S = {"onnx": 1.5, "torch": 3.0}  # a pool's start-up until it is measured here (forkserver cold)
+
+
+class _AutoPool:
+    """The automatic worker count: this process predicts and measures its rate; when the rows left would
+    take long enough that ``processes`` processes save ``AUTO_REPAY`` times the pool's start-up (as last
+    measured on this machine, kept in the user's cache), a pool starts. This process goes on predicting
+    while the pool starts, and hands it the rest once every process has loaded the model. So a pool is
+    never waited for, and a small input never starts one."""
+
+    def __init__(self, total_rows: int, processes: int) -> None:
+        self.total_rows = total_rows
+        self.processes = processes
+        self.rows = 0
+        self.seconds = 0.0
+        self.decided = False
+        self._ready: list[Any] = []
+        self._started = 0.0
+
+    def hand_over(self, runner: _Runner, rows: int, seconds: float) -> bool:
+        """Account a piece this process predicted; True once the pool is ready for the rest."""
+        self.rows += rows
+        self.seconds += seconds
+        if not self.decided:
+            if self.seconds < AUTO_MEASURE_S:
+                return False
+            self.decided = True
+            left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
+            kind = runtime(runner.model_path)
+            if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(kind):
+                return False
+            self._started = time.perf_counter()
+            pool = runner.start_pool()
+            self._ready = [pool.submit(_ready) for _ in range(self.processes)]  # done once every process is up
+            return False
+        if not self._ready or not all(f.done() for f in self._ready):
+            return False
+        remember_pool_start(runtime(runner.model_path), time.perf_counter() - self._started)
+        self._ready = []
+        return True
+
+
+def _start_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "traindesk" / "predict-pool.json"
+
+
+def pool_start_s(kind: str) -> float:
+    """A prediction pool's start-up for this runtime ("onnx", "torch"): as last measured here, else a guess."""
+    try:
+        kept = json.loads(_start_file().read_text(encoding="utf-8")).get(kind)
+        if isinstance(kept, (int, float)) and 0 <= kept < 3600:
+            return float(kept)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return POOL_START_S[kind]
+
+
+def remember_pool_start(kind: str, seconds: float) -> None:
+    """Keep a measured pool start-up for the next automatic choice; a cache that cannot be written is skipped."""
+    from core.runlog import atomic_write_json
+
+    path = _start_file()
+    try:
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            kept = kept if isinstance(kept, dict) else {}
+        except (OSError, ValueError):
+            kept = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {**kept, kind: round(seconds, 3)})
+    except OSError:
+        pass
 
 
 def _gather(futures: list[Any], bar: Any, cancel: bool = False) -> list[Any] | None:

@@ -26,15 +26,21 @@ def start_method() -> str:
     return "forkserver" if sys.platform.startswith("linux") else "spawn"
 
 
-def get_context(preload: list[str] | None = None) -> Any:
-    """The shared multiprocessing context (created once per process; the first caller picks the preload)."""
+def get_context(preload: list[str] | None = None, tensors: bool = True) -> Any:
+    """The shared multiprocessing context (created once per process; the first caller picks the preload).
+
+    ``tensors``: torch's reductions are registered, so that tensors pass as shared memory (this imports
+    torch); a caller that passes none (prediction) leaves them out.
+    """
     global _ctx
     with _lock:
+        if tensors:
+            import torch.multiprocessing  # noqa: F401 - registers torch's reductions
         if _ctx is None:
-            import torch.multiprocessing as tmp  # registers torch's reductions: tensors pass as shared memory
+            import multiprocessing  # the contexts are the standard library's whether torch's are registered or not
 
             method = start_method()
-            ctx = tmp.get_context(method)
+            ctx = multiprocessing.get_context(method)
             if method == "forkserver":
                 ctx.set_forkserver_preload(PRELOAD if preload is None else preload)
             _ctx = ctx
@@ -74,7 +80,7 @@ def _start_server() -> None:
         _ensure_forkserver()
 
 
-def warm_up(block: bool = False, preload: list[str] | None = None) -> None:
+def warm_up(block: bool = False, preload: list[str] | None = None, tensors: bool = True) -> None:
     """Start the forkserver (torch preloaded) now, so the first Start is fast.
 
     Starting the server is a fork+exec (milliseconds); its imports run in the
@@ -83,7 +89,7 @@ def warm_up(block: bool = False, preload: list[str] | None = None) -> None:
     not print a KeyboardInterrupt traceback from it (it ignores SIGINT itself
     once its imports are done). ``block`` waits until the server answers.
     """
-    ctx = get_context(preload)
+    ctx = get_context(preload, tensors)
     if ctx.get_start_method() != "forkserver":
         return
     _start_server()
