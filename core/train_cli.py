@@ -167,14 +167,27 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
 
 
 class Interrupts:
-    """SIGINT/SIGTERM only count here; the main loop acts on the count (no locks in a handler)."""
+    """SIGINT/SIGTERM only count here; the main loop acts on the count (no locks in a handler).
+
+    While ``immediate`` (from the command's first line until its run is set up to start) nothing exists
+    that needs saving: the handler ends the command at once, its forkserver with it.
+    """
 
     def __init__(self) -> None:
         self.count = 0
+        self.immediate = True
         self._previous: dict[int, Any] = {}
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.count += 1
+        if self.immediate:  # nothing may be imported here: the signal may land in the middle of an import
+            os.write(2, b"\ninterrupted\n")
+            local = sys.modules.get("core.launchers.local")
+            try:
+                if local is not None and hasattr(local, "stop_forkserver"):
+                    local.stop_forkserver()
+            finally:
+                os._exit(EXIT_INTERRUPTED)
 
     def __enter__(self) -> "Interrupts":
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -186,7 +199,7 @@ class Interrupts:
             signal.signal(sig, handler)
 
 
-START_GRACE_S = 3.0  # after Ctrl-C during data loading, wait this long for the load before leaving
+START_GRACE_S = 0.8  # after Ctrl-C during data loading, wait this long for the read to stop before leaving
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -210,7 +223,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             session = Session(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
         if interrupts.count:  # Ctrl-C while the command started up: nothing has been started
             sys.stderr.write("interrupted\n")
+            local.stop_forkserver()
             return EXIT_INTERRUPTED
+        # from here a Ctrl-C asks the run to stop: the data read ends at its next block, or the workers
+        # at their next batch (checkpoint and summary written)
+        interrupts.immediate = False
         cfg = session.config
         resumed_at = min(p["epoch"] for p in session.start_positions()) - 1
         progress = Progress(cfg.train.epochs, args.quiet, start_epoch=resumed_at)
@@ -232,9 +249,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {session.error}\n")
     if session.run_dir is not None:
         print(session.run_dir)
-    if abandoned:
-        # The data load is still running on its thread (it spawns nothing after a stop);
-        # interpreter teardown would wait for it to let go of the GIL: leave now.
+    if interrupts.count:
+        local.stop_forkserver()  # the workers have ended; a forkserver still importing would outlive us
+    if abandoned or (interrupts.count and session.run_dir is None):
+        # The data load is still running on its thread (it spawns nothing after a stop), or it stopped
+        # before the run existed: nothing to save, and interpreter teardown (freeing what was read, with
+        # torch loaded) took a second here: leave now.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)

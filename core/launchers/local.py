@@ -114,6 +114,54 @@ def forkserver_pid() -> int | None:
     return getattr(forkserver._forkserver, "_forkserver_pid", None)  # noqa: SLF001
 
 
+def stop_forkserver() -> None:
+    """End this process's forkserver now, if it runs, even in the middle of its preloads (which would
+    otherwise keep it alive for seconds after this process exits); the next worker starts a new one.
+    Imports nothing (it may run in a signal handler, in the middle of an import): a module not yet
+    imported started no server."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is None or not hasattr(forkserver, "_forkserver"):
+        return
+    server = forkserver._forkserver  # noqa: SLF001
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    server._forkserver_pid = None  # noqa: SLF001
+    server._forkserver_address = None  # noqa: SLF001
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        try:
+            os.close(alive)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None  # noqa: SLF001
+    _stop_resource_tracker()
+
+
+def _stop_resource_tracker(wait_s: float = 0.5) -> None:
+    """Let the resource tracker the forkserver started end (its pipe closed), and reap it: left to itself
+    it would outlive this process for a moment. Without its lock: this may run in a signal handler."""
+    import time
+
+    tracker = getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None)
+    fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+    if fd is None or pid is None:
+        return
+    tracker._fd = tracker._pid = None  # noqa: SLF001
+    try:
+        os.close(fd)
+        deadline = time.monotonic() + wait_s
+        while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    except (OSError, ChildProcessError):
+        pass
+
+
 class LocalLauncher:
     """Starts a run's workers as processes of this machine and makes their channels."""
 

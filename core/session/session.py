@@ -29,6 +29,7 @@ from core.errors import ModelError, RunError
 from core.evaluate import attach_evaluation
 from core.launchers.local import LocalLauncher
 from core.models import build_model, count_parameters
+from core.readers import ReadStopped, stop_reading_when
 from core.runlog import atomic_write_text
 from core.schedule import improved
 from core.session.processes import TERMINATE_GRACE_S, WorkerProcesses
@@ -262,6 +263,8 @@ class Session:
                 raise RuntimeError(f"session already {state}")
         try:
             self._prepare()
+        except ReadStopped:
+            return self._stopped_before_spawn()  # stopped while the data loaded: nothing was made
         except BaseException as exc:
             self._fail_before_spawn(exc)
             raise
@@ -284,7 +287,8 @@ class Session:
         cfg = self.config
         self.strategy.validate()
         self.launcher.warm_up()
-        data = load_data(cfg.data, seed=cfg.train.seed)
+        with stop_reading_when(lambda: self._desired == STOP):  # a stop now ends the read between its blocks
+            data = load_data(cfg.data, seed=cfg.train.seed)
         models = self._build_models(data.info)
         self.num_parameters = count_parameters(models[0])
         self._data, self._models, self.info = data, models, data.info
