@@ -135,6 +135,7 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
     if args.resume:
         raise ArgumentError("traindesk train: under torchrun a run resumes by itself after a restart "
                             "(--max-restarts); --resume is for local runs")
+    tr.refuse_hanging_restarts()
     world = int(os.environ["WORLD_SIZE"])
     cfg = _load_train_config(args).replace("parallel", strategy="ddp", workers=world)
     tr.join_group(cfg)
@@ -214,7 +215,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             local.prestart()  # before importing torch: the forkserver imports it while this process does
         from core.session import Session
         if under_torchrun():
-            session = _torchrun_session(args)
+            from core.launchers.torchrun import PeersLost
+
+            try:
+                session = _torchrun_session(args)
+            except PeersLost as exc:
+                sys.stderr.write(f"error: {exc}\n")
+                return EXIT_FAILED
             if session is None:
                 return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
         elif args.resume:
