@@ -467,7 +467,7 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
             names = np.asarray(npz["class_names"]) if labels and "class_names" in keys else None
             idk = next((k for k in ID_KEYS if k in keys), None)
             ids = np.asarray(npz[idk]) if idk is not None else None
-    except DataError:
+    except (DataError, ReadStopped):
         raise
     except ValueError as exc:
         if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
