@@ -18,9 +18,10 @@ compute thread and the model loaded once (N = 1: this process, one thread);
 a CSV with one line per record goes in pieces of whole batches that the
 processes parse themselves, and an uncompressed NPZ's rows are read by the
 processes from the file. The output is identical for every N, byte for
-byte. Without ``--workers`` a
-large input gets one process per CPU core and a small one this process. Nothing here imports torch at
-module level: the CLI imports this module at start-up for every command.
+byte. Without ``--workers`` this
+process predicts as with ``--workers 1`` and starts one process per CPU core for the rest only when the
+rate it measured says they repay their start-up (``_AutoPool``). Nothing here imports torch at module
+level (an ONNX model never does): the CLI imports this module at start-up for every command.
 """
 
 from __future__ import annotations
@@ -828,8 +829,8 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     process, on one thread), which also format their rows and, for a CSV with
     one line per record, parse them (this process only indexes where rows
     start); results are put back in input order, so the output is the same
-    for any N. None picks: one process per CPU core for an input of many
-    batches, otherwise this process with all its threads.
+    for any N. None: this process on one thread, as N = 1, until the rows
+    left repay a pool of one process per CPU core (``_AutoPool``).
     """
     if workers is not None and (workers < 1 or workers > MAX_WORKERS):
         raise UserError(f"predict: --workers must be from 1 to {MAX_WORKERS}, got {workers}")
@@ -899,7 +900,7 @@ def _predict_input(runner: _Runner, input_path: Path, meta: dict[str, Any], batc
             here=lambda c: predict_chunk(runner.predictor(), inp, c[0], c[1], batch_rows),
             task=lambda c: (_predict_task, (part(*c), c[0], c[1], batch_rows, stored)))
     assert results is not None  # these tasks never give None
-    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, runner.used(len(results)))
+    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, runner.used())
 
 
 PIECE_BATCHES = 4      # a CSV piece (what one process parses and predicts at a time) is at most this many batches
@@ -941,7 +942,7 @@ def _predict_csv_pieces(runner: _Runner, path: Path, meta: dict[str, Any], batch
             return None
     ids = [i for r in results for i in r[2]] if plan.id_col is not None else RowNumbers(range(split.n_rows))
     labels = [v for r in results for v in r[3]] if plan.label_col is not None else None
-    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, runner.used(len(results)))
+    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, runner.used())
 
 
 def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None,
@@ -1170,7 +1171,7 @@ class _Runner:
         self.pool = self._stack.enter_context(_pool(self.model_path, self.processes))
         return self.pool
 
-    def used(self, pieces: int) -> int:
+    def used(self) -> int:
         """The processes that predicted: 1 (this one) or the pool's, at most one per piece it had."""
         return max(1, min(self.processes, self._pooled)) if self._pooled else 1
 
@@ -1311,8 +1312,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", help="CSV or NPZ with the training features, or an image folder")
     p.add_argument("--out", help="predictions CSV (default: standard output)")
     p.add_argument("--workers", type=int, default=None,
-                   help="processes to split the input across, one compute thread each "
-                        "(default: one per CPU core for a large input, else this process)")
+                   help="processes to split the input across, one compute thread each (default: this "
+                        "process, and one per CPU core once the rows left repay starting them)")
     p.add_argument("--checkpoint", choices=("best", "last"), default=None,
                    help="a run directory's weights: its best evaluation or its end "
                         "(default: best when checkpoints/best.pt exists, else last)")
