@@ -35,6 +35,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, replace
@@ -856,8 +857,10 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
             predictor = load_predictor(model_path, threads=1)
             meta = predictor.meta
             rows_guess = _estimated_rows(input_path, 1 << 40) if processes > 1 else None
-            runner = _Runner(model_path, processes, stack, predictor,
-                             auto=_AutoPool(rows_guess, processes) if rows_guess else None)
+            auto = _AutoPool(rows_guess, processes) if rows_guess else None
+            if auto is not None:
+                stack.callback(auto.close)
+            runner = _Runner(model_path, processes, stack, predictor, auto=auto)
         rows = None
         if input_path.suffix.lower() == ".csv" and input_path.is_file():
             rows = _predict_csv_pieces(runner, input_path, meta, batch_rows)
@@ -1208,9 +1211,10 @@ POOL_START_S = {"onnx": 1.5, "torch": 3.0}  # a pool's start-up until it is meas
 class _AutoPool:
     """The automatic worker count: this process predicts and measures its rate; when the rows left would
     take long enough that ``processes`` processes save ``AUTO_REPAY`` times the pool's start-up (as last
-    measured on this machine, kept in the user's cache), a pool starts. This process goes on predicting
-    while the pool starts, and hands it the rest once every process has loaded the model. So a pool is
-    never waited for, and a small input never starts one."""
+    measured on this machine, kept in the user's cache), a pool starts, on a thread: starting a process
+    waits until the forkserver has imported its preloads (seconds, with torch). This process goes on
+    predicting meanwhile, and hands the pool the rest once every process has loaded the model. So a pool
+    is never waited for, and a small input never starts one."""
 
     def __init__(self, total_rows: int, processes: int) -> None:
         self.total_rows = total_rows
@@ -1218,30 +1222,55 @@ class _AutoPool:
         self.rows = 0
         self.seconds = 0.0
         self.decided = False
+        self._thread: threading.Thread | None = None
+        self._pool: Any = None       # the context manager of the pool, once the thread made it
+        self._executor: Any = None
         self._ready: list[Any] = []
         self._started = 0.0
 
     def hand_over(self, runner: _Runner, rows: int, seconds: float) -> bool:
-        """Account a piece this process predicted; True once the pool is ready for the rest."""
+        """Account a piece this process predicted; True once the pool (``runner.pool``) is ready for the rest."""
         self.rows += rows
         self.seconds += seconds
         if not self.decided:
-            if self.seconds < AUTO_MEASURE_S:
-                return False
-            self.decided = True
-            left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
-            kind = runtime(runner.model_path)
-            if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(kind):
-                return False
-            self._started = time.perf_counter()
-            pool = runner.start_pool()
-            self._ready = [pool.submit(_ready) for _ in range(self.processes)]  # done once every process is up
+            if self.seconds >= AUTO_MEASURE_S:
+                self._decide(runner)
             return False
-        if not self._ready or not all(f.done() for f in self._ready):
+        if self._thread is None or self._thread.is_alive() or self._executor is None:
+            return False  # not asked for, still starting, or it could not start (this process goes on)
+        if not all(f.done() for f in self._ready):
             return False
         remember_pool_start(runtime(runner.model_path), time.perf_counter() - self._started)
-        self._ready = []
+        runner.pool = self._executor
         return True
+
+    def _decide(self, runner: _Runner) -> None:
+        self.decided = True
+        left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
+        if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(runtime(runner.model_path)):
+            return
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(target=self._start, args=(runner.model_path,), name="traindesk-pool-start",
+                                        daemon=True)
+        self._thread.start()
+
+    def _start(self, model_path: Path) -> None:
+        try:
+            pool = _pool(model_path, self.processes)
+            executor = pool.__enter__()
+            self._pool = pool
+            self._ready = [executor.submit(_ready) for _ in range(self.processes)]  # done once every process is up
+            self._executor = executor
+        except Exception:  # noqa: BLE001 - no pool: this process predicts the rest, as it would have anyway
+            return
+
+    def close(self) -> None:
+        """Wait for a pool still starting, and end it (its processes are idle by now)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._pool is not None:
+            self._pool.__exit__(None, None, None)
+            self._pool = self._executor = None
 
 
 def _start_file() -> Path:
