@@ -256,12 +256,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {session.error}\n")
     if session.run_dir is not None:
         print(session.run_dir)
-    if interrupts.count:
-        local.stop_forkserver()  # the workers have ended; a forkserver still importing would outlive us
     if abandoned or (interrupts.count and session.run_dir is None):
         # The data load is still running on its thread (it spawns nothing after a stop), or it stopped
         # before the run existed: nothing to save, and interpreter teardown (freeing what was read, with
-        # torch loaded) took a second here: leave now.
+        # torch loaded) took a second here: leave now, and end the forkserver, which may still be
+        # importing torch and would outlive this process by seconds.
+        local.stop_forkserver()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)
