@@ -1211,7 +1211,8 @@ POOL_START_S = {"onnx": 1.5, "torch": 3.0}  # a pool's start-up until it is meas
 class _AutoPool:
     """The automatic worker count: this process predicts and measures its rate; when the rows left would
     take long enough that ``processes`` processes save ``AUTO_REPAY`` times the pool's start-up (as last
-    measured on this machine, kept in the user's cache), a pool starts, on a thread: starting a process
+    measured on this machine, kept in the user's cache) and the other cores are not busy with other work
+    (the load average), a pool starts, on a thread: starting a process
     waits until the forkserver has imported its preloads (seconds, with torch). This process goes on
     predicting meanwhile, and hands the pool the rest once every process has loaded the model. So a pool
     is never waited for, and a small input never starts one."""
@@ -1246,6 +1247,8 @@ class _AutoPool:
 
     def _decide(self, runner: _Runner) -> None:
         self.decided = True
+        if busy_cores() > self.processes - 0.5:  # other work holds the other cores: a pool would share them
+            return                                 # (2 workers on a loaded 2-core machine ran 0.69-1.10x)
         left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
         if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(runtime(runner.model_path)):
             return
@@ -1271,6 +1274,14 @@ class _AutoPool:
         if self._pool is not None:
             self._pool.__exit__(None, None, None)
             self._pool = self._executor = None
+
+
+def busy_cores() -> float:
+    """How many cores are busy now, this process included (the 1-minute load average; 0 where unknown)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 0.0
 
 
 def _start_file() -> Path:

@@ -201,6 +201,7 @@ def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the measured start-up is kept there
     monkeypatch.setattr(core.predict, "worker_limit", lambda: 2)
     monkeypatch.setattr(core.predict, "AUTO_MEASURE_S", 0.0)  # judge after the first piece
+    monkeypatch.setattr(core.predict, "busy_cores", lambda: 1.0)  # this process alone
     started: list[int] = []
     pool = core.predict._pool
     monkeypatch.setattr(core.predict, "_pool", lambda model, n: started.append(n) or pool(model, n))
@@ -212,6 +213,9 @@ def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
         auto = predict(model, inputs[name], batch_rows=16)
         assert started == [] and auto.workers == 1 and auto.csv_text() == one.csv_text(), name
         core.predict.remember_pool_start(kind, 0.0)  # one that starts at no cost: it always repays
+        monkeypatch.setattr(core.predict, "busy_cores", lambda: 2.0)  # unless other work holds the other core
+        assert predict(model, inputs[name], batch_rows=16).workers == 1 and started == [], name
+        monkeypatch.setattr(core.predict, "busy_cores", lambda: 1.0)
         auto = predict(model, inputs[name], batch_rows=16)
         assert started == [2] and auto.csv_text() == one.csv_text(), name  # this process or the pool: same rows
         started.clear()
