@@ -1,15 +1,21 @@
-"""Batch prediction throughput: `traindesk predict` with 1, 2 and 4 workers against a bare model(x) loop.
+"""Batch prediction time: `traindesk predict` end to end, as a user runs it, with no --workers, 1 and 2.
 
-    .venv/bin/python bench/predict_throughput.py [--rows 200000] [--formats safetensors,onnx]
-                                                 [--workers 1,2,4] [--input csv|npz] [--repeat 5]
+    .venv/bin/python bench/predict_throughput.py [--rows 2000,200000,2000000] [--formats onnx,safetensors]
+                                                 [--workers auto,1,2] [--input csv,npz] [--repeat 3] [--warm]
 
-The model is the default MLP (64 -> 256 -> 256 -> 10) with untrained weights
-(throughput does not depend on them). "predict" figures are end to end, as
-the CLI does it: load the exported model, read the input, predict, format the
-CSV (written to /dev/null); the forkserver that starts worker processes is
-started first and its start-up time printed apart. The bare loop is only
-``model(x)`` over the same batches on already standardised tensors, in this
-process: the ceiling.
+The headline is the whole command, started as a subprocess the way a user
+types it (``python -m core predict MODEL INPUT --out FILE [--workers N]``):
+interpreter start, imports, the pool's start-up, reading, predicting and
+writing the CSV. Commands run round robin, ``--repeat`` rounds; each figure
+is the median of the rounds with the best in brackets, and the ratios are
+against ``--workers 1`` on the same input. The model is the default MLP
+(64 -> 256 -> 256 -> 10) with untrained weights (time does not depend on
+them).
+
+``--warm`` adds the old in-process figures apart: ``predict()`` in this
+process with the forkserver already started (its start-up printed apart),
+against a bare ``model(x)`` loop over the same batches: the ceiling, not
+what a user waits for.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import argparse
 import functools
 import os
 import shlex
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +35,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from core.launchers import local as launcher  # noqa: E402
 from core.checkpoint import save_checkpoint  # noqa: E402
@@ -35,7 +44,7 @@ from core.config import Config, to_dict, to_toml  # noqa: E402
 from core.export import export_run  # noqa: E402
 from core.machine import keep_freed_memory  # noqa: E402
 from core.models import build_model  # noqa: E402
-from core.predict import BATCH_ROWS, PREDICT_PRELOAD, predict  # noqa: E402
+from core.predict import BATCH_ROWS, predict, predict_preload  # noqa: E402
 from core.runlog import atomic_write_text, make_run_dir  # noqa: E402
 
 FEATURES, CLASSES = 64, 10
@@ -60,13 +69,56 @@ def make_checkpoint(root: Path) -> Path:
 
 
 def make_input(root: Path, rows: int, kind: str) -> Path:
-    x = np.random.default_rng(1).normal(0, 1.5, (rows, FEATURES)).astype(np.float32)
+    x = np.round(np.random.default_rng(1).normal(0, 1.5, (rows, FEATURES)), 4).astype(np.float32)
+    path = root / f"input-{rows}.{kind}"
     if kind == "npz":
-        np.savez(root / "input.npz", x=x)
-        return root / "input.npz"
-    header = ",".join(f"f{i}" for i in range(FEATURES))
-    np.savetxt(root / "input.csv", x, fmt="%.6g", delimiter=",", header=header, comments="")
-    return root / "input.csv"
+        np.savez(path, x=x)
+        return path
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    with path.open("wb") as fh:  # pyarrow writes it in seconds where np.savetxt takes minutes
+        fh.write((",".join(f"f{i}" for i in range(FEATURES)) + "\n").encode())
+        pacsv.write_csv(pa.table({f"f{i}": c for i, c in enumerate(x.T)}), fh,
+                        write_options=pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    return path
+
+
+def command(model: Path, inp: Path, out: Path, workers: str) -> list[str]:
+    """`traindesk predict` as a user types it."""
+    cmd = [sys.executable, "-m", "core", "predict", str(model), str(inp), "--out", str(out)]
+    return cmd if workers == "auto" else [*cmd, "--workers", workers]
+
+
+def run_command(cmd: list[str]) -> float:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
+    return seconds
+
+
+def end_to_end(models: dict[str, Path], inputs: list[Path], workers: list[str], repeat: int, out: Path) -> None:
+    """The headline: each command's wall time, median (best) of ``repeat`` round-robin rounds."""
+    cases = {(fmt, inp, w): command(model, inp, out, w) for inp in inputs for fmt, model in models.items()
+             for w in workers}
+    times: dict[tuple[str, Path, str], list[float]] = {case: [] for case in cases}
+    for _ in range(repeat):
+        for case, cmd in cases.items():
+            times[case].append(run_command(cmd))
+    print(f"\nend to end (the command as a user runs it), seconds: median of {repeat} (best)")
+    print(f"{'input':<24} {'model':<12} " + " ".join(f"{'--workers ' + w if w != 'auto' else 'no --workers':>20}"
+                                                   for w in workers) + "   ratios to --workers 1 (median)")
+    for inp in inputs:
+        for fmt in models:
+            med = {w: statistics.median(times[(fmt, inp, w)]) for w in workers}
+            best = {w: min(times[(fmt, inp, w)]) for w in workers}
+            cells = " ".join(f"{f'{med[w]:.2f} ({best[w]:.2f})':>20}" for w in workers)
+            ratios = "  ".join(f"{w}: {med['1'] / med[w]:.2f}x" for w in workers if w != "1" and "1" in med)
+            print(f"{inp.name:<24} {fmt:<12} {cells}   {ratios}")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 def timed(fn: Callable[[], None]) -> float:
@@ -89,10 +141,10 @@ def bare_loop(rows: int) -> Callable[[], None]:
     return run
 
 
-def first_process_s() -> float:
+def first_process_s(model: Path) -> float:
     """Time until the forkserver that `traindesk predict` starts (its preloads) has run a first process."""
     t0 = time.perf_counter()
-    launcher.warm_up(block=True, preload=PREDICT_PRELOAD)
+    launcher.warm_up(block=True, preload=predict_preload(model), tensors=False)
     return time.perf_counter() - t0
 
 
@@ -115,42 +167,55 @@ def predict_to_null(model: Path, inp: Path, workers: int) -> None:
         result.write_csv(fh)
 
 
+def warm_pool(root: Path, run_dir: Path, models: dict[str, Path], rows: int, kind: str, workers: list[str],
+              repeat: int) -> None:
+    """The in-process figures, pool started first: what prediction itself costs, not what a user waits."""
+    inp = make_input(root, rows, kind)
+    print(f"\nwarm pool, in this process: {rows:,} rows ({kind}); the first worker process (forkserver and its "
+          f"preloads) ran after {first_process_s(next(iter(models.values()))):.2f} s (not counted below)")
+    cases: dict[str, Callable[[], None]] = {"bare model(x) loop, 1 process": bare_loop(rows)}
+    for fmt, model in models.items():
+        for w in [w for w in workers if w != "auto"]:
+            cases[f"predict {fmt} --workers {w}"] = functools.partial(predict_to_null, model, inp, int(w))
+    # Round robin, best of N: on a shared machine the figures of one round see the same load.
+    best = {name: timed(fn) for name, fn in cases.items()}
+    for _ in range(repeat - 1):
+        for name, fn in cases.items():
+            best[name] = min(best[name], timed(fn))
+    report(best, rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--formats", default="safetensors,onnx")
-    parser.add_argument("--workers", default="1,2,4", help="worker counts to measure")
-    parser.add_argument("--input", choices=("csv", "npz"), default="csv")
-    parser.add_argument("--repeat", type=int, default=5, help="rounds; each figure is the best of N")
+    parser.add_argument("--rows", default="2000,200000,2000000", help="input sizes, comma-separated")
+    parser.add_argument("--formats", default="onnx,safetensors")
+    parser.add_argument("--workers", default="auto,1,2", help="worker counts to run (auto: no --workers)")
+    parser.add_argument("--input", default="csv,npz", help="input kinds: csv, npz or both")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds; figures are the median (and best)")
+    parser.add_argument("--warm", action="store_true", help="also the in-process figures with a warm pool")
     args = parser.parse_args()
     keep_freed_memory()  # as `traindesk predict` does before it predicts
+    workers = [w.strip() for w in args.workers.split(",") if w.strip()]
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
     print(f"machine: {os.cpu_count()} CPU cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"load average {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="traindesk-bench-") as tmp:
         root = Path(tmp)
         run_dir = make_checkpoint(root / "runs")
-        inp = make_input(root, args.rows, args.input)
-        print(f"input: {args.rows:,} rows x {FEATURES} features ({args.input}, {inp.stat().st_size / 1e6:.0f} MB); "
-              f"batches of {BATCH_ROWS}")
-        print(f"process start-up: first worker process (forkserver, torch preloaded) ran after "
-              f"{first_process_s():.2f} s (paid once per `traindesk predict --workers N` call, not counted below)")
         (root / "exports").mkdir()
-        cases: dict[str, Callable[[], None]] = {"bare model(x) loop, 1 process": bare_loop(args.rows)}
+        models: dict[str, Path] = {}
         for fmt in [f.strip() for f in args.formats.split(",") if f.strip()]:
             try:
-                model = export_run(run_dir, fmt, root / "exports").path
+                models[fmt] = export_run(run_dir, fmt, root / "exports").path
             except Exception as exc:  # e.g. the onnx extra is not installed
                 print(f"{fmt}: skipped ({exc})")
-                continue
-            for workers in [int(w) for w in args.workers.split(",")]:
-                cases[f"predict {fmt} --workers {workers}"] = functools.partial(predict_to_null, model, inp, workers)
-        # Round robin, best of N: on a shared machine the figures of one round see the same load.
-        best = {name: timed(fn) for name, fn in cases.items()}
-        for _ in range(args.repeat - 1):
-            for name, fn in cases.items():
-                best[name] = min(best[name], timed(fn))
-        report(best, args.rows)
+        inputs = [make_input(root, int(r), k) for r in args.rows.split(",") for k in args.input.split(",")]
+        for inp in inputs:
+            print(f"input: {inp.name}: {inp.stat().st_size / 1e6:,.1f} MB, {FEATURES} features; batches of {BATCH_ROWS}")
+        end_to_end(models, inputs, workers, args.repeat, root / "out.csv")
+        if args.warm:
+            warm_pool(root, run_dir, models, int(args.rows.split(",")[-1]), args.input.split(",")[0], workers,
+                      args.repeat)
     return 0
 
 

@@ -23,7 +23,7 @@ import torch
 from core.config import DataConfig
 from core.errors import DataError
 from core.lifeline import loader_worker_init
-from core.readers import TextColumn, read_npz
+from core.readers import TextColumn, check_stop, read_npz
 from core.schema import IMBALANCE_RATIO, Inferred, RawTable, Schema
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "diabetes", "synthetic")
@@ -338,7 +338,9 @@ def _images(dir_text: str, image_size: int, source: str) -> _Raw:
             raise DataError(f"{_where(source)}: class folder {root / cls} holds no images")
         paths += files
         labels += [label] * len(files)
-    for path in paths:  # a broken file is an input error now, not a worker crash mid-training
+    for k, path in enumerate(paths):  # a broken file is an input error now, not a worker crash mid-training
+        if k % 64 == 0:
+            check_stop()  # a Stop or Ctrl-C while a large folder is checked
         _verify_image(path, source)
     first = _open_image(paths[0], source)
     channels = 1 if first.mode in ("L", "1", "I", "I;16", "F") else 3
@@ -446,7 +448,12 @@ def _image_stats(paths: Sequence[str], shape: tuple[int, ...], seed: int) -> tup
     """Per-channel mean/std from up to 256 training images (enough for standardisation)."""
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(paths), size=min(256, len(paths)), replace=False)
-    arrs = np.stack([decode_image(paths[i], shape) for i in pick])
+    decoded = []
+    for k, i in enumerate(pick):
+        if k % 32 == 0:
+            check_stop()
+        decoded.append(decode_image(paths[i], shape))
+    arrs = np.stack(decoded)
     mean = arrs.mean(axis=(0, 2, 3))
     std = arrs.std(axis=(0, 2, 3))
     return mean.tolist(), np.where(std < 1e-6, 1.0, std).tolist()
@@ -489,6 +496,7 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     ``task`` is ``train.task``: a table's target is classes or a number (auto: by its values).
     """
     raw = _read_source(cfg, task)
+    check_stop()  # a read asks between its blocks; so do the steps after it
     n = int(raw.y.shape[0])
     if n < 2:
         raise DataError(f"data: {cfg.source}: needs at least 2 samples, has {n}")
@@ -535,6 +543,7 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     else:
         f_mean = np.zeros(x.shape[1], dtype=np.float32)
         f_std = np.ones(x.shape[1], dtype=np.float32)
+    check_stop()
     xs = torch.from_numpy(((x - f_mean) / f_std).astype(np.float32))
     # images (digits, an NPZ of images) reach every model as (C, H, W), as from an image folder
     input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(x.shape[1]),)
@@ -544,6 +553,7 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     va = torch.from_numpy(val_idx)
     train = TensorSplit(xs[tr].contiguous(), ys[tr].contiguous())
     val = TensorSplit(xs[va].contiguous(), ys[va].contiguous())
+    check_stop()
     if share:
         for t in (train.x, train.y, val.x, val.y):
             t.share_memory_()

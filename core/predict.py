@@ -18,9 +18,10 @@ compute thread and the model loaded once (N = 1: this process, one thread);
 a CSV with one line per record goes in pieces of whole batches that the
 processes parse themselves, and an uncompressed NPZ's rows are read by the
 processes from the file. The output is identical for every N, byte for
-byte. Without ``--workers`` a
-large input gets one process per CPU core and a small one this process. Nothing here imports torch at
-module level: the CLI imports this module at start-up for every command.
+byte. Without ``--workers`` this
+process predicts as with ``--workers 1`` and starts one process per CPU core for the rest only when the
+rate it measured says they repay their start-up (``_AutoPool``). Nothing here imports torch at module
+level (an ONNX model never does): the CLI imports this module at start-up for every command.
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, Sequence, overload
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence, overload
 
 from core.errors import DataError, RunError, UserError
 
@@ -513,7 +515,7 @@ def load_onnx_predictor(path: Path, threads: int = 0) -> Predictor:
 def load_predictor(path: Path, threads: int = 0) -> Predictor:
     """Load any runnable export; ``threads`` > 0 caps this process's compute threads."""
     path = resolve_model_path(path)
-    if threads > 0:
+    if threads > 0 and needs_torch(path):  # an ONNX graph gets its threads from its session: no torch import
         import torch
 
         torch.set_num_threads(threads)
@@ -908,8 +910,8 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     process, on one thread), which also format their rows and, for a CSV with
     one line per record, parse them (this process only indexes where rows
     start); results are put back in input order, so the output is the same
-    for any N. None picks: one process per CPU core for an input of many
-    batches, otherwise this process with all its threads.
+    for any N. None: this process on one thread, as N = 1, until the rows
+    left repay a pool of one process per CPU core (``_AutoPool``).
     """
     if workers is not None and (workers < 1 or workers > MAX_WORKERS):
         raise UserError(f"predict: --workers must be from 1 to {MAX_WORKERS}, got {workers}")
@@ -917,36 +919,34 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
     model_path = resolve_model_path(Path(model_path), checkpoint)
     input_path = Path(input_path).expanduser()
     automatic = workers is None
-    cores = worker_limit()
-    if automatic and cores > 1 and _looks_large(input_path, batch_rows):
-        workers = cores
     processes = workers or 1
+    if automatic:  # this process, and a pool only once the work it measured says a pool repays its start
+        cores = worker_limit()
+        processes = cores if cores > 1 and _looks_large(input_path, batch_rows) else 1
     if processes > 1:  # no more processes than batches (the pool starts before the input is read: an estimate,
         guess = _estimated_rows(input_path, processes * batch_rows)  # taken twice over, rows vary in length)
         processes = processes if guess is None else max(1, min(processes, math.ceil(2 * guess / batch_rows)))
-    predictor: Predictor | None = None
-    executor = None
     with contextlib.ExitStack() as stack:
-        if processes > 1:
-            from core.launchers import local as launcher
-
-            # the forkserver boots while this process reads the input; inference needs torch alone (not the
-            # torch._dynamo an optimizer pulls in), unless a training run of this process started it already
-            launcher.warm_up(preload=PREDICT_PRELOAD)
-            executor = stack.enter_context(_pool(model_path, processes))  # they start loading the model now
+        if processes > 1 and not automatic:
+            runner = _Runner(model_path, processes, stack)
+            runner.start_pool()  # they start loading the model now, while this process reads the input
             meta = read_model_meta(model_path)
         else:
-            threads = 0 if automatic else 1
-            stack.enter_context(_compute_threads(threads))
-            predictor = load_predictor(model_path, threads)
+            if needs_torch(model_path):
+                stack.enter_context(_compute_threads(1))
+            predictor = load_predictor(model_path, threads=1)
             meta = predictor.meta
+            rows_guess = _estimated_rows(input_path, 1 << 40) if processes > 1 else None
+            auto = _AutoPool(rows_guess, processes) if rows_guess else None
+            if auto is not None:
+                stack.callback(auto.close)
+            runner = _Runner(model_path, processes, stack, predictor, auto=auto)
         rows = None
-        if workers is not None and input_path.suffix.lower() == ".csv" and input_path.is_file() \
+        if input_path.suffix.lower() == ".csv" and input_path.is_file() \
                 and not (meta.get("schema") or {}).get("columns"):  # a table's columns are encoded whole
-            rows = _predict_csv_pieces(executor, predictor, input_path, meta, processes, batch_rows, by_position)
+            rows = _predict_csv_pieces(runner, input_path, meta, batch_rows, by_position)
         if rows is None:
-            rows = _predict_input(executor, predictor, model_path, input_path, meta, processes, batch_rows,
-                                  automatic, by_position)
+            rows = _predict_input(runner, input_path, meta, batch_rows, by_position)
     import numpy as np
 
     classes = [str(c) for c in meta["classes"]] or [str((meta.get("output") or {}).get("name") or "prediction")]
@@ -967,33 +967,26 @@ class _Rows:
     notes: tuple[str, ...] = ()
 
 
-def _predict_input(executor: Any, predictor: Predictor | None, model_path: Path, input_path: Path,
-                   meta: dict[str, Any], workers: int, batch_rows: int, automatic: bool,
+def _predict_input(runner: _Runner, input_path: Path, meta: dict[str, Any], batch_rows: int,
                    by_position: bool = False) -> _Rows:
     """Read the whole input here, then predict fixed batches of it (in the pool, or in this process)."""
     inp = read_input(input_path, meta, by_position)
     _check_shape(inp, meta, input_path)
     chunks = chunk_bounds(len(inp), batch_rows)
-    used = max(1, min(workers, len(chunks))) if executor is not None else 1
-    if automatic and len(chunks) < _auto_pool_batches(inp):
-        used = 1  # an automatic count guessed from the file's size was wrong: too little for a pool to repay
-    if used > 1:
-        stored = _stored_x(input_path, inp)  # the processes read their rows of the file, not sent them
+    stored = _stored_x(input_path, inp) if runner.processes > 1 else None  # the processes read their rows of
+                                                                              # the file, not sent them
 
-        def part(lo: int, hi: int) -> PredictInput:
-            return PredictInput(inp.ids[lo:hi], x=None if inp.x is None or stored else inp.x[lo:hi],
-                                paths=inp.paths[lo:hi], image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
+    def part(lo: int, hi: int) -> PredictInput:
+        return PredictInput(inp.ids[lo:hi], x=None if inp.x is None or stored else inp.x[lo:hi],
+                            paths=inp.paths[lo:hi], image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
 
-        tasks = [(_predict_task, (part(lo, hi), lo, hi, batch_rows, stored)) for lo, hi in chunks]
-        results = _run_in_pool(executor, tasks, [hi - lo for lo, hi in chunks])
-    else:
-        predictor = predictor or load_predictor(model_path)  # one batch: no pool worth using
-        with _progress(len(inp)) as bar:
-            results = []
-            for lo, hi in chunks:
-                results.append(predict_chunk(predictor, inp, lo, hi, batch_rows))
-                bar.update(hi - lo)
-    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, used, inp.notes)
+    with _progress(len(inp)) as bar:
+        results = runner.run(
+            chunks, bar,
+            here=lambda c: predict_chunk(runner.predictor(), inp, c[0], c[1], batch_rows),
+            task=lambda c: (_predict_task, (part(*c), c[0], c[1], batch_rows, stored)))
+    assert results is not None  # these tasks never give None
+    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, runner.used(), inp.notes)
 
 
 PIECE_BATCHES = 4      # a CSV piece (what one process parses and predicts at a time) is at most this many batches
@@ -1001,8 +994,8 @@ PIECES_PER_WORKER = 4  # and pieces are cut small enough that each worker gets s
 TAIL_BATCHES = 2       # batches per worker at the end of the input that go out one at a time
 
 
-def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, meta: dict[str, Any],
-                        workers: int, batch_rows: int, by_position: bool = False) -> _Rows | None:
+def _predict_csv_pieces(runner: _Runner, path: Path, meta: dict[str, Any], batch_rows: int,
+                        by_position: bool = False) -> _Rows | None:
     """A CSV with one line per record, cut into pieces of whole batches that are parsed where they are
     predicted, in the pool while this process goes on cutting; None when it must be read whole (quotes,
     blank lines, or a value whose error the whole read reports)."""
@@ -1019,31 +1012,24 @@ def _predict_csv_pieces(executor: Any, predictor: Predictor | None, path: Path, 
         return None
     plan = plans[-1]
     estimate = _estimated_rows(path, 0) or 1  # before the scan: it sizes the pieces
+    workers = runner.processes
     per_worker = math.ceil(estimate / batch_rows / (workers * PIECES_PER_WORKER))
     step = batch_rows * max(1, min(PIECE_BATCHES, per_worker))  # whole batches: the same batches as a whole read
     # the last pieces (about TAIL_BATCHES batches per worker) are one batch each: the processes end together
-    tail = min(0.5, TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if executor is not None else 0.0
+    tail = min(0.5, TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if workers > 1 else 0.0
     cut = {"tail_rows": batch_rows, "tail_bytes": int(tail * (split.data_end - split.data_start))}
     extra = (plan.id_col, plan.label_col, batch_rows)
-    results: list[Any] = []
     with _progress(estimate) as bar:
-        if executor is None:
-            assert predictor is not None
-            for piece in split.pieces(step):
-                results.append(_predict_piece(predictor, piece, *extra))
-                if results[-1] is None:
-                    return None
-                bar.update(piece.count)
-        else:
-            futures = [executor.submit(_piece_task, piece, *extra) for piece in split.pieces(step, **cut)]
-            bar.total = split.n_rows
-            results = _gather(futures, bar, split.whole)
+        results = runner.run(
+            split.pieces(step, **cut), bar,
+            here=lambda piece: _predict_piece(runner.predictor(), piece, *extra),
+            task=lambda piece: (_piece_task, (piece, *extra)),
+            void=lambda: split.whole)
         if split.whole or results is None:
             return None
     ids = [i for r in results for i in r[2]] if plan.id_col is not None else RowNumbers(range(split.n_rows))
     labels = [v for r in results for v in r[3]] if plan.label_col is not None else None
-    used = 1 if executor is None else min(workers, len(results))
-    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, used)
+    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, runner.used())
 
 
 def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None,
@@ -1064,7 +1050,7 @@ def _predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_c
 
 
 MAX_WORKERS = 256
-AUTO_POOL_BATCHES = 16  # an automatic worker count uses a pool from this many batches of rows on
+AUTO_POOL_BATCHES = 16  # an automatic worker count considers a pool from this many batches of rows on
 AUTO_POOL_IMAGE_BATCHES = 2  # or of images, whose decoding is slow Python work a pool spreads
 
 
@@ -1073,10 +1059,6 @@ def worker_limit() -> int:
     from core.machine import usable_cores
 
     return max(1, min(MAX_WORKERS, usable_cores()))
-
-
-def _auto_pool_batches(inp: PredictInput) -> int:
-    return AUTO_POOL_IMAGE_BATCHES if inp.paths else AUTO_POOL_BATCHES
 
 
 def _looks_large(path: Path, batch_rows: int) -> bool:
@@ -1144,10 +1126,25 @@ def _check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:
 # ----------------------------------------------------------------------------- the process pool
 
 
-# what a pool process needs, imported once by the forkserver: the model rebuilt, a CSV piece parsed and its
-# rows formatted (pyarrow alone takes 0.13 s to import); a missing optional module (onnxruntime) is skipped
-PREDICT_PRELOAD = ["torch", "core.predict", "core.readers", "core.models", "safetensors.torch", "pyarrow.csv",
-                   "pyarrow.compute", "onnxruntime"]
+# what a pool process needs, imported once by the forkserver: a CSV piece parsed and its rows formatted
+# (pyarrow alone takes 0.13 s to import), and the model's runtime: onnxruntime for an ONNX graph (torch is
+# not imported at all then: 1.3-2.5 s of the pool's start here), torch and the model builders otherwise
+PREDICT_PRELOAD = ["core.predict", "core.readers", "core.lifeline", "core.machine", "pyarrow.csv", "pyarrow.compute"]
+RUNTIME_PRELOAD = {"onnx": ["onnxruntime"], "torch": ["torch", "core.models", "core.checkpoint", "safetensors.torch"]}
+
+
+def needs_torch(model_path: Path) -> bool:
+    """Whether running this (resolved) model file needs torch: everything but an ONNX graph."""
+    return Path(model_path).suffix != ".onnx"
+
+
+def runtime(model_path: Path) -> str:
+    return "torch" if needs_torch(model_path) else "onnx"
+
+
+def predict_preload(model_path: Path) -> list[str]:
+    """The modules a pool process for this model imports, preloaded once by the forkserver."""
+    return PREDICT_PRELOAD + RUNTIME_PRELOAD[runtime(model_path)]
 _worker_predictor: Predictor | None = None
 _worker_error: BaseException | None = None
 
@@ -1222,7 +1219,10 @@ def _pool(model_path: Path, workers: int) -> Iterator[Any]:
 
     from core.launchers import local as launcher
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(),
+    # the forkserver boots with what this model needs alone (inference needs neither torch._dynamo nor, for
+    # ONNX, torch), unless a training run of this process started it already; no tensors pass: no torch here
+    launcher.warm_up(preload=predict_preload(model_path), tensors=False)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(tensors=False),
                                initializer=_init_worker, initargs=(str(model_path), os.getpid()))
     try:
         for _ in range(workers):  # a process starts per task submitted while none is idle: all of them now
@@ -1234,13 +1234,171 @@ def _pool(model_path: Path, workers: int) -> Iterator[Any]:
     pool.shutdown(wait=True)
 
 
-def _run_in_pool(pool: Any, tasks: list[tuple[Callable[..., Any], tuple[Any, ...]]],
-                 sizes: list[int]) -> list[Any]:
-    """Results of ``tasks`` in their order, with progress in rows (``sizes``)."""
-    with _progress(sum(sizes)) as bar:
-        results = _gather([pool.submit(fn, *args) for fn, args in tasks], bar)
-    assert results is not None  # these tasks never give None
-    return results
+class _Runner:
+    """Where an input's pieces are predicted, in input order: a pool started at once (``--workers N``), this
+    process alone, or this process until the work it measured repays a pool (``auto``), which then takes
+    the rest. Whichever it is, the pieces and so the output are the same."""
+
+    def __init__(self, model_path: Path, processes: int, stack: contextlib.ExitStack,
+                 predictor: Predictor | None = None, auto: _AutoPool | None = None) -> None:
+        self.model_path = model_path
+        self.processes = processes  # what the pieces are cut for
+        self._stack = stack
+        self._predictor = predictor
+        self.auto = auto
+        self.pool: Any = None
+        self._pooled = 0  # pieces the pool predicted
+
+    def predictor(self) -> Predictor:
+        if self._predictor is None:  # the input is one batch after all (a pool was started for more)
+            self._predictor = load_predictor(self.model_path)
+        return self._predictor
+
+    def start_pool(self) -> Any:
+        self.pool = self._stack.enter_context(_pool(self.model_path, self.processes))
+        return self.pool
+
+    def used(self) -> int:
+        """The processes that predicted: 1 (this one) or the pool's, at most one per piece it had."""
+        return max(1, min(self.processes, self._pooled)) if self._pooled else 1
+
+    def run(self, items: Iterable[Any], bar: Any, here: Callable[[Any], Any],
+            task: Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]],
+            void: Callable[[], bool] = lambda: False) -> list[Any] | None:
+        """``here(item)`` in this process or ``task(item)``'s call in the pool for each item, results in
+        order, ``bar`` advanced by each result's rows; None as soon as one gives None."""
+        items = iter(items)
+        results: list[Any] = []
+        if self.pool is None:
+            for item in items:
+                began = time.perf_counter()
+                result = here(item)
+                if result is None:
+                    return None
+                results.append(result)
+                bar.update(len(result[0]))
+                if self.auto is not None and self.auto.hand_over(self, len(result[0]), time.perf_counter() - began):
+                    break
+        if self.pool is None:
+            return results
+        futures = [self.pool.submit(fn, *args) for fn, args in map(task, items)]
+        self._pooled = len(futures)
+        rest = _gather(futures, bar, void())
+        return None if rest is None else results + rest
+
+
+AUTO_MEASURE_S = 0.3   # this process predicts this long before it judges the work left
+AUTO_REPAY = 2.0       # a pool is started when it would save this many times its start-up
+POOL_START_S = {"onnx": 1.5, "torch": 3.0}  # a pool's start-up until it is measured here (forkserver cold)
+
+
+class _AutoPool:
+    """The automatic worker count: this process predicts and measures its rate; when the rows left would
+    take long enough that ``processes`` processes save ``AUTO_REPAY`` times the pool's start-up (as last
+    measured on this machine, kept in the user's cache) and the other cores are not busy with other work
+    (the load average), a pool starts, on a thread: starting a process
+    waits until the forkserver has imported its preloads (seconds, with torch). This process goes on
+    predicting meanwhile, and hands the pool the rest once every process has loaded the model. So a pool
+    is never waited for, and a small input never starts one."""
+
+    def __init__(self, total_rows: int, processes: int) -> None:
+        self.total_rows = total_rows
+        self.processes = processes
+        self.rows = 0
+        self.seconds = 0.0
+        self.decided = False
+        self._thread: threading.Thread | None = None
+        self._pool: Any = None       # the context manager of the pool, once the thread made it
+        self._executor: Any = None
+        self._ready: list[Any] = []
+        self._started = 0.0
+
+    def hand_over(self, runner: _Runner, rows: int, seconds: float) -> bool:
+        """Account a piece this process predicted; True once the pool (``runner.pool``) is ready for the rest."""
+        self.rows += rows
+        self.seconds += seconds
+        if not self.decided:
+            if self.seconds >= AUTO_MEASURE_S:
+                self._decide(runner)
+            return False
+        if self._thread is None or self._thread.is_alive() or self._executor is None:
+            return False  # not asked for, still starting, or it could not start (this process goes on)
+        if not all(f.done() for f in self._ready):
+            return False
+        remember_pool_start(runtime(runner.model_path), time.perf_counter() - self._started)
+        runner.pool = self._executor
+        return True
+
+    def _decide(self, runner: _Runner) -> None:
+        self.decided = True
+        if busy_cores() > self.processes - 0.5:  # other work holds the other cores: a pool would share them
+            return                                 # (2 workers on a loaded 2-core machine ran 0.69-1.10x)
+        left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
+        if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(runtime(runner.model_path)):
+            return
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(target=self._start, args=(runner.model_path,), name="traindesk-pool-start",
+                                        daemon=True)
+        self._thread.start()
+
+    def _start(self, model_path: Path) -> None:
+        try:
+            pool = _pool(model_path, self.processes)
+            executor = pool.__enter__()
+            self._pool = pool
+            self._ready = [executor.submit(_ready) for _ in range(self.processes)]  # done once every process is up
+            self._executor = executor
+        except Exception:  # noqa: BLE001 - no pool: this process predicts the rest, as it would have anyway
+            return
+
+    def close(self) -> None:
+        """Wait for a pool still starting, and end it (its processes are idle by now)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._pool is not None:
+            self._pool.__exit__(None, None, None)
+            self._pool = self._executor = None
+
+
+def busy_cores() -> float:
+    """How many cores are busy now, this process included (the 1-minute load average; 0 where unknown)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 0.0
+
+
+def _start_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "traindesk" / "predict-pool.json"
+
+
+def pool_start_s(kind: str) -> float:
+    """A prediction pool's start-up for this runtime ("onnx", "torch"): as last measured here, else a guess."""
+    try:
+        kept = json.loads(_start_file().read_text(encoding="utf-8")).get(kind)
+        if isinstance(kept, (int, float)) and 0 <= kept < 3600:
+            return float(kept)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return POOL_START_S[kind]
+
+
+def remember_pool_start(kind: str, seconds: float) -> None:
+    """Keep a measured pool start-up for the next automatic choice; a cache that cannot be written is skipped."""
+    from core.runlog import atomic_write_json
+
+    path = _start_file()
+    try:
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            kept = kept if isinstance(kept, dict) else {}
+        except (OSError, ValueError):
+            kept = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {**kept, kind: round(seconds, 3)})
+    except OSError:
+        pass
 
 
 def _gather(futures: list[Any], bar: Any, cancel: bool = False) -> list[Any] | None:
@@ -1278,8 +1436,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", help="CSV or NPZ with the training features, or an image folder")
     p.add_argument("--out", help="predictions CSV (default: standard output)")
     p.add_argument("--workers", type=int, default=None,
-                   help="processes to split the input across, one compute thread each "
-                        "(default: one per CPU core for a large input, else this process)")
+                   help="processes to split the input across, one compute thread each (default: this "
+                        "process, and one per CPU core once the rows left repay starting them)")
     p.add_argument("--checkpoint", choices=("best", "last"), default=None,
                    help="a run directory's weights: its best evaluation or its end "
                         "(default: best when checkpoints/best.pt exists, else last)")

@@ -11,11 +11,19 @@ whole rows (``csv_split``) that other processes parse apart
 (``read_csv_rows``); a piece they cannot parse sends the caller back to
 ``read_csv``. NPZ: ``np.load`` without pickles, checked once.
 
+Every reader goes by blocks (CSV pieces of ``READ_BLOCK_BYTES``, NPZ arrays
+in chunks of as many bytes) and asks between blocks whether the caller wants
+it to stop (:func:`stop_reading_when`); it then raises :class:`ReadStopped`.
+A Ctrl-C while a large file loads ends the command at once, not once the file
+is read.
+
 Torch-free: ``core.predict`` imports this at command time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import csv
 import math
 import struct
@@ -29,6 +37,34 @@ import numpy as np
 from core.errors import DataError
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+READ_BLOCK_BYTES = 4 << 20  # a read asks whether to stop after each block of about this many bytes (0.1-0.2 s)
+
+
+# ----------------------------------------------------------------------------- stopping a read
+
+
+class ReadStopped(Exception):
+    """A read given up between two blocks because its caller asked it to stop (a Ctrl-C, a Stop)."""
+
+
+_should_stop: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("should_stop", default=None)
+
+
+@contextlib.contextmanager
+def stop_reading_when(should_stop: Callable[[], bool]) -> Iterator[None]:
+    """Reads in this context (this thread) ask ``should_stop()`` between blocks and raise :class:`ReadStopped`."""
+    token = _should_stop.set(should_stop)
+    try:
+        yield
+    finally:
+        _should_stop.reset(token)
+
+
+def check_stop() -> None:
+    """Raise :class:`ReadStopped` if the reading in progress was asked to stop."""
+    should_stop = _should_stop.get()
+    if should_stop is not None and should_stop():
+        raise ReadStopped("reading stopped")
 
 
 # ----------------------------------------------------------------------------- CSV
@@ -111,16 +147,51 @@ def _read_fast(path: Path, select: Select) -> CsvData | None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    try:
-        table = pacsv.read_csv(
-            path,
-            # a line break inside a value needs quotes; without any, blocks split at every newline (faster)
-            parse_options=pacsv.ParseOptions(newlines_in_values=_has_quotes(path)),
-            convert_options=_convert_options(raw_header, cols),
-        )
-    except (pa.ArrowException, OSError, ValueError):
-        return None
+    table = _read_blocks(path, raw_header, cols)
+    if table is None:
+        try:
+            table = pacsv.read_csv(
+                path,
+                # a line break inside a value needs quotes; without any, blocks split at every newline (faster)
+                parse_options=pacsv.ParseOptions(newlines_in_values=_has_quotes(path)),
+                convert_options=_convert_options(raw_header, cols),
+            )
+        except (pa.ArrowException, OSError, ValueError):
+            return None
     return _table_data(table, raw_header, cols)
+
+
+def _read_blocks(path: Path, raw_header: list[str], cols: Columns) -> Any:
+    """A CSV with one line per record, parsed in pieces of about ``READ_BLOCK_BYTES`` (each by pyarrow's
+    threads), asking between pieces whether to stop; None when it must be read whole (quotes, a blank line)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    split = csv_split(path, lambda header: cols)
+    if split is None:
+        return None
+    with path.open("rb") as fh:
+        fh.seek(split.data_start)
+        line = max(1, len(fh.readline(1 << 20)))
+    tables = []
+    read = pacsv.ReadOptions(column_names=raw_header)
+    convert = _convert_options(raw_header, cols)
+    with path.open("rb") as fh:
+        for piece in split.pieces(max(1, READ_BLOCK_BYTES // line)):
+            check_stop()
+            fh.seek(piece.start)
+            try:
+                table = pacsv.read_csv(pa.BufferReader(fh.read(piece.stop - piece.start)), read_options=read,
+                                       convert_options=convert)
+            except (pa.ArrowException, ValueError):
+                return None
+            if table.num_rows != piece.count:  # a blank line, skipped by pyarrow: the exact reader's lines
+                return None
+            tables.append(table)
+    check_stop()
+    if split.whole or not tables:
+        return None
+    return pa.concat_tables(tables)
 
 
 def _convert_options(raw_header: list[str], cols: Columns) -> Any:
@@ -143,6 +214,7 @@ def _table_data(table: Any, raw_header: list[str], cols: Columns) -> CsvData | N
         return None
     xt = np.empty((len(cols.numeric), table.num_rows), dtype=np.float32)  # filled by rows, transposed once: faster
     for j, i in enumerate(cols.numeric):
+        check_stop()
         column = table.column(raw_header[i])
         if column.null_count:
             return None
@@ -263,8 +335,9 @@ def csv_split(path: Path, select: Select) -> CsvSplit | None:
         return None
     if not first_line.endswith(b"\n") or len(first_line) >= end:
         return None  # a header alone (read_csv says so), or one longer than any sane header
-    if first_line.decode("utf-8-sig", errors="replace").rstrip("\r\n").split(",") != raw_header:
-        return None  # blank lines or quotes before the header
+    text = first_line.decode("utf-8-sig", errors="replace").rstrip("\r\n")
+    if text.split(",") != raw_header and next(csv.reader([text]), None) != raw_header:
+        return None  # blank lines before the header, or a header over several lines
     return CsvSplit(path, raw_header, cols, len(first_line), end)
 
 
@@ -397,12 +470,12 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
             if xk is None or (labels and yk is None):
                 need = "arrays 'x' and 'y'" if labels else "an array 'x'"
                 raise DataError(f"{where}: {path} needs {need}, has: " + ", ".join(sorted(keys)))
-            x = np.asarray(npz[xk])
+            x = _read_member(npz, xk)
             y = np.asarray(npz[yk]) if labels and yk is not None else None
             names = np.asarray(npz["class_names"]) if labels and "class_names" in keys else None
             idk = next((k for k in ID_KEYS if k in keys), None)
             ids = np.asarray(npz[idk]) if idk is not None else None
-    except DataError:
+    except (DataError, ReadStopped):
         raise
     except ValueError as exc:
         if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
@@ -430,6 +503,29 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
     if ids is not None and ids.shape[:1] != x.shape[:1]:
         ids = None
     return NpzData(x, y, names, ids)
+
+
+def _read_member(npz: Any, key: str) -> np.ndarray:
+    """Array ``key`` of an open NPZ, read in chunks of ``READ_BLOCK_BYTES`` (asking whether to stop between
+    them); what is not a plain array of numbers goes to numpy's own reader, which says what is wrong."""
+    try:
+        with npz.zip.open(f"{key}.npy") as fh:
+            major, _ = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            if dtype.hasobject:
+                raise ValueError("object array")
+            out = np.empty(shape[::-1] if fortran else shape, dtype=dtype)
+            view = memoryview(out.reshape(-1).view(np.uint8))
+            for lo in range(0, len(view), READ_BLOCK_BYTES):
+                check_stop()
+                part = view[lo:lo + READ_BLOCK_BYTES]
+                if fh.readinto(part) != len(part):
+                    raise ValueError("truncated array")
+            check_stop()
+            return out.T if fortran else out
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile, EOFError):
+        return np.asarray(npz[key])
 
 
 @dataclass(frozen=True)

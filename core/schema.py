@@ -121,17 +121,27 @@ def _read_csv_fast(path: Path, where: str, missing: frozenset[str]) -> RawTable 
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
-    from core.readers import _has_quotes
+    from core.readers import READ_BLOCK_BYTES, _has_quotes, check_stop
 
     if not path.is_file():
         return None
-    try:
-        table = pacsv.read_csv(path, parse_options=pacsv.ParseOptions(newlines_in_values=_has_quotes(path)),
-                               convert_options=pacsv.ConvertOptions(
-                                   null_values=sorted(missing), strings_can_be_null=True,
-                                   quoted_strings_can_be_null=True))
+    parse = pacsv.ParseOptions(newlines_in_values=_has_quotes(path))
+    convert = pacsv.ConvertOptions(null_values=sorted(missing), strings_can_be_null=True,
+                                   quoted_strings_can_be_null=True)
+    try:  # by blocks, asking between them whether to stop (a Ctrl-C or Stop while a large file loads)
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=READ_BLOCK_BYTES),
+                                parse_options=parse, convert_options=convert)
+        batches = []
+        for batch in reader:
+            check_stop()
+            batches.append(batch)
+        table = pa.Table.from_batches(batches, schema=reader.schema)
     except (pa.ArrowException, OSError, ValueError):
-        return None
+        check_stop()
+        try:  # a later block's values the first block's types did not foresee: the whole file, typed at once
+            table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)
+        except (pa.ArrowException, OSError, ValueError):
+            return None
     names = [str(n).strip() for n in table.column_names]
     if table.num_rows == 0 or len(set(names)) != len(names):
         return None

@@ -142,6 +142,7 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
     if args.resume:
         raise ArgumentError("traindesk train: under torchrun a run resumes by itself after a restart "
                             "(--max-restarts); --resume is for local runs")
+    tr.refuse_hanging_restarts()
     world = int(os.environ["WORLD_SIZE"])
     cfg = _load_train_config(args).replace("parallel", strategy="ddp", workers=world)
     tr.join_group(cfg)
@@ -174,14 +175,27 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
 
 
 class Interrupts:
-    """SIGINT/SIGTERM only count here; the main loop acts on the count (no locks in a handler)."""
+    """SIGINT/SIGTERM only count here; the main loop acts on the count (no locks in a handler).
+
+    While ``immediate`` (from the command's first line until its run is set up to start) nothing exists
+    that needs saving: the handler ends the command at once, its forkserver with it.
+    """
 
     def __init__(self) -> None:
         self.count = 0
+        self.immediate = True
         self._previous: dict[int, Any] = {}
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.count += 1
+        if self.immediate:  # nothing may be imported here: the signal may land in the middle of an import
+            os.write(2, b"\ninterrupted\n")
+            local = sys.modules.get("core.launchers.local")
+            try:
+                if local is not None and hasattr(local, "stop_forkserver"):
+                    local.stop_forkserver()
+            finally:
+                os._exit(EXIT_INTERRUPTED)
 
     def __enter__(self) -> "Interrupts":
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -193,7 +207,7 @@ class Interrupts:
             signal.signal(sig, handler)
 
 
-START_GRACE_S = 3.0  # after Ctrl-C during data loading, wait this long for the load before leaving
+START_GRACE_S = 0.8  # after Ctrl-C during data loading, wait this long for the read to stop before leaving
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -208,7 +222,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             local.prestart()  # before importing torch: the forkserver imports it while this process does
         from core.session import Session
         if under_torchrun():
-            session = _torchrun_session(args)
+            from core.launchers.torchrun import PeersLost
+
+            try:
+                session = _torchrun_session(args)
+            except PeersLost as exc:
+                sys.stderr.write(f"error: {exc}\n")
+                return EXIT_FAILED
             if session is None:
                 return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
         elif args.resume:
@@ -217,7 +237,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             session = Session(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
         if interrupts.count:  # Ctrl-C while the command started up: nothing has been started
             sys.stderr.write("interrupted\n")
+            local.stop_forkserver()
             return EXIT_INTERRUPTED
+        # from here a Ctrl-C asks the run to stop: the data read ends at its next block, or the workers
+        # at their next batch (checkpoint and summary written)
+        interrupts.immediate = False
         cfg = session.config
         resumed_at = min(p["epoch"] for p in session.start_positions()) - 1
         progress = Progress(cfg.train.epochs, args.quiet, start_epoch=resumed_at)
@@ -244,9 +268,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         sys.stderr.write(f"error: {session.error}\n")
     if session.run_dir is not None:
         print(session.run_dir)
-    if abandoned:
-        # The data load is still running on its thread (it spawns nothing after a stop);
-        # interpreter teardown would wait for it to let go of the GIL: leave now.
+    if abandoned or (interrupts.count and session.run_dir is None):
+        # The data load is still running on its thread (it spawns nothing after a stop), or it stopped
+        # before the run existed: nothing to save, and interpreter teardown (freeing what was read, with
+        # torch loaded) took a second here: leave now, and end the forkserver, which may still be
+        # importing torch and would outlive this process by seconds.
+        local.stop_forkserver()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)

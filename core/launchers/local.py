@@ -26,15 +26,21 @@ def start_method() -> str:
     return "forkserver" if sys.platform.startswith("linux") else "spawn"
 
 
-def get_context(preload: list[str] | None = None) -> Any:
-    """The shared multiprocessing context (created once per process; the first caller picks the preload)."""
+def get_context(preload: list[str] | None = None, tensors: bool = True) -> Any:
+    """The shared multiprocessing context (created once per process; the first caller picks the preload).
+
+    ``tensors``: torch's reductions are registered, so that tensors pass as shared memory (this imports
+    torch); a caller that passes none (prediction) leaves them out.
+    """
     global _ctx
     with _lock:
+        if tensors:
+            import torch.multiprocessing  # noqa: F401 - registers torch's reductions
         if _ctx is None:
-            import torch.multiprocessing as tmp  # registers torch's reductions: tensors pass as shared memory
+            import multiprocessing  # the contexts are the standard library's whether torch's are registered or not
 
             method = start_method()
-            ctx = tmp.get_context(method)
+            ctx = multiprocessing.get_context(method)
             if method == "forkserver":
                 ctx.set_forkserver_preload(PRELOAD if preload is None else preload)
             _ctx = ctx
@@ -74,7 +80,7 @@ def _start_server() -> None:
         _ensure_forkserver()
 
 
-def warm_up(block: bool = False, preload: list[str] | None = None) -> None:
+def warm_up(block: bool = False, preload: list[str] | None = None, tensors: bool = True) -> None:
     """Start the forkserver (torch preloaded) now, so the first Start is fast.
 
     Starting the server is a fork+exec (milliseconds); its imports run in the
@@ -83,7 +89,7 @@ def warm_up(block: bool = False, preload: list[str] | None = None) -> None:
     not print a KeyboardInterrupt traceback from it (it ignores SIGINT itself
     once its imports are done). ``block`` waits until the server answers.
     """
-    ctx = get_context(preload)
+    ctx = get_context(preload, tensors)
     if ctx.get_start_method() != "forkserver":
         return
     _start_server()
@@ -106,6 +112,54 @@ def forkserver_pid() -> int | None:
     from multiprocessing import forkserver
 
     return getattr(forkserver._forkserver, "_forkserver_pid", None)  # noqa: SLF001
+
+
+def stop_forkserver() -> None:
+    """End this process's forkserver now, if it runs, even in the middle of its preloads (which would
+    otherwise keep it alive for seconds after this process exits); the next worker starts a new one.
+    Imports nothing (it may run in a signal handler, in the middle of an import): a module not yet
+    imported started no server."""
+    forkserver = sys.modules.get("multiprocessing.forkserver")
+    if forkserver is None or not hasattr(forkserver, "_forkserver"):
+        return
+    server = forkserver._forkserver  # noqa: SLF001
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    server._forkserver_pid = None  # noqa: SLF001
+    server._forkserver_address = None  # noqa: SLF001
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        try:
+            os.close(alive)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None  # noqa: SLF001
+    _stop_resource_tracker()
+
+
+def _stop_resource_tracker(wait_s: float = 0.5) -> None:
+    """Let the resource tracker the forkserver started end (its pipe closed), and reap it: left to itself
+    it would outlive this process for a moment. Without its lock: this may run in a signal handler."""
+    import time
+
+    tracker = getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None)
+    fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+    if fd is None or pid is None:
+        return
+    tracker._fd = tracker._pid = None  # noqa: SLF001
+    try:
+        os.close(fd)
+        deadline = time.monotonic() + wait_s
+        while os.waitpid(pid, os.WNOHANG) == (0, 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    except (OSError, ChildProcessError):
+        pass
 
 
 class LocalLauncher:

@@ -14,6 +14,7 @@ from its last consistent checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -24,7 +25,7 @@ import threading
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from core.config import Config
 from core.machine import keep_freed_memory
@@ -192,12 +193,48 @@ class TorchrunLauncher:
         pass
 
 
+GROUP_TIMEOUT_S = 120  # the process group's timeout: how long a rank waits on its peers at most
+SHARED_STORE_FIX = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+
+
+class PeersLost(Exception):
+    """This rank waited on its peers for the process group's timeout and gave up (one line: what it waited for)."""
+
+
+def refuse_hanging_restarts() -> None:
+    """Refuse, before anything starts, restarts that cannot work: with torchrun's rendezvous store shared
+    across restarts (its default), a restarted group meets under each agent's own restart count, and
+    agents count apart (pytorch/pytorch#135712): the group waits for ever or dies without a step."""
+    from core.errors import UserError
+
+    restarts = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")
+    shared = (os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "0") != "1"
+              and os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") != "False")
+    if restarts.isdigit() and int(restarts) > 0 and shared:
+        raise UserError(
+            f"traindesk train: torchrun --max-restarts {restarts} needs {SHARED_STORE_FIX} in torchrun's "
+            "environment (with its rendezvous store shared across restarts a restarted group hangs)")
+
+
+@contextlib.contextmanager
+def waiting_for(what: str) -> Iterator[None]:
+    """A wait on the other ranks: one that fails or times out becomes :class:`PeersLost` naming ``what``."""
+    try:
+        yield
+    except Exception as exc:  # torch raises DistStoreError, DistBackendError, RuntimeError... for one cause
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PeersLost(f"torchrun: rank {os.environ.get('RANK', '?')} gave up waiting for {what} "
+                        f"(process-group timeout {GROUP_TIMEOUT_S} s): {first[:160]}") from None
+
+
 def join_group(cfg: Config) -> None:
     """Join torchrun's process group (from env://) before anything else talks over it."""
     import torch.distributed as dist
 
     backend = "nccl" if cfg.parallel.device.startswith("cuda") else "gloo"
-    dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=120))
+    where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    with waiting_for(f"the other ranks to join the process group at {where}"):
+        dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=GROUP_TIMEOUT_S))
 
 
 def find_run(runs_dir: Path) -> tuple[Path, int] | None:
@@ -229,12 +266,13 @@ def find_run(runs_dir: Path) -> tuple[Path, int] | None:
     return run_dir, restarts
 
 
-def broadcast(obj: Any) -> Any:
+def broadcast(obj: Any, what: str = "rank 0's start of the run") -> Any:
     """Rank 0's ``obj`` on every rank."""
     import torch.distributed as dist
 
     box = [obj]
-    dist.broadcast_object_list(box, src=0)
+    with waiting_for(what):
+        dist.broadcast_object_list(box, src=0)
     return box[0]
 
 

@@ -29,6 +29,7 @@ from core.errors import ModelError, RunError
 from core.evaluate import attach_evaluation
 from core.launchers.local import LocalLauncher
 from core.models import build_model, count_parameters
+from core.readers import ReadStopped, stop_reading_when
 from core.runlog import atomic_write_text, fork_name
 from core.schedule import improved
 from core.session.processes import TERMINATE_GRACE_S, WorkerProcesses
@@ -263,6 +264,8 @@ class Session:
                 raise RuntimeError(f"session already {state}")
         try:
             self._prepare()
+        except ReadStopped:
+            return self._stopped_before_spawn()  # stopped while the data loaded: nothing was made
         except BaseException as exc:
             self._fail_before_spawn(exc)
             raise
@@ -285,7 +288,8 @@ class Session:
         cfg = self.config
         self.strategy.validate()
         self.launcher.warm_up()
-        data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
+        with stop_reading_when(lambda: self._desired == STOP):  # a stop now ends the read between its blocks
+            data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
         models = self._build_models(data.info)
         self.strategy.task = data.info.task
         self.num_parameters = count_parameters(models[0])

@@ -192,6 +192,55 @@ def test_no_more_processes_than_batches(exported: dict[str, Path], inputs: dict[
     assert res.csv_text() == one.csv_text()
 
 
+def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
+        exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import core.predict
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the measured start-up is kept there
+    monkeypatch.setattr(core.predict, "worker_limit", lambda: 2)
+    monkeypatch.setattr(core.predict, "AUTO_MEASURE_S", 0.0)  # judge after the first piece
+    monkeypatch.setattr(core.predict, "busy_cores", lambda: 1.0)  # this process alone
+    started: list[int] = []
+    pool = core.predict._pool
+    monkeypatch.setattr(core.predict, "_pool", lambda model, n: started.append(n) or pool(model, n))
+    model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
+    kind = core.predict.runtime(model)
+    for name in ("csv", "npz"):  # 360 rows, 23 batches of 16: a pool is considered
+        one = predict(model, inputs[name], workers=1, batch_rows=16)
+        core.predict.remember_pool_start(kind, 1000.0)  # a pool slower to start than the input takes
+        auto = predict(model, inputs[name], batch_rows=16)
+        assert started == [] and auto.workers == 1 and auto.csv_text() == one.csv_text(), name
+        core.predict.remember_pool_start(kind, 0.0)  # one that starts at no cost: it always repays
+        monkeypatch.setattr(core.predict, "busy_cores", lambda: 2.0)  # unless other work holds the other core
+        assert predict(model, inputs[name], batch_rows=16).workers == 1 and started == [], name
+        monkeypatch.setattr(core.predict, "busy_cores", lambda: 1.0)
+        auto = predict(model, inputs[name], batch_rows=16)
+        assert started == [2] and auto.csv_text() == one.csv_text(), name  # this process or the pool: same rows
+        started.clear()
+    assert json.loads((tmp_path / "cache" / "traindesk" / "predict-pool.json").read_text())[kind] >= 0
+
+
+def test_an_onnx_model_predicts_without_torch(exported: dict[str, Path], inputs: dict[str, Path]) -> None:
+    """An ONNX graph needs onnxruntime alone: neither the command nor its pool processes import torch."""
+    import subprocess
+    import sys
+
+    from core.predict import predict_preload
+
+    if ".onnx" not in exported:
+        pytest.skip("the onnx extra is not installed")
+    assert "torch" not in predict_preload(exported[".onnx"]) and "torch" in predict_preload(exported[".pt2"])
+    code = ("import sys; from core.predict import predict; "
+            f"r = predict({str(exported['.onnx'])!r}, {str(inputs['csv'])!r}, workers=1); "
+            "assert len(r.ids) == 360; print('torch' in sys.modules)")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
+
+
 def test_the_automatic_worker_count_judges_the_input_without_reading_it(tmp_path: Path) -> None:
     from core.predict import _looks_large
 

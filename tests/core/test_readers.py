@@ -126,3 +126,35 @@ def test_an_uncompressed_npz_x_is_read_in_place(tmp_path: Path) -> None:
     (tmp_path / "f.npz").write_bytes(b"not a zip")
     for name in "bcdef":  # read by the caller and sent instead
         assert readers.stored_npz_x(tmp_path / f"{name}.npz") is None, name
+
+
+def test_reads_go_by_blocks_and_stop_between_them_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.csv as pacsv
+
+    monkeypatch.setattr(readers, "READ_BLOCK_BYTES", 4096)
+    rng = np.random.default_rng(0)
+    x = np.round(rng.normal(0, 10, (3000, 4)), 3)
+    path = tmp_path / "d.csv"
+    path.write_text('"a","b","c","d",label\n'  # a quoted header still goes by blocks
+                    + "".join(",".join(map(str, row)) + f",c{i % 3}\n" for i, row in enumerate(x)))
+    calls: list[int] = []
+
+    def stop_after(n: int) -> object:
+        calls.clear()
+        return lambda: calls.append(1) is None and len(calls) > n
+
+    assert readers._read_blocks(path, ["a", "b", "c", "d", "label"], _all_but_last(list("abcde"))) is not None
+    blocks = readers.read_csv(path, "data", _all_but_last)
+    whole = pacsv.read_csv(path)
+    assert np.array_equal(blocks.x, np.column_stack([whole.column(k).to_numpy() for k in "abcd"]).astype(np.float32))
+    assert blocks.text[4].tolist() == [f"c{i % 3}" for i in range(3000)]
+    with readers.stop_reading_when(stop_after(3)), pytest.raises(readers.ReadStopped):
+        readers.read_csv(path, "data", _all_but_last)
+    assert len(calls) == 4  # asked once per block until it said stop
+    np.savez(tmp_path / "d.npz", x=x.astype(np.float32), y=np.arange(3000) % 3)
+    assert np.array_equal(readers.read_npz(tmp_path / "d.npz", "data", labels=True).x, x.astype(np.float32))
+    with readers.stop_reading_when(stop_after(2)), pytest.raises(readers.ReadStopped):
+        readers.read_npz(tmp_path / "d.npz", "data", labels=True)
+    assert len(calls) == 3
+    with readers.stop_reading_when(lambda: False):  # a read never asked to stop reads everything
+        assert readers.read_npz(tmp_path / "d.npz", "data", labels=True).x.shape == (3000, 4)
