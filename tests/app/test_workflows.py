@@ -19,7 +19,7 @@ END = ("finished", "stopped", "failed")
 def test_evaluate_tab_shows_the_finished_run(qtbot: Any, make_window: Any) -> None:
     window = make_window()
     assert [window.tabs.tabText(i) for i in range(window.tabs.count())] == ["Training", "Runs", "Compare", "Evaluate",
-                                                                         "Predict", "Search"]
+                                                                         "Predict", "Search", "Serve"]
     window.panel.set_config(Config().replace("train", epochs=3))
     with qtbot.waitSignal(window.evaluate_view.evaluated, timeout=90_000) as blocker:
         window.action_start.trigger()
