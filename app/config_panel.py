@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 from app.tasks import BackgroundCalls
 from app.tuning_group import TuningGroup
 from core.config import (
-    ACTIVATIONS, BOUNDS, MODEL_KINDS, OPTIMIZERS, STRATEGIES, Config, ConfigError, from_dict, to_dict,
+    ACTIVATIONS, BOUNDS, COLUMN_KINDS, MODEL_KINDS, OPTIMIZERS, STRATEGIES, Config, ConfigError, from_dict, to_dict,
 )
 from core.data import BUILTIN_DATASETS
 from core.strategies import strategy_class
@@ -148,6 +148,7 @@ class ConfigPanel(QWidget):
 
         for w in self.findChildren(QWidget):
             self._connect_change(w)
+        self.combo_dataset.currentIndexChanged.connect(self._on_source_changed)
         self.set_config(Config())
 
     def _build_view_header(self) -> QWidget:
@@ -307,9 +308,31 @@ class ConfigPanel(QWidget):
         self.preview.addWidget(self.table_preview)
         form.addRow(self.preview)
 
+        # A table's columns as the engine's schema sees them; the kind combo writes data.columns.
+        self.table_columns = QTableWidget(0, 4, objectName="table_columns")
+        self.table_columns.setHorizontalHeaderLabels(["Column", "Kind", "Missing", "Levels / why"])
+        self.table_columns.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table_columns.verticalHeader().hide()
+        self.table_columns.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table_columns.horizontalHeader().setStretchLastSection(True)
+        self.table_columns.setFixedHeight(140)
+        self.table_columns.setToolTip("Each column's kind as inferred; pick another to set it in data.columns")
+        self.table_columns.hide()
+        form.addRow(self.table_columns)
+        self._column_overrides: dict[str, str] = {}  # data.columns as the panel will write it
+
         self.edit_target = QLineEdit(objectName="edit_target")
-        self.edit_target.setToolTip("The CSV column holding the class labels")
-        form.addRow("Target column", self.edit_target)
+        self.edit_target.setToolTip("The table column holding the target: class labels or numbers")
+        self.label_target_task = QLabel(objectName="label_target_task")
+        self.label_target_task.setToolTip("The task the target implies (train.task = \"auto\")")
+        target_row = QHBoxLayout()
+        target_row.setSpacing(6)
+        target_row.addWidget(self.edit_target, 1)
+        target_row.addWidget(self.label_target_task)
+        self._target_row = QWidget()
+        self._target_row.setLayout(target_row)
+        target_row.setContentsMargins(0, 0, 0, 0)
+        form.addRow("Target column", self._target_row)
         self.spin_image_size = _spin("data.image_size", "spin_image_size", "Resize images to SIZE×SIZE; 0 keeps the first image's size")
         self.spin_image_size.setSpecialValueText("original")
         form.addRow("Image size", self.spin_image_size)
@@ -426,6 +449,7 @@ class ConfigPanel(QWidget):
             d, m, o, t, p = cfg.data, cfg.model, cfg.optim, cfg.train, cfg.parallel
             self._select_source(d.source)
             self.edit_target.setText(d.target)
+            self._column_overrides = dict(d.columns)
             self.spin_image_size.setValue(d.image_size)
             self.spin_val_fraction.setValue(d.val_fraction)
             self.spin_loader_workers.setValue(d.loader_workers)
@@ -496,6 +520,7 @@ class ConfigPanel(QWidget):
         d, m, o, t, p = (raw[k] for k in ("data", "model", "optim", "train", "parallel"))
         d["source"] = self.combo_dataset.currentData()
         d["target"] = self.edit_target.text().strip()
+        d["columns"] = {k: v for k, v in self._column_overrides.items() if k != d["target"]}
         d["image_size"] = self.spin_image_size.value()
         self._take_spin(d, "val_fraction", self.spin_val_fraction)
         d["loader_workers"] = self.spin_loader_workers.value()
@@ -554,7 +579,9 @@ class ConfigPanel(QWidget):
         source = str(self.combo_dataset.currentData() or "")
         kind = self.combo_model.currentData()
         strategy = self.combo_strategy.currentData()
-        self._data_form.setRowVisible(self.edit_target, source.startswith("csv:"))
+        table = source.startswith(("csv:", "parquet:"))
+        self._data_form.setRowVisible(self._target_row, table)
+        self._data_form.setRowVisible(self.table_columns, table and self.table_columns.rowCount() > 0)
         self._data_form.setRowVisible(self.spin_image_size, source.startswith("images:"))
         self._data_form.setRowVisible(self.spin_loader_workers, source.startswith("images:"))
         self._model_form.setRowVisible(self._custom_row, kind == "custom")
@@ -577,9 +604,16 @@ class ConfigPanel(QWidget):
             self._update_visibility()
 
     # -- dataset description and parameter count (background) --------------------
-    def _on_refresh_info(self) -> None:
+    def _describe_key_now(self) -> tuple[Any, ...]:
         source = str(self.combo_dataset.currentData() or "")
-        key = (source, self.edit_target.text().strip() or "label", self.spin_image_size.value())
+        target = self.edit_target.text().strip() or "label"
+        columns: tuple[tuple[str, str], ...] = ()
+        if source.startswith(("csv:", "parquet:")):
+            columns = tuple(sorted((k, v) for k, v in self._column_overrides.items() if k != target))
+        return (source, target, self.spin_image_size.value(), self._base.train.task, columns)
+
+    def _on_refresh_info(self) -> None:
+        key = self._describe_key_now()
         info = self._info_cache.get(key)
         if info is not None:
             self._show_info(info)
@@ -594,18 +628,19 @@ class ConfigPanel(QWidget):
         def describe() -> Any:
             from core.data import describe_source
 
-            return describe_source(*key)
+            source, target, size, task, columns = key
+            return describe_source(source, target, size, task=task, columns=dict(columns))
 
         self._calls.call(describe, lambda info: self._on_described(key, info),
                          lambda exc: self._on_describe_failed(key, exc), name="describe-source")
 
-    def _on_described(self, key: tuple[str, str, int], info: Any) -> None:
+    def _on_described(self, key: tuple[Any, ...], info: Any) -> None:
         self._info_cache[key] = info
         if key == self._describe_key:
             self._describe_key = None
             self._on_refresh_info()
 
-    def _on_describe_failed(self, key: tuple[str, str, int], exc: BaseException) -> None:
+    def _on_describe_failed(self, key: tuple[Any, ...], exc: BaseException) -> None:
         if key != self._describe_key:
             return
         self._describe_key = None
@@ -613,10 +648,12 @@ class ConfigPanel(QWidget):
         self.label_dataset_summary.setText(f"⚠ {exc}")
         self.label_model_params.setText("")
         self._clear_preview()
+        self._show_columns(None)
 
     def _show_info(self, info: Any) -> None:
         self.label_dataset_summary.setText(info.summary)
         self._clear_preview()
+        self._show_columns(info)
         self._images = tuple(info.preview_images)
         self.tuning.set_images_available(bool(self._images))
         if info.preview_images:
@@ -644,6 +681,58 @@ class ConfigPanel(QWidget):
             self.preview.setCurrentWidget(self.table_preview)
             self.preview.setFixedHeight(self.table_preview.height())
         self.preview.setVisible(bool(info.preview_images or info.preview_rows))
+
+    def _show_columns(self, info: Any) -> None:
+        """One row per table column from the schema describe_source fitted: a kind combo, missing cells,
+        levels (or why it is ignored); and the task the target implies beside the target chooser."""
+        columns = list(((info.schema or {}).get("columns") or []) if info is not None else [])
+        self.table_columns.setRowCount(0)
+        self.table_columns.setRowCount(len(columns))
+        for r, col in enumerate(columns):
+            name, kind = str(col["name"]), str(col["kind"])
+            self.table_columns.setItem(r, 0, QTableWidgetItem(name))
+            combo = QComboBox(objectName=f"combo_column_kind_{r}")
+            combo.addItems(list(COLUMN_KINDS))
+            combo.setCurrentText(kind)
+            combo.setProperty("column", name)
+            combo.setToolTip("set in data.columns" if name in self._column_overrides else "inferred")
+            combo.setEnabled(self.mode == "edit")  # a run's settings, shown or running, are not edited here
+            combo.currentTextChanged.connect(lambda k, n=name: self._on_column_kind(n, k))
+            self.table_columns.setCellWidget(r, 1, combo)
+            self.table_columns.setItem(r, 2, QTableWidgetItem(str(int(col.get("missing", 0)))))
+            if kind == "category":
+                detail = str(len(col.get("levels", [])))
+            else:
+                detail = str(col.get("reason", "")) if kind == "ignore" else ""
+            self.table_columns.setItem(r, 3, QTableWidgetItem(detail))
+        table = info is not None and info.schema is not None
+        self._data_form.setRowVisible(self.table_columns, bool(columns))
+        if not table:
+            self.label_target_task.setText("")
+        elif info.task == "regression":
+            why = next((m for _lvl, m in info.notes if m.startswith("task: ")), "")
+            reason = why.partition("(")[2].rstrip(")") if "(" in why else ""
+            self.label_target_task.setText("regression" + (f": {reason}" if reason else ""))
+        else:
+            self.label_target_task.setText(f"classification: {info.num_classes} classes")
+
+    def column_kinds(self) -> dict[str, str]:
+        """Each listed column's kind as its combo shows it."""
+        out = {}
+        for r in range(self.table_columns.rowCount()):
+            combo = self.table_columns.cellWidget(r, 1)
+            out[str(combo.property("column"))] = combo.currentText()
+        return out
+
+    def _on_source_changed(self, *_args: Any) -> None:
+        if not self._loading:
+            self._column_overrides = {}  # another table's column names would not apply
+
+    def _on_column_kind(self, name: str, kind: str) -> None:
+        if self._loading or self.mode != "edit":
+            return
+        self._column_overrides[name] = kind
+        self._on_widget_changed()
 
     def _clear_preview(self) -> None:
         self._images = ()

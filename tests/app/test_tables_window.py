@@ -1,0 +1,89 @@
+"""The window on real tables: the column list with editable kinds, and the task the target implies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config_panel import ConfigPanel
+from core.config import Config
+
+
+def _wait_idle(qtbot: Any, panel: ConfigPanel) -> None:
+    qtbot.waitUntil(lambda: not panel._refresh_timer.isActive() and not panel._calls.busy, timeout=20_000)
+
+
+@pytest.fixture
+def panel(qtbot: Any) -> Any:
+    p = ConfigPanel()
+    qtbot.addWidget(p)
+    yield p
+    p.shutdown()
+
+
+def _mixed_csv(path: Path, float_target: bool = False) -> Path:
+    """24 rows: a number with 3 empty cells, a text category of 3 levels (one empty), a yes/no column, a label."""
+    lines = ["size,island,tagged,label"]
+    for i in range(24):
+        size = "" if i % 8 == 0 else f"{1.5 + i * 0.25:g}"
+        island = "" if i == 5 else ("Biscoe", "Dream", "Torgersen")[i % 3]
+        label = f"{i * 0.37:.2f}" if float_target else ("a", "b", "c")[i % 3]
+        lines.append(f"{size},{island},{'yes' if i % 2 else 'no'},{label}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _rows(panel: ConfigPanel) -> dict[str, tuple[str, str, str]]:
+    t = panel.table_columns
+    return {t.item(r, 0).text(): (t.cellWidget(r, 1).currentText(), t.item(r, 2).text(), t.item(r, 3).text())
+            for r in range(t.rowCount())}
+
+
+def test_columns_list_kinds_missing_and_levels_and_a_combo_writes_data_columns(
+        qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    path = _mixed_csv(tmp_path / "mixed.csv")
+    panel.set_config(Config().replace("data", source=f"csv:{path}", target="label"))
+    qtbot.waitUntil(lambda: panel.table_columns.rowCount() == 3, timeout=20_000)
+    assert _rows(panel) == {"size": ("number", "3", ""), "island": ("category", "1", "3"),
+                            "tagged": ("bool", "0", "")}
+    assert panel.table_columns.isVisibleTo(panel)
+    assert panel.label_target_task.text() == "classification: 3 classes"
+    assert panel.config().data.columns == ()
+
+    combo = next(panel.table_columns.cellWidget(r, 1) for r in range(3)
+                 if panel.table_columns.cellWidget(r, 1).property("column") == "tagged")
+    combo.setCurrentText("ignore")
+    assert dict(panel.config().data.columns) == {"tagged": "ignore"}
+    # The list is described again with the override: the engine's schema now ignores the column.
+    qtbot.waitUntil(lambda: _rows(panel).get("tagged", ("",))[0] == "ignore"
+                    and "set in data.columns" in _rows(panel)["tagged"][2], timeout=20_000)
+    _wait_idle(qtbot, panel)
+
+    # A loaded config's overrides show in the combos and come back out of config().
+    panel.set_config(Config().replace("data", source=f"csv:{path}", target="label",
+                                      columns=(("island", "ignore"),)))
+    qtbot.waitUntil(lambda: _rows(panel).get("island", ("",))[0] == "ignore", timeout=20_000)
+    assert _rows(panel)["tagged"][0] == "bool"
+    assert dict(panel.config().data.columns) == {"island": "ignore"}
+    _wait_idle(qtbot, panel)
+
+
+def test_target_chooser_says_regression_for_a_float_target(qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    import pyarrow.csv as pacsv
+
+    csv = _mixed_csv(tmp_path / "float.csv", float_target=True)
+    parquet = tmp_path / "float.parquet"
+    pq.write_table(pacsv.read_csv(csv), parquet)
+    panel.set_config(Config().replace("data", source=f"parquet:{parquet}", target="label"))
+    qtbot.waitUntil(lambda: panel.label_target_task.text().startswith("regression"), timeout=20_000)
+    assert panel.label_target_task.text() == "regression: the target holds fractional numbers"
+    assert _rows(panel)["size"] == ("number", "3", "")
+    _wait_idle(qtbot, panel)
+    panel.combo_dataset.setCurrentIndex(panel.combo_dataset.findData("builtin:digits"))
+    qtbot.waitUntil(lambda: "1,797 samples" in panel.label_dataset_summary.text(), timeout=20_000)
+    assert panel.table_columns.rowCount() == 0 and not panel.table_columns.isVisibleTo(panel)
+    assert panel.label_target_task.text() == ""
+    _wait_idle(qtbot, panel)
