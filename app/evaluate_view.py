@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
@@ -131,9 +132,39 @@ class EvaluateView(QWidget):
         self.list_misclassified.setIconSize(QSize(THUMB, THUMB))
         self.list_misclassified.setResizeMode(QListView.ResizeMode.Adjust)
         self.list_misclassified.setMovement(QListView.Movement.Static)
+        self._build_regression()
         self._layout()
         self.button_reevaluate.clicked.connect(lambda: self.load_run(self.run_dir, recompute=True) if self.run_dir else None)
         self.combo_checkpoint.currentIndexChanged.connect(self._on_checkpoint_changed)
+
+    def _build_regression(self) -> None:
+        """A regression run's views: the metric table, predicted vs actual, residuals (eval.json's pairs)."""
+        self.table_metrics = QTableWidget(0, 2, objectName="table_regression_metrics")
+        self.table_metrics.setHorizontalHeaderLabels(["metric", "value"])
+        self.table_metrics.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table_metrics.verticalHeader().setVisible(False)
+        self.plot_actual = pg.PlotWidget(objectName="plot_predicted_vs_actual")
+        self.plot_actual.setTitle("Predicted vs actual")
+        self.plot_actual.setLabel("bottom", "actual")
+        self.plot_actual.setLabel("left", "predicted")
+        self.plot_actual.showGrid(x=True, y=True, alpha=0.3)
+        self.scatter_actual = pg.ScatterPlotItem(size=5, pen=None, brush=pg.mkBrush(31, 119, 180, 150))
+        self.line_identity = pg.PlotCurveItem(pen=pg.mkPen("#7f7f7f", style=Qt.PenStyle.DashLine))
+        self.plot_actual.addItem(self.line_identity)
+        self.plot_actual.addItem(self.scatter_actual)
+        self.plot_residuals = pg.PlotWidget(objectName="plot_residuals")
+        self.plot_residuals.setTitle("Residuals")
+        self.plot_residuals.setLabel("bottom", "predicted")
+        self.plot_residuals.setLabel("left", "actual − predicted")
+        self.plot_residuals.showGrid(x=True, y=True, alpha=0.3)
+        self.scatter_residuals = pg.ScatterPlotItem(size=5, pen=None, brush=pg.mkBrush(255, 127, 14, 150))
+        self.plot_residuals.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#7f7f7f")))
+        self.plot_residuals.addItem(self.scatter_residuals)
+        self.regression_panel = QSplitter(Qt.Orientation.Horizontal, objectName="regression_panel")
+        self.regression_panel.addWidget(self.table_metrics)
+        self.regression_panel.addWidget(self.plot_actual)
+        self.regression_panel.addWidget(self.plot_residuals)
+        self.regression_panel.hide()
 
     def _layout(self) -> None:
         top = QHBoxLayout()
@@ -141,16 +172,17 @@ class EvaluateView(QWidget):
         top.addWidget(QLabel("Weights"))
         top.addWidget(self.combo_checkpoint)
         top.addWidget(self.button_reevaluate)
-        tables = QSplitter(Qt.Orientation.Horizontal)
+        self._tables = tables = QSplitter(Qt.Orientation.Horizontal)
         tables.addWidget(self.table_confusion)
         tables.addWidget(self.table_per_class)
-        gallery = QWidget()
+        self._gallery = gallery = QWidget()
         g = QVBoxLayout(gallery)
         g.setContentsMargins(0, 0, 0, 0)
         g.addWidget(self.label_gallery)
         g.addWidget(self.list_misclassified)
         body = QSplitter(Qt.Orientation.Vertical)
         body.addWidget(tables)
+        body.addWidget(self.regression_panel)
         body.addWidget(gallery)
         layout = QVBoxLayout(self)
         layout.addWidget(self.label_context)
@@ -215,14 +247,20 @@ class EvaluateView(QWidget):
     # -- showing ----------------------------------------------------------------------------
     def show_evaluation(self, full: dict[str, Any], images: list[tuple[np.ndarray, str]] | None = None) -> None:
         self.evaluation = full
-        if full.get("task") == "regression":  # no classes: the regression figures, tables left empty
+        regression = full.get("task") == "regression"
+        self._tables.setVisible(not regression)
+        self._gallery.setVisible(not regression)
+        self.regression_panel.setVisible(regression)
+        if regression:  # no classes: the regression figures, the class tables left empty
             self.label_summary.setText(
                 f"RMSE {full['rmse']:.4g} · MAE {full['mae']:.4g} · R² {full['r2']:.3f} on {full['n']:,} "
                 f"validation samples · {(full.get('checkpoint') or {}).get('which', 'last')} checkpoint")
             self._fill_confusion([], [])
             self._fill_per_class([])
             self._fill_gallery([])
+            self._fill_regression(full)
             return
+        self._fill_regression(None)
         self.label_summary.setText(
             f"Accuracy {full['accuracy']:.2%} on {full['n']:,} validation samples · macro F1 "
             f"{full['macro']['f1']:.3f} · {full['misclassified_total']:,} misclassified"
@@ -232,6 +270,29 @@ class EvaluateView(QWidget):
         self._fill_confusion(classes, full["confusion"])
         self._fill_per_class(full["per_class"])
         self._fill_gallery(images or [])
+
+    def _fill_regression(self, full: dict[str, Any] | None) -> None:
+        rows = [] if full is None else [("RMSE", full["rmse"]), ("MAE", full["mae"]), ("R²", full["r2"]),
+                                        ("samples", full["n"])]
+        self.table_metrics.setRowCount(len(rows))
+        for i, (name, value) in enumerate(rows):
+            self.table_metrics.setItem(i, 0, QTableWidgetItem(name))
+            item = QTableWidgetItem(f"{value:,}" if isinstance(value, int) else f"{value:.4g}")
+            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self.table_metrics.setItem(i, 1, item)
+        self.table_metrics.resizeColumnsToContents()
+        pairs = np.asarray((full or {}).get("pairs") or [], dtype=np.float64).reshape(-1, 2)
+        actual, predicted = pairs[:, 0], pairs[:, 1]
+        self.scatter_actual.setData(actual, predicted)
+        self.scatter_residuals.setData(predicted, actual - predicted)
+        if len(pairs):
+            lo, hi = float(min(actual.min(), predicted.min())), float(max(actual.max(), predicted.max()))
+            self.line_identity.setData([lo, hi], [lo, hi])  # the perfect model's line
+        else:
+            self.line_identity.setData([], [])
+        n_all = int((full or {}).get("n", 0))
+        self.plot_actual.setTitle("Predicted vs actual" + (f" ({len(pairs):,} of {n_all:,})"
+                                                           if 0 < len(pairs) < n_all else ""))
 
     def _fill_confusion(self, classes: list[str], cm: list[list[int]]) -> None:
         t = self.table_confusion

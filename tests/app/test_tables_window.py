@@ -87,3 +87,43 @@ def test_target_chooser_says_regression_for_a_float_target(qtbot: Any, panel: Co
     assert panel.table_columns.rowCount() == 0 and not panel.table_columns.isVisibleTo(panel)
     assert panel.label_target_task.text() == ""
     _wait_idle(qtbot, panel)
+
+
+def _regression_eval(actual: list[float], predicted: list[float]) -> dict[str, Any]:
+    from core.metrics import regression_report
+
+    return {"task": "regression", **regression_report(predicted, actual), "checkpoint": {"which": "last"},
+            "pairs": [[a, p] for a, p in zip(actual, predicted)], "pairs_axes": "actual, predicted"}
+
+
+def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qtbot: Any) -> None:
+    import numpy as np
+
+    from app.evaluate_view import EvaluateView
+
+    view = EvaluateView()
+    qtbot.addWidget(view)
+    view.show()
+    actual = [1.0, 2.0, 3.0, 4.0, 5.0]
+    predicted = [1.5, 1.5, 3.25, 4.0, 4.0]
+    full = _regression_eval(actual, predicted)
+    view.show_evaluation(full)
+    assert view.regression_panel.isVisible() and not view.table_confusion.isVisible()
+    x, y = view.scatter_actual.getData()
+    assert np.allclose(x, actual) and np.allclose(y, predicted)
+    x, y = view.scatter_residuals.getData()
+    assert np.allclose(x, predicted) and np.allclose(y, [-0.5, 0.5, -0.25, 0.0, 1.0])
+    metrics = {view.table_metrics.item(r, 0).text(): view.table_metrics.item(r, 1).text()
+               for r in range(view.table_metrics.rowCount())}
+    assert metrics == {"RMSE": f"{full['rmse']:.4g}", "MAE": f"{full['mae']:.4g}", "R²": f"{full['r2']:.4g}",
+                       "samples": "5"}
+    assert metrics["MAE"] == "0.45"  # (0.5 + 0.5 + 0.25 + 0 + 1) / 5
+
+    # A classification run afterwards: today's views, the regression ones emptied and hidden.
+    view.show_evaluation({"task": "classification", "accuracy": 0.5, "n": 2, "macro": {"f1": 0.5},
+                          "misclassified_total": 1, "confusion": [[1, 0], [1, 0]],
+                          "per_class": [{"class": "a", "precision": 0.5, "recall": 1.0, "f1": 0.667, "support": 1},
+                                        {"class": "b", "precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}]})
+    assert view.table_confusion.isVisible() and not view.regression_panel.isVisible()
+    assert view.table_per_class.rowCount() == 2 and view.table_metrics.rowCount() == 0
+    assert len(view.scatter_actual.getData()[0]) == 0
