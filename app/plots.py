@@ -463,7 +463,7 @@ class LossPlot(BasePlot):
 
 
 class ValPlot(BasePlot):
-    """Validation loss (left) and accuracy (right) per worker, by epoch."""
+    """Validation loss (left) and accuracy (right; RMSE for a regression run) per worker, by epoch."""
 
     x_label = {"step": "epoch", "time": "epoch"}
     SYMBOLS_UP_TO = 40  # epochs drawn with a dot each; past that the dots only clutter
@@ -481,7 +481,25 @@ class ValPlot(BasePlot):
         self._update_x_label()
         self.loss_curves: dict[int, pg.PlotDataItem] = {}
         self.acc_curves: dict[int, pg.PlotDataItem] = {}
+        self._task = "classification"
         self.setMinimumWidth(self.MIN_WIDTH)
+
+    def _show_task(self) -> None:
+        """The right plot shows accuracy, or validation RMSE once the run's records say it is a regression."""
+        task = self.data.task
+        if task == self._task:
+            return
+        self._task = task
+        if task == "regression":
+            set_fitting_title(self.acc_plot, "Validation RMSE")
+            self.acc_plot.setLabel("left", "RMSE")
+            self.acc_plot.setLimits(yMin=0.0, yMax=None)
+            self.acc_plot.getViewBox().robust_y = True
+        else:
+            set_fitting_title(self.acc_plot, "Validation accuracy")
+            self.acc_plot.setLabel("left", "accuracy")
+            self.acc_plot.setLimits(yMin=-0.01, yMax=1.01)
+            self.acc_plot.getViewBox().robust_y = False
 
     def set_log_y(self, on: bool) -> None:
         self.loss_plot.setLogMode(y=on)  # accuracy stays linear: it lives in [0, 1]
@@ -505,6 +523,7 @@ class ValPlot(BasePlot):
     def _forget_curves(self) -> None:
         self.loss_curves.clear()
         self.acc_curves.clear()
+        self._show_task()  # reset: the new run's task (a classification one until its records say otherwise)
 
     def refresh(self, changes: Changes | None) -> None:
         workers = self.data.val.keys() if changes is None else changes.val
@@ -523,11 +542,12 @@ class ValPlot(BasePlot):
                 if curve.opts["symbol"] != symbol:
                     curve.setSymbol(symbol)
                 curve.setData(x, s.column(col))
+        self._show_task()
         # With one evaluating worker (hogwild evaluates on worker 0) a legend says nothing.
         self._show_legend(len(self.loss_curves) > 1)
 
     def csv_header(self) -> list[str]:
-        return ["worker", "epoch", "time_s", "val_loss", "val_accuracy"]
+        return ["worker", "epoch", "time_s", "val_loss", "val_rmse" if self.data.task == "regression" else "val_accuracy"]
 
     def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
         for w in sorted(self.data.val):

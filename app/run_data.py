@@ -25,7 +25,7 @@ from core.session.timeline import Timeline
 # Loss series columns.
 STEP, TIME, LOSS, SMOOTH = 0, 1, 2, 3
 # Validation series columns.
-EPOCH, VTIME, VAL_LOSS, VAL_ACC = 0, 1, 2, 3
+EPOCH, VTIME, VAL_LOSS, VAL_ACC = 0, 1, 2, 3  # VAL_ACC: the validation RMSE of a regression run
 # Throughput series columns.
 RSTEP, RTIME, RATE = 0, 1, 2
 # Learning-rate series columns. Step records carry the lr; only the points where it changes are kept.
@@ -93,6 +93,8 @@ class RunData:
         # (loss, validation, lr); throughput stays per worker process.
         self.per_trial = False
         self.winner: int | None = None    # the worker whose model is the result, once known
+        # "regression" once an eval record carries val_rmse and no accuracy: its VAL_ACC column holds the RMSE
+        self.task = "classification"
         self.markers: list[Marker] = []
         self.pauses: list[PauseSpan] = []
         self.next_start = ("resumed", "resume")  # label and kind of the marker where the next segment starts
@@ -409,8 +411,10 @@ class RunData:
             s = self.val[w] = Series(4, capacity=16, max_points=self.max_points)
             ch.new_workers.add(w)
         rel = self.timeline.time(t)
-        s.append([(float(rec.get("epoch", len(s) + 1)), rel,
-                   _num(rec.get("val_loss")), _num(rec.get("val_accuracy")))])
+        if "val_rmse" in rec and "val_accuracy" not in rec:
+            self.task = "regression"
+        score = rec.get("val_rmse") if self.task == "regression" else rec.get("val_accuracy")
+        s.append([(float(rec.get("epoch", len(s) + 1)), rel, _num(rec.get("val_loss")), _num(score))])
         ch.val.add(w)
 
     # -- views -----------------------------------------------------------------

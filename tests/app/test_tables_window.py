@@ -127,3 +127,31 @@ def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qt
     assert view.table_confusion.isVisible() and not view.regression_panel.isVisible()
     assert view.table_per_class.rowCount() == 2 and view.table_metrics.rowCount() == 0
     assert len(view.scatter_actual.getData()[0]) == 0
+
+
+def test_validation_plot_shows_rmse_for_a_regression_run(qtbot: Any) -> None:
+    import numpy as np
+
+    from app.plots import ValPlot
+    from app.run_data import RunData
+
+    data = RunData()
+    plot = ValPlot(data)
+    qtbot.addWidget(plot)
+    changes = data.add([{"kind": "eval", "t": 100.0 + e, "worker": 0, "epoch": e, "val_loss": 1.0 / e,
+                         "val_rmse": 2.0 / e, "val_mae": 1.5 / e, "val_r2": 0.5} for e in (1, 2, 3)])
+    plot.refresh(changes)
+    assert data.task == "regression"
+    assert plot.acc_plot.titleLabel.toolTip() == "Validation RMSE"
+    assert plot.acc_plot.getAxis("left").labelText == "RMSE"
+    assert np.allclose(plot.acc_curves[0].yData, [2.0, 1.0, 2.0 / 3])
+    assert plot.csv_header()[-1] == "val_rmse"
+
+    # A classification run in the same plot: accuracy again, limited to [0, 1].
+    data = RunData()
+    plot.reset(data)
+    plot.refresh(data.add([{"kind": "eval", "t": 1.0, "worker": 0, "epoch": 1, "val_loss": 0.7,
+                            "val_accuracy": 0.8}]))
+    assert plot.acc_plot.titleLabel.toolTip() == "Validation accuracy"
+    assert plot.acc_plot.getAxis("left").labelText == "accuracy"
+    assert np.allclose(plot.acc_curves[0].yData, [0.8])
