@@ -320,6 +320,7 @@ class ConfigPanel(QWidget):
         self.table_columns.hide()
         form.addRow(self.table_columns)
         self._column_overrides: dict[str, str] = {}  # data.columns as the panel will write it
+        self._columns_of: tuple[str, str] | None = None  # (source, target) the column list shows
 
         self.edit_target = QLineEdit(objectName="edit_target")
         self.edit_target.setToolTip("The table column holding the target: class labels or numbers")
@@ -648,7 +649,8 @@ class ConfigPanel(QWidget):
         self.label_dataset_summary.setText(f"⚠ {exc}")
         self.label_model_params.setText("")
         self._clear_preview()
-        self._show_columns(None)
+        if key[:2] != self._columns_of:  # the same table with a kind the engine refuses: its list stays to undo it
+            self._show_columns(None)
 
     def _show_info(self, info: Any) -> None:
         self.label_dataset_summary.setText(info.summary)
@@ -686,6 +688,7 @@ class ConfigPanel(QWidget):
         """One row per table column from the schema describe_source fitted: a kind combo, missing cells,
         levels (or why it is ignored); and the task the target implies beside the target chooser."""
         columns = list(((info.schema or {}).get("columns") or []) if info is not None else [])
+        self._columns_of = self._describe_key_now()[:2] if columns else None
         self.table_columns.setRowCount(0)
         self.table_columns.setRowCount(len(columns))
         for r, col in enumerate(columns):

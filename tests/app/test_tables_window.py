@@ -61,6 +61,19 @@ def test_columns_list_kinds_missing_and_levels_and_a_combo_writes_data_columns(
                     and "set in data.columns" in _rows(panel)["tagged"][2], timeout=20_000)
     _wait_idle(qtbot, panel)
 
+    # A kind the engine refuses: the one-line error in the summary, the list kept so the change can be undone.
+    size = next(panel.table_columns.cellWidget(r, 1) for r in range(3)
+                if panel.table_columns.cellWidget(r, 1).property("column") == "size")
+    size.setCurrentText("category")  # 21 distinct values in 24 rows: more levels than the rows allow
+    qtbot.waitUntil(lambda: "⚠" in panel.label_dataset_summary.text(), timeout=20_000)
+    assert "size" in panel.label_dataset_summary.text()
+    assert panel.table_columns.rowCount() == 3
+    size.setCurrentText("number")
+    qtbot.waitUntil(lambda: "⚠" not in panel.label_dataset_summary.text()
+                    and "samples" in panel.label_dataset_summary.text(), timeout=20_000)
+    assert dict(panel.config().data.columns) == {"tagged": "ignore", "size": "number"}
+    _wait_idle(qtbot, panel)
+
     # A loaded config's overrides show in the combos and come back out of config().
     panel.set_config(Config().replace("data", source=f"csv:{path}", target="label",
                                       columns=(("island", "ignore"),)))
