@@ -653,7 +653,10 @@ class ConfigPanel(QWidget):
             self._show_columns(None)
 
     def _show_info(self, info: Any) -> None:
-        self.label_dataset_summary.setText(info.summary)
+        text, listed = info.summary, f"; columns: {info.columns_summary}"
+        if info.columns_summary and text.endswith(listed):
+            text = text[:-len(listed)]  # the column list below shows each column
+        self.label_dataset_summary.setText(text)
         self._clear_preview()
         self._show_columns(info)
         self._images = tuple(info.preview_images)

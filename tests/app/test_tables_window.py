@@ -49,6 +49,7 @@ def test_columns_list_kinds_missing_and_levels_and_a_combo_writes_data_columns(
     assert _rows(panel) == {"size": ("number", "3", ""), "island": ("category", "1", "3"),
                             "tagged": ("bool", "0", "")}
     assert panel.table_columns.isVisibleTo(panel)
+    assert panel.label_dataset_summary.text() == "24 samples, 4 features, 3 classes"  # the columns are in the list
     assert panel.label_target_task.text() == "classification: 3 classes"
     assert panel.config().data.columns == ()
 
