@@ -27,7 +27,9 @@ from PySide6.QtWidgets import (
 
 from app.checkpoint_choice import CheckpointCombo
 from app.export_dialog import error_text
+from app.plots import PlotColors
 from app.tasks import BackgroundCalls
+from app.theme import style_plot_widget
 
 GALLERY_LIMIT = 48
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -165,6 +167,8 @@ class EvaluateView(QWidget):
         self.regression_panel.addWidget(self.plot_actual)
         self.regression_panel.addWidget(self.plot_residuals)
         self.regression_panel.hide()
+        for widget in (self.plot_actual, self.plot_residuals):
+            style_plot_widget(widget, PlotColors())  # the window restyles them with its theme
 
     def _layout(self) -> None:
         top = QHBoxLayout()

@@ -370,7 +370,8 @@ class MainWindow(QMainWindow):
             more.setToolTip("More actions")
         self.plots.apply_colors(t.plot)
         self.compare_view.apply_colors(t.plot)
-        for widget in (self.search_view.plot_search_parallel,
+        for widget in (self.search_view.plot_search_parallel, self.evaluate_view.plot_actual,
+                       self.evaluate_view.plot_residuals,
                        *([self.lr_finder.plot_lr_finder] if self.lr_finder is not None else [])):
             style_plot_widget(widget, t.plot)
         self.evaluate_view.refresh_colors()

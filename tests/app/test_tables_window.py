@@ -132,6 +132,11 @@ def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qt
     assert metrics == {"RMSE": f"{full['rmse']:.4g}", "MAE": f"{full['mae']:.4g}", "R²": f"{full['r2']:.4g}",
                        "samples": "5"}
     assert metrics["MAE"] == "0.45"  # (0.5 + 0.5 + 0.25 + 0 + 1) / 5
+    from app.plots import PlotColors
+    from app.theme import style_plot_widget
+
+    style_plot_widget(view.plot_residuals, PlotColors(background="#202020", foreground="#dddddd"))
+    assert view.plot_residuals.backgroundBrush().color().name() == "#202020"  # the window's theme applies
 
     # A classification run afterwards: today's views, the regression ones emptied and hidden.
     view.show_evaluation({"task": "classification", "accuracy": 0.5, "n": 2, "macro": {"f1": 0.5},
