@@ -82,6 +82,10 @@ def test_columns_list_kinds_missing_and_levels_and_a_combo_writes_data_columns(
     assert _rows(panel)["tagged"][0] == "bool"
     assert dict(panel.config().data.columns) == {"island": "ignore"}
     _wait_idle(qtbot, panel)
+    panel.set_mode("view")  # a past run's settings: its column kinds are shown, not edited
+    assert not any(panel.table_columns.cellWidget(r, 1).isEnabled() for r in range(3))
+    panel.set_mode("edit")
+    assert all(panel.table_columns.cellWidget(r, 1).isEnabled() for r in range(3))
 
 
 def test_target_chooser_says_regression_for_a_float_target(qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
