@@ -178,3 +178,25 @@ def test_validation_plot_shows_rmse_for_a_regression_run(qtbot: Any) -> None:
     assert plot.acc_plot.titleLabel.toolTip() == "Validation accuracy"
     assert plot.acc_plot.getAxis("left").labelText == "accuracy"
     assert np.allclose(plot.acc_curves[0].yData, [0.8])
+
+
+def test_a_mixed_table_trains_from_the_window_as_it_is(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    """Text categories, a yes/no column, empty cells and a text target: Start trains it, no edit to the file."""
+    import json
+
+    rows = ["size,island,tagged,label"]
+    for i in range(120):
+        size = "" if i % 10 == 0 else f"{1.5 + (i % 7) * 0.25:g}"
+        island = "" if i % 11 == 0 else ("Biscoe", "Dream", "Torgersen")[i % 3]
+        rows.append(f"{size},{island},{'yes' if i % 2 else 'no'},{('adelie', 'gentoo')[(i % 3 == 0) ^ (i % 2)]}")
+    path = tmp_path / "penguins.csv"
+    path.write_text("\n".join(rows) + "\n")
+    window = make_window()
+    window.panel.set_config(Config().replace("data", source=f"csv:{path}", target="label")
+                            .replace("train", epochs=3).replace("parallel", strategy="single", workers=1))
+    qtbot.waitUntil(lambda: window.panel.table_columns.rowCount() == 3, timeout=30_000)
+    window.action_start.trigger()
+    qtbot.waitUntil(lambda: window.controller.ended, timeout=120_000)
+    summary = json.loads((window.controller.run_dir / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["epochs_done"] == 3, summary.get("error")
+    assert summary["final"]["val_accuracy"] is not None
