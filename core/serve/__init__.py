@@ -4,6 +4,6 @@
 reload, metrics); ``core.serve.pool`` the batching queue and the inference
 processes; ``core.serve.worker`` what runs in each of them;
 ``core.serve.schema`` the request and answer formats, from the model's
-description. The command ``traindesk serve`` (core.serve_cli) and the
+description. The command ``traindesk serve`` (core.cli.serve) and the
 window's Serve tab are faces over ``serve``.
 """

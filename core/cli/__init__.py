@@ -1,5 +1,8 @@
 """The ``traindesk`` command line: a table of commands, each imported only when it runs.
 
+Every command is a module of this package (``core.cli.train``, ``core.cli.predict``, ...) with a
+``configure_cli(parser)`` and a ``cmd_NAME(args) -> exit code``; the services they call know no argparse.
+
 Exit codes: 0 success; 1 the run failed; 2 bad input; 130 interrupted.
 Errors are one line on stderr; ``--debug`` shows the traceback.
 """
@@ -11,7 +14,6 @@ import importlib
 import sys
 import traceback
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -28,8 +30,8 @@ class Command(NamedTuple):
 
 
 COMMANDS: dict[str, Command] = {
-    "train": Command("train a model from a TOML config", "core.train_cli:cmd_train", "core.train_cli:configure"),
-    "runs": Command("list runs with status and final accuracy", "core.cli:cmd_runs", "core.cli:configure_runs"),
+    "train": Command("train a model from a TOML config", "core.cli.train:cmd_train", "core.cli.train:configure_cli"),
+    "runs": Command("list runs with status and final accuracy", "core.cli.runs:cmd_runs", "core.cli.runs:configure_cli"),
     "gui": Command("open the desktop window (takes the arguments of traindesk-gui)", None),
     "export": Command("export a run's trained model (safetensors, state-dict, torch-export, onnx), verified",
                       "core.export:cmd_export", "core.export:configure_cli"),
@@ -40,36 +42,15 @@ COMMANDS: dict[str, Command] = {
     "lr-find": Command("suggest a learning rate: the range test of fastai, its valley suggestion printed last",
                        "core.lr_finder:cmd_lr_find", "core.lr_finder:configure_cli"),
     "pause": Command("pause the active run in RUN_DIR (started by the window, a CLI train or torchrun)",
-                     "core.cli:cmd_control", "core.cli:configure_control"),
-    "resume": Command("resume the paused run in RUN_DIR", "core.cli:cmd_control", "core.cli:configure_control"),
+                     "core.cli.control:cmd_control", "core.cli.control:configure_cli"),
+    "resume": Command("resume the paused run in RUN_DIR", "core.cli.control:cmd_control", "core.cli.control:configure_cli"),
     "stop": Command("stop the active run in RUN_DIR (its checkpoint and summary are written)",
-                    "core.cli:cmd_control", "core.cli:configure_control"),
+                    "core.cli.control:cmd_control", "core.cli.control:configure_cli"),
     "serve": Command("serve a trained model over HTTP: batching worker processes, health, metrics, reload",
-                     "core.serve_cli:cmd_serve", "core.serve_cli:configure"),
+                     "core.cli.serve:cmd_serve", "core.cli.serve:configure_cli"),
     "bench": Command("probe each strategy and worker count on a config and suggest the fastest",
-                     "core.bench:run", "core.bench:configure"),
+                     "core.cli.advise:cmd_advise", "core.cli.advise:configure_cli"),
 }
-
-
-def configure_control(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run's directory")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the run to acknowledge")
-
-
-def cmd_control(args: argparse.Namespace) -> int:
-    """pause / resume / stop: write the run's control file, wait for the state record that answers it."""
-    from core.control import send, wait_acknowledged
-    from core.runlog import MetricsTail
-
-    run_dir = Path(args.run_dir)
-    tail = MetricsTail(run_dir / "metrics.jsonl", start_at_end=True)
-    request = send(run_dir, args.command)
-    record = wait_acknowledged(run_dir, request, timeout=args.timeout, tail=tail)
-    if record is None:
-        sys.stderr.write(f"{args.command}: {run_dir} did not acknowledge within {args.timeout:g} s\n")
-        return EXIT_FAILED
-    print(f"{record['state']}")
-    return EXIT_OK
 
 
 class ArgumentError(Exception):
@@ -118,32 +99,6 @@ def _run_entry_point(name: str, argv: list[str]) -> int:
     main = next(iter(found)).load()
     rest = argv[argv.index(name) + 1:]
     return int(main([a for a in rest if a != "--debug"]) or 0)  # --debug is ours (tracebacks), not its
-
-
-def configure_runs(runs: argparse.ArgumentParser) -> None:
-    runs.add_argument("--runs-dir", default="runs")
-
-
-def cmd_runs(args: argparse.Namespace) -> int:
-    from core.runlog import list_runs
-
-    runs = list_runs(Path(args.runs_dir))
-    if not runs:
-        print(f"no runs in {args.runs_dir}")
-        return EXIT_OK
-    print(f"{'run':<44} {'status':<9} {'epochs':>6} {'val_acc':>8} {'samples/s':>11}")
-    for path, summary in runs:
-        if summary is None:
-            print(f"{path.name:<44} {'running?':<9}")
-            continue
-        final = summary.get("final") or {}
-        acc = final.get("val_accuracy")
-        acc_text = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
-        if acc is None and isinstance(final.get("val_r2"), (int, float)):  # regression: R² in that column
-            acc_text = f"R² {final['val_r2']:.3f}"
-        print(f"{path.name:<44} {summary.get('status', '?'):<9} {summary.get('epochs_done', 0):>6} "
-              f"{acc_text:>8} {summary.get('samples_per_s', 0):>11,.0f}")
-    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,7 @@ import sys
 from core.errors import UserError
 
 
-def configure(p: argparse.ArgumentParser) -> None:
+def configure_cli(p: argparse.ArgumentParser) -> None:
     """serve a trained model over HTTP with batching worker processes"""
     p.add_argument("model", metavar="RUN_DIR|MODEL_FILE",
                    help="a run directory (its best.pt, else last.pt) or an exported model / checkpoint file")

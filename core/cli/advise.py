@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 
-def configure(parser: Any) -> None:
+def configure_cli(parser: Any) -> None:
     """probe each strategy and worker count on a config and suggest the fastest"""
     parser.add_argument("--config", help="config TOML (default: built-in defaults)")
     parser.add_argument("--seconds", type=float, default=3.0, help="training seconds per probe (default 3)")
@@ -20,7 +20,7 @@ def configure(parser: Any) -> None:
     parser.add_argument("--json", dest="json_out", help="also write the full report as JSON here")
 
 
-def run(args: argparse.Namespace) -> int:
+def cmd_advise(args: argparse.Namespace) -> int:
     from core.launchers import local as launcher
     from core.advisor import advise
     from core.cli import ArgumentError

@@ -14,7 +14,7 @@ from typing import Any
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
 
 
-def configure(train: argparse.ArgumentParser) -> None:
+def configure_cli(train: argparse.ArgumentParser) -> None:
     from core.config import STRATEGIES
 
     train.add_argument("config", nargs="?", help="config TOML (default: built-in defaults)")
