@@ -1,0 +1,203 @@
+"""A run's directory: every path in it, whether a folder is a run, whether it can go on, and its reader.
+
+The layout (DESIGN's run directory)::
+
+    RUN/config.toml          the config the run was started with
+    RUN/metrics.jsonl        one record per line (core.session.recording writes it)
+    RUN/summary.json         written once at the end (and rewritten by an evaluation)
+    RUN/checkpoints/last.pt  the run's end: what resume, fork and export default to
+    RUN/checkpoints/best.pt  the weights of its best evaluation (kept when select_by says so)
+    RUN/control.json         pause / resume / stop requests to a live run
+    RUN/notes.json           the window's name and note for the run
+    RUN/eval.json            the last full evaluation (core.evaluate)
+    RUN/search.json          a search's plan; RUN/study.lock guards its Optuna study (core.strategies.search)
+    RUN/torchrun.json        a torchrun run's rendezvous id and restarts (core.launchers.torchrun)
+
+This module is the only place these names are written; everything else asks a ``RunDir``.
+It imports nothing heavy (no torch): the command line and the window's threads read runs with it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.config import Config
+
+CHECKPOINTS = ("last", "best")  # the checkpoints a run may hold, by the name --checkpoint takes
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    def __init__(self, path: "Path | str | RunDir") -> None:
+        object.__setattr__(self, "path", Path(path.path if isinstance(path, RunDir) else path))
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # ---- the paths -------------------------------------------------------------------------------
+    @property
+    def config(self) -> Path:
+        return self.path / "config.toml"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def summary(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    @property
+    def last(self) -> Path:
+        return self.checkpoint("last")
+
+    @property
+    def best(self) -> Path:
+        return self.checkpoint("best")
+
+    def checkpoint(self, which: str = "last") -> Path:
+        """checkpoints/<which>.pt (``which`` is "last" or "best")."""
+        if which not in CHECKPOINTS:
+            raise ValueError(f"checkpoint: {which!r} is not one of {', '.join(CHECKPOINTS)}")
+        return self.checkpoints / f"{which}.pt"
+
+    @property
+    def control(self) -> Path:
+        return self.path / "control.json"
+
+    @property
+    def notes(self) -> Path:
+        return self.path / "notes.json"
+
+    @property
+    def evaluation(self) -> Path:
+        return self.path / "eval.json"
+
+    @property
+    def search_plan(self) -> Path:
+        return self.path / "search.json"
+
+    @property
+    def study_lock(self) -> Path:
+        return self.path / "study.lock"
+
+    @property
+    def torchrun_file(self) -> Path:
+        return self.path / "torchrun.json"
+
+    # ---- what it is ------------------------------------------------------------------------------
+    def is_run(self) -> bool:
+        """A folder is a run once its config is written (the first thing a run writes)."""
+        return self.config.is_file()
+
+    def has_weights(self) -> bool:
+        return self.last.is_file()
+
+    def can_resume(self) -> bool:
+        """A run can go on (resume, fork, continue) from its last checkpoint."""
+        return self.is_run() and self.has_weights()
+
+    def default_checkpoint(self) -> str:
+        """What a run's model means when nobody chose: its best evaluation once best.pt exists, else its end."""
+        return "best" if self.best.is_file() else "last"
+
+    @classmethod
+    def of_checkpoint(cls, path: "Path | str") -> "RunDir | None":
+        """The run a checkpoint file belongs to (RUN/checkpoints/X.pt), None for a loose file."""
+        path = Path(path)
+        if path.parent.name == "checkpoints" and (path.parent.parent / "config.toml").is_file():
+            return cls(path.parent.parent)
+        return None
+
+    @staticmethod
+    def weights_file(path: "Path | str", which: str = "last") -> Path:
+        """A checkpoint file as given, or a run directory's checkpoint ``which``."""
+        path = Path(path)
+        return RunDir(path).checkpoint(which) if path.is_dir() else path
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def read_summary(self) -> dict[str, Any] | None:
+        from core.runlog import read_summary
+
+        return read_summary(self.path)
+
+    def read_records(self) -> list[dict[str, Any]]:
+        from core.runlog import read_metrics
+
+        return list(read_metrics(self.metrics)) if self.metrics.is_file() else []
+
+    def read_config(self) -> "Config | None":
+        from core.config import ConfigError, load_config
+
+        try:
+            return load_config(self.config)
+        except (ConfigError, OSError):
+            return None
+
+    def read(self) -> "PastRun":
+        """The one reader of a past run: records (a fork's preceded by its parent's up to the branch),
+        summary and config. Safe on a background thread; missing parts are empty / None."""
+        records = self.read_records()
+        summary = self.read_summary()
+        cfg = self.read_config()
+        parent = (summary or {}).get("parent")
+        if isinstance(parent, dict) and parent.get("run"):
+            records = _parent_records(RunDir(parent["run"]), records) + records
+        return PastRun(self, records, summary, cfg)
+
+
+@dataclass
+class PastRun:
+    run_dir: RunDir
+    records: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] | None = None
+    config: "Config | None" = None
+
+
+def _parent_records(parent: RunDir, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The parent's step and eval records up to where the fork branched (each worker's first step)."""
+    if not parent.metrics.is_file():
+        return []
+    first_step: dict[int, float] = {}
+    first_epoch = min((r.get("epoch", 1) for r in records if r.get("kind") == "eval"), default=10**9)
+    for r in records:
+        if r.get("kind") == "step":
+            first_step.setdefault(int(r.get("worker") or 0), float(r.get("step", 0)))
+    t_end = min((r["t"] for r in records if isinstance(r.get("t"), (int, float))), default=float("inf"))
+    out = []
+    for r in parent.read_records():
+        kind = r.get("kind")
+        if not isinstance(r.get("t"), (int, float)) or r["t"] > t_end:
+            continue
+        if kind == "step" and float(r.get("step", 0)) < first_step.get(int(r.get("worker") or 0), float("inf")):
+            out.append(r)
+        elif kind == "eval" and r.get("epoch", 0) < first_epoch:
+            out.append(r)
+        elif kind == "config":
+            out.append(r)
+    return out
+
+
+def list_runs(runs_dir: "Path | str") -> list[RunDir]:
+    """The runs in a folder, newest first (by folder name: names start with their start time)."""
+    runs_dir = Path(runs_dir)
+    if not runs_dir.is_dir():
+        return []
+    found = [RunDir(p) for p in runs_dir.iterdir() if p.is_dir()]
+    return sorted((r for r in found if r.is_run()), key=lambda r: r.name, reverse=True)
