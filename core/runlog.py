@@ -276,6 +276,23 @@ def read_summary(run_dir: Path) -> dict[str, Any] | None:
         return None
 
 
+def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
+    """summary.json, whole and atomically: the only writer of that file."""
+    from core.run_dir import RunDir
+
+    atomic_write_json(RunDir(run_dir).summary, summary)
+
+
+def update_summary(run_dir: Path, changes: dict[str, Any]) -> dict[str, Any] | None:
+    """Merge ``changes`` into an existing summary.json (atomically); the new summary, None if there is none."""
+    summary = read_summary(run_dir)
+    if summary is None:
+        return None
+    summary.update(changes)
+    write_summary(run_dir, summary)
+    return summary
+
+
 def list_runs(runs_dir: Path) -> list[tuple[Path, dict[str, Any] | None]]:
     """Run directories (newest first) with their summaries (None while running or lost)."""
     runs_dir = Path(runs_dir)
