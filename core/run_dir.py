@@ -13,7 +13,8 @@ The layout (DESIGN's run directory)::
     RUN/search.json          a search's plan; RUN/study.lock guards its Optuna study (core.strategies.search)
     RUN/torchrun.json        a torchrun run's rendezvous id and restarts (core.launchers.torchrun)
 
-This module is the only place these names are written; everything else asks a ``RunDir``.
+This module is the only place these names are written (summary.json's name is core.runlog's, which
+reads and writes that file); everything else asks a ``RunDir``.
 It imports nothing heavy (no torch): the command line and the window's threads read runs with it.
 """
 
@@ -22,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from core.runlog import SUMMARY_FILE, read_metrics, read_summary
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -57,7 +60,7 @@ class RunDir:
 
     @property
     def summary(self) -> Path:
-        return self.path / "summary.json"
+        return self.path / SUMMARY_FILE
 
     @property
     def checkpoints(self) -> Path:
@@ -133,13 +136,9 @@ class RunDir:
 
     # ---- reading ---------------------------------------------------------------------------------
     def read_summary(self) -> dict[str, Any] | None:
-        from core.runlog import read_summary
-
         return read_summary(self.path)
 
     def read_records(self) -> list[dict[str, Any]]:
-        from core.runlog import read_metrics
-
         return list(read_metrics(self.metrics)) if self.metrics.is_file() else []
 
     def read_config(self) -> "Config | None":

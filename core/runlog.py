@@ -18,6 +18,9 @@ ACTIVE_STATES = ("starting", "running", "paused", "stopping", "finishing")
 END_STATES = ("finished", "stopped", "failed")
 
 
+SUMMARY_FILE = "summary.json"  # in a run directory (core.run_dir); read and written only here
+
+
 def _fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -271,16 +274,14 @@ class MetricsTail:
 
 def read_summary(run_dir: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((Path(run_dir) / "summary.json").read_text(encoding="utf-8"))
+        return json.loads((Path(run_dir) / SUMMARY_FILE).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
 
 
 def write_summary(run_dir: Path, summary: dict[str, Any]) -> None:
     """summary.json, whole and atomically: the only writer of that file."""
-    from core.run_dir import RunDir
-
-    atomic_write_json(RunDir(run_dir).summary, summary)
+    atomic_write_json(Path(run_dir) / SUMMARY_FILE, summary)
 
 
 def update_summary(run_dir: Path, changes: dict[str, Any]) -> dict[str, Any] | None:
