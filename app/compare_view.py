@@ -76,19 +76,25 @@ def differing_keys(configs: list[dict[str, Any]]) -> list[str]:
 
 
 def load_run(path: Path) -> CompareRun:
-    """One run's comparable curves (background thread)."""
+    """One run's comparable curves (background thread): its own records, without a fork's parent's."""
     from core.config import load_config, to_dict
-    from core.runlog import read_metrics, read_summary
+    from core.run_dir import RunDir
 
     from app.run_index import read_notes
 
     path = Path(path)
-    summary = read_summary(path) or {}
-    cfg = load_config(path / "config.toml")
-    records = list(read_metrics(path / "metrics.jsonl")) if (path / "metrics.jsonl").is_file() else []
-    run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), summary)
-    run.curves = run_curves(records, summary, separate=cfg.parallel.strategy == "sweep")
+    past = RunDir(path).read(with_parent=False)
+    cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
+    run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
+    run.curves = run_curves(past.records, run.summary, separate=separate_models(cfg))
     return run
+
+
+def separate_models(cfg: Any) -> bool:
+    """Whether each worker of a run of ``cfg`` trains a model of its own (a sweep), asked of its strategy."""
+    from core.strategies import get_strategy
+
+    return get_strategy(cfg).num_models > 1
 
 
 def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate: bool,

@@ -39,7 +39,8 @@ from app.tasks import BackgroundCalls
 from app.theme import Theme, apply_theme, get_theme, style_plot_widget
 from app.window_state import STATE_TEXT, WindowState, derive
 from core.config import Config, ConfigError, load_config, parse_toml, save_config, to_dict
-from core.runlog import list_runs, read_metrics, read_summary
+from core.run_dir import list_runs
+from core.runlog import read_metrics, read_summary
 
 RECENT_RUNS = 12
 ADVISOR_SECONDS = 3.0  # training seconds per probe of "Find fastest"
@@ -743,10 +744,10 @@ class MainWindow(QMainWindow):
             empty = self.menu_recent.addAction(f"No runs in {self.runs_dir}")
             empty.setEnabled(False)
             return
-        for run_dir, summary in runs:
-            status = (summary or {}).get("status") or "no summary"
-            action = self.menu_recent.addAction(f"{run_dir.name}   ({status})")
-            action.triggered.connect(lambda _checked=False, d=run_dir: self.open_run(d))
+        for run in runs:
+            status = (run.read_summary() or {}).get("status") or "no summary"
+            action = self.menu_recent.addAction(f"{run.name}   ({status})")
+            action.triggered.connect(lambda _checked=False, d=run.path: self.open_run(d))
 
     def _on_open_run(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Open run folder", str(Path(self.runs_dir).resolve()))

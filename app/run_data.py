@@ -19,8 +19,13 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from app.run_progress import ProgressTracker, format_duration
 from app.series import DEFAULT_MAX_POINTS, Series, ema
+from core import records as kinds
+from core.session.stats import RunStats
 from core.session.timeline import Timeline
+
+__all__ = ["Changes", "Marker", "PauseSpan", "ProgressTracker", "RunData", "fork_marker", "format_duration"]
 
 # Loss series columns.
 STEP, TIME, LOSS, SMOOTH = 0, 1, 2, 3
@@ -86,6 +91,7 @@ class RunData:
                  max_points: int = DEFAULT_MAX_POINTS) -> None:
         self.t0 = t0
         self.timeline = Timeline()  # where each record lies in run time
+        self.stats = RunStats()     # what the records say about the run (its task, whether it is paused)
         # Each worker trains its own model (a sweep): a mean across them means nothing.
         self.separate_models = False
         self.labels: dict[int, str] = {}  # worker -> legend label ("lr 0.05"); default "worker N"
@@ -93,12 +99,9 @@ class RunData:
         # (loss, validation, lr); throughput stays per worker process.
         self.per_trial = False
         self.winner: int | None = None    # the worker whose model is the result, once known
-        # "regression" once an eval record carries val_rmse and no accuracy: its VAL_ACC column holds the RMSE
-        self.task = "classification"
         self.markers: list[Marker] = []
         self.pauses: list[PauseSpan] = []
         self.next_start = ("resumed", "resume")  # label and kind of the marker where the next segment starts
-        self._paused = False
         self.smoothing = smoothing
         self.max_points = max_points
         self.loss: dict[int, Series] = {}
@@ -175,15 +178,17 @@ class RunData:
                 self.t0 = float(t)
             self.last_t = float(t)
             at = self.timeline.observe(rec)
-            if kind == "step":
+            was_paused = self.stats.paused
+            self.stats.record(rec)
+            if kind == kinds.STEP:
                 self._on_step(rec, float(t), loss_rows, ch, self.timeline.offset if at is None else at)
-            elif kind == "eval":
+            elif kind == kinds.EVAL:
                 self._on_eval(rec, float(t), ch)
-            elif kind == "state":
+            elif kind == kinds.STATE:
                 if rec.get("worker") is None and rec.get("state") == "starting":
                     self._flush_rows(loss_rows, ch)  # the part before it ends before the next begins
-                self._on_state(rec, float(t), ch)
-            elif kind == "config":
+                self._on_state(rec, float(t), ch, was_paused)
+            elif kind == kinds.CONFIG:
                 self._on_config(rec, float(t), ch)
         self._flush_rows(loss_rows, ch)
         return ch
@@ -238,7 +243,12 @@ class RunData:
             rows = np.vstack([rows, np.asarray(tail, dtype=np.float64)[None, :]])
         return rows
 
-    def _on_state(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
+    @property
+    def task(self) -> str:
+        """"regression" once an eval record carries val_rmse and no accuracy: its VAL_ACC column holds the RMSE."""
+        return self.stats.task
+
+    def _on_state(self, rec: dict[str, Any], t: float, ch: Changes, was_paused: bool) -> None:
         state = rec.get("state")
         worker = rec.get("worker")
         if worker is not None:
@@ -264,13 +274,11 @@ class RunData:
             self._break_rates()
             self._break_lr(ch)
             ch.events = True
-        if state == "paused" and not self._paused:
-            self._paused = True
+        if self.stats.paused and not was_paused:
             self.pauses.append(PauseSpan(rel, math.nan, self.max_step))
             self._break_rates()
             ch.events = True
-        elif state != "paused" and self._paused:
-            self._paused = False
+        elif was_paused and not self.stats.paused:
             self.pauses[-1].end = rel
             ch.events = True
 
@@ -411,8 +419,6 @@ class RunData:
             s = self.val[w] = Series(4, capacity=16, max_points=self.max_points)
             ch.new_workers.add(w)
         rel = self.timeline.time(t)
-        if "val_rmse" in rec and "val_accuracy" not in rec:
-            self.task = "regression"
         score = rec.get("val_rmse") if self.task == "regression" else rec.get("val_accuracy")
         s.append([(float(rec.get("epoch", len(s) + 1)), rel, _num(rec.get("val_loss")), _num(score))])
         ch.val.add(w)
@@ -447,126 +453,3 @@ def _short(value: Any) -> str:
 
 def _num(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
-
-
-class ProgressTracker:
-    """Run progress (0..1), current epoch and ETA from step/eval/state records.
-
-    Each worker's progress is ``(epoch - 1 + fraction of its epoch) / epochs``;
-    the run's is the mean. The fraction uses the samples a worker processed
-    in its current epoch over the samples of an epoch: the measured size of
-    its previous epoch once there is one, else ``samples_per_epoch`` (the
-    caller's estimate from the dataset size and strategy).
-    """
-
-    def __init__(self, epochs: int, workers: int, samples_per_epoch: float | None = None) -> None:
-        self.epochs = max(1, epochs)
-        self.workers = max(1, workers)
-        self.samples_per_epoch = samples_per_epoch
-        self._epoch: dict[int, int] = {}
-        self._epoch_start: dict[int, float] = {}
-        self._measured: dict[int, float] = {}
-        self._progress: dict[int, float] = {}
-        self._history: deque[tuple[float, float]] = deque()
-        self.paused = False
-        self.done = False
-        self.stopped_early_at: int | None = None  # the last epoch of a run that early stopping ended
-
-    @property
-    def epoch(self) -> int:
-        return max(self._epoch.values(), default=0)
-
-    @property
-    def progress(self) -> float:
-        if self.stopped_early_at is not None:
-            return min(1.0, self.stopped_early_at / self.epochs)
-        if self.done:
-            return 1.0
-        return min(1.0, sum(self._progress.values()) / self.workers)
-
-    def add(self, records: Iterable[dict[str, Any]]) -> None:
-        t: float | None = None
-        for rec in records:
-            if isinstance(rec.get("t"), (int, float)):
-                t = float(rec["t"])
-            kind = rec.get("kind")
-            if kind == "step":
-                self._on_step(rec)
-            elif kind == "eval":
-                w = int(rec.get("worker") or 0)
-                epoch = int(rec.get("epoch", 0))
-                self._progress[w] = max(self._progress.get(w, 0.0), min(1.0, epoch / self.epochs))
-            elif kind == "state" and rec.get("worker") is None:
-                state = rec.get("state")
-                if state == "paused":
-                    self.paused = True
-                elif state == "running":
-                    if self.paused:
-                        self._history.clear()  # the pause must not slow the ETA down
-                    self.paused = False
-                elif state == "finished":
-                    self.done = True
-        if t is not None and not self.paused:
-            self._history.append((t, self.progress))
-            while len(self._history) > 2 and t - self._history[0][0] > 30.0:
-                self._history.popleft()
-
-    def end(self, status: str, summary: dict[str, Any] | None) -> None:
-        """The run ended: a finished run is complete, unless early stopping ended it short of its epochs."""
-        summary = summary or {}
-        done = summary.get("epochs_done")
-        if status == "finished" and summary.get("stop_reason") and isinstance(done, int) and done < self.epochs:
-            self.stopped_early_at = done
-        self.done = status == "finished"
-
-    def describe_end(self) -> str | None:
-        """How the run ended, when that is not simply its state ("stopped early at epoch 9 of 60")."""
-        if self.stopped_early_at is not None:
-            return f"stopped early at epoch {self.stopped_early_at} of {self.epochs}"
-        return None
-
-    def resume_from(self, records: Iterable[dict[str, Any]]) -> None:
-        """Count an earlier part of the run (a continued run's, a fork's parent's) without its ending."""
-        self.add(records)
-        self.done = False
-        self.stopped_early_at = None
-        self.paused = False
-        self._history.clear()  # the time between the parts says nothing about the speed
-
-    def _on_step(self, rec: dict[str, Any]) -> None:
-        w = int(rec.get("worker") or 0)
-        epoch = int(rec.get("epoch", 1))
-        samples = float(rec.get("samples", 0))
-        if w not in self._epoch:
-            self._epoch[w] = epoch
-            self._epoch_start[w] = 0.0 if epoch == 1 else samples
-        elif epoch != self._epoch[w]:
-            self._measured[w] = samples - self._epoch_start[w]
-            self._epoch[w] = epoch
-            self._epoch_start[w] = samples
-        size = self._measured.get(w, self.samples_per_epoch)
-        frac = 0.0
-        if size and size > 0:
-            frac = min(0.999, max(0.0, (samples - self._epoch_start[w]) / size))
-        p = min(1.0, (epoch - 1 + frac) / self.epochs)
-        self._progress[w] = max(self._progress.get(w, 0.0), p)
-
-    def eta_s(self) -> float | None:
-        """Seconds left, from the progress made over the last ~30 s of running; None if unknown."""
-        if self.done or self.paused or len(self._history) < 2:
-            return None
-        (t0, p0), (t1, p1) = self._history[0], self._history[-1]
-        if t1 - t0 < 1.0 or p1 <= p0:
-            return None
-        return (1.0 - p1) * (t1 - t0) / (p1 - p0)
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "–"
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h {s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m {s % 60:02d}s"
-    return f"{s}s"

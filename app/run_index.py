@@ -1,8 +1,9 @@
 """Every run of a runs directory as a row: what ran, how it ended, the user's notes (no Qt: testable).
 
-``RunIndex.scan()`` reads each run's ``summary.json``, ``config.toml`` and
-``notes.json`` and, for the best validation accuracy, its ``metrics.jsonl``
-incrementally (a live run's log is read from where the last scan stopped).
+``RunIndex.scan()`` reads each run's summary, config and notes through its
+:class:`~core.run_dir.RunDir` and, for the best validation accuracy, folds its
+``metrics.jsonl`` into a :class:`~core.session.stats.RunStats` incrementally
+(a live run's log is read from where the last scan stopped).
 It is called off the GUI thread. Notes, tags and the display name live in
 the run directory (``notes.json``), so they travel with the run.
 """
@@ -18,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.config import ConfigError, load_config, to_dict
-from core.runlog import MetricsTail, atomic_write_json, read_summary
+from core.config import to_dict
+from core.run_dir import RunDir, list_runs
+from core.runlog import MetricsTail, atomic_write_json
+from core.session.stats import RunStats
 
-NOTES_FILE = "notes.json"
 TRASH_DIR = ".trash"
 _STAMP = re.compile(r"^(\d{8})-(\d{6})")
 
@@ -54,7 +56,7 @@ class RunRow:
 
 def read_notes(run_dir: Path) -> dict[str, Any]:
     try:
-        data = json.loads((Path(run_dir) / NOTES_FILE).read_text(encoding="utf-8"))
+        data = json.loads(RunDir(run_dir).notes.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -66,7 +68,7 @@ def write_notes(run_dir: Path, **fields: Any) -> dict[str, Any]:
     data.update(fields)
     if "tags" in data:
         data["tags"] = sorted({str(t).strip() for t in data["tags"] if str(t).strip()})
-    atomic_write_json(Path(run_dir) / NOTES_FILE, data)
+    atomic_write_json(RunDir(run_dir).notes, data)
     return data
 
 
@@ -96,26 +98,21 @@ def started_at(run_dir: Path) -> float:
         except ValueError:
             pass
     try:
-        return (run_dir / "config.toml").stat().st_mtime
+        return RunDir(run_dir).config.stat().st_mtime
     except OSError:
         return 0.0
 
 
-class _EvalTail:
-    """The best and latest validation accuracy of one run, read incrementally."""
+class _RecordsTail:
+    """One run's records folded into its RunStats, read incrementally."""
 
-    def __init__(self, path: Path) -> None:
-        self.tail = MetricsTail(path)
-        self.best: dict[int, float] = {}
-        self.last: dict[int, float] = {}
+    def __init__(self, run: RunDir) -> None:
+        self.tail = MetricsTail(run.metrics)
+        self.stats = RunStats()
 
-    def update(self) -> None:
-        for rec in self.tail.read():
-            if rec.get("kind") == "eval" and isinstance(rec.get("val_accuracy"), (int, float)):
-                w = int(rec.get("worker") or 0)
-                acc = float(rec["val_accuracy"])
-                self.last[w] = acc
-                self.best[w] = max(acc, self.best.get(w, -math.inf))
+    def update(self) -> RunStats:
+        self.stats.add(self.tail.read())
+        return self.stats
 
 
 class RunIndex:
@@ -123,18 +120,16 @@ class RunIndex:
 
     def __init__(self, runs_dir: Path | str) -> None:
         self.runs_dir = Path(runs_dir)
-        self._tails: dict[Path, _EvalTail] = {}
+        self._tails: dict[Path, _RecordsTail] = {}
 
     def scan(self, active: set[Path] | None = None) -> list[RunRow]:
         """Every run directory, newest first. ``active``: runs known to be live (else asked of the lock)."""
         from core.control import active_run_pid
 
-        if not self.runs_dir.is_dir():
-            return []
         rows = []
         seen = set()
-        for d in sorted((p for p in self.runs_dir.iterdir() if p.is_dir() and (p / "config.toml").is_file()),
-                        key=lambda p: p.name, reverse=True):
+        for run in list_runs(self.runs_dir):
+            d = run.path
             seen.add(d)
             live = (d in active) if active is not None else active_run_pid(d) is not None
             rows.append(self.row(d, live or active_run_pid(d) is not None))
@@ -143,13 +138,11 @@ class RunIndex:
         return rows
 
     def row(self, d: Path, live: bool = False) -> RunRow:
-        summary = read_summary(d) or {}
+        run = RunDir(d)
+        summary = run.read_summary() or {}
         notes = read_notes(d)
-        try:
-            cfg = load_config(d / "config.toml")
-            cfg_dict = to_dict(cfg)
-        except (ConfigError, OSError):
-            cfg, cfg_dict = None, {}
+        cfg = run.read_config()
+        cfg_dict = to_dict(cfg) if cfg is not None else {}
         status = "running" if live else (summary.get("status") or "incomplete")
         row = RunRow(path=d, name=str(notes.get("name") or d.name), started=started_at(d), status=status,
                      notes=str(notes.get("notes") or ""), tags=list(notes.get("tags") or []), config=cfg_dict)
@@ -171,12 +164,12 @@ class RunIndex:
             row.parent = str(parent.get("name") or "")
         tail = self._tails.get(d)
         if tail is None:
-            tail = self._tails[d] = _EvalTail(d / "metrics.jsonl")
-        tail.update()
-        if tail.best:
-            row.best_val_accuracy = max(tail.best.values())
+            tail = self._tails[d] = _RecordsTail(run)
+        stats = tail.update()
+        if stats.best_accuracy:
+            row.best_val_accuracy = max(stats.best_accuracy.values())
             if live or math.isnan(row.final_val_accuracy):
                 best_worker = summary.get("best_worker")
-                last = tail.last.get(best_worker) if isinstance(best_worker, int) else None
-                row.final_val_accuracy = last if last is not None else max(tail.last.values())
+                last = stats.last_accuracy.get(best_worker) if isinstance(best_worker, int) else None
+                row.final_val_accuracy = last if last is not None else max(stats.last_accuracy.values())
         return row

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QTableView, QToolButton, QVBoxLayout, QWidget,
 )
 
-from app.run_data import format_duration
+from app.run_progress import format_duration
 from app.run_index import RunIndex, RunRow, parse_tags, trash_run, write_notes
 from app.tasks import BackgroundCalls
 

@@ -124,9 +124,8 @@ class RunDir:
     def of_checkpoint(cls, path: "Path | str") -> "RunDir | None":
         """The run a checkpoint file belongs to (RUN/checkpoints/X.pt), None for a loose file."""
         path = Path(path)
-        if path.parent.name == "checkpoints" and (path.parent.parent / "config.toml").is_file():
-            return cls(path.parent.parent)
-        return None
+        run = cls(path.parent.parent)
+        return run if path.parent.name == run.checkpoints.name and run.is_run() else None
 
     @staticmethod
     def weights_file(path: "Path | str", which: str = "last") -> Path:
@@ -149,14 +148,15 @@ class RunDir:
         except (ConfigError, OSError):
             return None
 
-    def read(self) -> "PastRun":
-        """The one reader of a past run: records (a fork's preceded by its parent's up to the branch),
-        summary and config. Safe on a background thread; missing parts are empty / None."""
+    def read(self, with_parent: bool = True) -> "PastRun":
+        """The one reader of a past run: records (a fork's preceded by its parent's up to the branch,
+        unless ``with_parent`` is false: the run's own alone), summary and config. Safe on a background
+        thread; missing parts are empty / None."""
         records = self.read_records()
         summary = self.read_summary()
         cfg = self.read_config()
         parent = (summary or {}).get("parent")
-        if isinstance(parent, dict) and parent.get("run"):
+        if with_parent and isinstance(parent, dict) and parent.get("run"):
             records = _parent_records(RunDir(parent["run"]), records) + records
         return PastRun(self, records, summary, cfg)
 

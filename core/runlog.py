@@ -292,13 +292,3 @@ def update_summary(run_dir: Path, changes: dict[str, Any]) -> dict[str, Any] | N
     summary.update(changes)
     write_summary(run_dir, summary)
     return summary
-
-
-def list_runs(runs_dir: Path) -> list[tuple[Path, dict[str, Any] | None]]:
-    """Run directories (newest first) with their summaries (None while running or lost)."""
-    runs_dir = Path(runs_dir)
-    if not runs_dir.is_dir():
-        return []
-    dirs = [p for p in runs_dir.iterdir() if p.is_dir() and (p / "config.toml").exists()]
-    dirs.sort(key=lambda p: p.name, reverse=True)
-    return [(d, read_summary(d)) for d in dirs]

@@ -13,22 +13,23 @@ def configure_cli(runs: argparse.ArgumentParser) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from core.runlog import list_runs
+    from core.run_dir import list_runs
 
     runs = list_runs(Path(args.runs_dir))
     if not runs:
         print(f"no runs in {args.runs_dir}")
         return EXIT_OK
     print(f"{'run':<44} {'status':<9} {'epochs':>6} {'val_acc':>8} {'samples/s':>11}")
-    for path, summary in runs:
+    for run in runs:
+        summary = run.read_summary()
         if summary is None:
-            print(f"{path.name:<44} {'running?':<9}")
+            print(f"{run.name:<44} {'running?':<9}")
             continue
         final = summary.get("final") or {}
         acc = final.get("val_accuracy")
         acc_text = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
         if acc is None and isinstance(final.get("val_r2"), (int, float)):  # regression: R² in that column
             acc_text = f"R² {final['val_r2']:.3f}"
-        print(f"{path.name:<44} {summary.get('status', '?'):<9} {summary.get('epochs_done', 0):>6} "
+        print(f"{run.name:<44} {summary.get('status', '?'):<9} {summary.get('epochs_done', 0):>6} "
               f"{acc_text:>8} {summary.get('samples_per_s', 0):>11,.0f}")
     return EXIT_OK

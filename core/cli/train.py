@@ -49,20 +49,19 @@ def _load_train_config(args: argparse.Namespace) -> Any:
 class Progress:
     """Training progress on stderr: a tqdm bar over epochs on a terminal, one line per epoch otherwise.
 
-    A session listener: it runs on the session's collector thread.
+    A session listener: it runs on the session's collector thread. What it shows comes from its own
+    :class:`~core.session.stats.RunStats`; it only writes the log records worth a line itself.
     """
 
     def __init__(self, epochs: int, quiet: bool, start_epoch: int = 0) -> None:
+        from core.session.stats import RunStats
+
         self.epochs = epochs
         self.quiet = quiet
         self.tty = sys.stderr.isatty()
         self.lock = threading.Lock()
-        self.loss: dict[int, float] = {}
-        self.samples: dict[int, int] = {}
+        self.stats = RunStats()
         self.epoch = start_epoch
-        self.acc: float | None = None
-        self.rmse: float | None = None
-        self.t0: float | None = None
         self.last_print = 0.0
         self.bar: Any = None
         if self.tty and not quiet:
@@ -71,28 +70,12 @@ class Progress:
             self.bar = progress(epochs, "train", unit="epoch", initial=start_epoch, dynamic_ncols=True, leave=True)
 
     def __call__(self, records: list[dict[str, Any]]) -> None:
-        new_epochs = 0
+        self.stats.add(records)
         for r in records:
-            kind = r["kind"]
-            if kind == "step":
-                self.loss[r["worker"]] = r["loss"]
-                self.samples[r["worker"]] = r["samples"]
-                if self.t0 is None:
-                    self.t0 = r["t"]
-            elif kind == "eval":
-                self.acc = r.get("val_accuracy")
-                self.rmse = r.get("val_rmse")
-                if r["epoch"] > self.epoch:
-                    new_epochs += r["epoch"] - self.epoch
-                    self.epoch = r["epoch"]
-            elif kind == "log" and r.get("topic") == "data":  # what the data is: task, columns, classes
-                level = r.get("level")
-                self.write((f"[{level}] " if level in ("error", "warning") else "") + f"data: {r['message']}")
-            elif kind == "log" and r.get("level") in ("error", "warning"):
-                message = r["message"].strip().splitlines()[-1]
-                if not message.startswith("worker"):
-                    message = f"worker {r['worker']}: {message}"
-                self.write(f"[{r['level']}] {message}")
+            if r["kind"] == "log":
+                self._log(r)
+        new_epochs = max(0, self.stats.eval_epoch - self.epoch)
+        self.epoch += new_epochs
         now = time.monotonic()
         if self.bar is not None:
             if new_epochs or now - self.last_print > 0.5:
@@ -103,14 +86,28 @@ class Progress:
         elif new_epochs and not self.quiet:
             self.write(self.line())
 
+    def _log(self, r: dict[str, Any]) -> None:
+        if r.get("topic") == "data":  # what the data is: task, columns, classes
+            level = r.get("level")
+            self.write((f"[{level}] " if level in ("error", "warning") else "") + f"data: {r['message']}")
+        elif r.get("level") in ("error", "warning"):
+            message = r["message"].strip().splitlines()[-1]
+            if not message.startswith("worker"):
+                message = f"worker {r['worker']}: {message}"
+            self.write(f"[{r['level']}] {message}")
+
     def postfix(self) -> str:
-        loss = sum(self.loss.values()) / len(self.loss) if self.loss else float("nan")
-        samples = sum(self.samples.values())
-        rate = samples / max(1e-9, time.time() - self.t0) if self.t0 else 0.0
-        if self.rmse is not None:
-            return f"loss {loss:.4f}  val_rmse {self.rmse:.4g}  {rate:,.0f} samples/s"
-        acc = f"{self.acc:.4f}" if self.acc is not None else "-"
-        return f"loss {loss:.4f}  val_acc {acc}  {rate:,.0f} samples/s"
+        losses = self.stats.latest_losses()
+        loss = sum(losses.values()) / len(losses) if losses else float("nan")
+        t0 = self.stats.first_step_t
+        rate = self.stats.samples() / max(1e-9, time.time() - t0) if t0 else 0.0
+        last = self.stats.latest_eval or {}
+        rmse = last.get("val_rmse")
+        if rmse is not None:
+            return f"loss {loss:.4f}  val_rmse {rmse:.4g}  {rate:,.0f} samples/s"
+        acc = last.get("val_accuracy")
+        acc_text = f"{acc:.4f}" if acc is not None else "-"
+        return f"loss {loss:.4f}  val_acc {acc_text}  {rate:,.0f} samples/s"
 
     def line(self) -> str:
         return f"epoch {self.epoch}/{self.epochs}  {self.postfix()}"

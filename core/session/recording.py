@@ -1,4 +1,4 @@
-"""Run recording: the run directory, metrics.jsonl, checkpoints and summary.json."""
+"""Run recording: the run directory, metrics.jsonl, checkpoints and summary.json (paths from core.run_dir)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch
 from core.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes
 from core.errors import RunError
 from core.config import Config, to_dict, to_toml
-from core.runlog import MetricsLog, RunsLock, atomic_write_json, atomic_write_text, check_free_space, make_run_dir
+from core.run_dir import RunDir
+from core.runlog import MetricsLog, RunsLock, atomic_write_text, check_free_space, make_run_dir, write_summary
 
 POSITION_KEYS = ("epoch", "batch", "step", "samples")
 
@@ -32,8 +33,8 @@ class RunRecorder:
             check_free_space(runs_dir, parameters, workers)
             run_dir = existing if existing is not None else make_run_dir(runs_dir, name)
             self._lock.name_run(run_dir.name)
-            atomic_write_text(run_dir / "config.toml", to_toml(config))
-            self._log = MetricsLog(run_dir / "metrics.jsonl")
+            atomic_write_text(RunDir(run_dir).config, to_toml(config))
+            self._log = MetricsLog(RunDir(run_dir).metrics)
         except BaseException:
             self._lock.release()
             self._lock = None
@@ -51,17 +52,17 @@ class RunRecorder:
 
     def checkpoint(self, payload: dict[str, Any]) -> None:
         assert self.run_dir is not None
-        save_checkpoint(self.run_dir / "checkpoints" / "last.pt", payload)
+        save_checkpoint(RunDir(self.run_dir).last, payload)
 
     def best(self, payload: dict[str, Any]) -> None:
         """checkpoints/best.pt: the weights of the run's best evaluation so far."""
         assert self.run_dir is not None
-        save_checkpoint(self.run_dir / "checkpoints" / "best.pt", payload)
+        save_checkpoint(RunDir(self.run_dir).best, payload)
 
     def best_so_far(self) -> dict[str, Any] | None:
         """What a continued run has to beat: monitor, value, worker, epoch of its best.pt (None without one)."""
         assert self.run_dir is not None
-        path = self.run_dir / "checkpoints" / "best.pt"
+        path = RunDir(self.run_dir).best
         if not path.is_file():
             return None
         try:
@@ -76,7 +77,7 @@ class RunRecorder:
 
     def summary(self, summary: dict[str, Any]) -> None:
         if self.run_dir is not None:
-            atomic_write_json(self.run_dir / "summary.json", summary)
+            write_summary(self.run_dir, summary)
 
     def close(self) -> None:
         if self._log is not None:
