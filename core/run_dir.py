@@ -7,6 +7,7 @@ The layout (DESIGN's run directory)::
     RUN/summary.json         written once at the end (and rewritten by an evaluation)
     RUN/checkpoints/last.pt  the run's end: what resume, fork and export default to
     RUN/checkpoints/best.pt  the weights of its best evaluation (kept when select_by says so)
+    RUN/exports/             what export writes by default
     RUN/control.json         pause / resume / stop requests to a live run
     RUN/notes.json           the window's name and note for the run
     RUN/eval.json            the last full evaluation (core.evaluate)
@@ -65,6 +66,11 @@ class RunDir:
     @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
+
+    @property
+    def exports(self) -> Path:
+        """What export writes by default (made with the run)."""
+        return self.path / "exports"
 
     @property
     def last(self) -> Path:
