@@ -105,10 +105,11 @@ def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate:
     and of a search its best trial. Its training loss is the mean over the workers at each step when they
     share one model, else its own. Each curve's x values never go backwards on any axis.
     """
+    from core.records import EVAL, STEP
     from core.session.timeline import Timeline
 
     placed = Timeline.of(records).place(records)
-    evals = [(r, p) for r, p in placed if r.get("kind") == "eval"]
+    evals = [(r, p) for r, p in placed if r.get("kind") == EVAL]
     workers = sorted({p.worker for _r, p in evals})
     w = summary.get("best_worker")
     if not isinstance(w, int) or w not in workers:
@@ -116,7 +117,7 @@ def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate:
             (workers[0] if workers else 0)
     trials = {p.trial for _r, p in evals if p.worker == w}
     trial = max(trials, key=lambda k: _best_acc(evals, w, k)) if len(trials) > 1 else next(iter(trials), None)
-    steps = [(r, p) for r, p in placed if r.get("kind") == "step" and p.trial == trial
+    steps = [(r, p) for r, p in placed if r.get("kind") == STEP and p.trial == trial
              and (p.worker == w or not separate) and isinstance(r.get("loss"), (int, float))]
     by_step: dict[float, list[tuple[float, float, float]]] = {}
     for r, p in steps:  # workers of one model: the mean of their losses at each step

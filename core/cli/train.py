@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
+from core.records import LOG
 
 
 def configure_cli(train: argparse.ArgumentParser) -> None:
@@ -72,7 +73,7 @@ class Progress:
     def __call__(self, records: list[dict[str, Any]]) -> None:
         self.stats.add(records)
         for r in records:
-            if r["kind"] == "log":
+            if r["kind"] == LOG:
                 self._log(r)
         new_epochs = max(0, self.stats.eval_epoch - self.epoch)
         self.epoch += new_epochs

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from core.records import EVAL, STATE, STEP
+
 
 @dataclass(frozen=True)
 class Place:
@@ -52,7 +54,7 @@ class Timeline:
         """A timeline for a whole, recorded run: an epoch's size is known from its first epoch on."""
         first: dict[int, float] = {}
         for rec in records:
-            if rec.get("kind") == "step" and rec.get("epoch") == 1 and isinstance(rec.get("samples"), (int, float)):
+            if rec.get("kind") == STEP and rec.get("epoch") == 1 and isinstance(rec.get("samples"), (int, float)):
                 w = int(rec.get("worker") or 0)
                 first[w] = max(first.get(w, 0.0), float(rec["samples"]))
         sizes = sorted(first.values())
@@ -73,7 +75,7 @@ class Timeline:
         """Take one record into the clock; a step or evaluation record's time, else None (cheap: live views)."""
         kind = rec.get("kind")
         t = rec.get("t")
-        if kind == "step" or kind == "eval":
+        if kind == STEP or kind == EVAL:
             if not isinstance(t, (int, float)):
                 return None
             if self._part_t0 is None:
@@ -87,7 +89,7 @@ class Timeline:
             if at > self.end:
                 self.end = at
             return at
-        if kind == "state" and isinstance(t, (int, float)):
+        if kind == STATE and isinstance(t, (int, float)):
             worker = rec.get("worker")
             if worker is None and rec.get("state") == "starting" and self._part_t0 is not None:
                 self._offset, self._part_t0 = self.end, None  # a new part follows on where this one ended
@@ -104,7 +106,7 @@ class Timeline:
         w = int(rec.get("worker") or 0)
         trial = rec.get("trial") if isinstance(rec.get("trial"), int) else None
         key = (w, trial)
-        if rec.get("kind") == "step":
+        if rec.get("kind") == STEP:
             step = float(rec.get("step", self._last_step.get(key, 0.0) + 1))
             self._last_step[key] = step
             return Place(w, step, self._step_epoch(key, rec), at, trial)
