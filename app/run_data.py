@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
