@@ -75,15 +75,15 @@ def _read_csv_fast(path: Path, where: str, missing: frozenset[str]) -> RawTable 
     import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
-    from core.readers import READ_BLOCK_BYTES, _has_quotes, check_stop
+    from core.readers import blocks, check_stop, has_quotes
 
     if not path.is_file():
         return None
-    parse = pacsv.ParseOptions(newlines_in_values=_has_quotes(path))
+    parse = pacsv.ParseOptions(newlines_in_values=has_quotes(path))
     convert = pacsv.ConvertOptions(null_values=sorted(missing), strings_can_be_null=True,
                                    quoted_strings_can_be_null=True)
     try:  # by blocks, asking between them whether to stop (a Ctrl-C or Stop while a large file loads)
-        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=READ_BLOCK_BYTES),
+        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=blocks.READ_BLOCK_BYTES),
                                 parse_options=parse, convert_options=convert)
         batches = []
         for batch in reader:
