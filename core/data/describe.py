@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from core.config import DataConfig
 from core.data.images import decode_image
 from core.data.info import DatasetInfo
 from core.data.prepare import fit_table
@@ -23,12 +24,10 @@ def describe_source(source: str, target: str = "label", image_size: int = 0, tas
     A table's description carries its schema (fitted on every row: a preview, not the training fit) so
     that a window shows each column's kind, missing cells and levels from the object the engine uses.
     """
-    from core.config import DataConfig as _DC
-
     extra: dict[str, Any] = {"columns": tuple(dict(columns).items()) if columns else ()}
     if missing is not None:
         extra["missing"] = tuple(missing)
-    dcfg = _DC(source=source, target=target, image_size=image_size, **extra)
+    dcfg = DataConfig(source=source, target=target, image_size=image_size, **extra)
     raw = read_source(dcfg, task)
     n = int(raw.y.shape[0])
     images: list[tuple[np.ndarray, str]] = []
