@@ -31,6 +31,8 @@ from PySide6.QtWidgets import (
     QScrollArea, QSpinBox, QSplitter, QTableWidget, QTableWidgetItem, QToolButton, QVBoxLayout, QWidget,
 )
 
+from core.run_dir import RunDir
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL_FILTER = "Models (*.safetensors *.pt2 *.onnx *.pt model.json)"
 HISTORY = 120          # seconds of latency and throughput kept in the plots
@@ -213,7 +215,9 @@ class ServeView(QWidget):
             self.set_model(path)
 
     def _browse_run(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Run to serve (its best.pt, else last.pt)", "runs")
+        names = RunDir("runs")
+        title = f"Run to serve (its {names.best.name}, else {names.last.name})"
+        path = QFileDialog.getExistingDirectory(self, title, "runs")
         if path:
             self.set_model(path)
 

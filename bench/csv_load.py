@@ -30,14 +30,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.config import DataConfig  # noqa: E402
-from core.data import _fit_table, _read_source  # noqa: E402
+from core.data import fit_table, read_source  # noqa: E402
 
 
 def traindesk_read(path: Path) -> np.ndarray:
     """The CSV source as training reads it: columns read, kinds inferred, schema fitted, rows encoded."""
     cfg = DataConfig(source=f"csv:{path}")
-    raw = _read_source(cfg)
-    _fit_table(raw, cfg, np.arange(len(raw.y)))
+    raw = read_source(cfg)
+    fit_table(raw, cfg, np.arange(len(raw.y)))
     assert raw.x is not None
     return raw.x
 

@@ -28,7 +28,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from core.serve.pool import InferencePool, Limits, ServeError, StartError, model_file
+from core.run_dir import RunDir
+from core.serve.batching import Limits, ServeError
+from core.serve.handles import is_run_source, model_file
+from core.serve.pool import InferencePool, StartError
 from core.serve.schema import BadRequest
 
 TOKEN_ENV = "TRAINDESK_SERVE_TOKEN"
@@ -68,15 +71,15 @@ class ServeConfigError(ValueError):
 
 def check_options(o: ServeOptions) -> None:
     """Refuse options that cannot work, one line each, before anything starts."""
-    from core.predict import is_run_dir
-
     path = Path(o.source).expanduser()
     if not path.exists():
         raise ServeConfigError(f"serve: not found: {o.source}")
-    if is_run_dir(path) and not Path(model_file(str(path))).is_file():
-        raise ServeConfigError(f"serve: {o.source} has no checkpoints/best.pt or last.pt: the run saved no weights")
-    if o.watch and not is_run_dir(path):
-        raise ServeConfigError("serve: --watch follows a run directory's best.pt; give a run directory")
+    run = RunDir(path)
+    best = run.best.relative_to(run.path).as_posix()
+    if is_run_source(path) and not Path(model_file(str(path))).is_file():
+        raise ServeConfigError(f"serve: {o.source} has no {best} or {run.last.name}: the run saved no weights")
+    if o.watch and not is_run_source(path):
+        raise ServeConfigError(f"serve: --watch follows a run directory's {run.best.name}; give a run directory")
     for name, value, low in (("--workers", o.workers, 1), ("--max-batch", o.max_batch, 1), ("--queue", o.queue, 1),
                              ("--port", o.port, 0)):
         if value < low:
@@ -345,8 +348,8 @@ class Service:
     # ------------------------------------------------------------------ life
 
     async def watch(self) -> None:
-        """Follow the run's best.pt: a new one (another mtime or size) is reloaded."""
-        best = Path(self.options.source).expanduser() / "checkpoints" / "best.pt"
+        """Follow the run's best checkpoint: a new one (another mtime or size) is reloaded."""
+        best = RunDir(Path(self.options.source).expanduser()).best
 
         def stamp() -> tuple[int, int] | None:
             try:

@@ -1,38 +1,37 @@
-"""The inference processes of a server and the batcher in front of them, on the HTTP process's event loop.
+"""The inference processes of a server, on the HTTP process's event loop, fed by the batching queue.
 
-Requests wait in one bounded queue (rows). A batch goes to an idle worker
-as soon as it holds ``max_batch`` rows, its oldest request has waited
-``max_wait_s``, or no batch is being computed at all (a lone request on an
-idle server goes at once). The batch travels as raw float32 bytes on the
-worker's pipe; the answers come back the same way and are split to their
-requests. Everything here runs on the event loop thread: the pipes are read
-by the loop's own readiness callbacks (no thread per worker).
+Batches come from the queue (core.serve.batching) as soon as a worker is
+idle and the batching rule allows. A batch travels as raw float32 bytes on
+the worker's pipe; the answers come back the same way and are split to
+their requests. Everything here runs on the event loop thread: the pipes are
+read by the loop's own readiness callbacks (no thread per worker).
 
 A worker that dies is started again; the batch it held goes back to the
 front of the queue once, each of its requests alone; a request whose batch
-killed a worker twice gets 500. A request still waiting at its deadline gets
-504 and is never computed.
+killed a worker twice gets 500.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import os
-import signal
 import struct
 import sys
 import time
-from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from core.exits import exit_clause
+from core.serve.batching import Batch, Limits, RequestQueue, ServeError
+from core.serve.handles import WorkerHandle, model_file, model_version
 from core.serve.schema import ModelSchema
 from core.serve.worker import BATCH_HEAD, CANARY_ID, RESULT_HEAD, SERVE_PRELOAD, worker_main
+
+__all__ = ["ALIVE_S", "HEARTBEAT_S", "InferencePool", "LOAD_TIMEOUT_S", "Limits", "RESTART_BACKOFF_S", "ServeError",
+           "StartError", "model_file", "model_version"]
 
 HEARTBEAT_S = 0.25       # how often each worker is asked to answer
 ALIVE_S = 1.0            # a worker that answered nothing for this long is not ready
@@ -40,102 +39,8 @@ LOAD_TIMEOUT_S = 120.0   # loading a model (a cold forkserver imports torch firs
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
-class ServeError(Exception):
-    """A request that gets an error answer: its HTTP status, one line, and extra headers."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
-
-
 class StartError(Exception):
     """The model could not be loaded in a worker (the reason, one line)."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_batch: int = 64          # rows per batch
-    max_wait_s: float = 0.0      # how long a batch may wait for more rows while another one computes
-    queue_rows: int = 1024       # rows waiting at most; more get 429
-    timeout_s: float = 10.0      # a request's deadline unless it sends X-Request-Timeout
-
-
-class _Request:
-    __slots__ = ("x", "n", "future", "deadline", "timer", "crashes", "queued", "t0")
-
-    def __init__(self, x: np.ndarray, future: asyncio.Future[np.ndarray], deadline: float, t0: float) -> None:
-        self.x = x
-        self.n = len(x)
-        self.future = future
-        self.deadline = deadline
-        self.timer: asyncio.TimerHandle | None = None
-        self.crashes = 0
-        self.queued = True
-        self.t0 = t0
-
-
-class _Batch:
-    __slots__ = ("id", "requests", "rows")
-
-    def __init__(self, batch_id: int, requests: list[_Request], rows: int) -> None:
-        self.id = batch_id
-        self.requests = requests
-        self.rows = rows
-
-
-class _Worker:
-    def __init__(self, index: int, path: str) -> None:
-        self.index = index
-        self.path = path
-        self.proc: Any = None
-        self.conn: Connection | None = None
-        self.state = "starting"        # starting | idle | busy | off
-        self.reserved = False          # taken out of rotation (a reload): no new batches
-        self.batch: _Batch | None = None
-        self.last_seen = 0.0
-        self.version = ""
-        self.canary_ok = False
-        self.reply: asyncio.Future[tuple[str, Any]] | None = None   # a load/swap answer awaited
-        self.canary: asyncio.Future[np.ndarray] | None = None
-        self.idle_waiter: asyncio.Future[None] | None = None
-        self.failures = 0               # restarts in a row that did not reach a served model
-        self.restarts = 0
-
-    def info(self, now: float) -> dict[str, Any]:
-        return {"worker": self.index, "pid": self.proc.pid if self.proc is not None else None,
-                "state": "reloading" if self.reserved and self.state != "off" else self.state,
-                "version": self.version, "canary": self.canary_ok, "restarts": self.restarts,
-                "seen_s_ago": round(now - self.last_seen, 3) if self.last_seen else None}
-
-
-def _exit_text(code: int | None) -> str:
-    if code is None:
-        return "ended"
-    if code < 0:
-        try:
-            return f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"was killed by signal {-code}"
-    return f"exited with code {code}"
-
-
-def model_version(meta: dict[str, Any]) -> str:
-    """A served model's version: the start of its weights' digest (the same weights, the same version)."""
-    digest = str(meta.get("weights_sha256") or "")
-    return digest[:12] or "unknown"
-
-
-def model_file(source: str) -> str:
-    """The file a source serves now: a run directory's best.pt once it exists, else its last.pt."""
-    from core.predict import is_run_dir
-
-    path = Path(source).expanduser()
-    if is_run_dir(path):
-        best = path / "checkpoints" / "best.pt"
-        return str(best if best.is_file() else path / "checkpoints" / "last.pt")
-    return str(path)
 
 
 class InferencePool:
@@ -148,11 +53,8 @@ class InferencePool:
         self.limits = limits
         self._on_batch = on_batch
         self._on_restart = on_restart
-        self._workers = [_Worker(i, model_file(source)) for i in range(workers)]
-        self._queue: collections.deque[_Request] = collections.deque()
-        self.queued_rows = 0
-        self._next_id = CANARY_ID + 1
-        self._wait_timer: asyncio.TimerHandle | None = None
+        self._workers = [WorkerHandle(i, model_file(source)) for i in range(workers)]
+        self._requests = RequestQueue(limits, CANARY_ID + 1, self._kick)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ctx: Any = None
         self._closing = False
@@ -169,7 +71,7 @@ class InferencePool:
         """Start every worker and wait until each has loaded the model and passed its canary."""
         from core.launchers import local as launcher
 
-        self._loop = asyncio.get_running_loop()
+        self._loop = self._requests.loop = asyncio.get_running_loop()
         self._ctx = launcher.get_context(SERVE_PRELOAD)
         try:
             await asyncio.gather(*(self._boot(w) for w in self._workers))
@@ -184,7 +86,7 @@ class InferencePool:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _boot(self, w: _Worker) -> None:
+    async def _boot(self, w: WorkerHandle) -> None:
         """Start ``w``'s process, take the description of what it loaded and check it with a canary."""
         assert self._loop is not None
         parent, child = self._ctx.Pipe(duplex=True)
@@ -217,7 +119,7 @@ class InferencePool:
         w.failures = 0
         self._kick()
 
-    async def _check_canary(self, w: _Worker) -> None:
+    async def _check_canary(self, w: WorkerHandle) -> None:
         """One row through the model: answers of the right shape that are probabilities, else StartError."""
         assert self._loop is not None and self.schema is not None and w.conn is not None
         w.canary = self._loop.create_future()
@@ -234,12 +136,7 @@ class InferencePool:
         self._closing = True
         for task in list(self._tasks):
             task.cancel()
-        if self._wait_timer is not None:
-            self._wait_timer.cancel()
-        for r in list(self._queue):
-            self._fail(r, ServeError(503, "the server is stopping"))
-        self._queue.clear()
-        self.queued_rows = 0
+        self._requests.close(ServeError(503, "the server is stopping"))
         for w in self._workers:
             if w.conn is not None and w.state != "off":
                 try:
@@ -252,11 +149,10 @@ class InferencePool:
                 await asyncio.sleep(0.02)
             self._release(w, kill=True)
             if w.batch is not None:
-                for r in w.batch.requests:
-                    self._fail(r, ServeError(503, "the server is stopping"))
+                self._requests.fail_batch(w.batch, ServeError(503, "the server is stopping"))
                 w.batch = None
 
-    def _release(self, w: _Worker, kill: bool) -> None:
+    def _release(self, w: WorkerHandle, kill: bool) -> None:
         """Forget ``w``'s process: its pipe and sentinel off the loop, the process reaped (killed first)."""
         w.state = "off"
         if self._loop is not None and w.conn is not None:
@@ -274,7 +170,7 @@ class InferencePool:
 
     # ------------------------------------------------------------------ the pipes
 
-    def _readable(self, w: _Worker) -> None:
+    def _readable(self, w: WorkerHandle) -> None:
         conn = w.conn
         try:
             while conn is not None and w.conn is conn and conn.poll():
@@ -282,7 +178,7 @@ class InferencePool:
         except (EOFError, OSError):
             self._died(w)
 
-    def _message(self, w: _Worker, msg: bytes) -> None:
+    def _message(self, w: WorkerHandle, msg: bytes) -> None:
         w.last_seen = time.monotonic()
         kind = msg[:1]
         if kind == b"R":
@@ -308,34 +204,26 @@ class InferencePool:
         elif kind == b"S":
             self._reply(w, ("S", None))
 
-    def _reply(self, w: _Worker, value: tuple[str, Any]) -> None:
+    def _reply(self, w: WorkerHandle, value: tuple[str, Any]) -> None:
         if w.reply is not None and not w.reply.done():
             w.reply.set_result(value)
 
-    def _answered(self, w: _Worker, batch_id: int, result: np.ndarray | ServeError) -> None:
+    def _answered(self, w: WorkerHandle, batch_id: int, result: np.ndarray | ServeError) -> None:
         batch = w.batch
         if batch is None or batch.id != batch_id:
             return
         w.batch = None
         w.state = "idle"
         if isinstance(result, ServeError):
-            for r in batch.requests:
-                self._fail(r, result)
+            self._requests.fail_batch(batch, result)
         else:
             if self._on_batch is not None:
                 self._on_batch(batch.rows)
-            start = 0
-            for r in batch.requests:
-                if not r.future.done():
-                    r.future.set_result(result[start:start + r.n])
-                if r.timer is not None:
-                    r.timer.cancel()
-                start += r.n
-        if w.idle_waiter is not None and not w.idle_waiter.done():
-            w.idle_waiter.set_result(None)
+            batch.resolve(result)
+        w.wake_idle_waiter()
         self._kick()
 
-    def _died(self, w: _Worker) -> None:
+    def _died(self, w: WorkerHandle) -> None:
         """``w``'s process ended: its batch goes back to the queue (once), and a new process starts."""
         if w.state == "off":
             return
@@ -344,28 +232,15 @@ class InferencePool:
         batch = w.batch
         w.batch = None
         self._release(w, kill=True)
-        code = _exit_text(proc.exitcode if proc is not None else None)
+        code = exit_clause(proc.exitcode if proc is not None else None)
         for fut in (w.reply, w.canary):
             if fut is not None and not fut.done():
                 fut.set_exception(StartError(f"the model process {code} while loading {w.path}"))
-        if w.idle_waiter is not None and not w.idle_waiter.done():
-            w.idle_waiter.set_result(None)
+        w.wake_idle_waiter()
         if self._closing:
             return
         if batch is not None:
-            back: list[_Request] = []
-            for r in batch.requests:
-                if r.future.done():
-                    continue
-                r.crashes += 1
-                if r.crashes >= 2:
-                    self._fail(r, ServeError(500, "the model process crashed on this input"))
-                else:
-                    back.append(r)
-            for r in reversed(back):  # at the front, in their order, each alone (see _take)
-                r.queued = True
-                self.queued_rows += r.n
-                self._queue.appendleft(r)
+            self._requests.put_back(batch)
         sys.stderr.write(f"serve: model process {w.index} {code}; starting it again\n")
         w.restarts += 1
         if self._on_restart is not None:
@@ -374,7 +249,7 @@ class InferencePool:
             self._spawn(self._restart(w))
         self._kick()
 
-    async def _restart(self, w: _Worker) -> None:
+    async def _restart(self, w: WorkerHandle) -> None:
         delay = RESTART_BACKOFF_S[min(w.failures, len(RESTART_BACKOFF_S) - 1)]
         w.failures += 1
         await asyncio.sleep(delay)
@@ -404,90 +279,28 @@ class InferencePool:
 
     def submit(self, x: np.ndarray, timeout_s: float) -> asyncio.Future[np.ndarray]:
         """Queue rows ``x``; the future gets their probabilities, or a ServeError (429 at once when full)."""
-        assert self._loop is not None
-        n = len(x)
-        limit = self.limits.queue_rows
-        if n > limit:
-            raise ServeError(413, f"the request has {n} rows; at most {limit} fit in the queue")
-        if self.queued_rows + n > limit:
-            raise ServeError(429, f"the queue is full ({self.queued_rows} of {limit} rows waiting); retry later",
-                             {"Retry-After": "1"})
-        loop = self._loop
-        now = loop.time()
-        r = _Request(x, loop.create_future(), now + timeout_s, now)
-        r.timer = loop.call_at(r.deadline, self._expire, r, timeout_s)
-        self._queue.append(r)
-        self.queued_rows += n
+        future = self._requests.submit(x, timeout_s)
         self._kick()
-        return r.future
+        return future
 
-    def _expire(self, r: _Request, timeout_s: float) -> None:
-        if r.future.done():
-            return
-        where = "in the queue" if r.queued else "while the model computed it"
-        self._fail(r, ServeError(504, f"the deadline of {timeout_s:g} s passed {where}"))
-
-    def _fail(self, r: _Request, error: ServeError) -> None:
-        if r.queued:
-            r.queued = False
-            self.queued_rows -= r.n
-        if r.timer is not None:
-            r.timer.cancel()
-        if not r.future.done():
-            r.future.set_exception(error)
-            r.future.exception()  # retrieved: a request whose client left logs nothing
+    @property
+    def queued_rows(self) -> int:
+        return self._requests.rows
 
     def _kick(self) -> None:
         """Send batches to idle workers while the batching rule allows."""
         if self._closing:
             return
-        queue = self._queue
-        limits = self.limits
-        while queue:
-            while queue and not queue[0].queued:  # answered already (deadline): dropped here
-                queue.popleft()
-            if not queue:
-                return
+        while True:
             idle = next((w for w in self._workers if w.state == "idle" and not w.reserved), None)
             if idle is None:
                 return
-            if self.queued_rows < limits.max_batch and queue[0].crashes == 0:
-                computing = any(w.state == "busy" for w in self._workers)
-                assert self._loop is not None
-                wait_until = queue[0].t0 + limits.max_wait_s
-                if computing and self._loop.time() < wait_until:
-                    if self._wait_timer is None:
-                        self._wait_timer = self._loop.call_at(wait_until, self._waited)
-                    return
-            self._send(idle, self._take())
+            batch = self._requests.next_batch(computing=any(w.state == "busy" for w in self._workers))
+            if batch is None:
+                return
+            self._send(idle, batch)
 
-    def _waited(self) -> None:
-        self._wait_timer = None
-        self._kick()
-
-    def _take(self) -> _Batch:
-        """Requests from the front of the queue, up to max_batch rows (at least one request); a request
-        back from a crash goes alone, so that it can only take its own batch down with it."""
-        queue = self._queue
-        taken: list[_Request] = []
-        rows = 0
-        while queue:
-            r = queue[0]
-            if not r.queued:
-                queue.popleft()
-                continue
-            if taken and (rows + r.n > self.limits.max_batch or r.crashes or taken[0].crashes):
-                break
-            queue.popleft()
-            r.queued = False
-            self.queued_rows -= r.n
-            taken.append(r)
-            rows += r.n
-        batch_id = self._next_id
-        self._next_id += 1
-        return _Batch(batch_id, taken, rows)
-
-    def _send(self, w: _Worker, batch: _Batch) -> None:
+    def _send(self, w: WorkerHandle, batch: Batch) -> None:
         assert w.conn is not None
         w.state = "busy"
         w.batch = batch
@@ -546,7 +359,7 @@ class InferencePool:
             self.loaded_at = time.time()
             return {"version": new_version, "model": target}
 
-    async def _take_out(self, w: _Worker) -> None:
+    async def _take_out(self, w: WorkerHandle) -> None:
         """Mark ``w`` reserved and wait until it computes nothing (or a restart brought it back)."""
         assert self._loop is not None
         w.reserved = True
@@ -561,7 +374,7 @@ class InferencePool:
             except asyncio.TimeoutError:
                 pass
 
-    async def _reload_one(self, w: _Worker, target: str) -> str:
+    async def _reload_one(self, w: WorkerHandle, target: str) -> str:
         assert self._loop is not None and w.conn is not None and self.schema is not None
         w.reply = self._loop.create_future()
         w.conn.send_bytes(b"L" + target.encode())

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import signal
 import time
 from typing import Any
 
+from core.exits import exit_reason
+
+__all__ = ["TERMINATE_GRACE_S", "WorkerProcesses", "exit_reason"]
+
 TERMINATE_GRACE_S = 2.0
-
-
-def exit_reason(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 class WorkerProcesses:

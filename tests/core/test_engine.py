@@ -158,7 +158,7 @@ def test_record_buffer_close_wakes_reader() -> None:
 
 def test_a_stop_while_the_data_loads_ends_the_start_with_nothing_made(runs_dir: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.data
+    import core.data.prepare
     from core.readers import check_stop
 
     session = Session(cfg_for(), runs_dir=runs_dir)
@@ -168,7 +168,7 @@ def test_a_stop_while_the_data_loads_ends_the_start_with_nothing_made(runs_dir: 
         check_stop()  # what every reader asks between its blocks
         raise AssertionError("the read went on after the stop")
 
-    monkeypatch.setattr(core.data, "_read_source", reading)
+    monkeypatch.setattr(core.data.prepare, "read_source", reading)
     session.start()
     assert session.state == "stopped" and session.run_dir is None and session.worker_pids() == []
     assert not runs_dir.is_dir() or not [p for p in runs_dir.iterdir() if p.is_dir()]

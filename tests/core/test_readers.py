@@ -9,7 +9,8 @@ import pytest
 
 from core import readers
 from core.errors import DataError
-from core.readers import Columns
+from core.readers import Columns, csv_file, csv_pieces
+from core.readers import blocks as read_blocks
 
 
 def _all_but_last(header: list[str]) -> Columns:
@@ -24,8 +25,8 @@ def test_fast_and_exact_readers_agree(tmp_path: Path) -> None:
     lines = ["a, b ,c,d,label"] + [",".join(repr(float(v)) for v in row) + f",cls{i % 3}" for i, row in enumerate(x)]
     lines[5] = lines[5].replace("cls", " cls")  # spaces around a label are not part of it
     path.write_text("\n".join(lines) + "\n", encoding="utf-8-sig")
-    fast = readers._read_fast(path, _all_but_last)
-    exact = readers._read_exact(path, "data", _all_but_last)
+    fast = csv_file._read_fast(path, _all_but_last)
+    exact = csv_file._read_exact(path, "data", _all_but_last)
     assert fast is not None
     assert fast.header == exact.header == ["a", "b", "c", "d", "label"]
     assert fast.x.dtype == np.float32 and fast.x.flags.c_contiguous
@@ -42,7 +43,7 @@ def test_fast_and_exact_readers_agree(tmp_path: Path) -> None:
 def test_what_pyarrow_would_accept_gets_the_exact_reader(tmp_path: Path, text: str) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text)
-    assert readers._read_fast(path, _all_but_last) is None
+    assert csv_file._read_fast(path, _all_but_last) is None
     with pytest.raises(DataError, match=r"bad\.csv (column 'a'|line 3)"):
         readers.read_csv(path, "data", _all_but_last)
 
@@ -74,7 +75,7 @@ def _cut(path: Path, rows: int) -> tuple[readers.CsvSplit, list[readers.CsvRows]
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
 def test_pieces_read_what_the_whole_file_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                newline: str) -> None:
-    monkeypatch.setattr(readers, "SCAN_BYTES", 64)  # many scan blocks, rows across their edges
+    monkeypatch.setattr(csv_pieces, "SCAN_BYTES", 64)  # many scan blocks, rows across their edges
     rng = np.random.default_rng(1)
     x = rng.normal(0, 1e3, (101, 3))
     lines = ["a,b,c,label"] + [",".join(repr(float(v)) for v in row) + f", cls{i % 4}" for i, row in enumerate(x)]
@@ -97,7 +98,7 @@ def test_pieces_read_what_the_whole_file_holds(tmp_path: Path, monkeypatch: pyte
 
 
 def test_what_pieces_cannot_take_goes_to_the_whole_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(readers, "SCAN_BYTES", 64)
+    monkeypatch.setattr(csv_pieces, "SCAN_BYTES", 64)
     body = [f"{i},x{i}" for i in range(40)]
     path = tmp_path / "d.csv"
     path.write_text("a,label\n" + "\n".join(body[:30] + ['1,"two\nlines"'] + body[30:]) + "\n")
@@ -131,7 +132,7 @@ def test_an_uncompressed_npz_x_is_read_in_place(tmp_path: Path) -> None:
 def test_reads_go_by_blocks_and_stop_between_them_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import pyarrow.csv as pacsv
 
-    monkeypatch.setattr(readers, "READ_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(read_blocks, "READ_BLOCK_BYTES", 4096)
     rng = np.random.default_rng(0)
     x = np.round(rng.normal(0, 10, (3000, 4)), 3)
     path = tmp_path / "d.csv"
@@ -143,7 +144,7 @@ def test_reads_go_by_blocks_and_stop_between_them_when_asked(tmp_path: Path, mon
         calls.clear()
         return lambda: calls.append(1) is None and len(calls) > n
 
-    assert readers._read_blocks(path, ["a", "b", "c", "d", "label"], _all_but_last(list("abcde"))) is not None
+    assert csv_file._read_blocks(path, ["a", "b", "c", "d", "label"], _all_but_last(list("abcde"))) is not None
     blocks = readers.read_csv(path, "data", _all_but_last)
     whole = pacsv.read_csv(path)
     assert np.array_equal(blocks.x, np.column_stack([whole.column(k).to_numpy() for k in "abcd"]).astype(np.float32))

@@ -1,0 +1,25 @@
+"""Reading CSV and NPZ files into numpy arrays: the one reader for training and prediction.
+
+core.readers.csv_file reads a whole CSV (pyarrow's reader, or the
+line-precise one whose errors name the line and the column);
+core.readers.csv_pieces cuts a CSV with one line per record into pieces of
+whole rows that other processes parse apart; core.readers.csv_columns holds
+what both take and give. core.readers.npz reads NPZ files without pickles.
+Every read goes by blocks and asks between them whether to stop
+(core.readers.blocks: ``READ_BLOCK_BYTES`` and ``SCAN_BYTES`` in
+core.readers.csv_pieces are looked up there at each read).
+
+Torch-free: ``core.predict`` imports this at command time.
+"""
+
+from core.readers.blocks import ReadStopped, check_stop, stop_reading_when
+from core.readers.csv_columns import FLOAT32_MAX, Columns, CsvData, NotNumeric, Select, TextColumn, has_quotes
+from core.readers.csv_file import read_csv
+from core.readers.csv_pieces import CsvRows, CsvSplit, csv_split, read_csv_rows
+from core.readers.npz import ID_KEYS, X_KEYS, Y_KEYS, NpzData, StoredArray, read_npz, stored_npz_x
+
+__all__ = [
+    "Columns", "CsvData", "CsvRows", "CsvSplit", "FLOAT32_MAX", "ID_KEYS", "NotNumeric", "NpzData", "ReadStopped",
+    "Select", "StoredArray", "TextColumn", "X_KEYS", "Y_KEYS", "check_stop", "csv_split", "has_quotes", "read_csv",
+    "read_csv_rows", "read_npz", "stop_reading_when", "stored_npz_x",
+]

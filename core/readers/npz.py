@@ -1,0 +1,154 @@
+"""Reading NPZ files: ``np.load`` without pickles, checked once, arrays read by blocks; where an uncompressed
+NPZ keeps its ``x`` so that other processes read their rows from the file."""
+
+from __future__ import annotations
+
+import math
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.errors import DataError
+from core.readers import blocks
+from core.readers.blocks import ReadStopped, check_stop
+
+
+@dataclass(frozen=True)
+class NpzData:
+    x: np.ndarray                    # float32 (N, ...), finite
+    y: np.ndarray | None = None      # labels as stored (N,), when asked for
+    class_names: np.ndarray | None = None
+    ids: np.ndarray | None = None
+
+
+X_KEYS = ("x", "X", "features")
+Y_KEYS = ("y", "Y", "labels", "target")
+ID_KEYS = ("id", "ids")
+
+
+def read_npz(path: Path, where: str, labels: bool) -> NpzData:
+    """Array ``x`` (and ``y`` when ``labels``) from an NPZ, refusing pickles; raise :class:`DataError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{where}: file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            keys = set(npz.files)
+            xk = next((k for k in X_KEYS if k in keys), None)
+            yk = next((k for k in Y_KEYS if k in keys), None)
+            if xk is None or (labels and yk is None):
+                need = "arrays 'x' and 'y'" if labels else "an array 'x'"
+                raise DataError(f"{where}: {path} needs {need}, has: " + ", ".join(sorted(keys)))
+            x = _read_member(npz, xk)
+            y = np.asarray(npz[yk]) if labels and yk is not None else None
+            names = np.asarray(npz["class_names"]) if labels and "class_names" in keys else None
+            idk = next((k for k in ID_KEYS if k in keys), None)
+            ids = np.asarray(npz[idk]) if idk is not None else None
+    except (DataError, ReadStopped):
+        raise
+    except ValueError as exc:
+        if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
+            raise DataError(
+                f"{where}: {path} holds object arrays (pickled Python objects), which are refused; save numeric arrays"
+            ) from None
+        why = type(exc).__name__ if zipfile.is_zipfile(path) else "not a zip archive"
+        raise DataError(f"{where}: {path} is not a readable .npz file ({why})") from None
+    except Exception as exc:  # numpy raises many types for a corrupt archive
+        raise DataError(f"{where}: {path} is not a readable .npz file ({type(exc).__name__})") from None
+    if y is not None and (x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0]):
+        raise DataError(f"{where}: {path}: x must be (N, ...) and y (N,), got {x.shape} and {y.shape}")
+    if x.ndim < 1 or x.shape[0] == 0:
+        raise DataError(f"{where}: {path} holds no samples")
+    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
+        raise DataError(f"{where}: {path}: x must be real numbers, got {x.dtype}")
+    if math.prod(x.shape[1:]) == 0:
+        raise DataError(f"{where}: {path}: x has no features, shape {x.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):  # too large for float32 becomes inf: refused below
+        x = np.ascontiguousarray(x, dtype=np.float32)
+    if not np.isfinite(x).all():
+        raise DataError(f"{where}: {path}: x has NaN or infinite values (or values too large for float32)")
+    if y is not None and np.issubdtype(y.dtype, np.floating) and not np.isfinite(y).all():
+        raise DataError(f"{where}: {path}: y has NaN or infinite labels")
+    if ids is not None and ids.shape[:1] != x.shape[:1]:
+        ids = None
+    return NpzData(x, y, names, ids)
+
+
+def _read_member(npz: Any, key: str) -> np.ndarray:
+    """Array ``key`` of an open NPZ, read in chunks of ``READ_BLOCK_BYTES`` (asking whether to stop between
+    them); what is not a plain array of numbers goes to numpy's own reader, which says what is wrong."""
+    try:
+        with npz.zip.open(f"{key}.npy") as fh:
+            major, _ = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            if dtype.hasobject:
+                raise ValueError("object array")
+            out = np.empty(shape[::-1] if fortran else shape, dtype=dtype)
+            view = memoryview(out.reshape(-1).view(np.uint8))
+            for lo in range(0, len(view), blocks.READ_BLOCK_BYTES):
+                check_stop()
+                part = view[lo:lo + blocks.READ_BLOCK_BYTES]
+                if fh.readinto(part) != len(part):
+                    raise ValueError("truncated array")
+            check_stop()
+            return out.T if fortran else out
+    except (KeyError, ValueError, OSError, zipfile.BadZipFile, EOFError):
+        return np.asarray(npz[key])
+
+
+@dataclass(frozen=True)
+class StoredArray:
+    """A float32 array kept uncompressed inside a file (an NPZ written by ``np.savez``): processes that
+    need some of its rows read them there (:meth:`rows`) instead of being sent them."""
+
+    path: str
+    offset: int              # where the array's bytes start in the file
+    shape: tuple[int, ...]
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo``..``hi`` (float32, C order), read from the file."""
+        per_row = math.prod(self.shape[1:])
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset + lo * per_row * 4)
+            data = np.fromfile(fh, np.dtype("<f4"), count=(hi - lo) * per_row)
+        if data.size != (hi - lo) * per_row:
+            raise DataError(f"predict: {self.path} changed while it was being read")
+        return data.astype(np.float32, copy=False).reshape((hi - lo, *self.shape[1:]))
+
+
+def stored_npz_x(path: Path) -> StoredArray | None:
+    """Where an NPZ holds ``x`` (the array :func:`read_npz` reads) as little-endian float32 in C order,
+    uncompressed; None for anything else (compressed with ``savez_compressed``, another dtype)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            key = next((f"{k}.npy" for k in X_KEYS if f"{k}.npy" in names), None)
+            if key is None:
+                return None
+            info = zf.getinfo(key)
+        if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 0x1:  # compressed or encrypted
+            return None
+        with open(path, "rb") as fh:
+            fh.seek(info.header_offset)
+            local = fh.read(30)  # the entry's local header: its name and extra field lengths are its own
+            if len(local) != 30 or local[:4] != b"PK\x03\x04":
+                return None
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+            start = info.header_offset + 30 + name_len + extra_len
+            fh.seek(start)
+            major, _ = np.lib.format.read_magic(fh)
+            if major not in (1, 2):
+                return None
+            read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(fh)
+            offset = fh.tell()
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile):
+        return None
+    if fortran or dtype != np.dtype("<f4") or not shape or offset + math.prod(shape) * 4 > start + info.file_size:
+        return None
+    return StoredArray(str(path), offset, tuple(int(s) for s in shape))

@@ -1,0 +1,106 @@
+"""What a cell is: the words that mean missing, true and false; cells as numbers, with errors that name
+the column and the row; a category's text."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from core.errors import DataError
+
+if TYPE_CHECKING:
+    from core.schema.table import RawTable
+
+DEFAULT_MISSING = ("", "NA", "NaN", "null", "?")
+TRUE_WORDS = frozenset({"true", "yes", "t", "y"})
+FALSE_WORDS = frozenset({"false", "no", "f", "n"})
+
+
+def missing_mask(values: np.ndarray) -> np.ndarray:
+    if values.dtype == object:
+        return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
+    return np.isnan(values)
+
+
+def parse_numbers(values: np.ndarray) -> tuple[np.ndarray, int]:
+    """Text cells as float64 (NaN where missing) and how many non-missing cells are not numbers."""
+    if values.dtype != object:
+        return values, 0
+    out = np.full(len(values), np.nan)
+    bad = 0
+    for k, v in enumerate(values):
+        if v is None:
+            continue
+        try:
+            out[k] = float(v)
+        except ValueError:
+            bad += 1
+    return out, bad
+
+
+def first_bad_number(values: np.ndarray) -> int | None:
+    for k, v in enumerate(values):
+        if v is None:
+            continue
+        try:
+            x = float(v)
+        except ValueError:
+            return k
+        if not math.isfinite(x) or abs(x) > float(np.finfo(np.float32).max):
+            return k
+    return None
+
+
+def category_text(v: Any) -> str:
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() else repr(v)
+    return str(v)
+
+
+def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str, where: str = "",
+                path: str = "", row0: int = 0) -> np.ndarray:
+    """A number or bool column as float64 with NaN for missing; a value of the wrong kind names column and row."""
+    where = table.where if table is not None else where
+    path = table.path if table is not None else path
+    if kind == "bool":
+        if values.dtype != object:
+            return np.asarray(values, dtype=np.float64)
+        out = np.full(len(values), np.nan)
+        for k, v in enumerate(values):
+            if v is None:
+                continue
+            w = str(v).lower()
+            if w in TRUE_WORDS or w == "1":
+                out[k] = 1.0
+            elif w in FALSE_WORDS or w == "0":
+                out[k] = 0.0
+            else:
+                raise DataError(f"{where}: {path} column {name!r} row {row0 + k + 1} holds {str(v)[:40]!r}, "
+                                "not true/false")
+        return out
+    if values.dtype != object:
+        return np.asarray(values, dtype=np.float64)
+    numbers, bad = parse_numbers(values)
+    present = ~missing_mask(values)
+    nonfinite = present & ~np.isfinite(numbers)
+    big = np.abs(np.nan_to_num(numbers, posinf=0.0, neginf=0.0)) > float(np.finfo(np.float32).max)
+    if bad or nonfinite.any() or big.any():
+        if table is not None and table.kind == "csv" and present.all():
+            from core.readers import Columns, read_csv  # the line-precise reader's message names the line
+
+            i = table.names.index(name)
+            read_csv(Path(path), where, lambda header: Columns(numeric=[i]))
+        k = first_bad_number(values)
+        assert k is not None
+        cell = str(values[k]).strip()[:40]
+        try:
+            x = float(cell)
+            what = "has a non-finite value" if not math.isfinite(x) else "has a value too large for float32"
+        except ValueError:
+            what = "is not numeric"
+        hint = f'; set data.columns = {{{name} = "category"}} to treat it as text' if what == "is not numeric" else ""
+        raise DataError(f"{where}: {path} column {name!r} {what} (row {row0 + k + 1}: {cell!r}){hint}")
+    return numbers

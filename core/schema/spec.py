@@ -1,0 +1,126 @@
+"""The fitted schema: each column's spec (fill, indicator, statistics, levels), the encoded row's layout, JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from core.schema.cells import DEFAULT_MISSING, category_text, parse_numbers
+
+MISSING_LEVEL, UNSEEN_LEVEL = "<missing>", "<unseen>"
+RESERVED_LEVELS = 2            # index 0: missing, 1: unseen
+SCHEMA_VERSION = 1
+
+
+def embedding_size(cardinality: int) -> int:
+    """fastai's rule of thumb for an embedding's width: min(600, round(1.6 * n ** 0.56))."""
+    return int(min(600, round(1.6 * cardinality ** 0.56)))
+
+
+@dataclass
+class ColumnSpec:
+    name: str
+    kind: str                    # number | category | bool | ignore
+    reason: str = ""
+    fill: float = 0.0            # number, bool: the training median
+    indicator: bool = False      # number, bool: a missing-indicator feature follows
+    mean: float = 0.0            # standardisation of the filled value
+    std: float = 1.0
+    levels: list[str] = field(default_factory=list)  # category: training levels (index 2..)
+    missing: int = 0             # missing cells seen when fitting
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "kind": self.kind}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.kind in ("number", "bool"):
+            out.update(fill=self.fill, indicator=self.indicator, mean=self.mean, std=self.std)
+        if self.kind == "category":
+            out["levels"] = list(self.levels)
+            out["reserved"] = [MISSING_LEVEL, UNSEEN_LEVEL]
+        out["missing"] = self.missing
+        return out
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "ColumnSpec":
+        return ColumnSpec(str(d["name"]), str(d["kind"]), str(d.get("reason", "")), float(d.get("fill", 0.0)),
+                          bool(d.get("indicator", False)), float(d.get("mean", 0.0)), float(d.get("std", 1.0)),
+                          [str(v) for v in d.get("levels", [])], int(d.get("missing", 0)))
+
+
+@dataclass
+class Schema:
+    columns: list[ColumnSpec]
+    target: str
+    task: str                                  # classification | regression
+    classes: list[str] = field(default_factory=list)
+    target_mean: float = 0.0                   # regression: the model learns (y - mean) / std
+    target_std: float = 1.0
+    missing_values: list[str] = field(default_factory=lambda: list(DEFAULT_MISSING))
+
+    # -- layout -----------------------------------------------------------------
+    @property
+    def used(self) -> list[ColumnSpec]:
+        return [c for c in self.columns if c.kind != "ignore"]
+
+    @property
+    def numeric(self) -> list[ColumnSpec]:
+        return [c for c in self.columns if c.kind in ("number", "bool")]
+
+    @property
+    def categorical(self) -> list[ColumnSpec]:
+        return [c for c in self.columns if c.kind == "category"]
+
+    @property
+    def cardinalities(self) -> list[int]:
+        return [len(c.levels) + RESERVED_LEVELS for c in self.categorical]
+
+    @property
+    def feature_names(self) -> list[str]:
+        """The encoded row's features, in order."""
+        return ([c.name for c in self.numeric] + [f"{c.name}_missing" for c in self.numeric if c.indicator]
+                + [c.name for c in self.categorical])
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+    def stats(self) -> tuple[list[float], list[float]]:
+        """Per encoded feature: (mean, std) the model standardises with (identity past the numbers)."""
+        n_rest = sum(c.indicator for c in self.numeric) + len(self.categorical)
+        return ([c.mean for c in self.numeric] + [0.0] * n_rest, [c.std for c in self.numeric] + [1.0] * n_rest)
+
+    # -- JSON -------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        target: dict[str, Any] = {"name": self.target, "kind": "classes" if self.task == "classification" else "number"}
+        if self.task == "classification":
+            target["classes"] = list(self.classes)
+        else:
+            target.update(mean=self.target_mean, std=self.target_std,
+                          formula="prediction = output * std + mean")
+        return {"version": SCHEMA_VERSION, "task": self.task, "target": target,
+                "columns": [c.to_json() for c in self.columns], "missing_values": list(self.missing_values),
+                "encoded": {"features": self.feature_names, "categories": self.cardinalities,
+                            "layout": "numbers (filled), missing indicators, category indices "
+                                      "(0 missing, 1 unseen, 2.. levels)"}}
+
+    @staticmethod
+    def from_json(d: Mapping[str, Any]) -> "Schema":
+        t = d["target"]
+        return Schema([ColumnSpec.from_json(c) for c in d["columns"]], str(t["name"]), str(d["task"]),
+                      [str(c) for c in t.get("classes", [])], float(t.get("mean", 0.0)), float(t.get("std", 1.0)),
+                      [str(v) for v in d.get("missing_values", DEFAULT_MISSING)])
+
+    # -- the target -------------------------------------------------------------
+    def encode_target(self, values: np.ndarray, where: str) -> np.ndarray:
+        if self.task == "regression":
+            numbers, _ = parse_numbers(values)
+            return ((numbers - self.target_mean) / self.target_std).astype(np.float32)
+        index = {c: i for i, c in enumerate(self.classes)}
+        return np.asarray([index[category_text(v)] for v in values], dtype=np.int64)
+
+    def decode_output(self, out: np.ndarray) -> np.ndarray:
+        """Regression: the model's outputs in the target's units."""
+        return out * self.target_std + self.target_mean

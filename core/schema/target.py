@@ -1,0 +1,78 @@
+"""The target column: where it is present, whether it holds classes or a number, its class codes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.errors import DataError
+from core.schema.cells import category_text, first_bad_number, missing_mask, parse_numbers
+from core.schema.table import RawTable
+
+REGRESSION_MIN_LEVELS = 20     # task "auto": an integer target with more distinct values than this is a number
+IMBALANCE_RATIO = 5.0          # the data summary warns when the largest class is this many times the smallest
+
+
+def target_values(table: RawTable, target: str) -> tuple[np.ndarray, np.ndarray]:
+    """The target column and the mask of rows where it is present."""
+    if target not in table.columns:
+        names = table.names
+        raise DataError(f"{table.where}: target column {target!r} not found in {table.path}; columns: "
+                        + ", ".join(names[:20]) + (" ..." if len(names) > 20 else "") + " (set data.target)")
+    values = table.columns[target]
+    return values, ~missing_mask(values)
+
+
+def choose_task(values: np.ndarray, task: str) -> tuple[str, str]:
+    """("classification" | "regression", why) for a target's present values and ``train.task``."""
+    numbers, bad = parse_numbers(values)
+    numeric = bad == 0 and len(values) > 0 and bool(np.isfinite(numbers).all())
+    if task == "regression":
+        return "regression", "set by train.task"
+    if task == "classification":
+        return "classification", "set by train.task"
+    if not numeric:
+        return "classification", "the target holds text"
+    if not np.all(np.mod(numbers, 1) == 0):
+        return "regression", "the target holds fractional numbers"
+    distinct = len(np.unique(numbers))
+    if distinct > REGRESSION_MIN_LEVELS:
+        return "regression", f"the target holds {distinct} distinct integers"
+    return "classification", f"the target holds {distinct} distinct integers"
+
+
+def class_names(values: np.ndarray) -> list[str]:
+    """Class names sorted (numerically when they are all numbers)."""
+    uniq = sorted({category_text(v) for v in values})
+    try:
+        uniq = sorted(uniq, key=float)
+    except ValueError:
+        pass
+    return uniq
+
+
+def class_codes(values: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Class names (as :func:`class_names` sorts them) and each row's class index, without a loop per row."""
+    if values.dtype != object:
+        uniq, inverse = np.unique(values, return_inverse=True)  # numbers: sorted numerically already
+        return [category_text(float(u)) for u in uniq], inverse.reshape(-1).astype(np.int64)
+    texts = np.asarray([category_text(v) for v in values], dtype=str) if len(values) else np.empty(0, str)
+    uniq, inverse = np.unique(texts, return_inverse=True)
+    names = [str(u) for u in uniq]
+    order = sorted(range(len(names)), key=lambda i: names[i])
+    try:
+        order = sorted(order, key=lambda i: float(names[i]))
+    except ValueError:
+        pass
+    rank = np.empty(len(names), dtype=np.int64)
+    rank[order] = np.arange(len(names))
+    return [names[i] for i in order], rank[inverse.reshape(-1)]
+
+
+def regression_target(table: RawTable, target: str, values: np.ndarray) -> np.ndarray:
+    numbers, bad = parse_numbers(values)
+    if bad or not np.isfinite(numbers).all():
+        k = first_bad_number(values) if values.dtype == object else int(np.flatnonzero(~np.isfinite(numbers))[0])
+        cell = values[k] if k is not None else "?"
+        raise DataError(f"{table.where}: {table.path} target column {target!r} is not a number in row "
+                        f"{(k or 0) + 1} ({str(cell)[:40]!r}); regression needs numbers (or set train.task)")
+    return numbers
