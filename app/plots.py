@@ -234,3 +234,32 @@ class PlotsPanel(QWidget):
             self.data.set_smoothing(alpha)
             self.loss.refresh(None)
         self.view_changed.emit()
+
+    # -- what the window asks of the run on screen -------------------------------------------------
+    @property
+    def log_y(self) -> bool:
+        return self.check_log_y.isChecked()
+
+    def set_log_y(self, on: bool) -> None:
+        self.check_log_y.setChecked(on)
+
+    @property
+    def smoothing(self) -> float:
+        return self.data.smoothing
+
+    @property
+    def per_trial(self) -> bool:
+        """The curves are a search's trials, not its workers."""
+        return self.data.per_trial
+
+    def label(self, worker: int) -> str:
+        """A worker's (or trial's) legend label."""
+        return self.data.label(worker)
+
+    def total_rate(self) -> float:
+        """The latest samples per second of all workers together (nan before the first)."""
+        return self.data.total_rate()
+
+    def mark_next_start(self, marker: tuple[str, str]) -> None:
+        """The marker (label, kind) where the next records start: a fork branching from its parent's curves."""
+        self.data.next_start = marker
