@@ -803,6 +803,30 @@ class ConfigPanel(QWidget):
         if self.augment_preview is not None:
             self.augment_preview.wait(timeout_s)
 
+    # -- what the window asks of the panel ---------------------------------------------------------
+    def epochs(self) -> int:
+        """The epochs shown: what a continued or forked run trains up to."""
+        return self.spin_epochs.value()
+
+    def watch_epochs(self, slot: Callable[[int], Any]) -> None:
+        self.spin_epochs.valueChanged.connect(slot)
+
+    def set_lr(self, lr: float) -> None:
+        self.edit_lr.setText(f"{lr:.6g}")
+
+    def config_error(self) -> str:
+        """Why the shown settings are not a config ("" when they are)."""
+        return self.label_config_error.text()
+
+    def dataset_summary(self) -> str:
+        return self.label_dataset_summary.text()
+
+    def choose_custom_model_file(self, path: str) -> None:
+        """Build the model with ``path``'s build_model, the function's name selected to edit."""
+        self.edit_custom_model.setText(f"{path}:build_model")
+        self.edit_custom_model.setFocus()
+        self.edit_custom_model.setSelection(len(path) + 1, len("build_model"))
+
 
 def _pixmap(array: np.ndarray, size: int) -> QPixmap:
     a = np.ascontiguousarray(array, dtype=np.uint8)

@@ -1,14 +1,19 @@
 """What the window may do now, derived from what it is doing (no Qt: testable from a table of states).
 
-The window gathers the facts into a :class:`WindowState` after every change,
-failures included, and applies what :func:`derive` returns: every action's
-enabled state, the config panel's mode and the status text. Nothing else
-turns an action on or off, so no error path can leave the toolbar stuck.
+What the window itself is doing (probing, preparing a run, closing, showing a
+past run) lives in one :class:`WindowModel`, which announces every change; the
+run controller announces the run's. After every change, failures included, the
+window gathers the facts into a :class:`WindowState` and applies what
+:func:`derive` returns: every action's enabled state, the config panel's mode
+and the status text. Nothing else turns an action on or off, so no error path
+can leave the toolbar stuck.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
 
 STATE_TEXT = {
     "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused", "stopping": "Stopping…",
@@ -94,3 +99,62 @@ def status_text(s: WindowState) -> str:
     if s.viewing:
         return f"Viewing {s.viewing}"
     return STATE_TEXT.get(s.run_state, s.run_state)
+
+
+@dataclass(frozen=True)
+class Activity:
+    """What the window is doing besides the run (the run controller owns the run's state)."""
+
+    advising: bool = False                         # "Find fastest" is probing
+    cancelling: bool = False                       # ... and was asked to stop
+    preparing: bool = False                        # reading a run's history before continuing or forking it
+    closing: bool = False                          # the window closes once the run has ended
+    viewing_run: Path | None = None                # the past run on screen
+    viewing_summary: dict[str, Any] | None = None  # ... and its summary
+    after_end: Callable[[], None] | None = None    # what to do once the run on screen has ended (fork a paused run)
+
+
+class WindowModel:
+    """The window's :class:`Activity`, evented: listeners hear of every change, once per ``update``.
+
+    Read the fields as attributes (``model.preparing``); change them with
+    ``update(preparing=True)``. An update that changes nothing says nothing.
+    """
+
+    def __init__(self) -> None:
+        self._now = Activity()
+        self._listeners: list[Callable[[Activity], Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._now, name)
+
+    @property
+    def now(self) -> Activity:
+        return self._now
+
+    def connect(self, listener: Callable[[Activity], Any]) -> None:
+        self._listeners.append(listener)
+
+    def update(self, **changes: Any) -> None:
+        new = replace(self._now, **changes)
+        if new == self._now:
+            return
+        self._now = new
+        for listener in list(self._listeners):
+            listener(new)
+
+    def take_after_end(self) -> Callable[[], None] | None:
+        """What was to happen once the run ended, forgotten as it is handed over."""
+        after = self._now.after_end
+        if after is not None:
+            self.update(after_end=None)
+        return after
+
+    def facts(self) -> dict[str, Any]:
+        """The fields of a :class:`WindowState` this model holds."""
+        a = self._now
+        return {"advising": a.advising, "cancelling": a.cancelling, "preparing": a.preparing,
+                "closing": a.closing, "viewing": a.viewing_run.name if a.viewing_run is not None else ""}
+

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QToolButton
 
-import app.main_window as main_window
+import app.advisor_flow as advisor_flow
 
 
 def test_toolbar_overflows_into_a_visible_button_at_900x600(make_window: Any, qtbot: Any) -> None:
@@ -74,7 +74,7 @@ def test_errors_clear_when_their_cause_is_fixed(make_window: Any, qtbot: Any, tm
 @pytest.mark.slow
 def test_find_fastest_shows_progress_and_cancels(make_window: Any, qtbot: Any,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(main_window, "ADVISOR_SECONDS", 2.0)
+    monkeypatch.setattr(advisor_flow, "ADVISOR_SECONDS", 2.0)
     window = make_window()
     window.action_find_fastest.trigger()
     assert window.advising

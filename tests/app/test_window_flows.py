@@ -311,3 +311,25 @@ def test_throughput_of_a_run_of_about_one_window_is_a_line_per_worker_and_in_tot
         assert np.allclose(s.column(RATE), 64 / dt)
     assert data.total.trailing(RATE) >= 2
     assert np.isclose(data.total.last(RATE), 64 / 0.05 + 64 / 0.03)
+
+
+def test_the_window_model_announces_each_change_once() -> None:
+    from app.window_state import WindowModel
+
+    model = WindowModel()
+    heard: list[Any] = []
+    model.connect(heard.append)
+    model.update(preparing=True)
+    model.update(preparing=True)  # nothing changed: nothing said
+    model.update(advising=True, cancelling=False)
+    assert [a.preparing for a in heard] == [True, True] and heard[-1].advising
+    assert model.facts() == {"advising": True, "cancelling": False, "preparing": True, "closing": False,
+                             "viewing": ""}
+    model.update(viewing_run=Path("runs/r1"))
+    assert model.facts()["viewing"] == "r1"
+    done: list[int] = []
+    model.update(after_end=lambda: done.append(1))
+    after = model.take_after_end()
+    assert after is not None and model.after_end is None and model.take_after_end() is None
+    after()
+    assert done == [1]

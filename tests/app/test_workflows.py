@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import app.main_window as main_window
+import app.advisor_flow as advisor_flow
 from core.config import Config
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def test_continue_a_stopped_run(qtbot: Any, make_window: Any) -> None:
 
 
 def test_find_fastest_fills_in_the_suggestion(qtbot: Any, make_window: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(main_window, "ADVISOR_SECONDS", 0.6)
+    monkeypatch.setattr(advisor_flow, "ADVISOR_SECONDS", 0.6)
     window = make_window()
     window.panel.set_config(Config().replace("parallel", strategy="ddp", workers=2))
     shown: list[dict[str, Any]] = []
