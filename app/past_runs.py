@@ -16,8 +16,7 @@ from PySide6.QtWidgets import QFileDialog
 from app.run_data import fork_marker
 from app.trial_progress import make_progress
 from core.config import ConfigError, load_config
-from core.run_dir import PastRun, RunDir
-from core.run_dir import list_runs
+from core.run_dir import PastRun, RunDir, list_runs
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
