@@ -79,6 +79,7 @@ def load_run(path: Path) -> CompareRun:
     """One run's comparable curves (background thread)."""
     from core.config import load_config, to_dict
     from core.runlog import read_metrics, read_summary
+    from core.strategies import strategy_class
 
     from app.run_index import read_notes
 
@@ -87,7 +88,7 @@ def load_run(path: Path) -> CompareRun:
     cfg = load_config(path / "config.toml")
     records = list(read_metrics(path / "metrics.jsonl")) if (path / "metrics.jsonl").is_file() else []
     run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), summary)
-    run.curves = run_curves(records, summary, separate=cfg.parallel.strategy == "sweep")
+    run.curves = run_curves(records, summary, separate=strategy_class(cfg.parallel.strategy).model_per_worker)
     return run
 
 

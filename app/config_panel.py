@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QIcon
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDoubleSpinBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.config_data import DataGroup
 from app.config_sections import ModelGroup, ParallelGroup, TrainingGroup, available_devices  # noqa: F401
-from app.tasks import BackgroundCalls
+from app.config_describe import SourceDescriber
 from app.tuning_group import TuningGroup
 from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
 
@@ -47,12 +47,8 @@ class ConfigPanel(QWidget):
         super().__init__(parent)
         self._base = Config()
         self._loading = False
-        self._calls = BackgroundCalls(self)
-        self._info_cache: dict[tuple[Any, ...], Any] = {}
-        self._describe_key: tuple[Any, ...] | None = None
-        self._params_key: Any = None
-        self._refresh_timer = QTimer(self, singleShot=True, interval=150)  # debounce typing
-        self._refresh_timer.timeout.connect(self._on_refresh_info)
+        self.describer = SourceDescriber(self)
+        self._calls, self._refresh_timer = self.describer.calls, self.describer.timer
 
         self.mode = "edit"
         self._own_config: Config | None = None  # the user's settings while a run's are shown
@@ -236,6 +232,10 @@ class ConfigPanel(QWidget):
         """Each listed column's kind as its combo shows it."""
         return self.data.column_kinds()
 
+    def shown_task(self) -> str:
+        """train.task of the config shown (the dataset is described for it)."""
+        return self._base.train.task
+
     def config(self) -> Config:
         """The config the widgets show; raises ConfigError naming the bad key."""
         raw = to_dict(self._base)
@@ -277,60 +277,6 @@ class ConfigPanel(QWidget):
         if enabled and self.mode == "edit":
             self._update_visibility()
 
-    # -- dataset description and parameter count (background) --------------------
-    def _describe_key_now(self) -> tuple[Any, ...]:
-        return self.data.describe_key(self._base.train.task)
-
-    def _on_refresh_info(self) -> None:
-        key = self._describe_key_now()
-        info = self._info_cache.get(key)
-        if info is not None:
-            self._show_info(info)
-            self._refresh_params(info)
-            return
-        if key == self._describe_key:
-            return  # already being described
-        self._describe_key = key
-        self.label_dataset_summary.setText("Reading the dataset…")
-        self.label_model_params.setText("")
-
-        def describe() -> Any:
-            from core.data import describe_source
-
-            source, target, size, task, columns = key
-            return describe_source(source, target, size, task=task, columns=dict(columns))
-
-        self._calls.call(describe, lambda info: self._on_described(key, info),
-                         lambda exc: self._on_describe_failed(key, exc), name="describe-source")
-
-    def _on_described(self, key: tuple[Any, ...], info: Any) -> None:
-        self._info_cache[key] = info
-        if key == self._describe_key:
-            self._describe_key = None
-            self._on_refresh_info()
-
-    def _on_describe_failed(self, key: tuple[Any, ...], exc: BaseException) -> None:
-        if key != self._describe_key:
-            return
-        self._describe_key = None
-        self._params_key = None  # a valid dataset picked again counts its parameters again
-        self.label_dataset_summary.setText(f"⚠ {exc}")
-        self.label_model_params.setText("")
-        self._clear_preview()
-        if key[:2] != self.data.columns_of:  # the same table with a kind the engine refuses: its list stays to undo it
-            self._show_columns(None)
-
-    def _show_info(self, info: Any) -> None:
-        self.data.show_info(info, self._describe_key_now())
-        self.tuning.set_images_available(bool(self.data.images))
-
-    def _show_columns(self, info: Any) -> None:
-        self.data.show_columns(info, self._describe_key_now())
-
-    def _clear_preview(self) -> None:
-        self.data.clear_preview()
-        self.tuning.set_images_available(False)
-
     def show_augment_preview(self) -> None:
         """A dialog with augmented copies of the data set's sample images, under the panel's [augment]."""
         cfg = self.try_config()
@@ -343,33 +289,6 @@ class ConfigPanel(QWidget):
         self.augment_preview = AugmentPreviewDialog(cfg.augment, self._images, self)
         self.augment_preview.show()
 
-    def _refresh_params(self, info: Any) -> None:
-        try:
-            model_cfg = self.config().model
-        except ConfigError:
-            self.label_model_params.setText("")
-            return
-        key = (model_cfg, info.input_shape, info.num_classes, info.image_shape)
-        if key == self._params_key:
-            return
-        self._params_key = key
-
-        def count() -> int:
-            from core.models import build_model, count_parameters
-
-            return count_parameters(build_model(model_cfg, info.input_shape, info.num_classes, info.image_shape))
-
-        def done(n: int) -> None:
-            if key == self._params_key:
-                self.label_model_params.setText(f"{n:,} parameters")
-
-        def failed(exc: BaseException) -> None:
-            if key == self._params_key:
-                self.label_model_params.setText(f"⚠ {exc}")
-
-        self.label_model_params.setText("Counting parameters…")
-        self._calls.call(count, done, failed, name="count-parameters")
-
     def set_icons(self, folder: QIcon) -> None:
         for button in (self.button_browse_data, self.button_browse_model):
             button.setIcon(folder)
@@ -377,8 +296,6 @@ class ConfigPanel(QWidget):
 
     def shutdown(self, timeout_s: float = 5.0) -> None:
         """Wait for background description jobs (at window close)."""
-        self._refresh_timer.stop()
-        self._calls.forget_all()
-        self._calls.wait_all(timeout_s)
+        self.describer.shutdown(timeout_s)
         if self.augment_preview is not None:
             self.augment_preview.wait(timeout_s)
