@@ -92,9 +92,9 @@ def load_run(path: Path) -> CompareRun:
 
 def separate_models(cfg: Any) -> bool:
     """Whether each worker of a run of ``cfg`` trains a model of its own (a sweep), asked of its strategy."""
-    from core.strategies import get_strategy
+    from core.strategies import strategy_class
 
-    return get_strategy(cfg).num_models > 1
+    return bool(strategy_class(cfg.parallel.strategy).model_per_worker)
 
 
 def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate: bool,

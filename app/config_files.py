@@ -81,7 +81,7 @@ class ConfigFiles:
             return
         w.settings.set_last_dir("data", path)
         if kind == "custom":
-            w.panel.choose_custom_model_file(path)
+            w.panel.model.choose_custom_model_file(path)
         else:
             w.panel.add_source(f"{kind}:{path}")
 

@@ -40,7 +40,7 @@ class ContinueForkFlow:
         summary = run.read_summary() or {}
         if summary.get("status") in ("stopped", "failed"):
             return run.path
-        if summary.get("status") == "finished" and self.window.panel.epochs() > summary.get("epochs_done", 0):
+        if summary.get("status") == "finished" and self.window.panel.training.epochs() > summary.get("epochs_done", 0):
             return run.path
         return None
 
@@ -50,7 +50,7 @@ class ContinueForkFlow:
         if run_dir is None or w.controller.active or w.state.preparing:
             return
         summary = RunDir(run_dir).read_summary() or {}
-        wanted = w.panel.epochs()
+        wanted = w.panel.training.epochs()
         epochs = wanted if wanted > summary.get("epochs_done", 0) else None
         w.state.update(preparing=True)  # nothing else starts while the history is read
         w.calls.call(lambda: RunDir(run_dir).read(),
@@ -163,7 +163,7 @@ class ContinueForkFlow:
         w.plots.mark_next_start(fork_marker(run_dir.name))
         w.plots.flush()
         w.tabs.setCurrentWidget(w.plots)
-        epochs = w.panel.epochs()
+        epochs = w.panel.training.epochs()
         w.live.progress = make_progress(cfg, epochs) if cfg else ProgressTracker(epochs, 1)
         w.live.progress.resume_from(past.records)
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"

@@ -140,7 +140,7 @@ class LiveRun(QObject):
         w = self.window
         # Said once: the dataset summary may already show a data error, the log the session's own record of it.
         logged = message in self._record_error
-        if message in w.panel.dataset_summary():
+        if message in w.panel.data.summary():
             w.show_input_error("The run did not start: the dataset cannot be used (its summary, on the "
                                "left, says why)", logged=True)
             if not logged:

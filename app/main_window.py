@@ -117,7 +117,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._restore_settings()
         self.plots.view_changed.connect(self._on_view_changed)  # after restoring, or it overwrites them
-        self.panel.watch_epochs(lambda _v: self.update_actions())
+        self.panel.training.watch_epochs(lambda _v: self.update_actions())
         self._apply_theme(self._theme.name)
         self.runs_view.set_runs_dir(self.runs_dir)
         self.state.connect(lambda _activity: self.update_actions())
@@ -377,7 +377,7 @@ class MainWindow(QMainWindow):
             self.show_error(self.panel.config_error())
             return
         self.lr_finder = LRFinderDialog(cfg, self)
-        self.lr_finder.use_lr.connect(self.panel.set_lr)
+        self.lr_finder.use_lr.connect(self.panel.training.set_lr)
         self.lr_finder.show()
         self.lr_finder.run()
 

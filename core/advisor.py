@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core.config import BOUNDS, Config, apply_overrides
+from core.config import BOUNDS, Config
 from core.machine import usable_cores
 from core.session import Session
+from core.strategies import advisable, strategy_class
 
 Report = Callable[[str], None]
 
@@ -37,14 +38,10 @@ class Probe:
         return f"{self.strategy} x{self.workers}"
 
 
-def candidates(max_workers: int, strategies: tuple[str, ...] = ("single", "hogwild", "ddp")) -> list[tuple[str, int]]:
-    out: list[tuple[str, int]] = []
-    for strategy in strategies:
-        if strategy == "single":
-            out.append(("single", 1))
-        else:
-            out += [(strategy, n) for n in range(1, max_workers + 1) if not (strategy == "ddp" and n == 1)]
-    return out
+def candidates(max_workers: int, strategies: tuple[str, ...] | None = None) -> list[tuple[str, int]]:
+    """(strategy, workers) of every probe: each strategy's own worker counts up to ``max_workers``."""
+    return [(name, n) for name in (advisable() if strategies is None else strategies)
+            for n in strategy_class(name).probe_counts(max_workers)]
 
 
 def _steady_rate(steps: list[tuple[float, int]], skip_s: float) -> float:
@@ -63,8 +60,8 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
               cancelled: Callable[[], bool] = lambda: False) -> tuple[Probe, list[tuple[float, float]]]:
     """One probe; returns it and its (seconds since first step, val_accuracy) points."""
     probe = Probe(strategy, workers)
-    probe_cfg = apply_overrides(cfg, [f"parallel.strategy={strategy}", f"parallel.workers={workers}",
-                                      f"train.epochs={BOUNDS['train.epochs'].hi}", "parallel.sweep_lr=[]"])
+    probe_cfg = cfg.with_changes({"parallel.strategy": strategy, "parallel.workers": workers,
+                                  "train.epochs": int(BOUNDS["train.epochs"].hi), "parallel.sweep_lr": []})
     session = Session(probe_cfg, runs_dir=runs_dir, name=f"probe-{strategy}-{workers}")
     samples: dict[int, int] = {}
     totals: list[tuple[float, int]] = []
@@ -100,7 +97,7 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
 
 
 def advise(cfg: Config, seconds: float = 3.0, max_workers: int | None = None,
-           strategies: tuple[str, ...] = ("single", "hogwild", "ddp"),
+           strategies: tuple[str, ...] | None = None,
            report: Report | None = None, cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
     """Probe every combination and suggest one. Returns a JSON-able dict.
 

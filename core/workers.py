@@ -34,7 +34,7 @@ from torch import nn
 
 from core.augment import make_augment
 from core.checkpoint import state_from_bytes, state_to_bytes
-from core.config import Config, OptimConfig
+from core.config import LIVE_KEYS as LIVE_KEYS, Config, OptimConfig  # what a paused run may change
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
 from core.machine import keep_freed_memory, usable_cores
@@ -47,8 +47,6 @@ from core.strategies.base import Strategy
 # The control word. Ranks that must act together take the max, so a stop wins over
 # a pause and a pause over a checkpoint.
 RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
-# What a paused run may change; every worker applies it when it resumes, at the same batch.
-LIVE_KEYS = ("optim.lr", "optim.weight_decay", "train.batch_size", "train.epochs")
 FLUSH_INTERVAL = 0.05   # seconds between queue puts at most (sooner when the queue is empty)
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 EVAL_BATCH = 2048
@@ -287,7 +285,7 @@ class Trainer:
             return
         self._settings_version = box.version.value
         old, self.config = self.config, apply_changes(self.config, box.read())
-        self.strategy.config = self.config  # live keys change no part of the run's shape
+        self.strategy = self.strategy.with_config(self.config)  # live keys change no part of the run's shape
         lr = self._base_lr = self.strategy.worker_lr(self.spec.rank)  # a schedule goes on from the new base
         for group in self.optimizer.param_groups:
             group["lr"] = lr

@@ -11,11 +11,14 @@ from typing import Any
 
 def configure_cli(parser: Any) -> None:
     """probe each strategy and worker count on a config and suggest the fastest"""
+    from core.strategies import advisable
+
+    probed = ",".join(advisable())
     parser.add_argument("--config", help="config TOML (default: built-in defaults)")
     parser.add_argument("--seconds", type=float, default=3.0, help="training seconds per probe (default 3)")
     parser.add_argument("--max-workers", type=int, help="largest worker count to try (default: cores)")
-    parser.add_argument("--strategies", default="single,hogwild,ddp",
-                        help="comma-separated strategies to probe (default single,hogwild,ddp)")
+    parser.add_argument("--strategies", default=probed,
+                        help=f"comma-separated strategies to probe (default {probed})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", dest="json_out", help="also write the full report as JSON here")
 
@@ -25,11 +28,12 @@ def cmd_advise(args: argparse.Namespace) -> int:
     from core.advisor import advise
     from core.cli import ArgumentError
     from core.config import BOUNDS, Config, apply_overrides, load_config
+    from core.strategies import advisable
 
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
-    unknown = [s for s in strategies if s not in ("single", "hogwild", "ddp")]
+    unknown = [s for s in strategies if s not in advisable()]
     if unknown or not strategies:
-        raise ArgumentError(f"traindesk bench: --strategies takes single, hogwild, ddp; got {args.strategies!r}")
+        raise ArgumentError(f"traindesk bench: --strategies takes {', '.join(advisable())}; got {args.strategies!r}")
     if not 0.5 <= args.seconds <= 600:
         raise ArgumentError(f"traindesk bench: --seconds must be from 0.5 to 600, got {args.seconds:g}")
     lo, hi, _ = BOUNDS["parallel.workers"]

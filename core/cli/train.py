@@ -37,9 +37,7 @@ def _load_train_config(args: argparse.Namespace) -> Any:
     cfg = load_config(args.config) if args.config else Config()
     overrides: list[str] = []
     if args.strategy:
-        overrides.append(f'parallel.strategy="{args.strategy}"')
-        if args.strategy == "single" and args.workers is None:
-            overrides.append("parallel.workers=1")
+        overrides.append(f'parallel.strategy="{args.strategy}"')  # a fixed worker count follows unless given
     if args.workers is not None:
         overrides.append(f"parallel.workers={args.workers}")
     if args.epochs is not None:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from core.checkpoint import check_checkpoint, load_checkpoint, load_weights, state_from_bytes, state_to_bytes
-from core.config import Config, ConfigError, to_dict, to_toml
+from core.config import FORKABLE_SECTIONS, Config, ConfigError, to_dict, to_toml
 from core.control import ControlWatcher
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
@@ -51,7 +51,6 @@ def _get(config: Config, key: str) -> Any:
     return getattr(getattr(config, section), name)
 
 
-FORKABLE_SECTIONS = ("optim", "train")
 
 
 def _resumable(path: Path) -> tuple[dict[str, Any], str]:
@@ -291,7 +290,7 @@ class Session:
         with stop_reading_when(lambda: self._desired == STOP):  # a stop now ends the read between its blocks
             data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
         models = self._build_models(data.info)
-        self.strategy.task = data.info.task
+        self.strategy = self.strategy.with_task(data.info.task)
         self.num_parameters = count_parameters(models[0])
         self._data, self._models, self.info = data, models, data.info
         if self._desired == STOP:
@@ -423,7 +422,7 @@ class Session:
         if not diff:
             return
         self.config = new
-        self.strategy.config = new
+        self.strategy = self.strategy.with_config(new)
         if self._channels is not None:
             self._channels.settings.write({k: v["to"] for k, v in diff.items()})
         if self.run_dir is not None:
@@ -893,7 +892,7 @@ class Session:
             **({"best": self.best} if self.best else {}),
             **self.launcher.summary_extra(stats.nodes()),
             **({"parent": self.parent} if self.parent else {}),
-            **self.strategy.summary_extra(stats.last_eval),
+            **self.strategy.summary_extra(stats.last_eval, self.run_dir),
         }
         self.summary = summary
         self._recorder.summary(summary)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 from core.strategies.registry import NAMES, REGISTRY
 
-__all__ = ["NAMES", "REGISTRY", "get_strategy", "strategy_class"]
+__all__ = ["NAMES", "REGISTRY", "advisable", "get_strategy", "strategy_class"]
 
 
 def strategy_class(name: str) -> type["Strategy"]:
@@ -26,6 +26,11 @@ def strategy_class(name: str) -> type["Strategy"]:
     return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
 
-def get_strategy(config: "Config") -> "Strategy":
-    """The strategy object of a config (``parallel.strategy``)."""
-    return strategy_class(config.parallel.strategy)(config)
+def get_strategy(config: "Config", task: str = "classification") -> "Strategy":
+    """The strategy of a config (``parallel.strategy``), for data of ``task``."""
+    return strategy_class(config.parallel.strategy)(config, task)
+
+
+def advisable() -> tuple[str, ...]:
+    """The strategies the advisor probes, in the registry's order."""
+    return tuple(name for name in NAMES if strategy_class(name).advisable)

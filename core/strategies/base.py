@@ -1,32 +1,40 @@
 """What every strategy decides, with the defaults most strategies share.
 
-A strategy is a small picklable object built from the config. The session
-asks it about the run's shape (workers, models, shards, learning rates, which
-model is the result); each worker asks it how to wrap the model, how ranks
-agree on pause/stop/checkpoint, when the trained weights reach the shared
-copy the session reads, and how evaluation is split. Callers never test a
-strategy's name.
+A strategy is a small picklable value: the config and the data's task, never
+changed (``with_config`` and ``with_task`` give a new one) and holding no state
+of a run; what a method needs of the run (its directory) is passed to it.
+Its class says the rules that need no config (the worker count it always has,
+the keys only it reads, how the advisor probes it, whether each worker trains
+a model of its own) and checks what it needs of a config (``check_config``).
+The session asks it about the run's shape (workers, models, shards, learning
+rates, which model is the result); each worker asks it how to wrap the model,
+how ranks agree on pause/stop/checkpoint, when the trained weights reach the
+shared copy the session reads, and how evaluation is split. Callers never test
+a strategy's name.
+
+Importing a strategy loads no torch: the config asks the classes its rules.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable
 
-import torch
-from torch import nn
-
-from core.devices import validate_device
 from core.errors import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import torch
+    from torch import nn
+
     from core.config import Config
     from core.workers import WorkerSpec
 
 
+@dataclasses.dataclass(frozen=True)
 class Strategy:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""          # one line, for the window's tooltip and docs
@@ -37,10 +45,33 @@ class Strategy:
     runner: ClassVar[str] = ""  # "module:Class" of a worker's loop other than the Trainer (search: trials)
     fixed_workers: ClassVar[int] = 0     # the worker count it always has (0: parallel.workers)
     own_keys: ClassVar[tuple[str, ...]] = ()  # config keys that only this strategy reads
+    model_per_worker: ClassVar[bool] = False  # each worker trains a model of its own (a sweep)
+    advisable: ClassVar[bool] = False  # the advisor may probe it (it trains the run's one model faster or not)
+    min_workers: ClassVar[int] = 1     # the fewest workers that make it what it is (the advisor's probes)
 
-    def __init__(self, config: "Config") -> None:
-        self.config = config
-        self.task = "classification"  # the data's task, set by the session once the data is loaded
+    config: "Config"
+    task: str = "classification"  # the data's task, known once the data is loaded
+
+    # -- rules of the class (no config needed) -------------------------------------------
+    @classmethod
+    def probe_counts(cls, max_workers: int) -> tuple[int, ...]:
+        """The worker counts the advisor probes, up to ``max_workers``."""
+        if cls.fixed_workers:
+            return (cls.fixed_workers,)
+        return tuple(range(cls.min_workers, max_workers + 1))
+
+    @classmethod
+    def check_config(cls, config: "Config") -> None:
+        """Refuse a config this strategy's keys make no sense with (ConfigError, one line); no machine checks."""
+
+    # -- a new value ----------------------------------------------------------------------
+    def with_config(self, config: "Config") -> "Strategy":
+        """The same strategy over another config (a paused run's live changes)."""
+        return dataclasses.replace(self, config=config)
+
+    def with_task(self, task: str) -> "Strategy":
+        """The same strategy once the data's task is known."""
+        return dataclasses.replace(self, task=task)
 
     # -- the run's shape (session side) ------------------------------------------------
     @property
@@ -50,7 +81,7 @@ class Strategy:
     @property
     def num_models(self) -> int:
         """Models in shared memory: one, or one per worker (sweep)."""
-        return 1
+        return self.num_workers if self.model_per_worker else 1
 
     def model_index(self, rank: int) -> int:
         return 0
@@ -88,6 +119,8 @@ class Strategy:
 
     def validate(self) -> None:
         """Refuse a config this strategy cannot run (ConfigError, one line)."""
+        from core.devices import validate_device
+
         device = self.config.parallel.device
         validate_device(device)
         if device != "cpu" and not self.runs_on_gpu:
@@ -95,11 +128,16 @@ class Strategy:
                               f"use ddp, sweep or single with {device}")
 
     def result_worker(self, last_eval: dict[int, dict[str, Any]]) -> int:
-        """The worker whose model is the run's result."""
+        """The worker whose model is the run's result (``last_eval``: each worker's last eval record)."""
         return 0
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
-        """Strategy-specific keys of summary.json."""
+    def result_worker_of(self, records: Iterable[dict[str, Any]]) -> int:
+        """The result worker of a run from its records (a past run's metrics.jsonl)."""
+        last_eval = {r["worker"]: r for r in records if r.get("kind") == "eval" and isinstance(r.get("worker"), int)}
+        return self.result_worker(last_eval)
+
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None") -> dict[str, Any]:
+        """Strategy-specific keys of summary.json (``run_dir``: the run's directory, where it has one)."""
         return {}
 
     def prepare_run(self, run_dir: "Path", resuming: bool) -> None:
@@ -118,7 +156,7 @@ class Strategy:
     def evaluates(self, rank: int) -> bool:
         return True
 
-    def wrap_model(self, shared: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    def wrap_model(self, shared: "nn.Module", device: "torch.device") -> "tuple[nn.Module, nn.Module]":
         """(model whose parameters the optimizer steps, module the batch goes through).
 
         On the CPU the worker trains the shared-memory weights in place; on a GPU a copy.

@@ -5,6 +5,9 @@ the copies stay equal and rank 0 publishes its weights to the shared copy the
 session reads. Ranks must act on the same batch, so they agree on the control
 word (pause, checkpoint, stop) with an all-reduce every ``control_every``
 batches, and split the validation set and sum its statistics.
+
+The strategy holds no state of the worker: whether ranks step together is
+the process group's own world size, and the DDP wrapper is the trainer's.
 """
 
 from __future__ import annotations
@@ -14,13 +17,12 @@ import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-from torch import nn
-
 from core.strategies.base import Strategy
 
 if TYPE_CHECKING:
-    from core.config import Config
+    import torch
+    from torch import nn
+
     from core.workers import WorkerSpec
 
 PROCESS_GROUP_TIMEOUT = timedelta(seconds=120)
@@ -33,18 +35,14 @@ class DDP(Strategy):
     uses_process_group = True
     pauses_on_divergence = False  # one rank cannot pause alone: its peers would wait in a collective
     control_every: ClassVar[int] = 8
-
-    def __init__(self, config: "Config") -> None:
-        super().__init__(config)
-        self._world = 1
-        self._net: nn.Module | None = None
+    advisable = True
+    min_workers = 2  # one rank has no one to average with
 
     def shard(self, rank: int) -> tuple[int, int]:
         return rank, self.num_workers
 
     # -- inside a worker ------------------------------------------------------------------
     def setup_worker(self, spec: "WorkerSpec") -> None:
-        self._world = spec.world_size
         if spec.world_size <= 1:
             return  # one rank needs no all-reduce
         import torch.distributed as dist
@@ -59,18 +57,24 @@ class DDP(Strategy):
                                     world_size=spec.world_size, timeout=PROCESS_GROUP_TIMEOUT)
 
     @property
+    def _world(self) -> int:
+        """Ranks stepping together: the process group's size (1 when this worker joined none)."""
+        import torch.distributed as dist
+
+        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+    @property
     def _distributed(self) -> bool:
         return self._world > 1
 
-    def wrap_model(self, shared: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    def wrap_model(self, shared: "nn.Module", device: "torch.device") -> "tuple[nn.Module, nn.Module]":
         if not self._distributed:
             return super().wrap_model(shared, device)
         from torch.nn.parallel import DistributedDataParallel
 
         model = copy.deepcopy(shared).to(device)
         ids = [device.index] if device.type == "cuda" else None
-        self._net = DistributedDataParallel(model, device_ids=ids)
-        return model, self._net
+        return model, DistributedDataParallel(model, device_ids=ids)
 
     def _all_reduce(self, tensor: torch.Tensor, device: torch.device, op: str = "sum") -> torch.Tensor:
         import torch.distributed as dist
@@ -82,6 +86,8 @@ class DDP(Strategy):
     def agree(self, command: int, device: torch.device) -> int:
         if not self._distributed:
             return command
+        import torch
+
         flag = self._all_reduce(torch.tensor([command], dtype=torch.int32), device, op="max")
         return int(flag.item())
 
@@ -118,7 +124,6 @@ class DDP(Strategy):
             try:
                 if not failed:
                     dist.barrier()  # no collective of a peer is still reading from us
-                self._net = None  # drop the DDP reducer while the group is alive
                 dist.destroy_process_group()
             except Exception:
                 pass

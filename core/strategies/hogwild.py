@@ -13,6 +13,7 @@ class Hogwild(Strategy):
     name = "hogwild"
     description = "Workers train one shared-memory model lock-free, each on its own data shard."
     runs_on_gpu = False
+    advisable = True
 
     def shard(self, rank: int) -> tuple[int, int]:
         return rank, self.num_workers

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
     from core.config import Config
 
+# The study's files in the run directory. core.run_dir names them too (search_plan, study_lock, best), but
+# a strategy may not import it: core.run_dir reads a run's config, and the config asks the strategies.
 STUDY_FILE = "study.journal"
 LOCK_FILE = "study.lock"
 PLAN_FILE = "search.json"
@@ -40,9 +42,11 @@ class Search(Strategy):
     pauses_on_divergence = False  # a diverging trial fails alone
     runner = "core.trials:TrialRunner"
 
-    def __init__(self, config: "Config") -> None:
-        super().__init__(config)
-        self.run_dir: Path | None = None
+    @classmethod
+    def check_config(cls, config: "Config") -> None:
+        if not config.search.space:
+            raise ConfigError('config: [search] needs at least one key to vary, e.g. '
+                              '"optim.lr" = {low = 0.0001, high = 0.3, log = true}')
 
     def validate(self) -> None:
         super().validate()
@@ -61,7 +65,6 @@ class Search(Strategy):
         """Open (or create) the study; trials a killed run left running fail; set this run's budget."""
         from optuna.trial import TrialState
 
-        self.run_dir = run_dir
         with study_lock(run_dir):
             study, storage = open_study(run_dir, self.config, seed=self.config.train.seed, task=self.task)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
@@ -75,10 +78,10 @@ class Search(Strategy):
         path = run_dir / "checkpoints" / "best.pt"
         return path if path.is_file() else None
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
-        if self.run_dir is None or not (self.run_dir / STUDY_FILE).exists():
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None) -> dict[str, Any]:
+        if run_dir is None or not (run_dir / STUDY_FILE).exists():
             return {}
-        study, _ = open_study(self.run_dir, self.config, seed=0, task=self.task)
+        study, _ = open_study(run_dir, self.config, seed=0, task=self.task)
         trials = [trial_summary(t) for t in study.get_trials(deepcopy=False)]
         done = [t for t in trials if t["state"] == "complete"]
         from core.metric_names import search_metric
@@ -196,11 +199,8 @@ def suggest(trial: "optuna.Trial", cfg: "Config") -> dict[str, Any]:
 
 
 def trial_config(base: "Config", params: dict[str, Any]) -> "Config":
-    config = base
-    for key, value in params.items():
-        section, _, name = key.partition(".")
-        config = config.replace(section, **{name: value})
-    return config
+    """The base config with a trial's value of every key of the space (validated)."""
+    return base.with_changes(params)
 
 
 def trial_summary(t: "optuna.trial.FrozenTrial") -> dict[str, Any]:

@@ -9,3 +9,4 @@ class Single(Strategy):
     name = "single"
     description = "One worker process: the baseline, and the easiest to debug."
     fixed_workers = 1
+    advisable = True

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from core.errors import ConfigError
 from core.strategies.base import Strategy
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from core.config import Config
 
 
 class Sweep(Strategy):
     name = "sweep"
     description = "Each worker trains its own model (one learning rate each); the best one is kept."
     own_keys = ("parallel.sweep_lr",)
+    model_per_worker = True
 
-    @property
-    def num_models(self) -> int:
-        return self.num_workers
+    @classmethod
+    def check_config(cls, config: "Config") -> None:
+        p = config.parallel
+        if p.sweep_lr and len(p.sweep_lr) != p.workers:
+            raise ConfigError(f"config: parallel.sweep_lr must have one learning rate per worker "
+                              f"({p.workers}), got {len(p.sweep_lr)}")
 
     def model_index(self, rank: int) -> int:
         return rank
@@ -42,7 +52,7 @@ class Sweep(Strategy):
         sign = 1.0 if higher_is_better(metric) else -1.0
         return max(last_eval, key=lambda w: (sign * last_eval[w][metric], -last_eval[w]["val_loss"], -w))
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None") -> dict[str, Any]:
         best = self.result_worker(last_eval)
         return {
             "best_worker": best,

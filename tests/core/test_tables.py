@@ -370,8 +370,7 @@ def test_sweep_and_search_pick_the_lowest_rmse_for_regression() -> None:
     from core.strategies import get_strategy
 
     cfg = apply_overrides(Config(), ["parallel.strategy=sweep", "parallel.workers=2", "parallel.sweep_lr=[0.01,0.1]"])
-    sweep = get_strategy(cfg)
-    sweep.task = "regression"
+    sweep = get_strategy(cfg, task="regression")
     evals = {0: {"val_loss": 0.5, "val_rmse": 60.0, "val_r2": 0.4}, 1: {"val_loss": 0.4, "val_rmse": 55.0, "val_r2": 0.5}}
     assert sweep.result_worker(evals) == 1
     assert selection_metric(cfg, "regression") == "val_rmse" == search_metric(cfg, "regression")

@@ -1,0 +1,218 @@
+"""The config's sections, each key declared once with its facts, and the table they make.
+
+``FIELDS`` ("section.key" -> :class:`~core.config.fields.Field`) is what
+validation, ``BOUNDS``, ``--set``, the live changes of a paused run, forks
+and the window's widgets all read. A section says on its class whether a
+fork may change it (``forkable``), whether a search may vary its keys
+(``searchable``) and whether it takes "section.key" entries of its own
+(``dotted_keys``: the search space).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, NamedTuple
+
+from core.config.fields import (
+    Bounds, Field, as_tuple, check_bool, check_choice, check_columns, check_device, check_float, check_int,
+    check_ints, check_model_kind, check_rates, check_some_ints, check_source, check_str, check_strings, key,
+)
+from core.metric_names import METRICS
+from core.strategies.registry import NAMES as STRATEGIES
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
+MODEL_KINDS = ("linear", "mlp", "cnn")
+DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
+SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
+MONITORED = ("val_loss", "val_accuracy")
+COLUMN_KINDS = ("number", "category", "bool", "ignore")
+TASKS = ("auto", "classification", "regression")
+CLASS_WEIGHTS = ("none", "balanced")
+REGRESSION_LOSSES = ("mse", "huber")
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+SAMPLERS = ("tpe", "random", "grid")
+PRUNERS = ("median", "asha", "none")
+DEVICES = ("cpu", "cuda", "mps")  # and cuda:N
+
+LR = Bounds(0.0, 100.0, lo_open=True)
+
+
+def _int(default: int, lo: float, hi: float, help: str = "", live: bool = False) -> Any:
+    return key(default, check_int, "int", bounds=(lo, hi), help=help, live=live)
+
+
+def _float(default: float, lo: float, hi: float, help: str = "", live: bool = False, lo_open: bool = False) -> Any:
+    return key(default, check_float, "float", bounds=Bounds(lo, hi, lo_open), help=help, live=live)
+
+
+def _choice(default: str, choices: tuple[str, ...], help: str = "") -> Any:
+    return key(default, check_choice, "choice", choices=choices, help=help)
+
+
+class Section:
+    """What a section says about all of its keys."""
+
+    forkable: ClassVar[bool] = False    # a fork may change its keys
+    searchable: ClassVar[bool] = False  # a search may vary its keys
+    dotted_keys: ClassVar[bool] = False  # it also takes "section.key" entries (the search space)
+
+
+@dataclass(frozen=True)
+class DataConfig(Section):
+    source: str = key("builtin:digits", check_source, "source", choices=DATA_SCHEMES,
+                      help="builtin:NAME | csv:PATH | parquet:PATH | npz:PATH | images:DIR")
+    target: str = key("label", check_str, "str", help="The table column holding the target: class labels or numbers")
+    val_fraction: float = _float(0.2, 0.0, 0.9, "Share of samples held out for validation")
+    loader_workers: int = _int(0, 0, 64, "DataLoader processes per worker decoding images (0 = in the worker)")
+    image_size: int = _int(0, 0, 1024, "Resize images to SIZE×SIZE; 0 keeps the first image's size")
+    standardize: bool = key(True, check_bool, "bool", help="Standardize features")
+    # tables (csv:, parquet:): kinds that override the inferred ones, as (column, kind) pairs
+    columns: tuple[tuple[str, str], ...] = key((), check_columns, "table", choices=COLUMN_KINDS,
+                                              help="kinds that override the inferred ones: {column = kind}")
+    missing: tuple[str, ...] = key(("", "NA", "NaN", "null", "?"), check_strings, "strings",
+                                   help="cells that mean \"no value\"")
+
+
+@dataclass(frozen=True)
+class ModelConfig(Section):
+    searchable = True
+    kind: str = key("mlp", check_model_kind, "model_kind", choices=MODEL_KINDS,
+                    help="linear | mlp | cnn | custom:PATH.py:FUNCTION")
+    hidden: tuple[int, ...] = key((256, 256), check_ints, "ints", bounds=(1, 65536),
+                                  help="Widths of the hidden layers, e.g. 256, 256")
+    activation: str = _choice("relu", ACTIVATIONS)
+    dropout: float = _float(0.0, 0.0, 0.95)
+    channels: tuple[int, ...] = key((16, 32), check_some_ints, "ints", bounds=(1, 4096),
+                                    help="Channels of the convolution blocks, e.g. 16, 32")  # cnn only
+
+
+@dataclass(frozen=True)
+class OptimConfig(Section):
+    forkable = True
+    searchable = True
+    name: str = _choice("sgd", OPTIMIZERS)
+    lr: float = key(0.05, check_float, "float", bounds=LR, help="Learning rate, e.g. 0.05 or 1e-3", live=True)
+    momentum: float = _float(0.9, 0.0, 0.999, "SGD momentum")
+    weight_decay: float = _float(0.0, 0.0, 10.0, live=True)
+
+
+@dataclass(frozen=True)
+class TrainConfig(Section):
+    forkable = True
+    searchable = True
+    epochs: int = _int(10, 1, 100000, "Passes over the training data", live=True)
+    batch_size: int = _int(64, 1, 1 << 20, "Samples per optimizer step, per worker", live=True)
+    seed: int = _int(0, 0, 2**31 - 1, "Random seed (worker i uses seed + i)")
+    # seconds between consistent checkpoints while training; 0 = only at the end
+    checkpoint_every: float = _float(30.0, 0.0, 86400.0)
+    monitor: str = _choice("val_loss", MONITORED, "What the best checkpoint and early stopping watch")
+    early_stop_patience: int = _int(0, 0, 100000, "Stop after this many epochs without improvement; 0 = never")
+    early_stop_min_delta: float = _float(0.0, 0.0, 1e9)  # smaller changes are no improvement
+    task: str = _choice("auto", TASKS)             # auto | classification | regression (tables)
+    class_weights: str = _choice("none", CLASS_WEIGHTS)  # none | balanced: inverse-frequency weights in the loss
+    # the metric that picks best.pt and stops early; auto: monitor, val_rmse for regression
+    select_by: str = _choice("auto", ("auto",) + METRICS)
+    loss: str = _choice("mse", REGRESSION_LOSSES)  # regression: mse | huber (on the standardised target)
+
+
+@dataclass(frozen=True)
+class ParallelConfig(Section):
+    strategy: str = _choice("hogwild", STRATEGIES)
+    workers: int = _int(2, 1, 256, "Training processes")
+    threads_per_worker: int = _int(0, 0, 1024, "Torch threads in each worker; automatic shares the cores")
+    device: str = key("cpu", check_device, "device", choices=DEVICES, help="cpu | cuda | cuda:N | mps")
+    sweep_lr: tuple[float, ...] = key((), check_rates, "floats", bounds=LR,
+                                      help="Sweep: one learning rate per worker; empty = the same rate, different seeds")
+    # seconds without records (not paused) before a worker is reported stalled; 0 = never
+    stall_timeout: float = _float(120.0, 0.0, 86400.0)
+    precision: str = _choice("32", PRECISIONS, "bf16-mixed: autocast in the training step; 16-mixed needs CUDA")
+
+
+@dataclass(frozen=True)
+class ScheduleConfig(Section):
+    """The learning rate as a function of the run's progress; optim.lr is its base (peak)."""
+
+    searchable = True
+    kind: str = _choice("constant", SCHEDULES)
+    warmup_steps: int = _int(0, 0, 10**9, "Steps over which the rate rises linearly from 0")
+    min_lr: float = _float(0.0, 0.0, 100.0, "Cosine and one-cycle: the rate at the last step")
+    step_epochs: int = _int(10, 1, 100000)      # step: multiply by gamma every this many epochs
+    gamma: float = _float(0.1, 0.0, 1.0, lo_open=True)  # step, plateau: the factor
+    pct_start: float = _float(0.3, 0.0, 1.0)    # one-cycle: fraction of the run spent rising
+    patience: int = _int(2, 0, 10000)           # plateau: evaluations without improvement
+
+
+@dataclass(frozen=True)
+class AugmentConfig(Section):
+    """Random changes to training images (never to validation); every default is off."""
+
+    searchable = True
+    crop_scale: float = _float(1.0, 0.05, 1.0, "Augment: random resized crop keeping at least this share "
+                                                "of the area; 1 = off")
+    hflip: bool = key(False, check_bool, "bool", help="Random horizontal flip")
+    rotation: float = _float(0.0, 0.0, 180.0, "Augment: random rotation up to this many degrees; 0 = off")
+    jitter: float = _float(0.0, 0.0, 1.0, "Augment: brightness, contrast and saturation jitter strength; 0 = off")
+
+
+class SearchRange(NamedTuple):
+    """A numeric search range of one key."""
+
+    low: float
+    high: float
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class SearchConfig(Section):
+    """strategy "search": trials sampled by Optuna; ``space`` holds ("section.key", range or choices)."""
+
+    dotted_keys = True
+    trials: int = _int(20, 1, 100000)
+    sampler: str = _choice("tpe", SAMPLERS)
+    pruner: str = _choice("median", PRUNERS)
+    metric: str = _choice("val_accuracy", METRICS)
+    space: tuple[tuple[str, Any], ...] = key((), as_tuple, "space", help="\"section.key\" = range or choices")
+
+
+SECTIONS: dict[str, type] = {
+    "data": DataConfig,
+    "model": ModelConfig,
+    "optim": OptimConfig,
+    "train": TrainConfig,
+    "parallel": ParallelConfig,
+    "schedule": ScheduleConfig,
+    "augment": AugmentConfig,
+    "search": SearchConfig,
+}
+
+# The one table: "section.key" -> its Field, in the order the sections declare them.
+FIELDS: dict[str, Field] = {
+    f"{name}.{f.name}": Field(key=f"{name}.{f.name}", default=f.default, forkable=cls.forkable, **f.metadata)
+    for name, cls in SECTIONS.items() for f in fields(cls)
+}
+
+# "section.key" -> its Bounds, for the numeric keys.
+BOUNDS: dict[str, Bounds] = {k: f.bounds for k, f in FIELDS.items() if f.bounds is not None}
+
+# what a search may vary: the run's shape (data, workers) stays
+SEARCHABLE_SECTIONS = tuple(name for name, cls in SECTIONS.items() if cls.searchable)
+
+
+def section_fields(section: str) -> list[Field]:
+    """The fields of one section, in order."""
+    return [FIELDS[f"{section}.{f.name}"] for f in fields(SECTIONS[section])]
+
+
+def section_defaults(section: str) -> dict[str, Any]:
+    return {f.name: f.default for f in section_fields(section)}
+
+
+def live_keys() -> tuple[str, ...]:
+    """The keys a paused run accepts; every worker applies them when it resumes, at the same batch."""
+    return tuple(sorted(k for k, f in FIELDS.items() if f.live))
+
+
+def forkable_sections() -> tuple[str, ...]:
+    """The sections whose keys a fork of a run may change."""
+    return tuple(name for name, cls in SECTIONS.items() if cls.forkable)
