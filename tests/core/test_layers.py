@@ -65,3 +65,62 @@ def test_no_import_cycle_among_core_modules() -> None:
                 back = graph.find_shortest_chain(importer=b, imported=a) or ()
                 cycles.append(" -> ".join(there) + " | " + " -> ".join(back))
     assert cycles == []
+
+
+PICTURE_BEGIN = "<!-- layers: begin (generated from pyproject.toml by tests/core/test_layers.py) -->\n```\n"
+PICTURE_END = "```\n<!-- layers: end -->"
+
+
+def _three_layers() -> list[list[str]]:
+    """The modules of each layer of the `core-layers` contract, top (faces) first."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "core-layers")["layers"]
+    return [[name.strip() for name in layer.replace("|", ":").split(":") if name.strip()] for layer in layers]
+
+
+def test_every_core_module_is_in_one_of_the_three_layers() -> None:
+    """A new module of core must be placed: faces (core.cli), services or the engine."""
+    named = [m for layer in _three_layers() for m in layer]
+    assert len(_three_layers()) == 3
+    assert len(named) == len(set(named)), "a module is named in two layers"
+    top = sorted(f"core.{p.stem}" for p in CORE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    top += sorted(f"core.{p.name}" for p in CORE.iterdir() if (p / "__init__.py").is_file())
+    assert sorted(set(top) - set(named)) == []
+    assert sorted(set(named) - set(top)) == []  # and none it names is gone
+
+
+def render_layers() -> str:
+    """The layer picture docs/ARCHITECTURE.md shows, made from the contract."""
+    titles = ("faces (commands; the window `app` sits beside them)", "services", "engine")
+    lines = []
+    for title, layer in zip(titles, _three_layers()):
+        lines.append(f"{title}:")
+        names = [m.removeprefix("core.") for m in layer]
+        row = "   "
+        for name in names:
+            if len(row) + len(name) + 1 > 96:
+                lines.append(row.rstrip())
+                row = "   "
+            row += f" {name}"
+        lines.append(row.rstrip())
+        lines.append("        ↓")
+    return "\n".join(lines[:-1]) + "\n"
+
+
+def test_the_architecture_picture_matches_the_contract() -> None:
+    """The layer picture in docs/ARCHITECTURE.md is the contract's (regenerate: python tests/core/test_layers.py)."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    begin, end = PICTURE_BEGIN, PICTURE_END
+    assert begin in doc and end in doc
+    shown = doc.split(begin, 1)[1].split(end, 1)[0]
+    assert shown == render_layers()
+
+
+if __name__ == "__main__":  # rewrite the picture in docs/ARCHITECTURE.md from the contract
+    path = ROOT / "docs" / "ARCHITECTURE.md"
+    doc = path.read_text(encoding="utf-8")
+    begin, end = PICTURE_BEGIN, PICTURE_END
+    head, rest = doc.split(begin, 1)
+    path.write_text(head + begin + render_layers() + end + rest.split(end, 1)[1], encoding="utf-8")
