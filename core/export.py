@@ -23,14 +23,12 @@ file behind.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
 import logging
 import math
 import shutil
-import sys
 import tempfile
 import time
 import warnings
@@ -510,29 +508,3 @@ def _land(staged: Path, dest: Path, sidecar: dict[str, Any]) -> tuple[Path, ...]
             dest.unlink()
         raise RunError(f"export: cannot write {side}: {exc.strerror or exc}") from None
     return dest, side
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def configure_cli(p: argparse.ArgumentParser) -> None:
-    """export a run's trained model (safetensors, state-dict, torch-export, onnx), verified"""
-    p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
-    p.add_argument("--format", required=True, choices=list(FORMATS))
-    p.add_argument("--out", help="file to write (default: RUN_DIR/exports/model.<ext>); a folder takes model.<ext>")
-    p.add_argument("--output", choices=OUTPUTS, default="probabilities",
-                   help="what the torch-export and onnx graphs return (default: probabilities)")
-    p.add_argument("--checkpoint", choices=("last", "best"), default=None,
-                   help="the weights at the end of the run (last) or of its best evaluation (best); "
-                        "default: best when checkpoints/best.pt exists, else last")
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from core.checkpoint import default_checkpoint
-
-    which = args.checkpoint or default_checkpoint(Path(args.run_dir).expanduser())
-    result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)
-    sys.stderr.write(result.summary() + f" ({result.seconds:.1f} s)\n")
-    for path in result.files:
-        print(path)
-    return 0
