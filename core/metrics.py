@@ -10,7 +10,7 @@ addition, then turned into the record's metrics (:func:`eval_metrics`).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

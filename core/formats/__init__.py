@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.errors import RunError, UserError
+from core.errors import ModelFileError, UserError
 from core.formats.base import ModelFormat
 from core.formats.description import SIDECAR, read_sidecar, sidecar_entry
 from core.formats.onnx import ONNX
@@ -42,7 +42,7 @@ def format_of(path: Path) -> ModelFormat:
     """The format a resolved model file is read with."""
     fmt = _BY_SUFFIX.get(Path(path).suffix)
     if fmt is None:
-        raise RunError(f"model: {path} is not an exported model")
+        raise ModelFileError(f"model: {path} is not an exported model")
     if fmt is STATE_DICT and sidecar_entry(Path(path)) is None:  # a .pt no model.json lists: a run's checkpoint
         return RUN_CHECKPOINT
     return fmt
@@ -82,18 +82,18 @@ def resolve_model_path(path: Path, checkpoint: str | None = None) -> Path:
         path = path / SIDECAR
     if path.name.endswith(".json"):
         if not path.is_file():
-            raise RunError(f"model: file not found: {path}")
+            raise ModelFileError(f"model: file not found: {path}")
         meta = read_sidecar(path)
         files = [path.parent / name for name in meta.get("files") or {}]
         files.sort(key=lambda p: RUNNABLE_SUFFIXES.index(p.suffix) if p.suffix in RUNNABLE_SUFFIXES else 99)
         runnable = [p for p in files if p.is_file() and p.suffix in RUNNABLE_SUFFIXES]
         if not runnable:
-            raise RunError(f"model: {path} lists no model file that exists beside it")
+            raise ModelFileError(f"model: {path} lists no model file that exists beside it")
         return runnable[0]
     if not path.is_file():
-        raise RunError(f"model: file not found: {path}")
+        raise ModelFileError(f"model: file not found: {path}")
     if path.suffix not in RUNNABLE_SUFFIXES:
-        raise RunError(
+        raise ModelFileError(
             f"model: {path} is not an exported model; use a .safetensors (with its model.json), .pt2 or .onnx "
             "file, a run directory or a checkpoint"
         )

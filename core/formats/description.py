@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import RunError
+from core.errors import ModelFileError
 
 if TYPE_CHECKING:
     import torch
@@ -132,10 +132,10 @@ def merged_sidecar(dest_dir: Path, desc: dict[str, Any], name: str, entry: dict[
 
 def check_meta(meta: Any, where: str) -> dict[str, Any]:
     if not isinstance(meta, dict) or meta.get("format") != META_FORMAT:
-        raise RunError(f"{where}: not a TrainDesk model description")
+        raise ModelFileError(f"{where}: not a TrainDesk model description")
     for key in ("architecture", "input", "preprocessing", "classes"):
         if key not in meta:
-            raise RunError(f"{where}: model description lacks {key!r}")
+            raise ModelFileError(f"{where}: model description lacks {key!r}")
     return meta
 
 
@@ -143,7 +143,7 @@ def parse_meta(text: str, where: str) -> dict[str, Any]:
     try:
         return check_meta(json.loads(text), where)
     except json.JSONDecodeError as exc:
-        raise RunError(f"{where}: model description is not valid JSON ({exc.msg})") from None
+        raise ModelFileError(f"{where}: model description is not valid JSON ({exc.msg})") from None
 
 
 def read_sidecar(path: Path) -> dict[str, Any]:
@@ -169,12 +169,12 @@ def meta_or_sidecar(embedded_text: str | None, path: Path) -> dict[str, Any]:
         return parse_meta(embedded_text, str(path))
     meta = sidecar_entry(path)
     if meta is None:
-        raise RunError(f"model: {path} carries no model description and no {SIDECAR} beside it lists it")
+        raise ModelFileError(f"model: {path} carries no model description and no {SIDECAR} beside it lists it")
     return meta
 
 
-def bare_state_dict_error(path: Path) -> RunError:
-    return RunError(
+def bare_state_dict_error(path: Path) -> ModelFileError:
+    return ModelFileError(
         f"model: {path} is a bare state dict (no architecture) and no {SIDECAR} beside it lists it; "
         "export safetensors, torch-export or onnx to predict"
     )

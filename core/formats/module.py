@@ -13,7 +13,7 @@ import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from core.errors import RunError
+from core.errors import ModelFileError, RunError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -97,12 +97,12 @@ def rebuild_module(meta: dict[str, Any], state: dict[str, Any], where: str) -> n
                              tuple(image_shape) if image_shape else None,
                              tuple(int(c) for c in meta.get("categories") or ()))
     except (KeyError, TypeError, ConfigError) as exc:
-        raise RunError(f"{where}: its model description is unusable: {exc}") from None
+        raise ModelFileError(f"{where}: its model description is unusable: {exc}") from None
     try:
         module.load_state_dict(state)
     except RuntimeError as exc:
         first = (str(exc).splitlines() or [""])[0]
-        raise RunError(f"{where}: weights do not fit the described model: {first[:200]}") from None
+        raise ModelFileError(f"{where}: weights do not fit the described model: {first[:200]}") from None
     return module.eval()
 
 
@@ -119,15 +119,15 @@ def load_state_dict_file(path: Path) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         first = (str(exc).splitlines() or [""])[0]
-        raise RunError(
+        raise ModelFileError(
             f"model: {path} holds pickled objects other than tensors and was refused (weights_only): {first[:160]}"
         ) from None
     except FileNotFoundError:
-        raise RunError(f"model: file not found: {path}") from None
+        raise ModelFileError(f"model: file not found: {path}") from None
     except Exception as exc:
-        raise RunError(f"model: {path} is not a readable state dict ({type(exc).__name__})") from None
+        raise ModelFileError(f"model: {path} is not a readable state dict ({type(exc).__name__})") from None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        raise RunError(f"model: {path} is not a state dict (a mapping of names to tensors)")
+        raise ModelFileError(f"model: {path} is not a state dict (a mapping of names to tensors)")
     return state
 
 

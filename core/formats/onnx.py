@@ -9,7 +9,7 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import RunError, UserError
+from core.errors import ModelFileError, RunError, UserError
 from core.formats.base import ModelFormat, example_batch, first_line, quiet_exporters
 from core.formats.description import META_KEY, embedded, file_entry, meta_or_sidecar
 from core.formats.module import standardized
@@ -57,7 +57,7 @@ def onnx_session(path: Path, threads: int = 0) -> Any:
         return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
     except Exception as exc:
         first = (str(exc).splitlines() or [""])[0]
-        raise RunError(f"model: {path} is not a loadable ONNX model: {first[:200]}") from None
+        raise ModelFileError(f"model: {path} is not a loadable ONNX model: {first[:200]}") from None
 
 
 def _session_meta(session: Any, path: Path) -> dict[str, Any]:

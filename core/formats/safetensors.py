@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import RunError
+from core.errors import ModelFileError, RunError
 from core.formats.base import ModelFormat
 from core.formats.description import META_KEY, SIDECAR, embedded, meta_or_sidecar, sidecar_entry
 from core.formats.module import rebuild_module, standardized, torch_runner, trained_state
@@ -30,7 +30,7 @@ class SafetensorsFormat(ModelFormat):
             with safe_open(str(path), framework="numpy") as fh:
                 text = (fh.metadata() or {}).get(META_KEY)
         except Exception as exc:  # safetensors raises its own error types for a corrupt header
-            raise RunError(f"model: {path} is not a readable .safetensors file ({type(exc).__name__})") from None
+            raise ModelFileError(f"model: {path} is not a readable .safetensors file ({type(exc).__name__})") from None
         return meta_or_sidecar(text, path)
 
     def load(self, path: Path, threads: int = 0, meta: dict[str, Any] | None = None) -> Predictor:
@@ -41,7 +41,7 @@ class SafetensorsFormat(ModelFormat):
         try:
             state = load_file(str(path))
         except Exception as exc:
-            raise RunError(f"model: {path} is not a readable .safetensors file ({type(exc).__name__})") from None
+            raise ModelFileError(f"model: {path} is not a readable .safetensors file ({type(exc).__name__})") from None
         module = standardized(rebuild_module(meta, state, str(path)), meta, "probabilities", str(path))
         return Predictor(path, meta, torch_runner(module), "probabilities")
 

@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import RunError
+from core.errors import ModelFileError, RunError
 from core.formats.base import ModelFormat, example_batch, first_line, quiet_exporters
 from core.formats.description import PT2_EXTRA, embedded, meta_or_sidecar, parse_meta
 from core.formats.module import standardized, torch_runner
@@ -30,7 +30,7 @@ class TorchExportFormat(ModelFormat):
                 name = next((n for n in zf.namelist() if n.endswith("/extra/" + PT2_EXTRA)), None)
                 text = zf.read(name).decode("utf-8") if name is not None else None
         except zipfile.BadZipFile:
-            raise RunError(f"model: {path} is not a torch.export program (.pt2 archive)") from None
+            raise ModelFileError(f"model: {path} is not a torch.export program (.pt2 archive)") from None
         return meta_or_sidecar(text, path)
 
     def load(self, path: Path, threads: int = 0, meta: dict[str, Any] | None = None) -> Predictor:
@@ -41,7 +41,7 @@ class TorchExportFormat(ModelFormat):
             program = torch.export.load(str(path), extra_files=extra)
         except Exception as exc:
             first = (str(exc).splitlines() or [""])[0]
-            raise RunError(f"model: {path} is not a loadable torch.export program: {first[:200]}") from None
+            raise ModelFileError(f"model: {path} is not a loadable torch.export program: {first[:200]}") from None
         meta = parse_meta(extra[PT2_EXTRA], str(path)) if extra[PT2_EXTRA] else self.read_meta(path)
         return Predictor(path, meta, torch_runner(program.module()), meta["export"]["output"])
 
