@@ -9,7 +9,7 @@ from pathlib import Path
 
 def configure_cli(p: argparse.ArgumentParser) -> None:
     """export a run's trained model (safetensors, state-dict, torch-export, onnx), verified"""
-    from core.export import FORMATS as EXPORT_FORMATS, OUTPUTS
+    from core.formats import EXPORT_FORMATS, OUTPUTS
 
     p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
     p.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
