@@ -31,6 +31,7 @@ class ModelFormat:
     label: str = ""             # the window's words for it
     graph: bool = False         # a program with the standardisation inside: raw features in
     runtime: str = "torch"      # what runs it: "torch" or "onnx"
+    takes_raw_columns: bool = False  # a table's model takes the raw columns, its lookups inside the file
     reloads_as: str | None = None  # what ``reload`` returns: fixed, or None for the export's --output
 
     @property

@@ -105,7 +105,7 @@ def file_entry(fmt: ModelFormat, output: str, desc: dict[str, Any] | None = None
     if desc is not None:
         from core.tabular_export import table_entry
 
-        entry = table_entry(fmt.name, entry, desc)
+        entry = table_entry(fmt.graph, fmt.takes_raw_columns, entry, desc)
     return entry
 
 

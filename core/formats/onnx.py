@@ -70,6 +70,7 @@ class OnnxFormat(ModelFormat):
     label = "ONNX (.onnx)"
     graph = True
     runtime = "onnx"
+    takes_raw_columns = True
 
     def read_meta(self, path: Path) -> dict[str, Any]:
         return _session_meta(onnx_session(path), path)
