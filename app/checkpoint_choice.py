@@ -1,9 +1,9 @@
-"""Which of a run's checkpoints to use: its best evaluation (checkpoints/best.pt) or its end (last.pt).
+"""Which of a run's checkpoints to use: its best evaluation or its end (``RunDir.best``, ``RunDir.last``).
 
 ``CheckpointCombo`` (object name ``combo_checkpoint``) is shared by the export
 dialog and the Evaluate view. ``set_run(run_dir)`` lists best (selected, the
-default once best.pt exists) and last; the best checkpoint's epoch and
-monitored value are read from best.pt on a background thread and shown in
+default once the best checkpoint exists) and last; the best checkpoint's epoch
+and monitored value are read from it on a background thread and shown in
 its item once known.
 """
 
@@ -15,6 +15,7 @@ from typing import Any
 from PySide6.QtWidgets import QComboBox, QWidget
 
 from app.tasks import BackgroundCalls
+from core.run_dir import RunDir
 
 LAST_TEXT = "last: the end of the run"
 BEST_TEXT = "best evaluation"
@@ -54,7 +55,7 @@ class CheckpointCombo(QComboBox):
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.facts = None
         self._token += 1
-        has_best = self.run_dir is not None and (self.run_dir / "checkpoints" / "best.pt").is_file()
+        has_best = self.run_dir is not None and RunDir(self.run_dir).best.is_file()
         self.blockSignals(True)
         self.clear()
         if has_best:
@@ -70,8 +71,8 @@ class CheckpointCombo(QComboBox):
                              lambda _exc: None, name="checkpoint-facts")
 
     def stale_for(self, run_dir: Path) -> bool:
-        """Whether the list is not that of ``run_dir`` as it is now (another run, or best.pt has appeared)."""
-        has_best = (Path(run_dir) / "checkpoints" / "best.pt").is_file()
+        """Whether the list is not that of ``run_dir`` as it is now (another run, or its best checkpoint appeared)."""
+        has_best = RunDir(run_dir).best.is_file()
         return self.run_dir != Path(run_dir) or has_best != (self.findData("best") >= 0)
 
     def set_which(self, which: str) -> None:
@@ -91,7 +92,7 @@ class CheckpointCombo(QComboBox):
 
 
 def _best_facts(run_dir: Path) -> dict[str, Any] | None:
-    """Background thread: epoch, steps, monitor and value of best.pt."""
+    """Background thread: epoch, steps, monitor and value of the best checkpoint."""
     from core.checkpoint import checkpoint_facts
 
     return checkpoint_facts(run_dir, "best")

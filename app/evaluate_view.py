@@ -19,28 +19,21 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QIcon, QImage, QPixmap
+from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
-    QAbstractItemView, QApplication, QHBoxLayout, QHeaderView, QLabel, QListView, QListWidget, QListWidgetItem,
-    QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+    QAbstractItemView, QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem, QPushButton, QSplitter,
+    QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
 from app.checkpoint_choice import CheckpointCombo
+from app.class_tables import ConfusionTable, PerClassTable, heat_color  # noqa: F401 - heat_color: one place
 from app.export_dialog import error_text
 from app.plots import PlotColors
 from app.tasks import BackgroundCalls
 from app.theme import style_plot_widget
+from core.run_dir import RunDir
 
 GALLERY_LIMIT = 48
-SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-
-
-class _SortItem(QTableWidgetItem):
-    def __lt__(self, other: QTableWidgetItem) -> bool:
-        a, b = self.data(SORT_ROLE), other.data(SORT_ROLE)
-        if a is None or b is None:
-            return super().__lt__(other)
-        return bool(a < b)
 THUMB = 72
 
 
@@ -72,19 +65,10 @@ def _saved(run_dir: Path, which: str) -> dict[str, Any] | None:
 def _stale(run_dir: Path, which: str = "last") -> bool:
     """eval.json is older than the checkpoint (e.g. the run was resumed): evaluate again."""
     try:
-        return (run_dir / "eval.json").stat().st_mtime < (run_dir / "checkpoints" / f"{which}.pt").stat().st_mtime
+        run = RunDir(run_dir)
+        return run.evaluation.stat().st_mtime < run.checkpoint(which).stat().st_mtime
     except OSError:
         return False
-
-
-def heat_color(fraction: float, base: QColor, hot: QColor) -> QColor:
-    """Blend from ``base`` (0) to ``hot`` (1)."""
-    f = min(1.0, max(0.0, fraction))
-    return QColor(
-        round(base.red() + (hot.red() - base.red()) * f),
-        round(base.green() + (hot.green() - base.green()) * f),
-        round(base.blue() + (hot.blue() - base.blue()) * f),
-    )
 
 
 def to_pixmap(img: np.ndarray, size: int = THUMB) -> QPixmap:
@@ -120,14 +104,8 @@ class EvaluateView(QWidget):
         self.button_reevaluate = QPushButton("Re-evaluate", objectName="button_reevaluate")
         self.button_reevaluate.setEnabled(False)
         self.button_reevaluate.setToolTip("evaluate the run's checkpoint on its validation split again")
-        self.table_confusion = QTableWidget(objectName="table_confusion")
-        self.table_confusion.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table_confusion.setToolTip("rows: true class, columns: predicted class")
-        self.table_per_class = QTableWidget(0, 5, objectName="table_per_class")
-        self.table_per_class.setHorizontalHeaderLabels(["class", "precision", "recall", "F1", "support"])
-        self.table_per_class.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table_per_class.verticalHeader().setVisible(False)
-        self.table_per_class.setSortingEnabled(True)
+        self.table_confusion = ConfusionTable(objectName="table_confusion")
+        self.table_per_class = PerClassTable(objectName="table_per_class")
         self.label_gallery = QLabel("Misclassified samples", objectName="label_gallery")
         self.list_misclassified = QListWidget(objectName="list_misclassified")
         self.list_misclassified.setViewMode(QListView.ViewMode.IconMode)
@@ -145,23 +123,13 @@ class EvaluateView(QWidget):
         self.table_metrics.setHorizontalHeaderLabels(["metric", "value"])
         self.table_metrics.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table_metrics.verticalHeader().setVisible(False)
-        self.plot_actual = pg.PlotWidget(objectName="plot_predicted_vs_actual")
-        self.plot_actual.setTitle("Predicted vs actual")
-        self.plot_actual.setLabel("bottom", "actual")
-        self.plot_actual.setLabel("left", "predicted")
-        self.plot_actual.showGrid(x=True, y=True, alpha=0.3)
-        self.scatter_actual = pg.ScatterPlotItem(size=5, pen=None, brush=pg.mkBrush(31, 119, 180, 150))
         self.line_identity = pg.PlotCurveItem(pen=pg.mkPen("#7f7f7f", style=Qt.PenStyle.DashLine))
-        self.plot_actual.addItem(self.line_identity)
-        self.plot_actual.addItem(self.scatter_actual)
-        self.plot_residuals = pg.PlotWidget(objectName="plot_residuals")
-        self.plot_residuals.setTitle("Residuals")
-        self.plot_residuals.setLabel("bottom", "predicted")
-        self.plot_residuals.setLabel("left", "actual − predicted")
-        self.plot_residuals.showGrid(x=True, y=True, alpha=0.3)
-        self.scatter_residuals = pg.ScatterPlotItem(size=5, pen=None, brush=pg.mkBrush(255, 127, 14, 150))
-        self.plot_residuals.addItem(pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#7f7f7f")))
-        self.plot_residuals.addItem(self.scatter_residuals)
+        self.plot_actual, self.scatter_actual = _scatter_plot(
+            "plot_predicted_vs_actual", "Predicted vs actual", "actual", "predicted", (31, 119, 180, 150),
+            self.line_identity)
+        self.plot_residuals, self.scatter_residuals = _scatter_plot(
+            "plot_residuals", "Residuals", "predicted", "actual − predicted", (255, 127, 14, 150),
+            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#7f7f7f")))
         self.regression_panel = QSplitter(Qt.Orientation.Horizontal, objectName="regression_panel")
         self.regression_panel.addWidget(self.table_metrics)
         self.regression_panel.addWidget(self.plot_actual)
@@ -299,47 +267,10 @@ class EvaluateView(QWidget):
                                                            if 0 < len(pairs) < n_all else ""))
 
     def _fill_confusion(self, classes: list[str], cm: list[list[int]]) -> None:
-        t = self.table_confusion
-        t.clear()
-        t.setRowCount(len(classes))
-        t.setColumnCount(len(classes))
-        t.setHorizontalHeaderLabels([f"→ {c}" for c in classes])
-        t.setVerticalHeaderLabels(classes)
-        palette = QApplication.palette()  # the theme's, also right after a theme change
-        base = palette.base().color()
-        hot = palette.highlight().color()
-        light_text, dark_text = QColor("#ffffff"), palette.text().color()
-        for i, row in enumerate(cm):
-            total = sum(row) or 1
-            for j, count in enumerate(row):
-                fraction = count / total  # colour by share of the true class: small classes stay visible
-                item = QTableWidgetItem(str(count))
-                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                item.setBackground(QBrush(heat_color(fraction, base, hot)))
-                item.setForeground(QBrush(light_text if fraction > 0.5 else dark_text))
-                item.setToolTip(f"true {classes[i]}, predicted {classes[j]}: {count} ({fraction:.0%} of {classes[i]})")
-                t.setItem(i, j, item)
-        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table_confusion.show_matrix(classes, cm)
 
     def _fill_per_class(self, per_class: list[dict[str, Any]]) -> None:
-        t = self.table_per_class
-        t.setSortingEnabled(False)  # filling a sorted table reorders rows under our feet
-        t.setRowCount(len(per_class))
-        for i, c in enumerate(per_class):
-            cells = [c["class"], c["precision"], c["recall"], c["f1"], c["support"]]
-            for j, value in enumerate(cells):
-                item = _SortItem()
-                if isinstance(value, float):
-                    item.setData(Qt.ItemDataRole.DisplayRole, round(value, 4))
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                else:
-                    item.setData(Qt.ItemDataRole.DisplayRole, value)
-                # classes sort in the model's class order (2 before 10), numbers by value
-                item.setData(SORT_ROLE, i if j == 0 else value)
-                t.setItem(i, j, item)
-        t.setSortingEnabled(True)
-        t.sortByColumn(0, Qt.SortOrder.AscendingOrder)  # the arrow shows what the rows are in
-        t.resizeColumnsToContents()
+        self.table_per_class.show_classes(per_class)
 
     def _fill_gallery(self, images: list[tuple[np.ndarray, str]]) -> None:
         self.list_misclassified.clear()
@@ -354,3 +285,17 @@ class EvaluateView(QWidget):
             f"Misclassified samples (the {len(images)} most confident mistakes of {total})" if has
             else "No misclassified images to show (tabular data, or no mistakes)."
         )
+
+
+def _scatter_plot(name: str, title: str, x_label: str, y_label: str, color: tuple[int, int, int, int],
+                  guide: Any) -> tuple[pg.PlotWidget, pg.ScatterPlotItem]:
+    """A gridded plot named ``name`` with a scatter of points in ``color`` over a ``guide`` line."""
+    plot = pg.PlotWidget(objectName=name)
+    plot.setTitle(title)
+    plot.setLabel("bottom", x_label)
+    plot.setLabel("left", y_label)
+    plot.showGrid(x=True, y=True, alpha=0.3)
+    scatter = pg.ScatterPlotItem(size=5, pen=None, brush=pg.mkBrush(*color))
+    plot.addItem(guide)
+    plot.addItem(scatter)
+    return plot, scatter

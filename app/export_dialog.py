@@ -10,7 +10,6 @@ shown in the dialog.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +21,9 @@ from PySide6.QtWidgets import (
 
 from app.checkpoint_choice import CheckpointCombo
 from app.tasks import BackgroundCalls
-
-FORMAT_LABELS = {
-    "safetensors": "safetensors: weights + model.json",
-    "state-dict": "PyTorch state dict (.pt)",
-    "torch-export": "torch.export program (.pt2)",
-    "onnx": "ONNX (.onnx)",
-}
-SUFFIXES = {"safetensors": ".safetensors", "state-dict": ".pt", "torch-export": ".pt2", "onnx": ".onnx"}
-GRAPH_FORMATS = ("torch-export", "onnx")
-
-
-def onnx_extra_missing() -> str | None:
-    """The missing module of the 'onnx' extra, or None (checked without importing it)."""
-    for module in ("onnx", "onnxscript"):
-        if importlib.util.find_spec(module) is None:
-            return module
-    return None
+from core.formats import EXPORT_FORMATS, ONNX, ModelFormat
+from core.formats.onnx import missing_extra as onnx_extra_missing
+from core.run_dir import RunDir
 
 
 def error_text(exc: BaseException) -> str:
@@ -63,9 +48,9 @@ class ExportDialog(QDialog):
 
         self.combo_format = QComboBox(objectName="combo_export_format")
         missing = onnx_extra_missing()
-        for fmt, label in FORMAT_LABELS.items():
-            self.combo_format.addItem(label, fmt)
-            if fmt == "onnx" and missing:
+        for name, fmt in EXPORT_FORMATS.items():
+            self.combo_format.addItem(fmt.label, name)
+            if fmt is ONNX and missing:
                 index = self.combo_format.count() - 1
                 self.combo_format.model().item(index).setEnabled(False)  # type: ignore[attr-defined]
                 self.combo_format.setItemData(
@@ -115,6 +100,10 @@ class ExportDialog(QDialog):
     def format(self) -> str:
         return str(self.combo_format.currentData())
 
+    @property
+    def model_format(self) -> ModelFormat:
+        return EXPORT_FORMATS[self.format]
+
     def set_format(self, fmt: str) -> None:
         self.combo_format.setCurrentIndex(self.combo_format.findData(fmt))
 
@@ -126,16 +115,16 @@ class ExportDialog(QDialog):
         return self._calls.busy
 
     def _on_format_changed(self) -> None:
-        fmt = self.format
-        self.combo_output.setEnabled(fmt in GRAPH_FORMATS)
+        fmt = self.model_format
+        self.combo_output.setEnabled(fmt.graph)
         text = self.edit_path.text().strip()
-        current = Path(text) if text else self.run_dir / "exports" / "model"
-        if current.suffix in SUFFIXES.values():
+        current = Path(text) if text else RunDir(self.run_dir).exports / "model"
+        if current.suffix in {f.suffix for f in EXPORT_FORMATS.values()}:
             current = current.with_suffix("")
-        self.edit_path.setText(str(current.with_suffix(SUFFIXES[fmt])))
+        self.edit_path.setText(str(current.with_suffix(fmt.suffix)))
 
     def _on_browse(self) -> None:
-        suffix = SUFFIXES[self.format]
+        suffix = self.model_format.suffix
         path, _ = QFileDialog.getSaveFileName(self, "Export to", self.edit_path.text(), f"{self.format} (*{suffix})")
         if path:
             self.set_path(Path(path) if path.endswith(suffix) else Path(path + suffix))
@@ -145,7 +134,7 @@ class ExportDialog(QDialog):
         """Export and verify on a background thread; the result arrives in ``_on_done``/``_on_error``."""
         if self.busy:
             return
-        from core.export import export_run  # the engine's export stack loads only when used
+        from core.export import export_run  # the export stack loads only when used
 
         run_dir, fmt, output = self.run_dir, self.format, str(self.combo_output.currentData())
         which = self.combo_checkpoint.which
@@ -178,7 +167,7 @@ class ExportDialog(QDialog):
         for w in (self.combo_format, self.edit_path, self.button_browse, self.button_export):
             w.setEnabled(not busy)
         self.combo_checkpoint.setEnabled(not busy and self.combo_checkpoint.count() > 1)
-        self.combo_output.setEnabled(not busy and self.format in GRAPH_FORMATS)
+        self.combo_output.setEnabled(not busy and self.model_format.graph)
         self.buttons.button(QDialogButtonBox.StandardButton.Close).setEnabled(not busy)
 
     def reject(self) -> None:

@@ -14,16 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
-    QAbstractItemView, QApplication, QCheckBox, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-    QPushButton, QSpinBox, QSplitter, QTableView, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+    QCheckBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter, QTableView,
+    QVBoxLayout, QWidget,
 )
 
+from app.class_tables import ConfusionTable, PerClassTable
 from app.export_dialog import error_text
 from app.tasks import BackgroundCalls
+from core.formats import RUNNABLE_SUFFIXES
+from core.formats.description import SIDECAR
 
-MODEL_FILTER = "Exported models (*.safetensors *.pt2 *.onnx *.pt model.json)"
+MODEL_FILTER = "Exported models (" + " ".join(f"*{s}" for s in RUNNABLE_SUFFIXES) + f" {SIDECAR})"
 INPUT_FILTER = "Features (*.csv *.npz)"
 # A labelled input (a CSV "label"/"target" column, an NPZ "y", class folders) is scored as a test set.
 
@@ -92,7 +94,7 @@ class PredictView(QWidget):
         self.button_input_file = QPushButton("File…", objectName="button_predict_input_file")
         self.button_input_folder = QPushButton("Folder…", objectName="button_predict_input_folder")
         self.spin_workers = QSpinBox(objectName="spin_predict_workers")
-        from core.predict import worker_limit
+        from core.predict.planning import worker_limit
 
         self.spin_workers.setRange(1, worker_limit())
         self.spin_workers.setValue(self.spin_workers.maximum())
@@ -118,13 +120,8 @@ class PredictView(QWidget):
         self.table.setModel(self.model_predictions)
         self.label_test = QLabel(objectName="label_test_metrics")
         self.label_test.setWordWrap(True)
-        self.table_test_confusion = QTableWidget(objectName="table_test_confusion")
-        self.table_test_confusion.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table_test_confusion.setToolTip("rows: true class, columns: predicted class")
-        self.table_test_per_class = QTableWidget(0, 5, objectName="table_test_per_class")
-        self.table_test_per_class.setHorizontalHeaderLabels(["class", "precision", "recall", "F1", "support"])
-        self.table_test_per_class.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table_test_per_class.verticalHeader().setVisible(False)
+        self.table_test_confusion = ConfusionTable(objectName="table_test_confusion")
+        self.table_test_per_class = PerClassTable(objectName="table_test_per_class")
         self.test_panel = QWidget(objectName="test_panel")
         self.evaluation: dict[str, Any] | None = None
         self._layout()
@@ -251,8 +248,6 @@ class PredictView(QWidget):
 
     def show_test_evaluation(self, ev: dict[str, Any] | None) -> None:
         """Accuracy, per-class metrics and the confusion matrix of a labelled input; hidden otherwise."""
-        from app.evaluate_view import heat_color
-
         self.evaluation = ev
         self.test_panel.setVisible(ev is not None)
         if ev is None:
@@ -260,41 +255,13 @@ class PredictView(QWidget):
         if "per_class" not in ev:  # a regression model scored on a table with its target column
             self.label_test.setText(f"Test set: RMSE {ev['rmse']:.4g} · MAE {ev['mae']:.4g} · R² {ev['r2']:.3f} "
                                     f"on {ev['n']:,} labelled samples")
-            self.table_test_confusion.clear()
-            self.table_test_confusion.setRowCount(0)
-            self.table_test_confusion.setColumnCount(0)
-            self.table_test_per_class.setRowCount(0)
+            self.table_test_confusion.show_matrix([], [])
+            self.table_test_per_class.show_classes([])
             return
-        macro = sum(c["f1"] for c in ev["per_class"]) / max(1, len(ev["per_class"]))
         self.label_test.setText(f"Test set: accuracy {ev['accuracy']:.2%} on {ev['n']:,} labelled samples · "
-                                f"macro F1 {macro:.3f}")
-        classes = [c["class"] for c in ev["per_class"]]
-        t = self.table_test_confusion
-        t.clear()
-        t.setRowCount(len(classes))
-        t.setColumnCount(len(classes))
-        t.setHorizontalHeaderLabels([f"→ {c}" for c in classes])
-        t.setVerticalHeaderLabels(classes)
-        palette = QApplication.palette()
-        base, hot = palette.base().color(), palette.highlight().color()
-        for i, row in enumerate(ev["confusion"]):
-            total = sum(row) or 1
-            for j, count in enumerate(row):
-                item = QTableWidgetItem(str(count))
-                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                item.setBackground(QBrush(heat_color(count / total, base, hot)))
-                item.setForeground(QBrush(QColor("#ffffff") if count / total > 0.5 else palette.text().color()))
-                t.setItem(i, j, item)
-        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        p = self.table_test_per_class
-        p.setRowCount(len(classes))
-        for i, c in enumerate(ev["per_class"]):
-            for j, value in enumerate([c["class"], c["precision"], c["recall"], c["f1"], c["support"]]):
-                item = QTableWidgetItem(f"{value:.4f}" if isinstance(value, float) else str(value))
-                if j:
-                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-                p.setItem(i, j, item)
-        p.resizeColumnsToContents()
+                                f"macro F1 {ev['macro']['f1']:.3f}")
+        self.table_test_confusion.show_matrix([c["class"] for c in ev["per_class"]], ev["confusion"])
+        self.table_test_per_class.show_classes(ev["per_class"])
 
     def _on_error(self, exc: BaseException) -> None:
         self._set_busy(False)

@@ -23,6 +23,13 @@ class RunError(UserError):
     """A run directory or checkpoint cannot be used."""
 
 
+class ModelFileError(RunError):
+    """A model file given as input (an export, its model.json, a state dict) cannot be used.
+
+    A kind of ``RunError``: what a run left behind (its checkpoint, its exports) is read the same way.
+    """
+
+
 INPUT_ERRORS: tuple[type[Exception], ...] = (UserError, ConfigError)
 
-__all__ = ["ConfigError", "DataError", "INPUT_ERRORS", "ModelError", "RunError", "UserError"]
+__all__ = ["ConfigError", "DataError", "INPUT_ERRORS", "ModelError", "ModelFileError", "RunError", "UserError"]

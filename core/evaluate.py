@@ -1,170 +1,27 @@
-"""Evaluation on the validation split: accuracy, per-class precision/recall/F1, confusion matrix.
+"""Evaluating a past run: its checkpoint (last or best) on its validation split, and its mistakes' images.
 
-At the end of a run (``attach_evaluation``, called by the session) and on
-demand for a past run (``traindesk evaluate RUN_DIR``). The split is rebuilt
-with ``load_data(cfg.data, seed=cfg.train.seed)``: it is seeded, so it is the
-split the run validated on. The full report goes to ``eval.json``; a compact
-one to the ``evaluation`` key of ``summary.json``.
+``evaluate_run`` rebuilds the split with ``load_data(cfg.data, seed=cfg.train.seed)``:
+it is seeded, so it is the split the run validated on. The evaluation itself, and
+where it is kept (eval.json, summary.json's figures), is the engine's
+``core.evaluation``, which the run's own end-of-run evaluation uses too.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from core.errors import RunError
+from core.evaluation import (  # noqa: F401 - what a run's evaluation is, asked for here too
+    EVAL_FILE, attach_evaluation, compact, evaluate_split, load_evaluation, predict_probs, report, save_evaluation,
+)
+from core.run_dir import RunDir
+from core.scoring import classification_scores as metrics  # noqa: F401 - the one computation of the figures
 
 if TYPE_CHECKING:
     import numpy as np
-    import torch
-    from torch import nn
 
     from core.data import PreparedData
-
-EVAL_FILE = "eval.json"
-MISCLASSIFIED_KEPT = 500     # eval.json lists at most this many misclassified samples (the least confident first)
-BATCH = 4096
-
-
-# ----------------------------------------------------------------------------- metrics (scikit-learn)
-
-
-def metrics(y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence[str]) -> dict[str, Any]:
-    """Accuracy, per-class precision/recall/F1/support, macro and weighted averages, confusion matrix.
-
-    ``zero_division=0``: a class never predicted has precision 0, not NaN (JSON has no NaN).
-    """
-    import numpy as np
-    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
-
-    labels = list(range(len(classes)))
-    y_true = np.asarray(y_true, dtype=np.int64)
-    y_pred = np.asarray(y_pred, dtype=np.int64)
-    n = int(len(y_true))
-    if n == 0:
-        cm = np.zeros((len(classes), len(classes)), dtype=np.int64)
-        zeros = {"precision": 0.0, "recall": 0.0, "f1": 0.0}
-        return {"n": 0, "accuracy": 0.0,
-                "per_class": [{"class": str(c), **zeros, "support": 0} for c in classes],
-                "macro": dict(zeros), "weighted": dict(zeros), "confusion": cm.tolist(),
-                "confusion_axes": "rows: true class, columns: predicted class"}
-    cm = confusion_matrix(y_true, y_pred, labels=labels)
-    p, r, f, support = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
-    per_class = [{"class": str(name), "precision": float(p[k]), "recall": float(r[k]), "f1": float(f[k]),
-                  "support": int(support[k])} for k, name in enumerate(classes)]
-
-    def average(how: str) -> dict[str, float]:
-        ap, ar, af, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average=how, zero_division=0)
-        return {"precision": float(ap), "recall": float(ar), "f1": float(af)}
-
-    return {
-        "n": n,
-        "accuracy": float(np.trace(cm)) / n,
-        "per_class": per_class,
-        "macro": average("macro"),
-        "weighted": average("weighted"),
-        "confusion": cm.astype(int).tolist(),
-        "confusion_axes": "rows: true class, columns: predicted class",
-    }
-
-
-def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
-           paths: Sequence[str] | None = None) -> dict[str, Any]:
-    """The full evaluation of predicted ``probs`` against ``y_true``."""
-    import numpy as np
-
-    y_true = np.asarray(y_true, dtype=np.int64)
-    y_pred = probs.argmax(axis=1)
-    out = metrics(y_true, y_pred, classes)
-    wrong = np.flatnonzero(y_pred != y_true)
-    confidence = probs[wrong, y_pred[wrong]] if len(wrong) else np.empty(0)
-    order = wrong[np.argsort(-confidence, kind="stable")][:MISCLASSIFIED_KEPT]  # most confident mistakes first
-    out["misclassified_total"] = int(len(wrong))
-    out["misclassified"] = [
-        {"index": int(i), "true": str(classes[y_true[i]]), "predicted": str(classes[y_pred[i]]),
-         "confidence": round(float(probs[i, y_pred[i]]), 6), **({"path": paths[i]} if paths else {})}
-        for i in order
-    ]
-    return out
-
-
-def compact(full: dict[str, Any]) -> dict[str, Any]:
-    """The few figures summary.json carries; eval.json has the rest."""
-    if full.get("task") == "regression":
-        return {"split": full.get("split", "validation"), "n": full["n"], "rmse": round(full["rmse"], 6),
-                "mae": round(full["mae"], 6), "r2": round(full["r2"], 6), "file": EVAL_FILE}
-    worst = min(full["per_class"], key=lambda c: (c["f1"], c["class"])) if full["per_class"] else None
-    return {
-        "split": full.get("split", "validation"),
-        "n": full["n"],
-        "accuracy": round(full["accuracy"], 6),
-        "macro_precision": round(full["macro"]["precision"], 6),
-        "macro_recall": round(full["macro"]["recall"], 6),
-        "macro_f1": round(full["macro"]["f1"], 6),
-        "worst_class": {"class": worst["class"], "f1": round(worst["f1"], 6)} if worst else None,
-        "misclassified": full["misclassified_total"],
-        "file": EVAL_FILE,
-    }
-
-
-# ----------------------------------------------------------------------------- model on a split
-
-
-def predict_probs(model: nn.Module, x: torch.Tensor, batch: int = BATCH) -> np.ndarray:
-    """Softmax outputs of ``model`` (eval mode, no grad) on standardised ``x``, in batches."""
-    import numpy as np
-    import torch
-
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            outs = [torch.softmax(model(xb), dim=1) for xb in x.split(batch)] if len(x) else []
-    finally:
-        model.train(was_training)
-    return torch.cat(outs).numpy() if outs else np.empty((0, 0), dtype=np.float32)
-
-
-def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
-    """The full report of ``model`` on ``data``'s validation split."""
-    from core.data import ImageSplit, full_tensors
-
-    val = data.val
-    if len(val) == 0:
-        raise RunError("evaluate: the run has no validation split (data.val_fraction = 0)")
-    x, y = full_tensors(val, data.info)
-    if data.info.task == "regression":
-        return _regression_split(model, x, y, data)
-    probs = predict_probs(model, x)
-    paths = list(val.paths) if isinstance(val, ImageSplit) else None
-    full = report(y.numpy(), probs, data.info.class_names, paths)
-    return {"format": "traindesk.eval", "version": 1, "t": round(time.time(), 3), "split": "validation", **full}
-
-
-RESIDUALS_KEPT = 2000  # (actual, predicted) pairs eval.json keeps for the window's plots
-
-
-def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: PreparedData) -> dict[str, Any]:
-    """RMSE, MAE and R² in the target's units, and (actual, predicted) pairs for the plots."""
-    import torch
-
-    from core.metrics import regression_report
-
-    mean, std = data.info.target_scale
-    model.eval()
-    with torch.no_grad():
-        pred = torch.cat([model(xb).reshape(-1) for xb in x.split(BATCH)]) * std + mean
-    true = y.double() * std + mean
-    out = regression_report(pred.tolist(), true.tolist())
-    return {"format": "traindesk.eval", "version": 1, "t": round(time.time(), 3), "split": "validation",
-            "task": "regression", **out,
-            "pairs": [[round(float(a), 6), round(float(p), 6)]
-                      for a, p in zip(true[:RESIDUALS_KEPT].tolist(), pred[:RESIDUALS_KEPT].tolist())],
-            "pairs_axes": "actual, predicted"}
 
 
 def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) -> None:
@@ -202,58 +59,6 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     return full
 
 
-def save_evaluation(run_dir: Path, full: dict[str, Any]) -> dict[str, Any] | None:
-    """Write eval.json and the compact figures into summary.json (when it exists); the new summary."""
-    from core.runlog import atomic_write_json, read_summary
-
-    try:
-        atomic_write_json(run_dir / EVAL_FILE, full)
-        summary = read_summary(run_dir)
-        if summary is not None:
-            summary["evaluation"] = compact(full)
-            atomic_write_json(run_dir / "summary.json", summary)
-    except OSError as exc:
-        raise RunError(f"evaluate: cannot write {run_dir / EVAL_FILE}: {exc.strerror or exc}") from None
-    return summary
-
-
-def attach_evaluation(run_dir: Path | None, final_model: Callable[[], nn.Module], data: PreparedData | None,
-                      summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Session hook, after summary.json is written: evaluate, write eval.json, add ``evaluation``.
-
-    In ``Session._finish``, after ``self._write_summary(status)``::
-
-        self.summary = attach_evaluation(self.run_dir, self.final_model, self._data, self.summary)
-
-    ``final_model`` is called here, inside the guard. Never raises: a problem is recorded in
-    summary.json and the run's status stands. A failed run is not evaluated. Returns the
-    summary to keep (``summary`` itself when nothing was added).
-    """
-    if run_dir is None or data is None or summary is None or summary.get("status") == "failed":
-        return summary
-    try:
-        full = evaluate_split(final_model(), data)
-        return save_evaluation(Path(run_dir), full) or summary
-    except Exception as exc:  # the run is over and its checkpoint written: never fail it here
-        from core.runlog import atomic_write_json
-
-        summary = {**summary, "evaluation": {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}}
-        try:
-            atomic_write_json(Path(run_dir) / "summary.json", summary)
-        except OSError:
-            pass
-        return summary
-
-
-def load_evaluation(run_dir: Path) -> dict[str, Any] | None:
-    """eval.json of a run, or None when absent or unreadable."""
-    try:
-        data = json.loads((Path(run_dir) / EVAL_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("format") == "traindesk.eval" else None
-
-
 # ----------------------------------------------------------------------------- images of the mistakes (for the GUI)
 
 
@@ -268,7 +73,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     items = full.get("misclassified", [])[:limit]
     if not items:
         return []
-    ckpt = load_checkpoint(run_dir)
+    ckpt = load_checkpoint(RunDir(run_dir).last)
     info = ckpt["info"]
     if not info.get("image_shape"):
         return []
@@ -324,53 +129,3 @@ def _to_uint8(img: np.ndarray, lo: float | None = None, hi: float | None = None)
 
 def _caption(item: dict[str, Any]) -> str:
     return f"true {item['true']} → {item['predicted']} ({item['confidence']:.0%})"
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def format_report(full: dict[str, Any]) -> str:
-    """A plain-text report: accuracy, per-class table, confusion matrix (regression: RMSE, MAE, R²)."""
-    if full.get("task") == "regression":
-        return (f"RMSE {full['rmse']:.4g}, MAE {full['mae']:.4g}, R² {full['r2']:.4f} "
-                f"on {full['n']} validation samples\n")
-    lines = [f"accuracy {full['accuracy']:.4f} on {full['n']} validation samples "
-             f"(macro F1 {full['macro']['f1']:.4f}, {full['misclassified_total']} misclassified)", ""]
-    width = max(8, *(len(c["class"]) for c in full["per_class"]))
-    lines.append(f"{'class':<{width}} {'precision':>9} {'recall':>7} {'f1':>7} {'support':>8}")
-    for c in full["per_class"]:
-        lines.append(f"{c['class']:<{width}} {c['precision']:>9.4f} {c['recall']:>7.4f} {c['f1']:>7.4f} {c['support']:>8}")
-    lines += ["", "confusion matrix (rows: true, columns: predicted)"]
-    cm = full["confusion"]
-    cell = max(4, len(str(max((max(r) for r in cm), default=0))) + 1, *(len(c["class"]) + 1 for c in full["per_class"]))
-    names = [c["class"] for c in full["per_class"]]
-    lines.append(" " * width + "".join(f"{n:>{cell}}" for n in names))
-    for name, row in zip(names, cm):
-        lines.append(f"{name:<{width}}" + "".join(f"{v:>{cell}}" for v in row))
-    return "\n".join(lines) + "\n"
-
-
-def configure_cli(p: argparse.ArgumentParser) -> None:
-    """evaluate a run on its validation split (accuracy, per-class metrics, confusion matrix)"""
-    p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
-    p.add_argument("--json", action="store_true", help="print eval.json instead of the text report")
-    p.add_argument("--no-write", action="store_true", help="do not write eval.json or update summary.json")
-    p.add_argument("--checkpoint", choices=("last", "best"), default=None,
-                   help="the weights at the end of the run (last) or of its best evaluation (best); "
-                        "default: best when checkpoints/best.pt exists, else last. eval.json records last only")
-
-
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    from core.checkpoint import default_checkpoint
-
-    run_dir = Path(args.run_dir).expanduser()
-    which = args.checkpoint or default_checkpoint(run_dir)
-    write = not args.no_write and which == "last"  # eval.json is the run's end-of-run record, as in the window
-    full = evaluate_run(run_dir, write=write, checkpoint=which)
-    sys.stdout.write(json.dumps(full, indent=2) + "\n" if args.json else format_report(full))
-    if write:
-        sys.stderr.write(f"wrote {run_dir / EVAL_FILE}\n")
-    elif not args.no_write:
-        sys.stderr.write(f"evaluated checkpoints/{which}.pt (epoch {full['checkpoint']['epoch']}); not written: "
-                         f"{EVAL_FILE} records checkpoints/last.pt (--checkpoint last writes it)\n")
-    return 0

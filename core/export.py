@@ -23,41 +23,35 @@ file behind.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
-import logging
 import math
 import shutil
-import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from core import predict as P
 from core.errors import RunError, UserError
+from core.formats import EXPORT_FORMATS, OUTPUTS, ModelFormat, export_format
+from core.formats import onnx as onnx_format
+from core.formats.base import first_line
+from core.formats.description import SIDECAR, describe, file_entry, merged_sidecar
+from core.formats.module import standardized, unstandardize
 from core.progress import progress
+from core.run_dir import RunDir
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
     from torch import nn
 
-FORMATS: dict[str, str] = {
-    "safetensors": ".safetensors",
-    "state-dict": ".pt",
-    "torch-export": ".pt2",
-    "onnx": ".onnx",
-}
-OUTPUTS = ("probabilities", "logits")
+FORMATS: dict[str, str] = {name: fmt.suffix for name, fmt in EXPORT_FORMATS.items()}  # --format -> suffix
 TOLERANCE = 1e-4
 CHECK_ROWS = 1024          # a validation batch: enough to exercise the graph, quick to run
 RANDOM_CHECK_ROWS = 256    # when the run's data is gone: seeded random rows around the training statistics
-ONNX_EXTRA_HINT = "pip install 'traindesk[onnx]' (onnx, onnxscript, onnxruntime)"
 
 
 @dataclass(frozen=True)
@@ -81,42 +75,6 @@ class ExportResult:
             f"exported {self.format} to {self.path}: reloaded with {self.verifier}, max abs difference "
             f"{self.max_abs_diff:.3g} on {self.checked_on}, {self.agree}/{self.rows_checked} predictions agree"
         )
-
-
-# ----------------------------------------------------------------------------- description (model.json)
-
-
-def file_entry(fmt: str, output: str, desc: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What one exported file takes and returns (``desc``: a table's schema and task change both)."""
-    graph = fmt in ("torch-export", "onnx")
-    returns = output if graph else "logits"
-    entry = {
-        "format": fmt,
-        "preprocessing_included": graph,
-        "input": "raw features" if graph else "standardised features: apply 'preprocessing' first",
-        "output": returns,
-        "output_name": returns,
-        "output_shape": ["batch", "classes"],
-    }
-    if desc is not None:
-        from core.tabular_export import table_entry
-
-        entry = table_entry(fmt, entry, desc)
-    return entry
-
-
-def _merged_sidecar(dest_dir: Path, desc: dict[str, Any], name: str, entry: dict[str, Any]) -> dict[str, Any]:
-    """``model.json`` for ``dest_dir``: other files of the same model are kept, another model's are dropped."""
-    files: dict[str, Any] = {}
-    old_path = dest_dir / P.SIDECAR
-    try:
-        old = json.loads(old_path.read_text(encoding="utf-8"))
-        if old.get("weights_sha256") == desc["weights_sha256"]:
-            files = {k: v for k, v in (old.get("files") or {}).items() if (dest_dir / k).exists()}
-    except (OSError, ValueError, AttributeError):
-        pass
-    files[name] = entry
-    return {**desc, "files": files}
 
 
 # ----------------------------------------------------------------------------- the validation batch
@@ -150,143 +108,16 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
         if tuple(x.shape[1:]) != shape or len(x) < 2:
             raise UserError(f"the data no longer has samples of shape {shape}")
         # load_data standardised with the statistics of the data as it is now: undo exactly that
-        raw = _unstandardize(x, prepared.info.mean, prepared.info.std, shape)
+        raw = unstandardize(x, prepared.info.mean, prepared.info.std, shape, "export")
         return CheckBatch(raw.contiguous(), f"{len(raw)} validation rows")
     except UserError as exc:
         gen = torch.Generator().manual_seed(0)
         z = torch.randn((RANDOM_CHECK_ROWS, *shape), generator=gen)
-        raw = _unstandardize(z, info["mean"], info["std"], shape)
+        raw = unstandardize(z, info["mean"], info["std"], shape, "export")
         from core.tabular_export import valid_rows
 
         raw = valid_rows(info, raw)  # a table's random rows made real encodings (indices, 0/1 indicators)
         return CheckBatch(raw.contiguous(), f"{RANDOM_CHECK_ROWS} random rows (validation data unavailable: {exc})")
-
-
-def _unstandardize(x: torch.Tensor, mean: Any, std: Any, shape: tuple[int, ...]) -> torch.Tensor:
-    import torch
-
-    sshape = P.stats_shape(shape, len(mean), "export")
-    m = torch.tensor(list(mean), dtype=torch.float32).reshape(sshape)
-    s = torch.tensor(list(std), dtype=torch.float32).reshape(sshape)
-    return x * s + m
-
-
-# ----------------------------------------------------------------------------- writers (into the staging folder)
-
-
-def _state(model: nn.Module) -> dict[str, torch.Tensor]:
-    # clones: safetensors refuses tensors sharing storage, torch.save would keep views' whole storages
-    return {k: v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
-
-
-def write_safetensors(model: nn.Module, desc: dict[str, Any], path: Path) -> None:
-    from safetensors.torch import save_file
-
-    embedded = {**desc, "export": file_entry("safetensors", "logits", desc)}
-    save_file(_state(model), str(path), metadata={P.META_KEY: json.dumps(embedded)})
-
-
-def write_state_dict(model: nn.Module, desc: dict[str, Any], path: Path) -> None:
-    import torch
-
-    torch.save(_state(model), path)
-
-
-def _example(raw: torch.Tensor) -> torch.Tensor:
-    # batch 2, not 1: torch.export specialises a dimension whose example size is 0 or 1
-    return raw[:2].clone()
-
-
-def write_torch_export(model: nn.Module, desc: dict[str, Any], path: Path, output: str, raw: torch.Tensor) -> None:
-    import torch
-
-    graph = P.standardized(model, desc, output, "export")
-    batch = torch.export.Dim("batch")
-    try:
-        with _quiet():
-            program = torch.export.export(graph, (_example(raw),), dynamic_shapes=({0: batch},), strict=False)
-    except Exception as exc:
-        raise RunError(f"export: torch.export cannot trace this model: {_first_line(exc)}") from None
-    embedded = {**desc, "export": file_entry("torch-export", output, desc)}
-    torch.export.save(program, str(path), extra_files={P.PT2_EXTRA: json.dumps(embedded)})
-
-
-def require_onnx_extra() -> None:
-    """The exporter needs onnx and onnxscript; say which extra to install when they are missing."""
-    for module in ("onnx", "onnxscript"):
-        try:
-            __import__(module)
-        except ModuleNotFoundError:
-            raise UserError(
-                f"export: format onnx needs the optional extra 'onnx' (module {module!r} is missing): {ONNX_EXTRA_HINT}"
-            ) from None
-
-
-def write_onnx(model: nn.Module, desc: dict[str, Any], path: Path, output: str, raw: torch.Tensor) -> None:
-    import torch
-
-    require_onnx_extra()
-    graph = P.standardized(model, desc, output, "export")
-    try:
-        with _quiet():
-            program = torch.onnx.export(
-                graph, (_example(raw),), None, dynamo=True, verbose=False,
-                input_names=["x"], output_names=[file_entry("onnx", output, desc)["output_name"]],
-                dynamic_shapes=({0: torch.export.Dim("batch")},),
-            )
-    except Exception as exc:
-        raise RunError(f"export: the ONNX exporter cannot convert this model: {_first_line(exc)}") from None
-    assert program is not None
-    embedded = {**desc, "export": file_entry("onnx", output, desc)}
-    program.model.metadata_props[P.META_KEY] = json.dumps(embedded)
-    # one self-contained file: our models are far below protobuf's 2 GB limit
-    program.save(str(path), external_data=False)
-    from core.tabular_export import add_raw_columns, tabular_schema
-
-    schema = tabular_schema(desc)
-    if schema is not None:  # a table's model takes its raw columns: the schema's lookups and fills go in front
-        try:
-            add_raw_columns(str(path), schema)
-        except Exception as exc:
-            raise RunError(f"export: cannot put the table's preprocessing into the ONNX graph: "
-                           f"{_first_line(exc)}") from None
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence the exporters' chatter (missing torchvision ops, deprecations); errors still raise."""
-    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._export", "onnxscript")]
-    levels = [lg.level for lg in loggers]
-    bar = _tqdm_class()
-    interval = bar.monitor_interval if bar is not None else 0
-    try:
-        for lg in loggers:
-            lg.setLevel(logging.ERROR)
-        if bar is not None:
-            # torch.fx's interpreter makes a (disabled) tqdm bar during ONNX decompositions; its first
-            # bar would start tqdm's monitor thread, which then lives as long as the process
-            bar.monitor_interval = 0
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
-        if bar is not None:
-            bar.monitor_interval = interval
-
-
-def _tqdm_class() -> Any:
-    try:
-        from tqdm import std
-    except ImportError:
-        return None
-    return std.tqdm
-
-
-def _first_line(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first[:200]}"
 
 
 # ----------------------------------------------------------------------------- verification (from the staged files)
@@ -315,18 +146,19 @@ def _reference(model: nn.Module, desc: dict[str, Any], output: str, raw: torch.T
     import torch
 
     with torch.no_grad():
-        return P.standardized(model, desc, output, "export")(raw).numpy()
+        return standardized(model, desc, output, "export")(raw).numpy()
 
 
-def verify(fmt: str, path: Path, model: nn.Module, desc: dict[str, Any], output: str, raw: torch.Tensor) -> Check:
+def verify(fmt: ModelFormat, path: Path, model: nn.Module, desc: dict[str, Any], output: str,
+           raw: torch.Tensor) -> Check:
     """Reload ``path`` with the format's own loader and compare it with the trained model."""
     try:
-        got, single, verifier = _reload_and_run(fmt, path, desc, output, raw)
+        got, single, verifier = fmt.reload(path, desc, output, raw)
     except UserError:
         raise
     except Exception as exc:  # the file we just wrote does not load or run: the export failed
-        raise RunError(f"export: {path.name}: reloading the written file failed: {_first_line(exc)}") from None
-    kind = "probabilities" if fmt == "safetensors" else "logits" if fmt == "state-dict" else output
+        raise RunError(f"export: {path.name}: reloading the written file failed: {first_line(exc)}") from None
+    kind = fmt.reloads_as or output
     want = _reference(model, desc, kind, raw)
     for out in (got, single):
         if out is not None and out.shape[1:] != want.shape[1:]:
@@ -338,58 +170,13 @@ def verify(fmt: str, path: Path, model: nn.Module, desc: dict[str, Any], output:
     return Check(diff, len(got), agree, verifier)
 
 
-def _reload_and_run(fmt: str, path: Path, desc: dict[str, Any], output: str,
-                    raw: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None, str]:
-    """(outputs on the batch, outputs on its first row alone or None, the loader's name)."""
-    import torch
-
-    if fmt == "safetensors":
-        meta = P.sidecar_entry(path)  # core's rebuild path: from the model.json beside the weights
-        if meta is None:
-            raise RunError(f"export: the {P.SIDECAR} beside {path.name} does not list it")
-        return P.load_safetensors_predictor(path, meta).probabilities(raw.numpy()), None, "safetensors + model.json"
-    if fmt == "state-dict":
-        rebuilt = P.rebuild_module(desc, P.load_state_dict_file(path), str(path))
-        with torch.no_grad():
-            return P.standardized(rebuilt, desc, "logits", str(path))(raw).numpy(), None, \
-                "torch.load(weights_only=True)"
-    if fmt == "torch-export":
-        module = torch.export.load(str(path)).module()
-        with torch.no_grad():
-            return module(raw).numpy(), module(raw[:1]).numpy(), "torch.export.load"
-    return _run_onnx(path, raw.numpy(), desc)
-
-
-def _run_onnx(path: Path, x: np.ndarray, desc: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray, str]:
-    """onnxruntime when installed, else onnx's reference evaluator (slow, exact semantics).
-
-    A table's graph takes raw columns: it is fed the columns (strings, NaN) that encode to ``x``."""
-    from core.tabular_export import onnx_feed, tabular_schema
-
-    schema = tabular_schema(desc or {})
-
-    def feed(rows: np.ndarray, name: str = "x") -> dict[str, Any]:
-        return onnx_feed(schema, rows) if schema is not None else {name: rows}
-
-    try:
-        import onnxruntime  # noqa: F401
-    except ModuleNotFoundError:
-        from onnx.reference import ReferenceEvaluator
-
-        ref: Any = ReferenceEvaluator(str(path))
-        return ref.run(None, feed(x))[0], ref.run(None, feed(x[:1]))[0], "onnx.reference (no onnxruntime)"
-    session = P._onnx_session(path)  # noqa: SLF001 - the loader predict uses
-    name = session.get_inputs()[0].name
-    return session.run(None, feed(x, name))[0], session.run(None, feed(x[:1], name))[0], "onnxruntime"
-
-
 # ----------------------------------------------------------------------------- the export
 
 
 def resolve_out(run_dir: Path, fmt: str, out: Path | None) -> Path:
     """The file to write: ``--out`` (a file, or a folder for model.<ext>), else RUN_DIR/exports/model.<ext>."""
-    suffix = FORMATS[fmt]
-    exports = run_dir / "exports"
+    suffix = export_format(fmt).suffix
+    exports = RunDir(run_dir).exports
     out = exports / f"model{suffix}" if out is None else Path(out).expanduser()
     if out.parent == exports and not exports.exists():
         try:
@@ -419,30 +206,29 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
                checkpoint: str = "last") -> ExportResult:
     """Export the run's ``last`` or ``best`` checkpoint as ``fmt``, verify the written file, then move it into place."""
     t0 = time.perf_counter()
-    if fmt not in FORMATS:
-        raise UserError(f"export: unknown format {fmt!r}; choose one of " + ", ".join(FORMATS))
+    kind = export_format(fmt)
     if output not in OUTPUTS:
         raise UserError(f"export: unknown output {output!r}; choose probabilities or logits")
     run_dir = Path(run_dir).expanduser()
-    if fmt == "onnx":
-        require_onnx_extra()  # before any work: the user learns what to install at once
+    if kind is onnx_format.ONNX:
+        onnx_format.require_extra()  # before any work: the user learns what to install at once
     data, model = _load_run(run_dir, checkpoint)
     dest = resolve_out(run_dir, fmt, out)
     stage = _make_stage(dest)
     try:
         with progress(3, f"export {fmt}", unit="step") as bar:
             bar.set_postfix_str("validation rows")
-            desc = P.describe(data, run_dir)
+            desc = describe(data, run_dir)
             batch = validation_batch(data)
-            entry = file_entry(fmt, output, desc)
-            staged, staged_side = stage / dest.name, stage / P.SIDECAR
+            entry = file_entry(kind, output, desc)
+            staged, staged_side = stage / dest.name, stage / SIDECAR
             bar.update(1)
             bar.set_postfix_str("writing")
-            _write(fmt, model, desc, staged, output, batch.raw)
+            _write(kind, model, desc, staged, output, batch.raw)
             _write_sidecar(staged_side, {**desc, "files": {dest.name: entry}})
             bar.update(1)
             bar.set_postfix_str("verifying")
-            check = verify(fmt, staged, model, desc, output, batch.raw)
+            check = verify(kind, staged, model, desc, output, batch.raw)
             bar.update(1)
         if not check.max_abs_diff <= TOLERANCE:
             raise RunError(
@@ -453,22 +239,17 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
             "max_abs_diff": check.max_abs_diff, "rows": check.rows, "agree": check.agree,
             "on": batch.where, "with": check.verifier, "tolerance": TOLERANCE,
         }}
-        files = _land(staged, dest, _merged_sidecar(dest.parent, desc, dest.name, entry))
+        files = _land(staged, dest, merged_sidecar(dest.parent, desc, dest.name, entry))
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return ExportResult(fmt, dest, files, entry["output"], check.max_abs_diff, check.rows, check.agree,
                         batch.where, check.verifier, time.perf_counter() - t0)
 
 
-def _write(fmt: str, model: nn.Module, desc: dict[str, Any], path: Path, output: str, raw: torch.Tensor) -> None:
-    writers: dict[str, Callable[[], None]] = {
-        "safetensors": lambda: write_safetensors(model, desc, path),
-        "state-dict": lambda: write_state_dict(model, desc, path),
-        "torch-export": lambda: write_torch_export(model, desc, path, output, raw),
-        "onnx": lambda: write_onnx(model, desc, path, output, raw),
-    }
+def _write(fmt: ModelFormat, model: nn.Module, desc: dict[str, Any], path: Path, output: str,
+           raw: torch.Tensor) -> None:
     try:
-        writers[fmt]()
+        fmt.write(model, desc, path, output, raw)
     except OSError as exc:
         raise RunError(f"export: cannot write {path}: {exc.strerror or exc}") from None
 
@@ -498,7 +279,7 @@ def _land(staged: Path, dest: Path, sidecar: dict[str, Any]) -> tuple[Path, ...]
     """Atomic writes of the verified file and of model.json; the model file goes if model.json fails."""
     from core.runlog import atomic_write_bytes, atomic_write_json
 
-    side = dest.parent / P.SIDECAR
+    side = dest.parent / SIDECAR
     try:
         atomic_write_bytes(dest, staged.read_bytes())
     except OSError as exc:
@@ -510,29 +291,3 @@ def _land(staged: Path, dest: Path, sidecar: dict[str, Any]) -> tuple[Path, ...]
             dest.unlink()
         raise RunError(f"export: cannot write {side}: {exc.strerror or exc}") from None
     return dest, side
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def configure_cli(p: argparse.ArgumentParser) -> None:
-    """export a run's trained model (safetensors, state-dict, torch-export, onnx), verified"""
-    p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
-    p.add_argument("--format", required=True, choices=list(FORMATS))
-    p.add_argument("--out", help="file to write (default: RUN_DIR/exports/model.<ext>); a folder takes model.<ext>")
-    p.add_argument("--output", choices=OUTPUTS, default="probabilities",
-                   help="what the torch-export and onnx graphs return (default: probabilities)")
-    p.add_argument("--checkpoint", choices=("last", "best"), default=None,
-                   help="the weights at the end of the run (last) or of its best evaluation (best); "
-                        "default: best when checkpoints/best.pt exists, else last")
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    from core.checkpoint import default_checkpoint
-
-    which = args.checkpoint or default_checkpoint(Path(args.run_dir).expanduser())
-    result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)
-    sys.stderr.write(result.summary() + f" ({result.seconds:.1f} s)\n")
-    for path in result.files:
-        print(path)
-    return 0

@@ -11,17 +11,15 @@ a copy: the model given (or the config's fresh one) keeps its weights.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
-import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
-from core.config import Config
+    from core.config import Config
 
 START_LR, END_LR, STEPS = 1e-7, 10.0, 100  # fastai's defaults
 SMOOTH = 0.98      # exponential moving average of the loss (fastai's beta)
@@ -81,6 +79,8 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
 
     ``progress(step, lr, smoothed_loss)`` is called after every step; ``should_stop()`` ends the test early.
     """
+    import torch
+
     from core.data import load_data, make_batches
     from core.errors import UserError
     from core.models import build_model
@@ -144,34 +144,3 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
     window_lrs, window_losses = lrs[lo:hi], losses[lo:hi]
     index = lo + valley(window_lrs, window_losses)
     return LRFinderResult(lrs, losses, lrs[index], index, stopped_early)
-
-
-# ----------------------------------------------------------------------------- command line
-
-
-def configure_cli(p: argparse.ArgumentParser) -> None:
-    """suggest a learning rate for a config: fastai's range test with its valley suggestion"""
-    p.add_argument("config", nargs="?", help="config TOML (default: built-in defaults)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
-    p.add_argument("--start", type=float, default=START_LR, help=f"first lr (default {START_LR:g})")
-    p.add_argument("--end", type=float, default=END_LR, help=f"last lr (default {END_LR:g})")
-    p.add_argument("--steps", type=int, default=STEPS, help=f"mini-batches (default {STEPS})")
-    p.add_argument("--csv", help="write the curve (lr, smoothed loss) to this CSV file")
-
-
-def cmd_lr_find(args: argparse.Namespace) -> int:
-    from core.config import apply_overrides, load_config
-
-    cfg = load_config(args.config) if args.config else Config()
-    cfg = apply_overrides(cfg, list(args.set))
-    result = find_lr(cfg, start=args.start, end=args.end, steps=args.steps)
-    if args.csv:
-        with open(args.csv, "w", encoding="utf-8") as fh:
-            fh.write("lr,loss\n")
-            fh.writelines(f"{lr:.6g},{loss:.6g}\n" for lr, loss in zip(result.lrs, result.losses))
-    end = "stopped when the loss diverged" if result.stopped_early else "reached the end"
-    sys.stderr.write(f"lr-find: {len(result.lrs)} steps from {result.lrs[0]:.3g} to {result.lrs[-1]:.3g} "
-                     f"({end}); valley at step {result.index}: lr {result.suggestion:.3g}, "
-                     f"loss {result.losses[result.index]:.4f}\n")
-    print(f"{result.suggestion:.6g}")
-    return 0

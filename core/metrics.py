@@ -10,13 +10,14 @@ addition, then turned into the record's metrics (:func:`eval_metrics`).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from core.config import Config
 from core.metric_names import higher_is_better, search_metric, selection_metric  # noqa: F401 - one place to ask
+from core.scoring import regression_report  # noqa: F401 - the scores of whole prediction sets live there
 
 HUBER_DELTA = 1.0
 
@@ -114,11 +115,3 @@ def confusion_metrics(cm: torch.Tensor) -> dict[str, float]:
         "val_balanced_accuracy": float(recall[present].mean()) if bool(present.any()) else 0.0,
         "val_macro_f1": float(f1[either].mean()) if bool(either.any()) else 0.0,
     }
-
-
-def regression_report(pred: Sequence[float], true: Sequence[float]) -> dict[str, float]:
-    """RMSE, MAE and R² of predictions (scikit-learn's definitions)."""
-    from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
-
-    return {"rmse": float(mean_squared_error(true, pred) ** 0.5), "mae": float(mean_absolute_error(true, pred)),
-            "r2": float(r2_score(true, pred)), "n": len(true)}

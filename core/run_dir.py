@@ -10,7 +10,8 @@ The layout (DESIGN's run directory)::
     RUN/exports/             what export writes by default
     RUN/control.json         pause / resume / stop requests to a live run
     RUN/notes.json           the window's name and note for the run
-    RUN/eval.json            the last full evaluation (core.evaluate)
+    RUN/eval.json            the last full evaluation (core.evaluation)
+    RUN/exports/             exported models with their model.json (core.export)
     RUN/search.json          a search's plan; RUN/study.lock guards its Optuna study (core.strategies.search)
     RUN/torchrun.json        a torchrun run's rendezvous id and restarts (core.launchers.torchrun)
 
@@ -85,6 +86,11 @@ class RunDir:
         if which not in CHECKPOINTS:
             raise ValueError(f"checkpoint: {which!r} is not one of {', '.join(CHECKPOINTS)}")
         return self.checkpoints / f"{which}.pt"
+
+    @property
+    def exports(self) -> Path:
+        """The run's own folder of exported models (what an export writes by default)."""
+        return self.path / "exports"
 
     @property
     def control(self) -> Path:

@@ -39,22 +39,23 @@ def tabular_schema(desc: Mapping[str, Any]) -> Schema | None:
     return Schema.from_json(schema)
 
 
-def table_entry(fmt: str, entry: dict[str, Any], desc: Mapping[str, Any]) -> dict[str, Any]:
-    """A file entry of ``model.json`` for a table's model: what it takes (raw columns for ONNX) and returns."""
+def table_entry(graph: bool, raw_columns: bool, entry: dict[str, Any], desc: Mapping[str, Any]) -> dict[str, Any]:
+    """A file entry of ``model.json`` for a table's model: what it takes and returns. ``graph``: the file is a
+    program with the preprocessing inside; ``raw_columns``: it takes the table's raw columns (ONNX)."""
     entry = dict(entry)
     if desc.get("task") == "regression":
         entry["output_shape"] = ["batch", 1]
-        if fmt in ("torch-export", "onnx"):
+        if graph:
             entry["output"] = entry["output_name"] = "prediction"
             entry["output_units"] = "the target's"
     schema = tabular_schema(desc)
     if schema is None:
         return entry
-    if fmt == "onnx":
+    if raw_columns:
         entry["input"] = "raw columns: one named input per column (strings for categories and booleans, " \
                          "float32 with NaN for missing numbers)"
         entry["inputs"] = raw_inputs(schema)
-    elif fmt == "torch-export":
+    elif graph:
         entry["input"] = "encoded rows (schema.encoded: numbers filled, missing indicators, category indices); " \
                          "encode raw columns with the schema first"
     else:

@@ -26,7 +26,7 @@ from core.config import FORKABLE_SECTIONS, Config, ConfigError, to_dict, to_toml
 from core.control import ControlWatcher
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
-from core.evaluate import attach_evaluation
+from core.evaluation import attach_evaluation
 from core.launchers.local import LocalLauncher
 from core.models import build_model, count_parameters
 from core.readers import ReadStopped, stop_reading_when

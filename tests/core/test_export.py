@@ -58,14 +58,14 @@ def _reload_own_loader(fmt: str, path: Path, raw: torch.Tensor) -> np.ndarray:
     if fmt == "safetensors":
         from safetensors.torch import load_file
 
-        from core.predict import rebuild_module, standardized
+        from core.formats.module import rebuild_module, standardized
 
         meta = json.loads((path.parent / "model.json").read_text())
         module = standardized(rebuild_module(meta, load_file(str(path)), "test"), meta, "probabilities")
         with torch.no_grad():
             return module(raw).numpy()
     if fmt == "state-dict":
-        from core.predict import rebuild_module, standardized
+        from core.formats.module import rebuild_module, standardized
 
         meta = json.loads((path.parent / "model.json").read_text())
         state = torch.load(path, weights_only=True)
@@ -231,11 +231,12 @@ def test_failed_verification_leaves_no_file(digits_run: Path, tmp_path: Path, mo
 
 def test_failed_write_leaves_no_file(digits_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from core import export
+    from core.formats import STATE_DICT
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(export, "write_state_dict", broken)
+    monkeypatch.setattr(STATE_DICT, "write", broken)
     with pytest.raises(RunError, match="No space left on device"):
         export.export_run(digits_run, "state-dict", tmp_path / "m.pt")
     assert _left(tmp_path) == []
@@ -274,7 +275,7 @@ class _Payload:
 def test_pickled_callable_is_refused_never_run(digits_run: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     from core.export import export_run
-    from core.predict import load_state_dict_file
+    from core.formats.module import load_state_dict_file
 
     export_run(digits_run, "state-dict", tmp_path / "model.pt")
     marker = tmp_path / "code-ran"

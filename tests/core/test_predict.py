@@ -145,12 +145,12 @@ def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[st
 def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str, Path], inputs: dict[str, Path],
                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A CSV of one line per record is cut into pieces that the workers parse; any other goes whole."""
-    import core.predict
+    import core.predict.run
 
     model = exported[".safetensors"]
     whole_reads: list[Path] = []
-    read_input = core.predict.read_input
-    monkeypatch.setattr(core.predict, "read_input",
+    read_input = core.predict.run.read_input
+    monkeypatch.setattr(core.predict.run, "read_input",
                         lambda path, meta, *a: whole_reads.append(path) or read_input(path, meta, *a))
     lines = inputs["csv"].read_text().splitlines()
     header = lines[0].split(",")
@@ -181,11 +181,11 @@ def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str
 
 def test_no_more_processes_than_batches(exported: dict[str, Path], inputs: dict[str, Path],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.predict
+    import core.predict.pool
 
     sizes: list[int] = []
-    pool = core.predict._pool
-    monkeypatch.setattr(core.predict, "_pool", lambda model, n: sizes.append(n) or pool(model, n))
+    pool = core.predict.pool.open_pool
+    monkeypatch.setattr(core.predict.pool, "open_pool", lambda model, n: sizes.append(n) or pool(model, n))
     res = predict(exported[".safetensors"], inputs["csv"], workers=64, batch_rows=100)  # 360 rows: 4 batches
     assert res.workers == 4 and sizes and sizes[0] <= 8  # judged from the file's size before reading it
     one = predict(exported[".safetensors"], inputs["csv"], workers=1, batch_rows=100)
@@ -197,14 +197,16 @@ def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
     import json
 
     import core.predict
+    import core.predict.planning
+    import core.predict.pool
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the measured start-up is kept there
-    monkeypatch.setattr(core.predict, "worker_limit", lambda: 2)
-    monkeypatch.setattr(core.predict, "AUTO_MEASURE_S", 0.0)  # judge after the first piece
-    monkeypatch.setattr(core.predict, "busy_cores", lambda: 1.0)  # this process alone
+    monkeypatch.setattr(core.predict.planning, "worker_limit", lambda: 2)
+    monkeypatch.setattr(core.predict.planning, "AUTO_MEASURE_S", 0.0)  # judge after the first piece
+    monkeypatch.setattr(core.predict.planning, "busy_cores", lambda: 1.0)  # this process alone
     started: list[int] = []
-    pool = core.predict._pool
-    monkeypatch.setattr(core.predict, "_pool", lambda model, n: started.append(n) or pool(model, n))
+    pool = core.predict.pool.open_pool
+    monkeypatch.setattr(core.predict.pool, "open_pool", lambda model, n: started.append(n) or pool(model, n))
     model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
     kind = core.predict.runtime(model)
     for name in ("csv", "npz"):  # 360 rows, 23 batches of 16: a pool is considered
@@ -213,9 +215,9 @@ def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
         auto = predict(model, inputs[name], batch_rows=16)
         assert started == [] and auto.workers == 1 and auto.csv_text() == one.csv_text(), name
         core.predict.remember_pool_start(kind, 0.0)  # one that starts at no cost: it always repays
-        monkeypatch.setattr(core.predict, "busy_cores", lambda: 2.0)  # unless other work holds the other core
+        monkeypatch.setattr(core.predict.planning, "busy_cores", lambda: 2.0)  # unless other work holds the other core
         assert predict(model, inputs[name], batch_rows=16).workers == 1 and started == [], name
-        monkeypatch.setattr(core.predict, "busy_cores", lambda: 1.0)
+        monkeypatch.setattr(core.predict.planning, "busy_cores", lambda: 1.0)
         auto = predict(model, inputs[name], batch_rows=16)
         assert started == [2] and auto.csv_text() == one.csv_text(), name  # this process or the pool: same rows
         started.clear()
@@ -242,7 +244,7 @@ def test_an_onnx_model_predicts_without_torch(exported: dict[str, Path], inputs:
 
 
 def test_the_automatic_worker_count_judges_the_input_without_reading_it(tmp_path: Path) -> None:
-    from core.predict import _looks_large
+    from core.predict.planning import looks_large as _looks_large
 
     np.savez(tmp_path / "big.npz", x=np.zeros((16 * 100, 4), np.float32))
     np.savez_compressed(tmp_path / "small.npz", x=np.zeros((16 * 100 - 1, 4), np.float32))

@@ -20,7 +20,7 @@ from core.schema import Schema, _category_text, encode_table, read_table, unseen
 
 
 def read_table_input(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a ``core.predict.PredictInput``: ``ids`` (None: number the rows), ``x``, ``labels``, ``notes``."""
+    """The fields of a ``core.predict.inputs.PredictInput``: ``ids`` (None: number the rows), ``x``, ``labels``, ``notes``."""
     schema = Schema.from_json(meta["schema"])
     scheme = "parquet" if path.suffix.lower() == ".parquet" else "csv"
     table = read_table(path, scheme, "predict", schema.missing_values)

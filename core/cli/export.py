@@ -1,0 +1,33 @@
+"""``traindesk export RUN_DIR --format F``: the command line over core.export."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def configure_cli(p: argparse.ArgumentParser) -> None:
+    """export a run's trained model (safetensors, state-dict, torch-export, onnx), verified"""
+    from core.formats import EXPORT_FORMATS, OUTPUTS
+
+    p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
+    p.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
+    p.add_argument("--out", help="file to write (default: RUN_DIR/exports/model.<ext>); a folder takes model.<ext>")
+    p.add_argument("--output", choices=OUTPUTS, default="probabilities",
+                   help="what the torch-export and onnx graphs return (default: probabilities)")
+    p.add_argument("--checkpoint", choices=("last", "best"), default=None,
+                   help="the weights at the end of the run (last) or of its best evaluation (best); "
+                        "default: best when checkpoints/best.pt exists, else last")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from core.export import export_run
+    from core.run_dir import RunDir
+
+    which = args.checkpoint or RunDir(Path(args.run_dir).expanduser()).default_checkpoint()
+    result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)
+    sys.stderr.write(result.summary() + f" ({result.seconds:.1f} s)\n")
+    for path in result.files:
+        print(path)
+    return 0

@@ -1,0 +1,179 @@
+"""A model's evaluation on a validation split, and where it is kept: eval.json and summary.json's figures.
+
+The run's end (``attach_evaluation``, called by the session) and an evaluation
+of a past run (``core.evaluate``) both compute it here: classification scores
+(``core.scoring``) with the most confident mistakes, or a regression's RMSE,
+MAE and R² with (actual, predicted) pairs for the plots. The full report is
+``RunDir.evaluation`` (eval.json); a compact one goes into summary.json's
+``evaluation`` key through ``core.runlog``, the one writer of that file.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from core.errors import RunError
+from core.run_dir import RunDir
+from core.scoring import classification_scores
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from core.data import PreparedData
+
+EVAL_FILE = RunDir("").evaluation.name  # what summary.json's "evaluation" names as its full report
+EVAL_FORMAT = "traindesk.eval"
+MISCLASSIFIED_KEPT = 500     # eval.json lists at most this many misclassified samples (the least confident first)
+RESIDUALS_KEPT = 2000        # (actual, predicted) pairs eval.json keeps for the window's plots
+BATCH = 4096
+
+
+def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
+           paths: Sequence[str] | None = None) -> dict[str, Any]:
+    """The full evaluation of predicted ``probs`` against ``y_true``."""
+    import numpy as np
+
+    y_true = np.asarray(y_true, dtype=np.int64)
+    y_pred = probs.argmax(axis=1)
+    out = classification_scores(y_true, y_pred, classes)
+    wrong = np.flatnonzero(y_pred != y_true)
+    confidence = probs[wrong, y_pred[wrong]] if len(wrong) else np.empty(0)
+    order = wrong[np.argsort(-confidence, kind="stable")][:MISCLASSIFIED_KEPT]  # most confident mistakes first
+    out["misclassified_total"] = int(len(wrong))
+    out["misclassified"] = [
+        {"index": int(i), "true": str(classes[y_true[i]]), "predicted": str(classes[y_pred[i]]),
+         "confidence": round(float(probs[i, y_pred[i]]), 6), **({"path": paths[i]} if paths else {})}
+        for i in order
+    ]
+    return out
+
+
+def compact(full: dict[str, Any]) -> dict[str, Any]:
+    """The few figures summary.json carries; eval.json has the rest."""
+    if full.get("task") == "regression":
+        return {"split": full.get("split", "validation"), "n": full["n"], "rmse": round(full["rmse"], 6),
+                "mae": round(full["mae"], 6), "r2": round(full["r2"], 6), "file": EVAL_FILE}
+    worst = min(full["per_class"], key=lambda c: (c["f1"], c["class"])) if full["per_class"] else None
+    return {
+        "split": full.get("split", "validation"),
+        "n": full["n"],
+        "accuracy": round(full["accuracy"], 6),
+        "macro_precision": round(full["macro"]["precision"], 6),
+        "macro_recall": round(full["macro"]["recall"], 6),
+        "macro_f1": round(full["macro"]["f1"], 6),
+        "worst_class": {"class": worst["class"], "f1": round(worst["f1"], 6)} if worst else None,
+        "misclassified": full["misclassified_total"],
+        "file": EVAL_FILE,
+    }
+
+
+# ----------------------------------------------------------------------------- model on a split
+
+
+def predict_probs(model: nn.Module, x: torch.Tensor, batch: int = BATCH) -> np.ndarray:
+    """Softmax outputs of ``model`` (eval mode, no grad) on standardised ``x``, in batches."""
+    import numpy as np
+    import torch
+
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            outs = [torch.softmax(model(xb), dim=1) for xb in x.split(batch)] if len(x) else []
+    finally:
+        model.train(was_training)
+    return torch.cat(outs).numpy() if outs else np.empty((0, 0), dtype=np.float32)
+
+
+def _header(**extra: Any) -> dict[str, Any]:
+    return {"format": EVAL_FORMAT, "version": 1, "t": round(time.time(), 3), "split": "validation", **extra}
+
+
+def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
+    """The full report of ``model`` on ``data``'s validation split."""
+    from core.data import ImageSplit, full_tensors
+
+    val = data.val
+    if len(val) == 0:
+        raise RunError("evaluate: the run has no validation split (data.val_fraction = 0)")
+    x, y = full_tensors(val, data.info)
+    if data.info.task == "regression":
+        return _regression_split(model, x, y, data)
+    probs = predict_probs(model, x)
+    paths = list(val.paths) if isinstance(val, ImageSplit) else None
+    return {**_header(), **report(y.numpy(), probs, data.info.class_names, paths)}
+
+
+def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: PreparedData) -> dict[str, Any]:
+    """RMSE, MAE and R² in the target's units, and (actual, predicted) pairs for the plots."""
+    import torch
+
+    from core.scoring import regression_report
+
+    mean, std = data.info.target_scale
+    model.eval()
+    with torch.no_grad():
+        pred = torch.cat([model(xb).reshape(-1) for xb in x.split(BATCH)]) * std + mean
+    true = y.double() * std + mean
+    out = regression_report(pred.tolist(), true.tolist())
+    return {**_header(task="regression"), **out,
+            "pairs": [[round(float(a), 6), round(float(p), 6)]
+                      for a, p in zip(true[:RESIDUALS_KEPT].tolist(), pred[:RESIDUALS_KEPT].tolist())],
+            "pairs_axes": "actual, predicted"}
+
+
+# ----------------------------------------------------------------------------- keeping it
+
+
+def save_evaluation(run_dir: Path, full: dict[str, Any]) -> dict[str, Any] | None:
+    """Write eval.json and the compact figures into summary.json (when it exists); the new summary."""
+    from core.runlog import atomic_write_json, update_summary
+
+    run = RunDir(run_dir)
+    try:
+        atomic_write_json(run.evaluation, full)
+        return update_summary(run.path, {"evaluation": compact(full)})
+    except OSError as exc:
+        raise RunError(f"evaluate: cannot write {run.evaluation}: {exc.strerror or exc}") from None
+
+
+def attach_evaluation(run_dir: Path | None, final_model: Callable[[], nn.Module], data: PreparedData | None,
+                      summary: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Session hook, after summary.json is written: evaluate, write eval.json, add ``evaluation``.
+
+    In ``Session._finish``, after the summary is written::
+
+        self.summary = attach_evaluation(self.run_dir, self.final_model, self._data, self.summary)
+
+    ``final_model`` is called here, inside the guard. Never raises: a problem is recorded in
+    summary.json and the run's status stands. A failed run is not evaluated. Returns the
+    summary to keep (``summary`` itself when nothing was added).
+    """
+    if run_dir is None or data is None or summary is None or summary.get("status") == "failed":
+        return summary
+    try:
+        full = evaluate_split(final_model(), data)
+        return save_evaluation(Path(run_dir), full) or summary
+    except Exception as exc:  # the run is over and its checkpoint written: never fail it here
+        from core.runlog import write_summary
+
+        summary = {**summary, "evaluation": {"error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]}}
+        try:
+            write_summary(Path(run_dir), summary)
+        except OSError:
+            pass
+        return summary
+
+
+def load_evaluation(run_dir: Path) -> dict[str, Any] | None:
+    """eval.json of a run, or None when absent or unreadable."""
+    try:
+        data = json.loads(RunDir(run_dir).evaluation.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == EVAL_FORMAT else None
