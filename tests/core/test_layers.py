@@ -82,7 +82,7 @@ def _three_layers() -> list[list[str]]:
 
 def test_every_core_module_is_in_one_of_the_three_layers() -> None:
     """A new module of core must be placed: faces (core.cli), services or the engine."""
-    named = [m for layer in _three_layers() for m in layer]
+    named = [m for layer in _three_layers() for m in layer if m.startswith("core.")]
     assert len(_three_layers()) == 3
     assert len(named) == len(set(named)), "a module is named in two layers"
     top = sorted(f"core.{p.stem}" for p in CORE.glob("*.py") if p.stem not in ("__init__", "__main__"))
