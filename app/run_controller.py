@@ -55,8 +55,7 @@ def _fork_session_factory(run_dir: str, changes: dict[str, Any], runs_dir: str |
 
 
 def _attach_session_factory(run_dir: str) -> tuple[Any, Any]:
-    from app.attached_run import AttachedSession
-    from core.session import RecordBuffer
+    from core.session import AttachedSession, RecordBuffer
 
     return AttachedSession(run_dir), RecordBuffer()
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.launchers.base import WorkerHandle
 
 TERMINATE_GRACE_S = 2.0
 
@@ -21,9 +24,9 @@ def exit_reason(code: int | None) -> str:
 
 
 class WorkerProcesses:
-    """The processes a launcher started, one per rank."""
+    """The workers a launcher started, one per rank (processes, or torchrun's rank thread)."""
 
-    def __init__(self, procs: list[Any]) -> None:
+    def __init__(self, procs: "list[WorkerHandle]") -> None:
         self.procs = procs
 
     def __len__(self) -> int:
@@ -43,7 +46,7 @@ class WorkerProcesses:
         return exit_reason(self.procs[rank].exitcode)
 
     def pids(self) -> list[int]:
-        return [p.pid for p in self.procs if p.is_alive()]
+        return [p.pid for p in self.procs if p.is_alive() and p.pid is not None]
 
     def escalate(self, deadline: float) -> None:
         """Past ``deadline`` terminate what still runs; ``TERMINATE_GRACE_S`` later kill it."""
