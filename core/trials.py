@@ -17,16 +17,16 @@ from typing import Any
 
 import torch
 
+from core.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
 from core.checkpoint import save_checkpoint, state_to_bytes
 from core.config import Config, ConfigError, to_dict
 from core.data import PreparedData
 from core.models import build_model
 from core.strategies.base import Strategy
 from core.metric_names import search_metric
+from core.position import Position
 from core.run_dir import RunDir
 from core.strategies.search import open_study, study_lock, suggest, trial_config
-from core.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
-from core.position import Position
 from core.workers import Diverged, Trainer, WorkerSpec
 
 

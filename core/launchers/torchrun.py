@@ -27,13 +27,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from core.channels import RUN, STOP, Channels, SettingsBox
 from core.config import Config
 from core.machine import keep_freed_memory
 from core.run_dir import RunDir
-from core.channels import RUN, STOP, Channels, SettingsBox
 from core.worker_process import run_worker
 from core.workers import WorkerSpec, default_threads
-
 
 
 @dataclass
