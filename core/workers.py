@@ -1,8 +1,7 @@
-"""Training worker processes: one entry point, the strategy decides the rest.
+"""A worker's training loop: the spec it gets, the Trainer, the training step.
 
-``worker_main(spec, data, shared, channels)`` is a module-level function
-taking picklable arguments, so it runs under ``spawn`` and ``forkserver``.
-``shared`` holds state dicts of shared-memory tensors, not modules: each
+A worker gets a picklable :class:`WorkerSpec` and ``shared``, state dicts of
+shared-memory tensors, not modules: each
 worker builds its model from the config (a custom model's class need not be
 importable by name) and binds it to those tensors. The training step is as
 plain as pytorch/examples' mnist_hogwild; the strategy object
