@@ -23,8 +23,15 @@ from core.session.recording import checkpoint_payload, weights_finite
 
 if TYPE_CHECKING:
     from core.session.session import Session
+    from core.session.stats import RunStats
+    from core.strategies.base import Strategy
 
 CHECKPOINT_TIMEOUT_S = 60.0  # a worker that does not answer a checkpoint request this long: give up on it
+
+
+def result_model(strategy: "Strategy", stats: "RunStats") -> int:
+    """The index of the model that is the run's result (the best one for a sweep)."""
+    return strategy.model_index(strategy.result_worker(stats.last_eval))
 
 
 @dataclass
@@ -123,6 +130,7 @@ class CheckpointCoordinator:
             s._log("error", "weights are not finite: the last checkpoint was kept as it was")
             return False
         lrs = [s.strategy.worker_lr(r) for r in range(s.num_workers)]
-        payload = checkpoint_payload(s.config, s.info.as_dict(), states, s.result_model(), parts, lrs)
+        payload = checkpoint_payload(s.config, s.info.as_dict(), states, result_model(s.strategy, s.stats), parts,
+                                     lrs)
         s._recorder.checkpoint(payload)
         return True

@@ -41,7 +41,7 @@ from core.position import Position
 from core.readers import ReadStopped, stop_reading_when
 from core.run_dir import RunDir
 from core.runlog import atomic_write_text
-from core.session.checkpoints import CheckpointCoordinator
+from core.session.checkpoints import CheckpointCoordinator, result_model
 from core.session.collector import Collector
 from core.session.ending import RunEnd
 from core.session.health import ProcessHealth
@@ -152,15 +152,11 @@ class Session:
         """Where each worker starts (the beginning, or a resumed checkpoint's position)."""
         return [self._start.position(r) for r in range(self.num_workers)]
 
-    def result_model(self) -> int:
-        """The index of the model that is the run's result (the best one for a sweep)."""
-        return self.strategy.model_index(self.strategy.result_worker(self.stats.last_eval))
-
     def final_model(self) -> nn.Module:
         """A copy of the trained model (the best one for a sweep)."""
         if not self._models or self.info is None:
             raise RuntimeError("no model: the session has not started")
-        src = self._models[self.result_model()]
+        src = self._models[result_model(self.strategy, self.stats)]
         model = build_model(self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape,
                             self.info.categories)
         model.load_state_dict({k: v.detach().clone() for k, v in src.state_dict().items()})
