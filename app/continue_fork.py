@@ -96,7 +96,7 @@ class ContinueForkFlow:
 
     def fork_changes(self, source_cfg: Config) -> dict[str, Any]:
         """The values of the forkable sections shown in the panel that differ from the source run's."""
-        from core.session.session import FORKABLE_SECTIONS
+        from core.config import FORKABLE_SECTIONS
 
         shown = to_dict(self.window.panel.config())
         base = to_dict(source_cfg)

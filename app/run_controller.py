@@ -12,7 +12,7 @@ import logging
 import os
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal, Slot
 
@@ -21,6 +21,9 @@ from app.tasks import BackgroundCalls
 from core.config import Config
 from core.errors import INPUT_ERRORS
 from core.runlog import END_STATES
+
+if TYPE_CHECKING:
+    from core.session.handle import RunHandle
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +58,7 @@ def _fork_session_factory(run_dir: str, changes: dict[str, Any], runs_dir: str |
 
 
 def _attach_session_factory(run_dir: str) -> tuple[Any, Any]:
-    from app.attached_run import AttachedSession
-    from core.session import RecordBuffer
+    from core.session import AttachedSession, RecordBuffer
 
     return AttachedSession(run_dir), RecordBuffer()
 
@@ -80,7 +82,7 @@ class RunController(QObject):
         super().__init__(parent)
         self._factory = session_factory or _default_session_factory
         self._calls = BackgroundCalls(self)
-        self.session: Any = None
+        self.session: RunHandle | None = None
         self._buffer: Any = None
         self._reader: MetricsReader | None = None
         self._ending = False
@@ -102,11 +104,11 @@ class RunController(QObject):
     @property
     def attached(self) -> bool:
         """The run is another process's, followed through its run directory."""
-        return bool(getattr(self.session, "attached", False))
+        return self.session is not None and self.session.attached
 
     @property
     def run_dir(self) -> Path | None:
-        return getattr(self.session, "run_dir", None) if self.session is not None else None
+        return self.session.run_dir if self.session is not None else None
 
     def worker_pids(self) -> list[int]:
         if self.session is None:
@@ -191,7 +193,7 @@ class RunController(QObject):
         if self.session is not None:
             self.session.request_stop(STOP_TIMEOUT_S)
         self._calls.wait_all(timeout_s)
-        if self.session is not None and getattr(self.session, "active", False):
+        if self.session is not None and self.session.active:
             try:
                 self.session.stop(timeout=STOP_TIMEOUT_S)
             except Exception:  # noqa: BLE001 - exiting anyway
@@ -264,8 +266,8 @@ class RunController(QObject):
         status = self.state
         if status not in END_STATES:
             status = "stopped"
-        summary = getattr(session, "summary", None)
-        error = getattr(session, "error", None)
+        summary = session.summary if session is not None else None
+        error = session.error if session is not None else None
         self.run_ended.emit(status, summary, error)
 
     def _stop_reader(self) -> None:
@@ -285,9 +287,9 @@ class RunController(QObject):
         reader.deleteLater()
 
 
-def _stop_quietly(session: Any) -> None:
+def _stop_quietly(session: RunHandle | None) -> None:
     try:
-        if getattr(session, "active", False):
+        if session is not None and session.active:
             session.stop(timeout=STOP_TIMEOUT_S)
     except Exception:  # noqa: BLE001 - best effort after a failed start
         log.exception("cleanup after a failed start")

@@ -17,6 +17,7 @@ from torch import nn
 from core.config import Config, ConfigError, from_dict
 from core.errors import ModelError, RunError
 from core.models import build_model
+from core.run_dir import CHECKPOINTS, RunDir
 from core.runlog import atomic_write
 
 FORMAT = "traindesk.checkpoint"
@@ -29,14 +30,11 @@ def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     atomic_write(Path(path), lambda fh: torch.save(data, fh))
 
 
-CHECKPOINTS = ("last", "best")  # checkpoints/last.pt: where the run ended; best.pt: its best evaluation
-
-
 def checkpoint_file(run_dir: Path, which: str = "last", where: str = "checkpoint") -> Path:
     """The path of a run's ``last`` or ``best`` checkpoint (RunError naming what is missing)."""
     if which not in CHECKPOINTS:
         raise RunError(f"{where}: --checkpoint must be best or last, got {which!r}")
-    path = Path(run_dir) / "checkpoints" / f"{which}.pt"
+    path = RunDir(run_dir).checkpoint(which)
     if not path.is_file():
         why = "the run saved no weights" if which == "last" else "no evaluation of the run was kept as its best"
         raise RunError(f"{where}: {run_dir} has no checkpoints/{which}.pt: {why}")
@@ -45,14 +43,14 @@ def checkpoint_file(run_dir: Path, which: str = "last", where: str = "checkpoint
 
 def default_checkpoint(run_dir: Path) -> str:
     """What a run's model means when nobody chose: its best evaluation once best.pt exists, else the end."""
-    return "best" if (Path(run_dir) / "checkpoints" / "best.pt").is_file() else "last"
+    return RunDir(run_dir).default_checkpoint()
 
 
 def checkpoint_facts(run_dir: Path, which: str) -> dict[str, Any] | None:
     """``epoch``, ``steps`` and, for best.pt, ``monitor`` and ``value`` of a run's checkpoint (None when missing)."""
-    path = Path(run_dir) / "checkpoints" / f"{which}.pt"
-    if which not in CHECKPOINTS or not path.is_file():
+    if which not in CHECKPOINTS or not RunDir(run_dir).checkpoint(which).is_file():
         return None
+    path = RunDir(run_dir).checkpoint(which)
     data = load_checkpoint(path)
     return {key: data.get(key) for key in ("epoch", "steps", "monitor", "value")}
 
@@ -61,7 +59,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     """Load a checkpoint safely; any problem is a one-line RunError."""
     path = Path(path)
     if path.is_dir():
-        path = path / "checkpoints" / "last.pt"
+        path = RunDir(path).last
     if not path.is_file():
         raise RunError(f"checkpoint: file not found: {path}")
     try:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import RunError
+from core.run_dir import RunDir
 from core.runlog import MetricsTail, atomic_write_json, read_summary
 
-CONTROL_FILE = "control.json"
 COMMANDS = ("pause", "resume", "stop")
 # the session state that acknowledges each command
 ACKNOWLEDGED_BY = {"pause": ("paused",), "resume": ("running",),
@@ -55,21 +55,21 @@ def send(run_dir: Path, command: str) -> dict[str, Any]:
     run_dir = Path(run_dir)
     if command not in COMMANDS:
         raise RunError(f"control: unknown command {command!r}; use one of {', '.join(COMMANDS)}")
-    if not (run_dir / "config.toml").is_file():
+    if not RunDir(run_dir).is_run():
         raise RunError(f"control: {run_dir} is not a run directory")
     if active_run_pid(run_dir) is None:
         summary = read_summary(run_dir)
         ended = f" (it {summary['status']})" if summary and summary.get("status") else ""
         raise RunError(f"control: {run_dir} holds no active run{ended}")
     request = {"command": command, "id": time.time_ns(), "t": time.time(), "pid": os.getpid()}
-    atomic_write_json(run_dir / CONTROL_FILE, request)
+    atomic_write_json(RunDir(run_dir).control, request)
     return request
 
 
 def wait_acknowledged(run_dir: Path, request: dict[str, Any], timeout: float = 10.0,
                       tail: MetricsTail | None = None) -> dict[str, Any] | None:
     """The session state record that acknowledges ``request``, or None after ``timeout``."""
-    tail = tail or MetricsTail(Path(run_dir) / "metrics.jsonl", start_at_end=False)
+    tail = tail or MetricsTail(RunDir(run_dir).metrics, start_at_end=False)
     wanted = ACKNOWLEDGED_BY[request["command"]]
     deadline = time.monotonic() + timeout
     while True:
@@ -86,7 +86,7 @@ class ControlWatcher:
     """The session side: new requests in the control file, each returned once."""
 
     def __init__(self, run_dir: Path) -> None:
-        self.path = Path(run_dir) / CONTROL_FILE
+        self.path = RunDir(run_dir).control
         self._seen: int | None = None
         self._mtime = 0
         try:  # a request left from an earlier process of this run is not for us

@@ -17,14 +17,17 @@ from typing import Any
 
 import torch
 
+from core.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
 from core.checkpoint import save_checkpoint, state_to_bytes
 from core.config import Config, ConfigError, to_dict
 from core.data import PreparedData
 from core.models import build_model
 from core.strategies.base import Strategy
 from core.metric_names import search_metric
-from core.strategies.search import PLAN_FILE, open_study, study_lock, suggest, trial_config
-from core.workers import CHECKPOINT, PAUSE, RUN, STOP, Channels, Diverged, RecordSender, Trainer, WorkerSpec
+from core.position import Position
+from core.run_dir import RunDir
+from core.strategies.search import open_study, study_lock, suggest, trial_config
+from core.workers import Diverged, Trainer, WorkerSpec
 
 
 class _Pruned(Exception):
@@ -54,21 +57,21 @@ class TrialRunner:
         self.spec, self.data, self.ch, self.out = spec, data, ch, out
         self.config = spec.config
         self.run_dir = Path(spec.run_dir)
-        plan = json.loads((self.run_dir / PLAN_FILE).read_text())
+        plan = json.loads(RunDir(self.run_dir).search_plan.read_text())
         self.target = int(plan["target"])
         # each worker samples with its own seed, and each continuation with new ones
         seed = self.config.train.seed + 7919 * spec.rank + 104729 * int(plan["generation"])
         self.study, _ = open_study(self.run_dir, self.config, seed=seed, task=data.info.task)
-        self.step, self.samples = spec.start_step, spec.start_samples
+        self.step, self.samples = spec.start.step, spec.start.samples
         self.epochs_done = 0
         self.model: Any = None
         self.net: Any = None
         # the last trial's optimizer: its state goes into the worker's final record
         self.optimizer: torch.optim.Optimizer = torch.optim.SGD([torch.zeros(1)], lr=self.config.optim.lr)
 
-    def position(self) -> dict[str, Any]:
+    def position(self) -> Position:
         """A search continues with new trials: every position is a fresh start."""
-        return {"epoch": 1, "batch": 0, "step": self.step, "samples": self.samples, "offset": 0}
+        return Position(step=self.step, samples=self.samples, offset=0)
 
     def exchange_records(self) -> None:
         """Trials run in local worker processes: there are no peers' records to gather."""
@@ -87,7 +90,7 @@ class TrialRunner:
                 return False
             if word == CHECKPOINT:
                 self.out.add({"kind": "_snapshot", "t": time.time(), "worker": self.spec.rank,
-                              "request": int(self.ch.request.value), **self.position(),
+                              "request": int(self.ch.request.value), **self.position().as_dict(),
                               "optimizer": state_to_bytes(self.optimizer.state_dict()),
                               "rng": state_to_bytes(torch.get_rng_state())})
                 self.out.flush()
@@ -139,9 +142,8 @@ class TrialRunner:
         info = self.data.info
         torch.manual_seed(cfg.train.seed + trial.number)
         model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
-        spec = dataclasses.replace(self.spec, config=cfg, start_epoch=1, start_batch=0, start_step=self.step,
-                                   start_samples=self.samples, start_offset=0, start_lr_scale=1.0,
-                                   optimizer_state=None, rng_state=None)
+        spec = dataclasses.replace(self.spec, config=cfg, start=self.position(), optimizer_state=None,
+                                   rng_state=None)
         trainer = Trainer(spec, self.data, [model.state_dict()], self.ch, self.out, _Trial(cfg, trial.number))
         trainer.record_extra = {"trial": trial.number}
         metric = search_metric(cfg, self.data.info.task)
@@ -185,7 +187,7 @@ class TrialRunner:
             self.study.tell(trial, value)
             if self.study.best_trial.number == trial.number:
                 weights = {k: v.detach().to("cpu").clone() for k, v in trainer.model.state_dict().items()}
-                save_checkpoint(self.run_dir / "checkpoints" / "best.pt", {
+                save_checkpoint(RunDir(self.run_dir).best, {
                     "config": to_dict(cfg), "info": self.data.info.as_dict(), "model": weights, "models": None,
                     "epoch": last["epoch"], "steps": trainer.step, "best_worker": self.spec.rank,
                     "trial": trial.number, "monitor": metric, "value": value,

@@ -1,31 +1,26 @@
-"""Training worker processes: one entry point, the strategy decides the rest.
+"""A worker's training loop: the spec it gets, the Trainer, the training step.
 
-``worker_main(spec, data, shared, channels)`` is a module-level function
-taking picklable arguments, so it runs under ``spawn`` and ``forkserver``.
-``shared`` holds state dicts of shared-memory tensors, not modules: each
+A worker gets a picklable :class:`WorkerSpec` and ``shared``, state dicts of
+shared-memory tensors, not modules: each
 worker builds its model from the config (a custom model's class need not be
 importable by name) and binds it to those tensors. The training step is as
 plain as pytorch/examples' mnist_hogwild; the strategy object
 (:mod:`core.strategies`) says how the model is wrapped, how ranks agree and
 how evaluation is split.
 
-Control is a shared integer read at batch boundaries (a plain memory read):
-run, checkpoint, pause, stop; the ``run`` event wakes waiting workers. On a
-checkpoint request every worker publishes its weights, sends its optimizer
-and RNG states and its position, and waits until the session has copied the
-weights: a checkpoint holds one consistent point of the run. Metric records
-are batched and put on the queue about every 50 ms.
+The worker reads the control word (:mod:`core.channels`) at batch
+boundaries. On a checkpoint request every worker publishes its weights,
+sends its optimizer and RNG states and its :class:`~core.position.Position`,
+and waits until the session has copied the weights: a checkpoint holds one
+consistent point of the run. How a step computes (autocast, gradient
+scaling) is a :mod:`core.precision` object. The process around the loop
+(its entry point, its last record, teardown) is :mod:`core.worker_process`.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import signal
-import sys
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,22 +28,20 @@ import torch
 from torch import nn
 
 from core.augment import make_augment
+from core.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, STOP, Channels, RecordSender
 from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import LIVE_KEYS as LIVE_KEYS, Config, OptimConfig  # what a paused run may change
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
-from core.machine import keep_freed_memory, usable_cores
+from core.machine import usable_cores
 from core.metric_names import selection_metric
 from core.metrics import eval_metrics, eval_stats, make_loss
+from core.position import Position
+from core.precision import precision_for
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
 
-# The control word. Ranks that must act together take the max, so a stop wins over
-# a pause and a pause over a checkpoint.
-RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
-FLUSH_INTERVAL = 0.05   # seconds between queue puts at most (sooner when the queue is empty)
-RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 EVAL_BATCH = 2048
 EXCHANGE_EVERY = 32     # torchrun: steps between collections of every rank's records (a multiple of 8)
 
@@ -67,47 +60,10 @@ class WorkerSpec:
     gather_records: bool = False  # torchrun: rank 0 collects every rank's records at agreement points
     dist_init: str = ""       # process group rendezvous: "file://..." or "env://"
     pause_on_divergence: bool = False  # GUI: pause the run instead of failing it
-    # where to continue (resume): epoch in progress (1-based), batches of it already done
-    start_epoch: int = 1
-    start_batch: int = 0
-    start_step: int = 0
-    start_samples: int = 0
-    start_offset: int = -1    # samples of the epoch in progress done; -1: start_batch whole batches
-    start_lr_scale: float = 1.0  # the plateau schedule's factor reached so far
+    start: Position = Position()  # where to continue (a resumed or forked run: its checkpoint's position)
     run_dir: str = ""         # the run directory (a search keeps its study there)
     optimizer_state: bytes | None = None
     rng_state: bytes | None = None
-
-
-@dataclass(frozen=True)
-class Channels:
-    """What connects a worker to its session: the metrics queue and the controls."""
-
-    queue: Any        # multiprocessing Queue of lists of records
-    command: Any      # multiprocessing RawValue('i'): RUN / CHECKPOINT / PAUSE / STOP
-    run_event: Any    # multiprocessing Event: set while the command is RUN or STOP
-    request: Any      # multiprocessing RawValue('i'): id of the latest checkpoint request
-    settings: "SettingsBox"  # config changes made while paused
-
-
-class SettingsBox:
-    """Config changes handed to paused workers: a version number and a JSON text in shared memory."""
-
-    SIZE = 16384
-
-    def __init__(self, version: Any, text: Any) -> None:
-        self.version = version  # RawValue('i')
-        self.text = text        # RawArray('c', SIZE)
-
-    def write(self, changes: dict[str, Any]) -> None:
-        data = json.dumps(changes).encode()
-        if len(data) >= self.SIZE:
-            raise ValueError("config changes too large")
-        self.text.value = data
-        self.version.value += 1
-
-    def read(self) -> dict[str, Any]:
-        return dict(json.loads(self.text.value.decode() or "{}"))
 
 
 def apply_changes(config: Config, changes: dict[str, Any]) -> Config:
@@ -128,45 +84,6 @@ class _EpochRestart(Exception):
 
 class Diverged(Exception):
     pass
-
-
-class RecordSender:
-    """Collects records and puts them on the queue in batches."""
-
-    def __init__(self, queue: Any, worker: int) -> None:
-        self.queue = queue
-        self.worker = worker
-        self.buffer: list[dict[str, Any]] = []
-        self.last_flush = time.monotonic()
-
-    def add(self, record: dict[str, Any]) -> None:
-        self.buffer.append(record)
-
-    def state(self, state: str, detail: str = "", **extra: Any) -> None:
-        self.add({"kind": "state", "t": time.time(), "worker": self.worker, "state": state, "detail": detail,
-                  **extra})
-        self.flush()
-
-    def log(self, level: str, message: str) -> None:
-        self.add({"kind": "log", "t": time.time(), "worker": self.worker, "level": level, "message": message})
-
-    def maybe_flush(self, now: float) -> None:
-        """Put the buffer on the queue every FLUSH_INTERVAL, or sooner when the reader has caught up."""
-        elapsed = now - self.last_flush
-        if elapsed >= FLUSH_INTERVAL or (elapsed >= RECORD_INTERVAL and self._reader_idle()):
-            self.flush(now)
-
-    def _reader_idle(self) -> bool:
-        try:
-            return bool(self.queue.qsize() == 0)  # a semaphore read; the queue is drained
-        except (AttributeError, NotImplementedError):  # queues without a size (macOS, in-process sinks)
-            return False
-
-    def flush(self, now: float | None = None) -> None:
-        if self.buffer:
-            self.queue.put(self.buffer)
-            self.buffer = []
-        self.last_flush = time.monotonic() if now is None else now
 
 
 FUSED_DEVICES = ("cpu", "cuda")  # where torch's fused SGD, Adam and AdamW kernels run
@@ -221,13 +138,14 @@ class Trainer:
                 group["weight_decay"] = cfg.optim.weight_decay
         if spec.rng_state is not None:
             torch.set_rng_state(state_from_bytes(spec.rng_state))
-        self.epoch = spec.start_epoch
-        self.batch = spec.start_batch  # batches done in the epoch in progress
+        start = spec.start
+        self.epoch = start.epoch
+        self.batch = start.batch  # batches done in the epoch in progress
         # samples of this worker's shard of the epoch in progress done (batch sizes may change)
-        self.offset = spec.start_offset if spec.start_offset >= 0 else spec.start_batch * cfg.train.batch_size
-        self.step = spec.start_step
-        self.samples = spec.start_samples
-        self.epochs_done = spec.start_epoch - 1
+        self.offset = start.offset if start.offset >= 0 else start.batch * cfg.train.batch_size
+        self.step = start.step
+        self.samples = start.samples
+        self.epochs_done = start.epoch - 1
         self._loss_acc = 0.0  # losses since the last step record
         self._n_acc = 0
         self._last_record = time.monotonic()
@@ -237,11 +155,10 @@ class Trainer:
         self.monitor = selection_metric(cfg, data.info.task)  # what "best" means for this run
         y_train = data.train.y if hasattr(data.train, "y") else torch.tensor(data.train.labels)  # type: ignore[union-attr]
         self.loss_fn = make_loss(cfg, data.info, y_train).to(self.device)
-        self._plateau = Plateau(cfg.schedule, self.monitor, spec.start_lr_scale) \
+        self._plateau = Plateau(cfg.schedule, self.monitor, start.lr_scale) \
             if cfg.schedule.kind == "plateau" else None
         self._samples_per_epoch = max(1, strategy.samples_per_epoch(len(data.train)))
-        self._amp = _autocast_of(cfg.parallel.precision, self.device)
-        self._scaler = torch.amp.GradScaler(self.device.type) if cfg.parallel.precision == "16-mixed" else None
+        self.precision = precision_for(cfg.parallel.precision, self.device)
         self._best: float | None = None   # this worker's best monitored value (best.pt)
         self.keeps_best = strategy.keeps_best
         self.record_extra: dict[str, Any] = {}  # added to this worker's step and eval records
@@ -317,9 +234,9 @@ class Trainer:
                 if records:
                     self.ch.queue.put(records)
 
-    def position(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "batch": self.batch, "step": self.step, "samples": self.samples,
-                "offset": self.offset, "lr_scale": self._plateau.scale if self._plateau else 1.0}
+    def position(self) -> Position:
+        return Position(self.epoch, self.batch, self.step, self.samples, self.offset,
+                        self._plateau.scale if self._plateau else 1.0)
 
     def _schedule_lr(self, batch_len: int) -> None:
         """Set the lr of the step about to be taken from the run's position."""
@@ -339,7 +256,7 @@ class Trainer:
         # under torchrun only rank 0 has the session's request id: ranks agree on it (the max)
         request = self.strategy.agree(int(self.ch.request.value), self.device)
         self.out.add({"kind": "_snapshot", "t": time.time(), "worker": self.spec.rank,
-                      "request": request, **self.position(),
+                      "request": request, **self.position().as_dict(),
                       "optimizer": state_to_bytes(self.optimizer.state_dict()),
                       "rng": state_to_bytes(torch.get_rng_state())})
         self.out.flush()
@@ -388,7 +305,7 @@ class Trainer:
                                 self.shard_rank, self.shard_world)
         if self.offset:  # resuming mid-epoch: the permutation is seeded, skip what was done
             indices = indices[self.offset:]
-        net, opt, device = self.net, self.optimizer, self.device
+        net, opt, device, precision = self.net, self.optimizer, self.device, self.precision
         command = self.ch.command
         net.train()
         on_cpu = device.type == "cpu"
@@ -406,24 +323,14 @@ class Trainer:
             if self._scheduled:
                 self._schedule_lr(yb.shape[0])
             opt.zero_grad(set_to_none=True)
-            if self._amp is None:
+            with precision.autocast():
                 loss = self.loss_fn(net(xb), yb)
-            else:
-                with torch.autocast(self._amp[0], dtype=self._amp[1]):
-                    loss = self.loss_fn(net(xb), yb)
-            if self._scaler is None:
-                loss.backward()
-            else:
-                self._scaler.scale(loss).backward()
+            precision.backward(loss)
             value = loss.item()
             if not math.isfinite(value):
                 self._diverged(value)  # raises, or returns after a pause: skip this batch
                 continue
-            if self._scaler is None:
-                opt.step()
-            else:
-                self._scaler.step(opt)
-                self._scaler.update()
+            precision.step(opt)
             self.batch += 1
             self.step += 1
             self.offset += yb.shape[0]
@@ -505,15 +412,6 @@ class Trainer:
                       "step": self.step, "value": self._best, "weights": state_to_bytes(weights)})
 
 
-def _autocast_of(precision: str, device: torch.device) -> tuple[str, torch.dtype] | None:
-    """(device type, dtype) for torch.autocast in the training step; None for full precision."""
-    if precision == "bf16-mixed":
-        return device.type, torch.bfloat16
-    if precision == "16-mixed":
-        return device.type, torch.float16
-    return None
-
-
 def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:
     """Build the configured model whose parameters *are* the shared-memory tensors."""
     from core.models import build_model
@@ -522,90 +420,6 @@ def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, tor
     model = build_model(spec.config.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
     model.load_state_dict(state, assign=True)  # assign: use these tensors, do not copy into new ones
     return model
-
-
-def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | None) -> dict[str, Any]:
-    """The last record of a worker: how it ended and where to continue from."""
-    record: dict[str, Any] = {
-        "kind": "_done", "t": time.time(), "worker": spec.rank, "status": status, "error": error,
-        "epochs_done": spec.start_epoch - 1, "epoch": spec.start_epoch, "batch": spec.start_batch,
-        "step": spec.start_step, "samples": spec.start_samples, "optimizer": None, "rng": None,
-    }
-    if trainer is not None:
-        record.update(epochs_done=trainer.epochs_done, **trainer.position(),
-                      optimizer=state_to_bytes(trainer.optimizer.state_dict()),
-                      rng=state_to_bytes(torch.get_rng_state()))
-    return record
-
-
-def _load_class(target: str) -> Any:
-    """The class a "module:Class" names (a strategy's own worker loop, e.g. the search's trials)."""
-    import importlib
-
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
-def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
-    """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
-    out = RecordSender(ch.queue, spec.rank)
-    out.state("starting", f"pid {os.getpid()}", pid=os.getpid(), node=spec.node or _hostname(),
-              local_rank=spec.local_rank)
-    strategy = get_strategy(spec.config)
-    trainer: Trainer | None = None
-    try:
-        torch.manual_seed(strategy.worker_seed(spec.rank))
-        strategy.setup_worker(spec)
-        runner = _load_class(strategy.runner) if strategy.runner else Trainer
-        trainer = runner(spec, data, shared, ch, out, strategy)
-        status = trainer.run()
-        out.state(status)
-        out.add(_done(spec, status, trainer, None))
-        trainer.exchange_records()  # the ranks end together: the last records reach rank 0
-        code = 0
-    except Exception as exc:  # report everything; the session decides what the run becomes
-        if isinstance(exc, Diverged):  # not a bug: the message says it all
-            message = f"worker {spec.rank}: {exc}"
-            out.log("error", message)
-        else:
-            message = f"worker {spec.rank}: {type(exc).__name__}: {exc}".splitlines()[0]
-            out.log("error", traceback.format_exc())
-        out.state("failed", message)
-        out.add(_done(spec, "failed", trainer, message))
-        code = 1
-    # Deliver every record before tearing anything down: a teardown that blocks
-    # (gloo joining its threads while holding the GIL) must not hold back the
-    # records, and the session bounds how long it waits for the process itself.
-    out.flush()
-    ch.queue.close()
-    ch.queue.join_thread()
-    if trainer is not None:
-        trainer.net = trainer.model  # drop a DDP reducer before its process group goes
-    strategy.teardown_worker(failed=code != 0)
-    return code
-
-
-def _hostname() -> str:
-    import socket
-
-    return socket.gethostname()
-
-
-def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> None:
-    """Process entry point: isolate from the terminal, set threads, train, exit."""
-    # Ctrl-C in a terminal reaches the whole process group; the session decides how to stop.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from core.lifeline import die_with_parent
-
-    die_with_parent(spec.parent_pid)
-    keep_freed_memory()
-    torch.set_num_threads(spec.threads)
-    code = run_worker(spec, data, shared, ch)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Everything is delivered: skip interpreter teardown, whose C++ destructors
-    # (process groups, thread pools) can block or abort; loader processes die with us.
-    os._exit(code)
 
 
 def default_threads(workers: int, configured: int) -> int:

@@ -158,7 +158,7 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
             run_dir, restarts = previous
             before = read_summary(run_dir) or {}
             session = Session.from_run(run_dir, epochs=cfg.train.epochs, launcher=tr.TorchrunLauncher())
-            resumed_samples = sum(p["samples"] for p in session.start_positions())
+            resumed_samples = sum(p.samples for p in session.start_positions())
             session.launcher.restarts = restarts + 1
             lost = max(0, int(before.get("samples") or 0) - resumed_samples)
             session.launcher.samples_lost = int(before.get("samples_lost") or 0) + lost
@@ -239,7 +239,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         # at their next batch (checkpoint and summary written)
         interrupts.immediate = False
         cfg = session.config
-        resumed_at = min(p["epoch"] for p in session.start_positions()) - 1
+        resumed_at = min(p.epoch for p in session.start_positions()) - 1
         progress = Progress(cfg.train.epochs, args.quiet, start_epoch=resumed_at)
         session.add_listener(progress)
         try:

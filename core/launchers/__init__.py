@@ -4,6 +4,8 @@
   with torch preloaded (``spawn`` where there is none); the session owns them.
 - :mod:`core.launchers.torchrun` is the other way round: PyTorch's own
   launcher (``torchrun``) started this process as one rank of a group.
+- :mod:`core.launchers.base`: the ``Launcher`` protocol both satisfy, and
+  ``WorkerHandle``, what the session holds of each worker they start.
 """
 
 from __future__ import annotations

@@ -11,10 +11,16 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.channels import Channels
+    from core.launchers.base import WorkerHandle
+    from core.workers import WorkerSpec
 
 # torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server
-PRELOAD = ["torch", "torch._dynamo", "core.workers"]
+PRELOAD = ["torch", "torch._dynamo", "core.worker_process"]
 _lock = threading.Lock()
 _ctx: Any = None
 
@@ -163,7 +169,7 @@ def _stop_resource_tracker(wait_s: float = 0.5) -> None:
 
 
 class LocalLauncher:
-    """Starts a run's workers as processes of this machine and makes their channels."""
+    """Starts a run's workers as processes of this machine and makes their channels (a ``Launcher``)."""
 
     name = "local"
 
@@ -174,8 +180,8 @@ class LocalLauncher:
     def warm_up(self) -> None:
         warm_up()  # no-op when the forkserver already runs
 
-    def channels(self, command: int) -> Any:
-        from core.workers import Channels, SettingsBox
+    def channels(self, command: int) -> "Channels":
+        from core.channels import Channels, SettingsBox
 
         ctx = self.ctx
         settings = SettingsBox(ctx.RawValue("i", 0), ctx.RawArray("c", SettingsBox.SIZE))
@@ -194,9 +200,9 @@ class LocalLauncher:
         self._rendezvous_file = path
         return f"file://{path}"
 
-    def start(self, specs: list[Any], data: Any, shared: list[Any], channels: Any) -> list[Any]:
+    def start(self, specs: "list[WorkerSpec]", data: Any, shared: list[Any], channels: "Channels") -> "list[WorkerHandle]":
         """Start one process per spec; on any failure none is left running and the error is raised."""
-        from core.workers import worker_main
+        from core.worker_process import worker_main
 
         procs = [self.ctx.Process(target=worker_main, args=(spec, data, shared, channels),
                                   name=f"traindesk-worker-{spec.rank}", daemon=False) for spec in specs]
@@ -211,7 +217,7 @@ class LocalLauncher:
             raise
         return procs
 
-    def attach(self, run_dir: Any) -> None:
+    def attach(self, run_dir: Path) -> None:
         """The run directory is known (nothing to record for local processes)."""
 
     def summary_extra(self, nodes: list[str]) -> dict[str, Any]:

@@ -27,11 +27,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from core.channels import RUN, STOP, Channels, SettingsBox
 from core.config import Config
 from core.machine import keep_freed_memory
-from core.workers import RUN, STOP, Channels, SettingsBox, WorkerSpec, default_threads, run_worker
-
-RUN_FILE = "torchrun.json"  # in the run directory: the rendezvous id and the restarts so far
+from core.run_dir import RunDir
+from core.worker_process import run_worker
+from core.workers import WorkerSpec, default_threads
 
 
 @dataclass
@@ -112,7 +113,7 @@ def torchrun_spec(cfg: Config) -> WorkerSpec:
 
 
 class RankThread:
-    """This rank's training, on a thread of the session's process; quacks like a Process."""
+    """This rank's training, on a thread of the session's process (a ``WorkerHandle``, as a Process is)."""
 
     def __init__(self, target: Callable[[], int]) -> None:
         self.pid = os.getpid()
@@ -142,7 +143,7 @@ class RankThread:
 
 
 class TorchrunLauncher:
-    """Rank 0's launcher: trains this rank on a thread; torchrun started the other ranks."""
+    """Rank 0's launcher (a ``Launcher``): trains this rank on a thread; torchrun started the other ranks."""
 
     name = "torchrun"
 
@@ -170,10 +171,10 @@ class TorchrunLauncher:
         """The run directory is known: record which rendezvous it belongs to."""
         from core.runlog import atomic_write_json
 
-        atomic_write_json(run_dir / RUN_FILE, {"rdzv_id": os.environ.get("TORCHELASTIC_RUN_ID", ""),
+        atomic_write_json(RunDir(run_dir).torchrun_file, {"rdzv_id": os.environ.get("TORCHELASTIC_RUN_ID", ""),
                                                "world_size": self.world, "restarts": self.restarts})
 
-    def start(self, specs: list[WorkerSpec], data: Any, shared: list[Any], channels: Channels) -> list[Any]:
+    def start(self, specs: list[WorkerSpec], data: Any, shared: list[Any], channels: Channels) -> list[RankThread]:
         import torch
 
         spec = dataclasses.replace(specs[self.rank], local_rank=self.local_rank, node=self.node,
@@ -250,7 +251,9 @@ def find_run(runs_dir: Path) -> tuple[Path, int] | None:
     if not rdzv or rdzv == "none" or not Path(runs_dir).is_dir():
         return None
     found = []
-    for path in Path(runs_dir).glob(f"*/{RUN_FILE}"):
+    for path in (RunDir(p).torchrun_file for p in Path(runs_dir).iterdir() if p.is_dir()):
+        if not path.is_file():
+            continue
         try:
             info = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -261,7 +264,7 @@ def find_run(runs_dir: Path) -> tuple[Path, int] | None:
         return None
     run_dir, restarts = max(found, key=lambda f: f[0].name)
     summary = read_summary(run_dir) or {}
-    if summary.get("status") == "finished" or not (run_dir / "checkpoints" / "last.pt").is_file():
+    if summary.get("status") == "finished" or not RunDir(run_dir).has_weights():
         return None
     return run_dir, restarts
 

@@ -1,26 +1,36 @@
 """The run: one state machine, the worker processes, the record reducer, run recording.
 
-- :mod:`core.session.session`: :class:`Session`, the run itself.
+- :mod:`core.session.session`: :class:`Session`, the run's lifecycle and control API.
+- :mod:`core.session.handle`: :class:`RunHandle`, the face Session and AttachedSession share.
+- :mod:`core.session.attached`: :class:`AttachedSession`, following another process's run.
+- :mod:`core.session.start_point`: where a run starts (fresh, resumed, forked).
+- :mod:`core.session.collector`: the collector thread (records in, reactions out).
+- :mod:`core.session.checkpoints`: the consistent-checkpoint protocol.
+- :mod:`core.session.health`: dead, stalled and unreadable workers.
+- :mod:`core.session.ending`: the final checkpoint, summary and evaluation.
+- :mod:`core.session.live`: what a paused run may change.
 - :mod:`core.session.state`: the state machine (states and transitions).
 - :mod:`core.session.stats`: a pure reducer of records into run statistics.
 - :mod:`core.session.recording`: run directory, checkpoints, summary.
 - :mod:`core.session.processes`: liveness and ending of worker processes.
 - :mod:`core.session.receive`: reading record batches that a killed worker may have left half-sent.
+- :mod:`core.session.buffer`: :class:`RecordBuffer`, records from the run's thread to a consumer's.
 
-``Session`` and ``RecordBuffer`` are imported on first use, so the torch-free
+``Session``, ``AttachedSession`` and ``RecordBuffer`` are imported on first use, so the torch-free
 parts (state, stats) load without torch.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-__all__ = ["RecordBuffer", "Session"]
+_HOMES = {"Session": "core.session.session", "AttachedSession": "core.session.attached",
+          "RecordBuffer": "core.session.buffer"}
+__all__ = sorted(_HOMES)
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from core.session import session
-
-        return getattr(session, name)
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module 'core.session' has no attribute {name!r}")

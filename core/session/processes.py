@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.launchers.base import WorkerHandle
 
 from core.exits import exit_reason
 
@@ -13,9 +16,9 @@ TERMINATE_GRACE_S = 2.0
 
 
 class WorkerProcesses:
-    """The processes a launcher started, one per rank."""
+    """The workers a launcher started, one per rank (processes, or torchrun's rank thread)."""
 
-    def __init__(self, procs: list[Any]) -> None:
+    def __init__(self, procs: "list[WorkerHandle]") -> None:
         self.procs = procs
 
     def __len__(self) -> int:
@@ -35,7 +38,7 @@ class WorkerProcesses:
         return exit_reason(self.procs[rank].exitcode)
 
     def pids(self) -> list[int]:
-        return [p.pid for p in self.procs if p.is_alive()]
+        return [p.pid for p in self.procs if p.is_alive() and p.pid is not None]
 
     def escalate(self, deadline: float) -> None:
         """Past ``deadline`` terminate what still runs; ``TERMINATE_GRACE_S`` later kill it."""

@@ -10,10 +10,11 @@ import torch
 from core.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes
 from core.errors import RunError
 from core.config import Config, to_dict, to_toml
+from core.position import Position
 from core.run_dir import RunDir
 from core.runlog import MetricsLog, RunsLock, atomic_write_text, check_free_space, make_run_dir, write_summary
 
-POSITION_KEYS = ("epoch", "batch", "step", "samples")
+POSITION_KEYS = Position.COUNTERS
 
 
 class RunRecorder:

@@ -1,12 +1,12 @@
 """Following a run that another process runs (a CLI ``train``, a torchrun job, another window).
 
-``AttachedSession`` looks like a ``core.session.Session`` to the RunController:
-``state``, ``active``, listeners fed with records, ``pause``/``resume``/
-``request_stop``, ``wait``. It reads the run's ``metrics.jsonl`` incrementally
-(``MetricsTail``) on its own thread and steers the run through the control
-file (``core.control.send``), as ``traindesk pause|resume|stop`` does.
-Detaching (closing the window) stops following and leaves the run running.
-No Qt here.
+``AttachedSession`` is a :class:`~core.session.handle.RunHandle`, as a
+``Session`` is: ``state``, ``active``, listeners fed with records,
+``pause``/``resume``/``request_stop``, ``wait``. It reads the run's
+``metrics.jsonl`` incrementally (``MetricsTail``) on its own thread and steers
+the run through the control file (``core.control.send``), as
+``traindesk pause|resume|stop`` does. Detaching (closing the window) stops
+following and leaves the run running. No torch until the config is read, no Qt.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Callable
 from core.config import ConfigError, load_config
 from core.control import active_run_pid, send
 from core.errors import RunError
+from core.run_dir import RunDir
 from core.runlog import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
 
 POLL_S = 0.2          # how often the log is read
@@ -44,18 +45,20 @@ class AttachedSession:
 
     def __init__(self, run_dir: str | Path) -> None:
         self._run_dir = Path(run_dir)
+        self._files = RunDir(self._run_dir)
         self.pid = active_run_pid(self._run_dir)
         if self.pid is None:
             raise RunError(f"attach: {self._run_dir} holds no active run")
         try:
-            self.config = load_config(self._run_dir / "config.toml")
+            self.config = load_config(self._files.config)
         except (ConfigError, OSError) as exc:
-            raise RunError(f"attach: cannot read {self._run_dir / 'config.toml'}: {exc}") from None
+            raise RunError(f"attach: cannot read {self._files.config}: {exc}") from None
         from core.strategies import get_strategy
 
         self.strategy = get_strategy(self.config)
         self.num_workers = self.strategy.num_workers
-        self.info: Any = None
+        self.info: Any = None  # the data is the other process's
+        self.parent: dict[str, Any] | None = None
         self.summary: dict[str, Any] | None = None
         self.error: str | None = None
         self.launcher = "local"
@@ -66,7 +69,7 @@ class AttachedSession:
         self._ended = threading.Event()
         self._thread: threading.Thread | None = None
 
-    # -- the Session face ----------------------------------------------------------------
+    # -- the run-handle face ---------------------------------------------------------------
     @property
     def state(self) -> str:
         return self._state
@@ -143,7 +146,7 @@ class AttachedSession:
             fn(records)
 
     def _follow(self) -> None:
-        tail = MetricsTail(self._run_dir / "metrics.jsonl")
+        tail = MetricsTail(self._files.metrics)
         gone_since: float | None = None
         try:
             while not self._detach.is_set():

@@ -1,0 +1,81 @@
+"""How the training step computes: the forward pass's autocast, the backward pass, the optimizer step.
+
+``parallel.precision`` picks one object per worker, so the step itself reads the
+same for every precision::
+
+    with precision.autocast():
+        loss = loss_fn(net(xb), yb)
+    precision.backward(loss)
+    precision.step(optimizer)
+
+``32`` is plain float32; ``bf16-mixed`` runs the forward pass under bfloat16
+autocast; ``16-mixed`` (CUDA) under float16 autocast with a gradient scaler,
+which scales the loss before the backward pass and unscales the gradients in
+the step (skipping a step whose gradients overflowed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import ContextManager, Protocol
+
+import torch
+
+
+class Precision(Protocol):
+    def autocast(self) -> ContextManager[object]:
+        """The context the forward pass and the loss run in."""
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """The gradients of ``loss``."""
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer's step from those gradients."""
+
+
+class FullPrecision:
+    """float32: no autocast, a plain backward pass and step."""
+
+    def autocast(self) -> ContextManager[object]:
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        optimizer.step()
+
+
+class MixedPrecision(FullPrecision):
+    """The forward pass under autocast to ``dtype``; gradients and the step in float32."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        self.device_type = device.type
+        self.dtype = dtype
+
+    def autocast(self) -> ContextManager[object]:
+        return torch.autocast(self.device_type, dtype=self.dtype)
+
+
+class ScaledMixedPrecision(MixedPrecision):
+    """float16 autocast with a gradient scaler (float16 gradients underflow without one)."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__(device, torch.float16)
+        self.scaler = torch.amp.GradScaler(device.type)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.scaler.scale(loss).backward()
+
+    def step(self, optimizer: torch.optim.Optimizer) -> None:
+        self.scaler.step(optimizer)
+        self.scaler.update()
+
+
+def precision_for(precision: str, device: torch.device) -> Precision:
+    """The object for ``parallel.precision`` on ``device``."""
+    if precision == "bf16-mixed":
+        return MixedPrecision(device, torch.bfloat16)
+    if precision == "16-mixed":
+        return ScaledMixedPrecision(device)
+    return FullPrecision()
