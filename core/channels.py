@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from core.records import log_record, state_record
+
 # The control word. Ranks that must act together take the max, so a stop wins over
 # a pause and a pause over a checkpoint.
 RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
@@ -68,12 +70,11 @@ class RecordSender:
         self.buffer.append(record)
 
     def state(self, state: str, detail: str = "", **extra: Any) -> None:
-        self.add({"kind": "state", "t": time.time(), "worker": self.worker, "state": state, "detail": detail,
-                  **extra})
+        self.add(state_record(self.worker, state, detail, **extra))
         self.flush()
 
     def log(self, level: str, message: str) -> None:
-        self.add({"kind": "log", "t": time.time(), "worker": self.worker, "level": level, "message": message})
+        self.add(log_record(self.worker, level, message))
 
     def maybe_flush(self, now: float) -> None:
         """Put the buffer on the queue every FLUSH_INTERVAL, or sooner when the reader has caught up."""

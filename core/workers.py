@@ -38,6 +38,7 @@ from core.metric_names import selection_metric
 from core.metrics import eval_metrics, eval_stats, make_loss
 from core.position import Position
 from core.precision import precision_for
+from core.records import best_record, diverged_record, eval_record, snapshot_record, step_record
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
@@ -255,10 +256,9 @@ class Trainer:
         self._emit_step(force=True)
         # under torchrun only rank 0 has the session's request id: ranks agree on it (the max)
         request = self.strategy.agree(int(self.ch.request.value), self.device)
-        self.out.add({"kind": "_snapshot", "t": time.time(), "worker": self.spec.rank,
-                      "request": request, **self.position().as_dict(),
-                      "optimizer": state_to_bytes(self.optimizer.state_dict()),
-                      "rng": state_to_bytes(torch.get_rng_state())})
+        self.out.add(snapshot_record(self.spec.rank, request, self.position().as_dict(),
+                                     state_to_bytes(self.optimizer.state_dict()),
+                                     state_to_bytes(torch.get_rng_state())))
         self.out.flush()
 
     # -- records ----------------------------------------------------------------
@@ -267,11 +267,8 @@ class Trainer:
             return
         now = time.monotonic()
         if force or now - self._last_record >= RECORD_INTERVAL:
-            self.out.add({
-                "kind": "step", "t": time.time(), "worker": self.spec.rank, "epoch": self.epoch,
-                "step": self.step, "samples": self.samples, "loss": self._loss_acc / self._n_acc,
-                "lr": self._lr, **self.record_extra,
-            })
+            self.out.add(step_record(self.spec.rank, self.epoch, self.step, self.samples,
+                                     self._loss_acc / self._n_acc, self._lr, **self.record_extra))
             self._loss_acc = 0.0
             self._n_acc = 0
             self._last_record = now
@@ -349,7 +346,7 @@ class Trainer:
         if not (self.spec.pause_on_divergence and self.strategy.pauses_on_divergence):
             raise Diverged(message)
         self.out.log("error", f"{message}; run paused, the step was skipped")
-        self.out.add({"kind": "_diverged", "t": time.time(), "worker": self.spec.rank, "message": message})
+        self.out.add(diverged_record(self.spec.rank, message))
         self.ch.command.value = PAUSE  # every worker pauses at its next batch; the session follows the record
         self.ch.run_event.clear()
         self.out.flush()
@@ -383,11 +380,8 @@ class Trainer:
             stats = eval_stats(torch.zeros(0, info.num_classes), y[:0], self.loss_fn, info.num_classes)
         reports = self.strategy.reduce_eval(stats, rank, self.device) and reporter
         model.train()
-        record = {
-            "kind": "eval", "t": time.time(), "worker": rank, "epoch": epoch,
-            **eval_metrics(stats, info.task, info.num_classes),
-            "samples": self.samples, **self.record_extra,
-        }
+        record = eval_record(rank, epoch, eval_metrics(stats, info.task, info.num_classes), self.samples,
+                             **self.record_extra)
         if self._plateau is not None and self._plateau.observe(record):
             self.out.log("info", f"{self.monitor} has not improved for "
                                  f"{self.config.schedule.patience + 1} evaluation(s): lr factor now "
@@ -408,8 +402,7 @@ class Trainer:
             return
         self._best = record[monitor]
         weights = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}
-        self.out.add({"kind": "_best", "t": time.time(), "worker": self.spec.rank, "epoch": record["epoch"],
-                      "step": self.step, "value": self._best, "weights": state_to_bytes(weights)})
+        self.out.add(best_record(self.spec.rank, record["epoch"], self.step, self._best, state_to_bytes(weights)))
 
 
 def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:
