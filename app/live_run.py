@@ -18,6 +18,7 @@ from app.run_data import ProgressTracker, format_duration
 from app.trial_progress import TrialProgress, make_progress, search_end_text
 from app.window_state import STATE_TEXT
 from core.config import Config, ConfigError
+from core.records import STATE
 from core.run_dir import RunDir
 
 if TYPE_CHECKING:
@@ -189,7 +190,7 @@ class LiveRun(QObject):
         rate = w.plots.total_rate()
         if w.controller.state == "running" and math.isfinite(rate):
             w.label_throughput.setText(f"{rate:,.0f} samples/s")
-        if w.controller.attached and any(r.get("kind") == "state" for r in records):
+        if w.controller.attached and any(r.get("kind") == STATE for r in records):
             w.label_run_dir.setText(w.controller.session.describe())
 
     @Slot(str, object, object)
