@@ -23,6 +23,7 @@ from core.run_dir import RunDir
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
+    from core.session.handle import RunHandle
 
 PROGRESS_STEPS = 1000
 
@@ -154,11 +155,11 @@ class LiveRun(QObject):
         w.update_actions()
 
     @Slot(object)
-    def _on_run_started(self, session: Any) -> None:
+    def _on_run_started(self, session: RunHandle) -> None:
         w = self.window
         w.state.update(viewing_run=None)  # the run on screen is the new one now (a failed start keeps the old)
         w.plots.set_live(True)
-        info = getattr(session, "info", None)
+        info = session.info
         if info is not None and self.progress is not None:
             self.progress.workers = session.num_workers
             self.progress.samples_per_epoch = session.strategy.samples_per_epoch(info.n_train)
@@ -168,7 +169,7 @@ class LiveRun(QObject):
         elif session.run_dir is not None:
             w.label_run_dir.setText(str(session.run_dir))
             w.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")
-            parent = getattr(session, "parent", None)
+            parent = session.parent
             if parent:
                 w.log_pane.add_message("state", f"fork of {parent['name']} at step {parent['step']}",
                                        who="session")
