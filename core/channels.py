@@ -20,6 +20,9 @@ from core.records import log_record, state_record
 # The control word. Ranks that must act together take the max, so a stop wins over
 # a pause and a pause over a checkpoint.
 RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
+# Added by a worker to the word it reads while the settings box holds a change it has not taken
+# (the session never writes it): ranks agree on it with the word and take the change at the same batch.
+SETTINGS = 4
 FLUSH_INTERVAL = 0.05   # seconds between queue puts at most (sooner when the queue is empty)
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 
