@@ -29,7 +29,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.plot_text import set_fitting_title, short_name, table_height
-from app.plots import PlotColors, _ask_save_path, worker_color
+from app.plot_base import ask_save_path
+from app.plots import PlotColors, worker_color
 from app.series import ema
 from app.tasks import BackgroundCalls
 
@@ -409,12 +410,12 @@ class CompareView(QWidget):
             raise OSError(f"could not write {path}")
 
     def _on_save_csv(self) -> None:
-        path = _ask_save_path(self, "comparison.csv", "CSV file (*.csv)")
+        path = ask_save_path(self, "comparison.csv", "CSV file (*.csv)")
         if path:
             self.save_csv(path)
 
     def _on_save_png(self) -> None:
-        path = _ask_save_path(self, "comparison.png", "PNG image (*.png)")
+        path = ask_save_path(self, "comparison.png", "PNG image (*.png)")
         if path:
             self.save_png(path)
 

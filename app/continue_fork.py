@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from app.run_data import ProgressTracker, fork_marker
 from app.trial_progress import make_progress
 from core.config import Config, ConfigError, load_config, to_dict
+from core.records import CONFIG, EVAL, STEP
 from core.run_dir import PastRun, RunDir
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ class ContinueForkFlow:
             w.live.apply_run_shape(cfg)
         else:
             w.plots.reset()
-        w.plots.add_records([r for r in past.records if r.get("kind") in ("step", "eval", "config")])
+        w.plots.add_records([r for r in past.records if r.get("kind") in (STEP, EVAL, CONFIG)])
         w.plots.mark_next_start(fork_marker(run_dir.name))
         w.plots.flush()
         w.tabs.setCurrentWidget(w.plots)

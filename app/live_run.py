@@ -18,10 +18,12 @@ from app.run_data import ProgressTracker, format_duration
 from app.trial_progress import TrialProgress, make_progress, search_end_text
 from app.window_state import STATE_TEXT
 from core.config import Config, ConfigError
+from core.records import STATE
 from core.run_dir import RunDir
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
+    from core.session.handle import RunHandle
 
 PROGRESS_STEPS = 1000
 
@@ -153,11 +155,11 @@ class LiveRun(QObject):
         w.update_actions()
 
     @Slot(object)
-    def _on_run_started(self, session: Any) -> None:
+    def _on_run_started(self, session: RunHandle) -> None:
         w = self.window
         w.state.update(viewing_run=None)  # the run on screen is the new one now (a failed start keeps the old)
         w.plots.set_live(True)
-        info = getattr(session, "info", None)
+        info = session.info
         if info is not None and self.progress is not None:
             self.progress.workers = session.num_workers
             self.progress.samples_per_epoch = session.strategy.samples_per_epoch(info.n_train)
@@ -167,7 +169,7 @@ class LiveRun(QObject):
         elif session.run_dir is not None:
             w.label_run_dir.setText(str(session.run_dir))
             w.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")
-            parent = getattr(session, "parent", None)
+            parent = session.parent
             if parent:
                 w.log_pane.add_message("state", f"fork of {parent['name']} at step {parent['step']}",
                                        who="session")
@@ -189,7 +191,7 @@ class LiveRun(QObject):
         rate = w.plots.total_rate()
         if w.controller.state == "running" and math.isfinite(rate):
             w.label_throughput.setText(f"{rate:,.0f} samples/s")
-        if w.controller.attached and any(r.get("kind") == "state" for r in records):
+        if w.controller.attached and any(r.get("kind") == STATE for r in records):
             w.label_run_dir.setText(w.controller.session.describe())
 
     @Slot(str, object, object)

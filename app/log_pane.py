@@ -9,6 +9,8 @@ from typing import Any
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
+from core.records import LOG, STATE
+
 MAX_LINES = 5000  # an endless run must not grow the document without bound
 
 
@@ -38,13 +40,13 @@ class LogPane(QPlainTextEdit):
             kind = rec.get("kind")
             worker = rec.get("worker")
             who = "session" if worker is None else f"worker {worker}"
-            if kind == "log":
+            if kind == LOG:
                 level = str(rec.get("level", "info")).lower()
                 message = str(rec.get("message", ""))
                 lines.append(self._line(level, message, rec.get("t"), who))
                 if level in ("error", "critical"):
                     errors.append(f"{who}: {message}")
-            elif kind == "state":
+            elif kind == STATE:
                 state = str(rec.get("state", ""))
                 detail = rec.get("detail")
                 text = state + (f": {detail}" if detail else "")

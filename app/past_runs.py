@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFileDialog
 from app.run_data import fork_marker
 from app.trial_progress import make_progress
 from core.config import ConfigError, load_config
+from core.records import LOG
 from core.run_dir import PastRun, RunDir, list_runs
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class PastRuns:
         w.search_view.add_records(records)
         w.search_view.show_summary(summary)
         w.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
-        w.log_pane.add_records([r for r in records if r.get("kind") == "log"])
+        w.log_pane.add_records([r for r in records if r.get("kind") == LOG])
         w.live.show_past(run_dir, summary)
         if cfg is not None:
             w.panel.show_run_config(cfg, run_dir.name)

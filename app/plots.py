@@ -18,15 +18,14 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from app.plot_base import BasePlot, PlotColors, ask_save_path, worker_color
+from app.plot_base import BasePlot, PlotColors, worker_color
 from app.plot_curves import LossPlot, LRPlot, SweepPlot, ThroughputPlot, ValPlot
 from app.plot_pacing import FramePacer
 from app.run_data import Changes, RunData
 
 # The views take the plots' colours and helpers from here.
 __all__ = ["BasePlot", "LRPlot", "LossPlot", "PlotColors", "PlotsPanel", "SweepPlot", "ThroughputPlot", "ValPlot",
-           "_ask_save_path", "worker_color"]
-_ask_save_path = ask_save_path
+           "worker_color"]
 
 
 class PlotsPanel(QWidget):

@@ -20,6 +20,7 @@ from app.metrics_reader import MetricsReader
 from app.tasks import BackgroundCalls
 from core.config import Config
 from core.errors import INPUT_ERRORS
+from core.records import STATE
 from core.runlog import END_STATES
 
 if TYPE_CHECKING:
@@ -241,7 +242,7 @@ class RunController(QObject):
     def _on_reader_records(self, batch: list[dict[str, Any]]) -> None:
         self.records.emit(batch)
         for rec in batch:
-            if rec.get("kind") == "state" and rec.get("worker") is None:
+            if rec.get("kind") == STATE and rec.get("worker") is None:
                 state = str(rec.get("state"))
                 self.state_changed.emit(state)
                 if state in END_STATES:

@@ -19,6 +19,8 @@ from PySide6.QtWidgets import (
 )
 from PySide6.QtCore import Qt
 
+from core.records import EVAL, TRIAL
+
 FIXED = ["trial", "state", "worker", "epochs", "value"]
 STATE_COLOURS = {"pruned": "#b0b0b0", "failed": "#d9534f", "stopped": "#d9534f", "running": "#5b9bd5"}
 
@@ -69,13 +71,13 @@ class SearchView(QWidget):
         changed = False
         for rec in records:
             kind = rec.get("kind")
-            if kind == "trial":
+            if kind == TRIAL:
                 trial = self.trials.setdefault(rec["trial"], {"trial": rec["trial"], "params": {}})
                 trial.update({k: v for k, v in rec.items() if k not in ("kind", "t", "trial")})
                 if rec.get("params"):
                     self.keys += [k for k in rec["params"] if k not in self.keys]
                 changed = True
-            elif kind == "eval" and "trial" in rec and rec["trial"] in self.trials:
+            elif kind == EVAL and "trial" in rec and rec["trial"] in self.trials:
                 self.trials[rec["trial"]]["epochs"] = rec["epoch"]
                 changed = True
         if changed:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from app.run_data import ProgressTracker
+from core.records import EVAL, TRIAL
 
 ENDED = ("complete", "pruned", "failed", "stopped")
 
@@ -46,9 +47,9 @@ class TrialProgress(ProgressTracker):
             trial = rec.get("trial")
             if not isinstance(trial, int) or trial in self._earlier:
                 continue
-            if rec.get("kind") == "trial":
+            if rec.get("kind") == TRIAL:
                 self.states[trial] = str(rec.get("state"))
-            elif rec.get("kind") == "eval":
+            elif rec.get("kind") == EVAL:
                 self._epochs_of[trial] = max(self._epochs_of.get(trial, 0), int(rec.get("epoch") or 0))
         super().add(records)  # pauses, the end, and the history the ETA is measured on
 

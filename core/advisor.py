@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from core.config import BOUNDS, Config
 from core.machine import usable_cores
+from core.records import EVAL, STEP
 from core.session import Session
 from core.strategies import advisable, strategy_class
 
@@ -69,10 +70,10 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
 
     def listen(records: list[dict[str, Any]]) -> None:
         for r in records:
-            if r["kind"] == "step":
+            if r["kind"] == STEP:
                 samples[r["worker"]] = r["samples"]
                 totals.append((r["t"], sum(samples.values())))
-            elif r["kind"] == "eval":
+            elif r["kind"] == EVAL:
                 # R² for regression: like accuracy, higher is better and 1 is perfect
                 evals.append((r["t"], r["val_accuracy"] if "val_accuracy" in r else r["val_r2"]))
 

@@ -15,9 +15,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from core.records import log_record, state_record
+
 # The control word. Ranks that must act together take the max, so a stop wins over
 # a pause and a pause over a checkpoint.
 RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
+# Added by a worker to the word it reads while the settings box holds a change it has not taken
+# (the session never writes it): ranks agree on it with the word and take the change at the same batch.
+SETTINGS = 4
 FLUSH_INTERVAL = 0.05   # seconds between queue puts at most (sooner when the queue is empty)
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 
@@ -68,12 +73,11 @@ class RecordSender:
         self.buffer.append(record)
 
     def state(self, state: str, detail: str = "", **extra: Any) -> None:
-        self.add({"kind": "state", "t": time.time(), "worker": self.worker, "state": state, "detail": detail,
-                  **extra})
+        self.add(state_record(self.worker, state, detail, **extra))
         self.flush()
 
     def log(self, level: str, message: str) -> None:
-        self.add({"kind": "log", "t": time.time(), "worker": self.worker, "level": level, "message": message})
+        self.add(log_record(self.worker, level, message))
 
     def maybe_flush(self, now: float) -> None:
         """Put the buffer on the queue every FLUSH_INTERVAL, or sooner when the reader has caught up."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import RunError
+from core.records import STATE
 from core.run_dir import RunDir
 from core.runlog import MetricsTail, atomic_write_json, read_summary
 
@@ -74,7 +75,7 @@ def wait_acknowledged(run_dir: Path, request: dict[str, Any], timeout: float = 1
     deadline = time.monotonic() + timeout
     while True:
         for rec in tail.read():
-            if (rec.get("kind") == "state" and rec.get("worker") is None and rec.get("state") in wanted
+            if (rec.get("kind") == STATE and rec.get("worker") is None and rec.get("state") in wanted
                     and rec.get("t", 0) >= request["t"] - 1e-3):
                 return rec
         if time.monotonic() >= deadline:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.records import CONFIG, EVAL, STEP
 from core.runlog import SUMMARY_FILE, read_metrics, read_summary
 
 if TYPE_CHECKING:
@@ -186,9 +187,9 @@ def _parent_records(parent: RunDir, records: list[dict[str, Any]]) -> list[dict[
     if not parent.metrics.is_file():
         return []
     first_step: dict[int, float] = {}
-    first_epoch = min((r.get("epoch", 1) for r in records if r.get("kind") == "eval"), default=10**9)
+    first_epoch = min((r.get("epoch", 1) for r in records if r.get("kind") == EVAL), default=10**9)
     for r in records:
-        if r.get("kind") == "step":
+        if r.get("kind") == STEP:
             first_step.setdefault(int(r.get("worker") or 0), float(r.get("step", 0)))
     t_end = min((r["t"] for r in records if isinstance(r.get("t"), (int, float))), default=float("inf"))
     out = []
@@ -196,11 +197,11 @@ def _parent_records(parent: RunDir, records: list[dict[str, Any]]) -> list[dict[
         kind = r.get("kind")
         if not isinstance(r.get("t"), (int, float)) or r["t"] > t_end:
             continue
-        if kind == "step" and float(r.get("step", 0)) < first_step.get(int(r.get("worker") or 0), float("inf")):
+        if kind == STEP and float(r.get("step", 0)) < first_step.get(int(r.get("worker") or 0), float("inf")):
             out.append(r)
-        elif kind == "eval" and r.get("epoch", 0) < first_epoch:
+        elif kind == EVAL and r.get("epoch", 0) < first_epoch:
             out.append(r)
-        elif kind == "config":
+        elif kind == CONFIG:
             out.append(r)
     return out
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from core.models import build_model
 from core.strategies.base import Strategy
 from core.metric_names import search_metric
 from core.position import Position
+from core.records import snapshot_record, trial_record
 from core.run_dir import RunDir
 from core.strategies.search import open_study, study_lock, suggest, trial_config
 from core.workers import Diverged, Trainer, WorkerSpec
@@ -89,10 +89,9 @@ class TrialRunner:
             if word == STOP:
                 return False
             if word == CHECKPOINT:
-                self.out.add({"kind": "_snapshot", "t": time.time(), "worker": self.spec.rank,
-                              "request": int(self.ch.request.value), **self.position().as_dict(),
-                              "optimizer": state_to_bytes(self.optimizer.state_dict()),
-                              "rng": state_to_bytes(torch.get_rng_state())})
+                self.out.add(snapshot_record(self.spec.rank, int(self.ch.request.value), self.position().as_dict(),
+                                             state_to_bytes(self.optimizer.state_dict()),
+                                             state_to_bytes(torch.get_rng_state())))
                 self.out.flush()
                 while int(self.ch.command.value) == CHECKPOINT:
                     self.ch.run_event.wait(0.1)
@@ -124,8 +123,7 @@ class TrialRunner:
                 return "stopped"
 
     def _trial_record(self, trial: Any, state: str, **extra: Any) -> None:
-        self.out.add({"kind": "trial", "t": time.time(), "worker": self.spec.rank, "trial": trial.number,
-                      "state": state, **extra})
+        self.out.add(trial_record(self.spec.rank, trial.number, state, **extra))
         self.out.flush()
 
     def _run_trial(self, trial: Any) -> str:

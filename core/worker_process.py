@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 import traceback
 from typing import Any
 
@@ -25,21 +24,17 @@ from core.channels import Channels, RecordSender
 from core.checkpoint import state_to_bytes
 from core.data import PreparedData
 from core.machine import keep_freed_memory
+from core.records import done_record
 from core.strategies import get_strategy
 from core.workers import Diverged, Trainer, WorkerSpec
 
 
 def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | None) -> dict[str, Any]:
     """The last record of a worker: how it ended and where to continue from."""
-    record: dict[str, Any] = {
-        "kind": "_done", "t": time.time(), "worker": spec.rank, "status": status, "error": error,
-        "epochs_done": spec.start.epoch - 1, **spec.start.counters(), "optimizer": None, "rng": None,
-    }
-    if trainer is not None:
-        record.update(epochs_done=trainer.epochs_done, **trainer.position().as_dict(),
-                      optimizer=state_to_bytes(trainer.optimizer.state_dict()),
-                      rng=state_to_bytes(torch.get_rng_state()))
-    return record
+    if trainer is None:
+        return done_record(spec.rank, status, error, spec.start.epoch - 1, spec.start.counters())
+    return done_record(spec.rank, status, error, trainer.epochs_done, trainer.position().as_dict(),
+                       state_to_bytes(trainer.optimizer.state_dict()), state_to_bytes(torch.get_rng_state()))
 
 
 def _load_class(target: str) -> Any:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from core.augment import make_augment
-from core.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, STOP, Channels, RecordSender
+from core.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTINGS, STOP, Channels, RecordSender
 from core.checkpoint import state_from_bytes, state_to_bytes
 from core.config import LIVE_KEYS as LIVE_KEYS, Config, OptimConfig  # what a paused run may change
 from core.data import PreparedData, full_tensors, make_batches
@@ -38,6 +38,7 @@ from core.metric_names import selection_metric
 from core.metrics import eval_metrics, eval_stats, make_loss
 from core.position import Position
 from core.precision import precision_for
+from core.records import best_record, diverged_record, eval_record, snapshot_record, step_record
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
@@ -169,13 +170,25 @@ class Trainer:
     def _word(self) -> int:
         return int(self.ch.command.value)
 
+    def _control_word(self) -> int:
+        """The control word, plus SETTINGS while the settings box holds a change this worker has not taken.
+
+        A pause may end before a busy worker reaches a batch boundary: the change still reaches it there.
+        """
+        word = int(self.ch.command.value)  # first: a word written after the box comes with the box's change
+        return word | SETTINGS if self._change_pending() else word
+
+    def _change_pending(self) -> bool:
+        return self.ch.settings.version.value != self._settings_version
+
     def _wait_while(self, command: int) -> None:
         while self._word() == command:
             self.ch.run_event.wait(0.1)
 
-    def _control(self, cmd: int) -> None:
-        """Act on the agreed command at a batch boundary; returns to train, or raises StopTraining."""
+    def _control(self, word: int) -> None:
+        """Act on the agreed word at a batch boundary; returns to train, or raises StopTraining."""
         paused = False
+        cmd = word & ~SETTINGS
         while cmd != RUN:
             if cmd == STOP:
                 raise StopTraining
@@ -190,9 +203,11 @@ class Trainer:
                     self.out.state("paused", f"epoch {self.epoch} step {self.step}")
                     self.exchange_records()
                 self._wait_while(PAUSE)
-            cmd = self.strategy.agree(self._word(), self.device)
+            word = self.strategy.agree(self._control_word(), self.device)
+            cmd = word & ~SETTINGS
         if paused:
             self.out.state("running", "resumed")
+        if paused or word & SETTINGS:
             self._apply_settings()
 
     def _apply_settings(self) -> None:
@@ -255,23 +270,28 @@ class Trainer:
         self._emit_step(force=True)
         # under torchrun only rank 0 has the session's request id: ranks agree on it (the max)
         request = self.strategy.agree(int(self.ch.request.value), self.device)
-        self.out.add({"kind": "_snapshot", "t": time.time(), "worker": self.spec.rank,
-                      "request": request, **self.position().as_dict(),
-                      "optimizer": state_to_bytes(self.optimizer.state_dict()),
-                      "rng": state_to_bytes(torch.get_rng_state())})
+        self.out.add(snapshot_record(self.spec.rank, request, self.position().as_dict(),
+                                     state_to_bytes(self.optimizer.state_dict()),
+                                     state_to_bytes(torch.get_rng_state())))
         self.out.flush()
 
     # -- records ----------------------------------------------------------------
-    def _emit_step(self, force: bool = False) -> None:
+    def _emit_step(self, force: bool = False, final: bool = False) -> None:
+        """A step record of the batches since the last one.
+
+        While a change waits for this worker's next batch none goes out (unless it is the last): its
+        batches go into the first record after the change, so no record later than the session's
+        ``config`` record carries the settings it replaced.
+        """
         if self._n_acc == 0:
             return
         now = time.monotonic()
         if force or now - self._last_record >= RECORD_INTERVAL:
-            self.out.add({
-                "kind": "step", "t": time.time(), "worker": self.spec.rank, "epoch": self.epoch,
-                "step": self.step, "samples": self.samples, "loss": self._loss_acc / self._n_acc,
-                "lr": self._lr, **self.record_extra,
-            })
+            t = time.time()  # before the look at the box: a record made after the change knows of it
+            if not final and self._change_pending():
+                return
+            self.out.add(step_record(self.spec.rank, self.epoch, self.step, self.samples,
+                                     self._loss_acc / self._n_acc, self._lr, t=t, **self.record_extra))
             self._loss_acc = 0.0
             self._n_acc = 0
             self._last_record = now
@@ -293,10 +313,10 @@ class Trainer:
                 self.publish_weights()
                 self._evaluate(epoch)
         except StopTraining:
-            self._emit_step(force=True)
+            self._emit_step(force=True, final=True)
             self.publish_weights()
             return "stopped"
-        self._emit_step(force=True)
+        self._emit_step(force=True, final=True)
         return "finished"
 
     def _train_epoch(self) -> None:
@@ -306,7 +326,6 @@ class Trainer:
         if self.offset:  # resuming mid-epoch: the permutation is seeded, skip what was done
             indices = indices[self.offset:]
         net, opt, device, precision = self.net, self.optimizer, self.device, self.precision
-        command = self.ch.command
         net.train()
         on_cpu = device.type == "cpu"
         every = strategy.control_every
@@ -314,9 +333,11 @@ class Trainer:
             if self.step % every == 0:
                 if self.step % EXCHANGE_EVERY == 0:
                     self.exchange_records()
-                cmd = strategy.agree(command.value, device) if every > 1 else command.value
-                if cmd:
-                    self._control(cmd)
+                word = self._control_word()
+                if every > 1:
+                    word = strategy.agree(word, device)
+                if word:
+                    self._control(word)
             if not on_cpu:
                 xb = xb.to(device, non_blocking=True)
                 yb = yb.to(device, non_blocking=True)
@@ -349,7 +370,7 @@ class Trainer:
         if not (self.spec.pause_on_divergence and self.strategy.pauses_on_divergence):
             raise Diverged(message)
         self.out.log("error", f"{message}; run paused, the step was skipped")
-        self.out.add({"kind": "_diverged", "t": time.time(), "worker": self.spec.rank, "message": message})
+        self.out.add(diverged_record(self.spec.rank, message))
         self.ch.command.value = PAUSE  # every worker pauses at its next batch; the session follows the record
         self.ch.run_event.clear()
         self.out.flush()
@@ -383,11 +404,8 @@ class Trainer:
             stats = eval_stats(torch.zeros(0, info.num_classes), y[:0], self.loss_fn, info.num_classes)
         reports = self.strategy.reduce_eval(stats, rank, self.device) and reporter
         model.train()
-        record = {
-            "kind": "eval", "t": time.time(), "worker": rank, "epoch": epoch,
-            **eval_metrics(stats, info.task, info.num_classes),
-            "samples": self.samples, **self.record_extra,
-        }
+        record = eval_record(rank, epoch, eval_metrics(stats, info.task, info.num_classes), self.samples,
+                             **self.record_extra)
         if self._plateau is not None and self._plateau.observe(record):
             self.out.log("info", f"{self.monitor} has not improved for "
                                  f"{self.config.schedule.patience + 1} evaluation(s): lr factor now "
@@ -408,8 +426,7 @@ class Trainer:
             return
         self._best = record[monitor]
         weights = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}
-        self.out.add({"kind": "_best", "t": time.time(), "worker": self.spec.rank, "epoch": record["epoch"],
-                      "step": self.step, "value": self._best, "weights": state_to_bytes(weights)})
+        self.out.add(best_record(self.spec.rank, record["epoch"], self.step, self._best, state_to_bytes(weights)))
 
 
 def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from core.config import ConfigError, load_config
 from core.control import active_run_pid, send
 from core.errors import RunError
+from core.records import STATE, log_record, state_record
 from core.run_dir import RunDir
 from core.runlog import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
 
@@ -139,7 +140,7 @@ class AttachedSession:
         try:
             send(self._run_dir, command)
         except RunError as exc:
-            self._emit([{"kind": "log", "t": time.time(), "worker": None, "level": "error", "message": str(exc)}])
+            self._emit([log_record(None, "error", str(exc))])
 
     def _emit(self, records: list[dict[str, Any]]) -> None:
         for fn in list(self._listeners):
@@ -171,7 +172,7 @@ class AttachedSession:
 
     def _observe(self, records: list[dict[str, Any]]) -> None:
         for rec in records:
-            if rec.get("kind") != "state":
+            if rec.get("kind") != STATE:
                 continue
             w = rec.get("worker")
             if w is None:
@@ -202,5 +203,4 @@ class AttachedSession:
         self.error = summary.get("error") or (None if status != "failed" else "the run's process ended without "
                                                                                 "writing its end")
         self._state = str(status)
-        self._emit([{"kind": "state", "t": time.time(), "worker": None, "state": status,
-                     "detail": self.error or "the run's process is gone"}])
+        self._emit([state_record(None, status, self.error or "the run's process is gone")])

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from core.position import Position
+from core.records import SNAPSHOT
 from core.session.recording import checkpoint_payload, weights_finite
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class CheckpointCoordinator:
     def on_part(self, rec: dict[str, Any]) -> None:
         """A worker's ``_snapshot`` (or its last record, which also holds where it ended)."""
         request = self._request
-        if request is None or (rec["kind"] == "_snapshot" and rec["request"] != request.id):
+        if request is None or (rec["kind"] == SNAPSHOT and rec["request"] != request.id):
             return  # an answer to a request given up on
         request.waiting.discard(rec["worker"])
         request.parts[rec["worker"]] = rec

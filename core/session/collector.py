@@ -20,13 +20,13 @@ from core.checkpoint import state_from_bytes
 from core.config import to_dict
 from core.control import ControlWatcher
 from core.metric_names import selection_metric
+from core.records import BEST, DONE, EVAL, INTERNAL, SNAPSHOT, STATE, log_record
 from core.schedule import improved
 
 if TYPE_CHECKING:
     from core.session.session import Session
 
 CONTROL_POLL_S = 0.2  # how often the control file is looked at
-INTERNAL = ("_done", "_diverged", "_snapshot", "_best")  # worker -> session only, never written or forwarded
 
 
 class Collector:
@@ -73,9 +73,8 @@ class Collector:
         for rec in batch:
             worker = rec.get("worker")
             if worker is not None and s._health.heard(worker, now):
-                public.append({"kind": "log", "t": time.time(), "worker": worker, "level": "info",
-                               "message": f"worker {worker} is progressing again"})
-            if rec["kind"] == "eval":  # may end the run early; a _best record may follow it
+                public.append(log_record(worker, "info", f"worker {worker} is progressing again"))
+            if rec["kind"] == EVAL:  # may end the run early; a _best record may follow it
                 public.append(rec)
                 s._emit(public)
                 public = []
@@ -88,17 +87,17 @@ class Collector:
             if public:
                 s._emit(public)
                 public = []
-            if rec["kind"] == "_done":
+            if rec["kind"] == DONE:
                 self.worker_done(rec)
-            elif rec["kind"] == "_snapshot":
+            elif rec["kind"] == SNAPSHOT:
                 s._checkpoints.on_part(rec)
-            elif rec["kind"] == "_best":
+            elif rec["kind"] == BEST:
                 self._on_best(rec)
             else:
                 self._on_diverged(rec)
         if public:
             s._emit(public)
-        if s._run.value == "starting" and any(r["kind"] == "state" and r["state"] == "running" for r in batch):
+        if s._run.value == "starting" and any(r["kind"] == STATE and r["state"] == "running" for r in batch):
             s._run.move("running")
 
     def worker_done(self, rec: dict[str, Any]) -> None:

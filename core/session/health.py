@@ -13,6 +13,7 @@ import queue as queue_mod
 import time
 from typing import TYPE_CHECKING, Any
 
+from core.records import DONE, log_record, state_record
 from core.session.receive import QueueBroken, receive
 
 if TYPE_CHECKING:
@@ -77,16 +78,15 @@ class ProcessHealth:
                 # ended by the stop escalation (terminate/kill): the run was stopped, not failed
                 s._log("warning", f"worker {rank} did not stop in time and was ended "
                                   f"({procs.exit_reason(rank)})", rank)
-                s._collector.worker_done({"kind": "_done", "worker": rank, "status": "stopped", "error": None})
+                s._collector.worker_done({"kind": DONE, "worker": rank, "status": "stopped", "error": None})
                 continue
             message = procs.describe_exit(rank)
-            s._emit([{"kind": "log", "t": time.time(), "worker": rank, "level": "error", "message": message},
-                     {"kind": "state", "t": time.time(), "worker": rank, "state": "failed", "detail": message}])
+            s._emit([log_record(rank, "error", message), state_record(rank, "failed", message)])
             # a dead rank makes its peers' collectives fail a moment later: the death is the cause
             secondary = s.strategy.uses_process_group and time.monotonic() - self._error_at < SECONDARY_S
             if s.error is None or secondary:
                 s.error = message
-            s._collector.worker_done({"kind": "_done", "worker": rank, "status": "failed", "error": message})
+            s._collector.worker_done({"kind": DONE, "worker": rank, "status": "failed", "error": message})
 
     def _drain_for(self, rank: int, wait: float = 0.5) -> None:
         """A worker exited: read what it sent before its end (its pipe may still hold it)."""

@@ -38,6 +38,7 @@ from core.launchers.local import LocalLauncher
 from core.models import build_model, count_parameters
 from core.position import Position
 from core.readers import ReadStopped, stop_reading_when
+from core.records import config_record, log_record
 from core.run_dir import RunDir
 from core.runlog import atomic_write_text
 from core.session.checkpoints import CheckpointCoordinator, result_model
@@ -226,8 +227,7 @@ class Session:
         self.launcher.attach(self.run_dir)
         notes = _data_notes(data.info)
         if notes:  # "topic": the command line shows these at the start, whatever their level
-            self._emit([{"kind": "log", "t": time.time(), "worker": None, "level": level, "message": message,
-                         "topic": "data"} for level, message in notes])
+            self._emit([log_record(None, level, message, topic="data") for level, message in notes])
         if continues is None:  # a run that fails before its first checkpoint restarts from here
             self._checkpoints.write_start()
         else:
@@ -283,7 +283,7 @@ class Session:
         if self.run_dir is not None:
             atomic_write_text(RunDir(self.run_dir).config, to_toml(new))
         steps = {str(w): r["step"] for w, r in sorted(self.stats.last_step.items())}
-        self._emit([{"kind": "config", "t": time.time(), "worker": None, "changes": diff, "steps": steps}])
+        self._emit([config_record(diff, steps)])
 
     def checkpoint(self) -> bool:
         """Ask for a consistent checkpoint now (running or paused); False if one cannot be asked."""
@@ -353,7 +353,7 @@ class Session:
                     pass
 
     def _log(self, level: str, message: str, worker: int | None = None) -> None:
-        self._emit([{"kind": "log", "t": time.time(), "worker": worker, "level": level, "message": message}])
+        self._emit([log_record(worker, level, message)])
 
     def _progress(self) -> list[dict[str, int]]:
         """Each worker's position now (epoch, batch, step, samples)."""

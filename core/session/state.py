@@ -19,9 +19,9 @@ lock and is announced as a ``state`` record (worker null) in order.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any, Callable
 
+from core.records import state_record
 from core.runlog import ACTIVE_STATES as ACTIVE, END_STATES as ENDED
 
 TRANSITIONS: dict[str, tuple[str, ...]] = {
@@ -60,5 +60,5 @@ class RunState:
             if to not in TRANSITIONS[self._state]:
                 return False
             self._state = to
-            self._announce({"kind": "state", "t": time.time(), "worker": None, "state": to, "detail": detail})
+            self._announce(state_record(None, to, detail))
             return True

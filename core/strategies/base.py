@@ -23,6 +23,7 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable
 
 from core.errors import ConfigError
+from core.records import EVAL
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -133,7 +134,7 @@ class Strategy:
 
     def result_worker_of(self, records: Iterable[dict[str, Any]]) -> int:
         """The result worker of a run from its records (a past run's metrics.jsonl)."""
-        last_eval = {r["worker"]: r for r in records if r.get("kind") == "eval" and isinstance(r.get("worker"), int)}
+        last_eval = {r["worker"]: r for r in records if r.get("kind") == EVAL and isinstance(r.get("worker"), int)}
         return self.result_worker(last_eval)
 
     def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None") -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -89,7 +90,9 @@ def test_edit_while_paused_applies_at_the_next_batch(qtbot: Any, make_window: An
     window.plots.flush()  # onto the plot now, not at the next paced frame
     lines = [item for item in window.plots.loss.plot.items if isinstance(item, pg.InfiniteLine)]
     assert any(getattr(line, "label", None) is not None and line.label.format == "lr 0.05→0.01" for line in lines)
-    assert window.plots.data.pauses and window.plots.data.pauses[0].end > window.plots.data.pauses[0].start
+    data = window.plots.data  # the pause closes with the session's "running" record, which follows the change's
+    qtbot.waitUntil(lambda: bool(data.pauses) and not math.isnan(data.pauses[0].end), timeout=10_000)
+    assert data.pauses[0].end > data.pauses[0].start
     before = dict(counts(window))
     qtbot.waitUntil(lambda: all(counts(window)[w] > before[w] + 3 for w in before), timeout=30_000)
     window.action_stop.trigger()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -65,6 +67,43 @@ def test_changes_made_while_paused_reach_every_worker_at_the_next_batch(runs_dir
     assert before and all(r["lr"] == 0.05 for r in before)
     assert {r["worker"] for r in later} == {0, 1} and all(r["lr"] == 0.01 for r in later)
     assert "lr = 0.01" in (session.run_dir / "config.toml").read_text()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs SIGSTOP")
+def test_a_change_reaches_workers_that_never_reached_the_pause(runs_dir: Path) -> None:
+    session = Session(cfg_for("parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=90000"),
+                      runs_dir=runs_dir)
+    buf = RecordBuffer()
+    session.add_listener(buf.put)
+    session.start()
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and seen != {0, 1}:
+            seen |= {r["worker"] for r in buf.drain(0.05) if r["kind"] == "step"}
+        pids = session.worker_pids()
+        for pid in pids:  # a loaded machine: the workers get no time between the pause and the resume
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            session.pause()
+            session.resume({"optim.lr": 0.01})
+            changed_at = time.time()
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        after: dict[int, int] = {0: 0, 1: 0}
+        while time.monotonic() < deadline and min(after.values()) < 3:
+            for r in buf.drain(0.05):
+                if r["kind"] == "step" and r["t"] > changed_at:
+                    after[r["worker"]] += 1
+    finally:
+        session.stop(10)
+    records = list(read_metrics(session.run_dir / "metrics.jsonl"))
+    change = next(r for r in records if r["kind"] == "config")
+    assert change["changes"] == {"optim.lr": {"from": 0.05, "to": 0.01}}
+    later = [r for r in records if r["kind"] == "step" and r["t"] > change["t"]]
+    assert {r["worker"] for r in later} == {0, 1}
+    assert all(r["lr"] == 0.01 for r in later), [(r["worker"], r["step"], r["lr"]) for r in later if r["lr"] != 0.01]
 
 
 def test_epochs_lowered_while_paused_end_the_run_there(runs_dir: Path) -> None:
