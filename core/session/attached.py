@@ -19,9 +19,10 @@ from typing import Any, Callable
 from core.config import ConfigError, load_config
 from core.control import active_run_pid, send
 from core.errors import RunError
-from core.records import STATE, log_record, state_record
+from core.records import log_record, state_record
 from core.run_dir import RunDir
 from core.runlog import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
+from core.session.stats import RunStats
 
 POLL_S = 0.2          # how often the log is read
 GONE_GRACE_S = 3.0    # the run's process is gone this long without an end state: it ended uncleanly
@@ -63,7 +64,8 @@ class AttachedSession:
         self.summary: dict[str, Any] | None = None
         self.error: str | None = None
         self.launcher = "local"
-        self.worker_details: dict[int, str] = {}
+        self._stats = RunStats()
+        self.worker_details: dict[int, str] = self._stats.worker_details  # kept up to date by the reducer
         self._state = "starting"
         self._listeners: list[Listener] = []
         self._detach = threading.Event()
@@ -171,19 +173,12 @@ class AttachedSession:
             self._ended.set()
 
     def _observe(self, records: list[dict[str, Any]]) -> None:
-        for rec in records:
-            if rec.get("kind") != STATE:
-                continue
-            w = rec.get("worker")
-            if w is None:
-                self._state = str(rec.get("state"))
-                if self._state == "starting":
-                    self.worker_details.clear()
-            elif rec.get("state") == "starting":
-                self.worker_details[int(w)] = str(rec.get("detail") or "")
-            for key in ("launcher",):
-                if rec.get(key):
-                    self.launcher = str(rec[key])
+        """The run's state, launcher and workers' starting details, as the one reducer reads them."""
+        self._stats.add(records)
+        if self._stats.state is not None:
+            self._state = self._stats.state
+        if self._stats.launcher:
+            self.launcher = self._stats.launcher
 
     def _read_summary(self) -> None:
         deadline = time.monotonic() + 5.0  # written just before the end state; give a slow disk a moment
