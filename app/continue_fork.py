@@ -150,10 +150,8 @@ class ContinueForkFlow:
             w.panel.use_shown_config()
         cfg = past.config
         if cfg is not None:
-            from core.workers import apply_changes
-
             try:
-                w.panel.set_config(apply_changes(cfg, changes))
+                w.panel.set_config(cfg.with_changes(changes))
             except ConfigError:
                 pass
             w.plots.reset()

@@ -30,7 +30,7 @@ from torch import nn
 from core.augment import make_augment
 from core.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTINGS, STOP, Channels, RecordSender
 from core.checkpoint import state_from_bytes, state_to_bytes
-from core.config import LIVE_KEYS as LIVE_KEYS, Config, OptimConfig  # what a paused run may change
+from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.devices import worker_device
 from core.machine import usable_cores
@@ -65,14 +65,6 @@ class WorkerSpec:
     run_dir: str = ""         # the run directory (a search keeps its study there)
     optimizer_state: bytes | None = None
     rng_state: bytes | None = None
-
-
-def apply_changes(config: Config, changes: dict[str, Any]) -> Config:
-    """``config`` with dotted keys changed (validated: ConfigError names the key)."""
-    for key, value in changes.items():
-        section, _, name = key.partition(".")
-        config = config.replace(section, **{name: value})
-    return config
 
 
 class StopTraining(Exception):
@@ -216,7 +208,7 @@ class Trainer:
         if box.version.value == self._settings_version:
             return
         self._settings_version = box.version.value
-        old, self.config = self.config, apply_changes(self.config, box.read())
+        old, self.config = self.config, self.config.with_changes(box.read())
         self.strategy = self.strategy.with_config(self.config)  # live keys change no part of the run's shape
         lr = self._base_lr = self.strategy.worker_lr(self.spec.rank)  # a schedule goes on from the new base
         for group in self.optimizer.param_groups:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.config import Config, ConfigError
+from core.config import LIVE_KEYS, Config, ConfigError
 from core.session.start_point import config_value
-from core.workers import LIVE_KEYS, apply_changes
 
 
 def live_change(config: Config, changes: dict[str, Any], epochs_done: int) -> tuple[Config, dict[str, Any]]:
@@ -18,7 +17,7 @@ def live_change(config: Config, changes: dict[str, Any], epochs_done: int) -> tu
     unknown = sorted(set(changes) - set(LIVE_KEYS))
     if unknown:
         raise ConfigError(f"config: {unknown[0]} cannot change during a run; these can: {', '.join(LIVE_KEYS)}")
-    new = apply_changes(config, changes)
+    new = config.with_changes(changes)
     if new.train.epochs < max(1, epochs_done):
         raise ConfigError(f"config: train.epochs must be at least the {epochs_done} epoch(s) already done, "
                           f"got {new.train.epochs}")

@@ -19,7 +19,6 @@ from core.position import START, Position
 from core.run_dir import RunDir
 from core.runlog import fork_name
 from core.strategies import get_strategy
-from core.workers import apply_changes
 
 
 
@@ -132,7 +131,7 @@ def fork_point(path: str | Path, changes: dict[str, Any] | None = None, runs_dir
     if refused:
         raise ConfigError(f"config: {refused[0]} cannot change in a fork (the model and workers stay); "
                           f"these can: {', '.join(s + '.*' for s in FORKABLE_SECTIONS)}")
-    cfg = apply_changes(parent_cfg, changes)
+    cfg = parent_cfg.with_changes(changes)
     if cfg.optim.name != parent_cfg.optim.name:  # another optimizer starts with fresh states
         ckpt = {**ckpt, "optimizers": None}
     _check_progress(ckpt, cfg, path, where)
