@@ -87,23 +87,21 @@ def load_run(path: Path) -> CompareRun:
     past = RunDir(path).read(with_parent=False)
     cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
     run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
-    run.curves = run_curves(past.records, run.summary, separate=separate_models(cfg))
+    from core.strategies import get_strategy
+
+    strategy = get_strategy(cfg, task=str(run.summary.get("task") or "classification"))
+    run.curves = run_curves(past.records, run.summary, separate=strategy.model_per_worker,
+                            result_worker=strategy.result_worker_of(past.records))
     return run
 
 
-def separate_models(cfg: Any) -> bool:
-    """Whether each worker of a run of ``cfg`` trains a model of its own (a sweep), asked of its strategy."""
-    from core.strategies import strategy_class
-
-    return bool(strategy_class(cfg.parallel.strategy).model_per_worker)
-
-
 def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate: bool,
-               smoothing: float = 0.6) -> dict[str, dict[str, np.ndarray]]:
+               result_worker: int = 0, smoothing: float = 0.6) -> dict[str, dict[str, np.ndarray]]:
     """The curves that stand for a run, every point placed by the run's Timeline.
 
-    The result's worker stands for the run (a sweep's best model, the evaluating worker of a shared one),
-    and of a search its best trial. Its training loss is the mean over the workers at each step when they
+    The result's worker stands for the run: the summary's best_worker, else the one its strategy picks from
+    the records (``result_worker``: a sweep's best model, the evaluating worker of a shared one), and of a
+    search its best trial. Its training loss is the mean over the workers at each step when they
     share one model, else its own. Each curve's x values never go backwards on any axis.
     """
     from core.records import EVAL, STEP
@@ -114,8 +112,7 @@ def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate:
     workers = sorted({p.worker for _r, p in evals})
     w = summary.get("best_worker")
     if not isinstance(w, int) or w not in workers:
-        w = max(workers, key=lambda k: _best_acc(evals, k, None)) if separate and workers else \
-            (workers[0] if workers else 0)
+        w = result_worker if result_worker in workers else (workers[0] if workers else 0)
     trials = {p.trial for _r, p in evals if p.worker == w}
     trial = max(trials, key=lambda k: _best_acc(evals, w, k)) if len(trials) > 1 else next(iter(trials), None)
     steps = [(r, p) for r, p in placed if r.get("kind") == STEP and p.trial == trial

@@ -176,3 +176,25 @@ def test_gui_runs_dir_is_remembered(qapp: Any, tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(QApplication, "exec", fake_exec)
     assert main_module.main(["--runs-dir", str(tmp_path / "elsewhere")]) == 0
     assert AppSettings().runs_dir == str(tmp_path / "elsewhere")
+
+
+def test_a_sweep_without_a_named_best_worker_is_shown_by_the_worker_its_strategy_picks() -> None:
+    """The comparison's sweep curve is the worker Sweep.result_worker chooses (the best last evaluation),
+    not the worker with the best evaluation at any epoch."""
+    from app.compare_view import run_curves
+    from core.strategies import get_strategy
+
+    cfg = Config().replace("parallel", strategy="sweep", workers=2, sweep_lr=(0.1, 0.01))
+    acc = {0: (0.9, 0.5), 1: (0.7, 0.8)}  # worker 0 peaks early, worker 1 ends best
+    records: list[dict[str, Any]] = []
+    for epoch in (1, 2):
+        for w in (0, 1):
+            records.append({"kind": "step", "t": float(epoch), "worker": w, "epoch": epoch, "step": epoch * 10,
+                            "samples": epoch * 100, "loss": 1.0 / epoch, "lr": 0.1})
+            records.append({"kind": "eval", "t": epoch + 0.5, "worker": w, "epoch": epoch, "samples": epoch * 100,
+                            "val_accuracy": acc[w][epoch - 1], "val_loss": 1.0 - acc[w][epoch - 1]})
+    strategy = get_strategy(cfg)
+    chosen = strategy.result_worker_of(records)
+    assert chosen == 1
+    curves = run_curves(records, {}, separate=strategy.model_per_worker, result_worker=chosen)
+    assert list(curves["val_accuracy"]["y"]) == [0.7, 0.8]
