@@ -79,16 +79,15 @@ def differing_keys(configs: list[dict[str, Any]]) -> list[str]:
 def load_run(path: Path) -> CompareRun:
     """One run's comparable curves (background thread): its own records, without a fork's parent's."""
     from core.config import load_config, to_dict
-    from core.run_dir import RunDir
+    from core.past_run import read_past_run
+    from core.strategies import get_strategy
 
     from app.run_index import read_notes
 
     path = Path(path)
-    past = RunDir(path).read(with_parent=False)
+    past = read_past_run(path, with_parent=False)
     cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
     run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
-    from core.strategies import get_strategy
-
     strategy = get_strategy(cfg, task=str(run.summary.get("task") or "classification"))
     run.curves = run_curves(past.records, run.summary, separate=strategy.model_per_worker,
                             result_worker=strategy.result_worker_of(past.records))

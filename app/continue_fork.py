@@ -1,6 +1,6 @@
 """Going on from a run's checkpoint: continue the run on screen, or fork a new run from it.
 
-Both read the run's history off the GUI thread first (``RunDir.read``) so the
+Both read the run's history off the GUI thread first (``read_past_run``) so the
 new curves are drawn on from the old ones; while they read, the window's model
 says ``preparing`` and nothing else starts. Forking a paused run of ours stops
 it first and forks once it has ended (the model's ``after_end``).
@@ -15,7 +15,8 @@ from app.run_data import ProgressTracker, fork_marker
 from app.trial_progress import make_progress
 from core.config import Config, ConfigError, load_config, to_dict
 from core.records import CONFIG, EVAL, STEP
-from core.run_dir import PastRun, RunDir
+from core.past_run import PastRun, read_past_run
+from core.run_dir import RunDir
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -54,7 +55,7 @@ class ContinueForkFlow:
         wanted = w.panel.training.epochs()
         epochs = wanted if wanted > summary.get("epochs_done", 0) else None
         w.state.update(preparing=True)  # nothing else starts while the history is read
-        w.calls.call(lambda: RunDir(run_dir).read(),
+        w.calls.call(lambda: read_past_run(run_dir),
                      lambda past: self._continue_with_history(run_dir, epochs, past),
                      lambda exc: self._continue_with_history(run_dir, epochs, PastRun(RunDir(run_dir))),
                      name="read-run")
@@ -137,7 +138,7 @@ class ContinueForkFlow:
     def _start_fork(self, run_dir: Path, changes: dict[str, Any]) -> None:
         w = self.window
         w.state.update(preparing=True)
-        w.calls.call(lambda: RunDir(run_dir).read(), lambda past: self._fork_with_history(run_dir, changes, past),
+        w.calls.call(lambda: read_past_run(run_dir), lambda past: self._fork_with_history(run_dir, changes, past),
                      lambda exc: self._fork_with_history(run_dir, changes, PastRun(RunDir(run_dir))),
                      name="read-run")
 

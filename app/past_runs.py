@@ -1,6 +1,6 @@
 """Runs that are not the window's own: a past run shown as history, a live one of another process followed.
 
-A past run is read off the GUI thread (``RunDir.read``: a fork's curves drawn
+A past run is read off the GUI thread (``read_past_run``: a fork's curves drawn
 on from its parent's) and shown with its settings read-only in the panel and
 its evaluation; the window's model names it (``viewing_run``). A live run is
 attached: the run controller follows it and Pause/Resume/Stop steer it.
@@ -17,7 +17,8 @@ from app.run_data import fork_marker
 from app.trial_progress import make_progress
 from core.config import ConfigError, load_config
 from core.records import LOG
-from core.run_dir import PastRun, RunDir, list_runs
+from core.past_run import PastRun, read_past_run
+from core.run_dir import RunDir, list_runs
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -69,7 +70,7 @@ class PastRuns:
         if active_run_pid(run_dir) is not None:
             self.attach(run_dir)
             return
-        w.calls.call(lambda: RunDir(run_dir).read(), lambda past: self._on_loaded(run_dir, past),
+        w.calls.call(lambda: read_past_run(run_dir), lambda past: self._on_loaded(run_dir, past),
                      lambda exc: w.show_error(f"could not read {run_dir}: {exc}"), name="read-run")
         w.update_actions()
 

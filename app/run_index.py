@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import to_dict
+from core.past_run import read_config
 from core.run_dir import RunDir, list_runs
 from core.runlog import MetricsTail, atomic_write_json
 from core.session.stats import RunStats
@@ -141,7 +142,7 @@ class RunIndex:
         run = RunDir(d)
         summary = run.read_summary() or {}
         notes = read_notes(d)
-        cfg = run.read_config()
+        cfg = read_config(run)
         cfg_dict = to_dict(cfg) if cfg is not None else {}
         status = "running" if live else (summary.get("status") or "incomplete")
         row = RunRow(path=d, name=str(notes.get("name") or d.name), started=started_at(d), status=status,

@@ -1,4 +1,5 @@
-"""A run's directory: every path in it, whether a folder is a run, whether it can go on, and its reader.
+"""A run's directory: every path in it, whether a folder is a run, whether it can go on (reading a whole past
+run, config included, is core.past_run's).
 
 The layout (DESIGN's run directory)::
 
@@ -12,7 +13,8 @@ The layout (DESIGN's run directory)::
     RUN/notes.json           the window's name and note for the run
     RUN/eval.json            the last full evaluation (core.evaluation)
     RUN/exports/             exported models with their model.json (core.export)
-    RUN/search.json          a search's plan; RUN/study.lock guards its Optuna study (core.strategies.search)
+    RUN/search.json          a search's plan; RUN/study.journal its Optuna study, RUN/study.lock guarding it
+                             (core.strategies.search)
     RUN/torchrun.json        a torchrun run's rendezvous id and restarts (core.launchers.torchrun)
 
 This module is the only place these names are written (summary.json's name is core.runlog's, which
@@ -22,15 +24,12 @@ It imports nothing heavy (no torch): the command line and the window's threads r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from core.records import CONFIG, EVAL, STEP
 from core.runlog import SUMMARY_FILE, read_metrics, read_summary
 
-if TYPE_CHECKING:
-    from core.config import Config
 
 CHECKPOINTS = ("last", "best")  # the checkpoints a run may hold, by the name --checkpoint takes
 
@@ -110,6 +109,10 @@ class RunDir:
         return self.path / "search.json"
 
     @property
+    def study_journal(self) -> Path:
+        return self.path / "study.journal"
+
+    @property
     def study_lock(self) -> Path:
         return self.path / "study.lock"
 
@@ -152,58 +155,6 @@ class RunDir:
 
     def read_records(self) -> list[dict[str, Any]]:
         return list(read_metrics(self.metrics)) if self.metrics.is_file() else []
-
-    def read_config(self) -> "Config | None":
-        from core.config import ConfigError, load_config
-
-        try:
-            return load_config(self.config)
-        except (ConfigError, OSError):
-            return None
-
-    def read(self, with_parent: bool = True) -> "PastRun":
-        """The one reader of a past run: records (a fork's preceded by its parent's up to the branch,
-        unless ``with_parent`` is false: the run's own alone), summary and config. Safe on a background
-        thread; missing parts are empty / None."""
-        records = self.read_records()
-        summary = self.read_summary()
-        cfg = self.read_config()
-        parent = (summary or {}).get("parent")
-        if with_parent and isinstance(parent, dict) and parent.get("run"):
-            records = _parent_records(RunDir(parent["run"]), records) + records
-        return PastRun(self, records, summary, cfg)
-
-
-@dataclass
-class PastRun:
-    run_dir: RunDir
-    records: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] | None = None
-    config: "Config | None" = None
-
-
-def _parent_records(parent: RunDir, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The parent's step and eval records up to where the fork branched (each worker's first step)."""
-    if not parent.metrics.is_file():
-        return []
-    first_step: dict[int, float] = {}
-    first_epoch = min((r.get("epoch", 1) for r in records if r.get("kind") == EVAL), default=10**9)
-    for r in records:
-        if r.get("kind") == STEP:
-            first_step.setdefault(int(r.get("worker") or 0), float(r.get("step", 0)))
-    t_end = min((r["t"] for r in records if isinstance(r.get("t"), (int, float))), default=float("inf"))
-    out = []
-    for r in parent.read_records():
-        kind = r.get("kind")
-        if not isinstance(r.get("t"), (int, float)) or r["t"] > t_end:
-            continue
-        if kind == STEP and float(r.get("step", 0)) < first_step.get(int(r.get("worker") or 0), float("inf")):
-            out.append(r)
-        elif kind == EVAL and r.get("epoch", 0) < first_epoch:
-            out.append(r)
-        elif kind == CONFIG:
-            out.append(r)
-    return out
 
 
 def list_runs(runs_dir: "Path | str") -> list[RunDir]:
