@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from core.errors import ConfigError
+from core.run_dir import RunDir
 from core.strategies.base import Strategy
 
 if TYPE_CHECKING:
@@ -27,11 +28,6 @@ if TYPE_CHECKING:
 
     from core.config import Config
 
-# The study's files in the run directory. core.run_dir names them too (search_plan, study_lock, best), but
-# a strategy may not import it: core.run_dir reads a run's config, and the config asks the strategies.
-STUDY_FILE = "study.journal"
-LOCK_FILE = "study.lock"
-PLAN_FILE = "search.json"
 STUDY_NAME = "traindesk"
 
 
@@ -69,17 +65,17 @@ class Search(Strategy):
             study, storage = open_study(run_dir, self.config, seed=self.config.train.seed, task=self.task)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
                 storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-            plan_path = run_dir / PLAN_FILE
+            plan_path = RunDir(run_dir).search_plan
             generation = json.loads(plan_path.read_text())["generation"] + 1 if plan_path.exists() else 0
             target = len(study.get_trials(deepcopy=False)) + self.config.search.trials
             plan_path.write_text(json.dumps({"target": target, "generation": generation}))
 
     def result_checkpoint(self, run_dir: Path) -> Path | None:
-        path = run_dir / "checkpoints" / "best.pt"
+        path = RunDir(run_dir).best
         return path if path.is_file() else None
 
     def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None) -> dict[str, Any]:
-        if run_dir is None or not (run_dir / STUDY_FILE).exists():
+        if run_dir is None or not RunDir(run_dir).study_journal.exists():
             return {}
         study, _ = open_study(run_dir, self.config, seed=0, task=self.task)
         trials = [trial_summary(t) for t in study.get_trials(deepcopy=False)]
@@ -105,7 +101,7 @@ class Search(Strategy):
 @contextlib.contextmanager
 def study_lock(run_dir: Path) -> Iterator[None]:
     """One process at a time claims a trial or decides the best (an flock on study.lock)."""
-    with open(run_dir / LOCK_FILE, "a+") as fh:
+    with open(RunDir(run_dir).study_lock, "a+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -126,7 +122,7 @@ def open_study(run_dir: Path, cfg: "Config", seed: int, task: str = "classificat
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
     _quiet_optuna()
-    storage = JournalStorage(JournalFileBackend(str(run_dir / STUDY_FILE)))
+    storage = JournalStorage(JournalFileBackend(str(RunDir(run_dir).study_journal)))
     from core.metric_names import higher_is_better, search_metric
 
     direction = "maximize" if higher_is_better(search_metric(cfg, task)) else "minimize"
