@@ -58,8 +58,6 @@ class SettingsBox:
         return dict(json.loads(self.text.value.decode() or "{}"))
 
 
-
-
 class RecordSender:
     """Collects records and puts them on the queue in batches."""
 

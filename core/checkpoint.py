@@ -57,9 +57,7 @@ def checkpoint_facts(run_dir: Path, which: str) -> dict[str, Any] | None:
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """Load a checkpoint safely; any problem is a one-line RunError."""
-    path = Path(path)
-    if path.is_dir():
-        path = RunDir(path).last
+    path = RunDir.weights_file(path)
     if not path.is_file():
         raise RunError(f"checkpoint: file not found: {path}")
     try:

@@ -126,11 +126,8 @@ class RunDir:
         return self.config.is_file()
 
     def has_weights(self) -> bool:
+        """Whether the run saved its end (last.pt): what resume, continue, fork and export need."""
         return self.last.is_file()
-
-    def can_resume(self) -> bool:
-        """A run can go on (resume, fork, continue) from its last checkpoint."""
-        return self.is_run() and self.has_weights()
 
     def default_checkpoint(self) -> str:
         """What a run's model means when nobody chose: its best evaluation once best.pt exists, else its end."""

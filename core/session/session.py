@@ -52,7 +52,6 @@ from core.session.start_point import StartPoint, fork_point, resume_point
 from core.session.state import ENDED, RunState
 from core.session.stats import RunStats
 from core.strategies import get_strategy
-from core.strategies.base import Strategy
 from core.workers import WorkerSpec, default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
@@ -277,7 +276,7 @@ class Session:
         if not diff:
             return
         self.config = new
-        self.strategy = _for_config(self.strategy, new)  # live keys change no part of the run's shape
+        self.strategy = self.strategy.with_config(new)  # live keys change no part of the run's shape
         if self._channels is not None:
             self._channels.settings.write({k: v["to"] for k, v in diff.items()})
         if self.run_dir is not None:
@@ -391,8 +390,3 @@ def _build_models(cfg: Config, info: DatasetInfo, n_models: int, start: StartPoi
         m.share_memory()
         models.append(m)
     return models
-
-
-def _for_config(strategy: Strategy, config: Config) -> Strategy:
-    """A new strategy object like ``strategy`` (with what the run told it) that answers for ``config``."""
-    return strategy.with_config(config)
