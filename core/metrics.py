@@ -45,7 +45,7 @@ class TaskLoss:
     def __call__(self, out: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
         if self.task == "regression":
             pred = out.reshape(-1).float()
-            if self.loss == "huber":
+            if self.loss in ("huber", "auto"):  # auto: huber, see TrainConfig.loss
                 return F.huber_loss(pred, y.float(), reduction=reduction, delta=HUBER_DELTA)
             return F.mse_loss(pred, y.float(), reduction=reduction)
         if self.weights is not None and reduction == "mean":

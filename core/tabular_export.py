@@ -4,7 +4,8 @@ The ONNX export of a model trained on a table takes the table's columns, one
 named input per used column, each a 1-D tensor of the batch:
 
 - number: float32, NaN for a missing value (filled with the training median;
-  a missing indicator follows where training saw missing cells);
+  a missing indicator follows where training saw missing cells), clipped to the
+  schema's outlier fences where it has them;
 - bool: string ("true"/"false", "yes"/"no", "1"/"0", any case; anything else missing);
 - category: string; a value of ``missing_values`` is the missing level, a value
   not seen in training the unseen level.
@@ -163,7 +164,13 @@ def add_raw_columns(path: str, schema: Schema, encoded_input: str = "x") -> None
         inits.append(helper.make_tensor(f"{p}_fill", TensorProto.FLOAT, [], [c.fill]))
         nodes.append(helper.make_node("IsNaN", [value], [f"{p}_isnan"]))
         nodes.append(helper.make_node("Where", [f"{p}_isnan", f"{p}_fill", value], [f"{p}_filled"]))
-        unsq(f"{p}_filled", f"{p}_col")
+        filled = f"{p}_filled"
+        if c.clip is not None:  # the schema's outlier fences, as encoding applies them
+            inits.append(helper.make_tensor(f"{p}_low", TensorProto.FLOAT, [], [c.clip[0]]))
+            inits.append(helper.make_tensor(f"{p}_high", TensorProto.FLOAT, [], [c.clip[1]]))
+            nodes.append(helper.make_node("Clip", [filled, f"{p}_low", f"{p}_high"], [f"{p}_clipped"]))
+            filled = f"{p}_clipped"
+        unsq(filled, f"{p}_col")
         nums.append(f"{p}_col")
         if c.indicator:
             nodes.append(helper.make_node("Cast", [f"{p}_isnan"], [f"{p}_ind1"], to=TensorProto.FLOAT))

@@ -29,7 +29,7 @@ MONITORED = ("val_loss", "val_accuracy")
 COLUMN_KINDS = ("number", "category", "bool", "ignore")
 TASKS = ("auto", "classification", "regression")
 CLASS_WEIGHTS = ("none", "balanced")
-REGRESSION_LOSSES = ("mse", "huber")
+REGRESSION_LOSSES = ("auto", "mse", "huber")
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "asha", "none")
@@ -113,7 +113,9 @@ class TrainConfig(Section):
     class_weights: str = _choice("none", CLASS_WEIGHTS)  # none | balanced: inverse-frequency weights in the loss
     # the metric that picks best.pt and stops early; auto: monitor, val_rmse for regression
     select_by: str = _choice("auto", ("auto",) + METRICS)
-    loss: str = _choice("mse", REGRESSION_LOSSES)  # regression: mse | huber (on the standardised target)
+    # regression, on the standardised target: auto (huber: a long-tailed target's far values pull it no harder
+    # than a unit away; the same as mse within one standard deviation), mse, huber
+    loss: str = _choice("auto", REGRESSION_LOSSES)
 
 
 @dataclass(frozen=True)

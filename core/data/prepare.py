@@ -34,6 +34,11 @@ def fit_table(raw: RawSource, cfg: DataConfig, train_idx: np.ndarray) -> Schema:
     schema = fit_schema(raw.table, cfg.target, raw.kinds, raw.task, raw.class_names, y_train, train_idx,
                         cfg.standardize, cfg.missing)
     raw.x = encode_table(schema, raw.table).x
+    for c in schema.numeric:
+        if c.clip is not None:
+            raw.notes.append(("info", f"column {c.name!r}: {c.outliers} training value(s) far outside the rest are "
+                                      f"taken as {c.clip[0]:.6g} to {c.clip[1]:.6g} (here and wherever the model "
+                                      "is used)"))
     raw.feature_names = schema.feature_names
     if raw.task == "regression":
         raw.y = schema.encode_target(raw.target_raw, where(cfg.source))

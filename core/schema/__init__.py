@@ -26,7 +26,7 @@ read), .kinds (inference), .target (classes or a number), .spec (the fitted
 schema and its JSON), .fit (fitting it), .encode (encoding rows with it).
 """
 
-from core.schema.cells import DEFAULT_MISSING, FALSE_WORDS, TRUE_WORDS, category_text
+from core.schema.cells import DEFAULT_MISSING, FALSE_WORDS, TRUE_WORDS, CellError, category_text
 from core.schema.encode import Encoded, encode_columns, encode_rows, encode_table, unseen_note
 from core.schema.fit import fit_schema
 from core.schema.kinds import (
@@ -43,7 +43,7 @@ from core.schema.target import (
 _category_text = category_text  # the name tabular prediction imports
 
 __all__ = [
-    "ColumnSpec", "DEFAULT_MISSING", "Encoded", "FALSE_WORDS", "ID_NAMES", "IMBALANCE_RATIO", "Inferred", "KINDS",
+    "CellError", "ColumnSpec", "DEFAULT_MISSING", "Encoded", "FALSE_WORDS", "ID_NAMES", "IMBALANCE_RATIO", "Inferred", "KINDS",
     "MIN_ROWS_FOR_TEXT_RULES", "MISSING_LEVEL", "REGRESSION_MIN_LEVELS", "RESERVED_LEVELS", "RawTable",
     "SCHEMA_VERSION", "Schema", "TRUE_WORDS", "UNSEEN_LEVEL", "category_text", "choose_task", "class_codes",
     "class_names", "describe_kinds", "embedding_size", "encode_columns", "encode_rows", "encode_table", "fit_schema",

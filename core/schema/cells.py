@@ -19,6 +19,14 @@ TRUE_WORDS = frozenset({"true", "yes", "t", "y"})
 FALSE_WORDS = frozenset({"false", "no", "f", "n"})
 
 
+class CellError(DataError):
+    """A cell of the wrong kind: its column, its row (0-based, in the values encoded) and what it holds."""
+
+    def __init__(self, message: str, column: str, row: int, value: Any, expected: str) -> None:
+        super().__init__(message)
+        self.column, self.row, self.value, self.expected = column, row, value, expected
+
+
 def missing_mask(values: np.ndarray) -> np.ndarray:
     if values.dtype == object:
         return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
@@ -78,8 +86,8 @@ def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str,
             elif w in FALSE_WORDS or w == "0":
                 out[k] = 0.0
             else:
-                raise DataError(f"{where}: {path} column {name!r} row {row0 + k + 1} holds {str(v)[:40]!r}, "
-                                "not true/false")
+                raise CellError(f"{where}: {path} column {name!r} row {row0 + k + 1} holds {str(v)[:40]!r}, "
+                                "not true/false", name, k, v, "true/false")
         return out
     if values.dtype != object:
         return np.asarray(values, dtype=np.float64)
@@ -102,5 +110,6 @@ def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str,
         except ValueError:
             what = "is not numeric"
         hint = f'; set data.columns = {{{name} = "category"}} to treat it as text' if what == "is not numeric" else ""
-        raise DataError(f"{where}: {path} column {name!r} {what} (row {row0 + k + 1}: {cell!r}){hint}")
+        raise CellError(f"{where}: {path} column {name!r} {what} (row {row0 + k + 1}: {cell!r}){hint}", name, k,
+                        values[k], "a number" if what == "is not numeric" else "a finite float32 number")
     return numbers

@@ -91,7 +91,10 @@ def encode_columns(schema: Schema | Mapping[str, Any], columns: Mapping[str, Any
         m = np.isnan(x)
         if m.any():
             missing[c.name] = int(m.sum())
-        nums.append(np.where(m, c.fill, x).astype(np.float32))
+        filled = np.where(m, c.fill, x).astype(np.float32)
+        if c.clip is not None:  # an outlier is taken as the fence the schema was fitted with
+            np.clip(filled, np.float32(c.clip[0]), np.float32(c.clip[1]), out=filled)
+        nums.append(filled)
         if c.indicator:
             inds.append(m.astype(np.float32))
     parts = nums + inds + cats
@@ -116,18 +119,20 @@ def _column_array(values: Any, missing: frozenset[str]) -> np.ndarray:
 
 
 def encode_rows(schema: Schema | Mapping[str, Any], rows: Sequence[Mapping[str, Any]], where: str = "request") -> Encoded:
-    """Encode a list of row mappings ``[{column: value}, ...]`` (a JSON request's ``rows``)."""
+    """Encode a list of row mappings ``[{column: value}, ...]`` (a JSON request's ``rows``).
+
+    Keys in any order, extra keys ignored; an absent key, ``None`` or a missing word (``""``) is a missing
+    value, as an empty cell of a CSV is. A value of the wrong kind raises :class:`CellError` (its row is the
+    row's index in ``rows``).
+    """
     if not isinstance(schema, Schema):
         schema = Schema.from_json(schema)
-    columns: dict[str, list[Any]] = {}
+    columns: dict[str, np.ndarray] = {}
     for c in schema.used:
-        col = []
-        for k, row in enumerate(rows):
-            if c.name not in row:
-                raise DataError(f"{where}: row {k + 1} lacks column {c.name!r} that the model needs")
-            col.append(row[c.name])
+        col = np.empty(len(rows), dtype=object)
+        col[:] = [row.get(c.name) for row in rows]
         columns[c.name] = col
-    return encode_columns(schema, {k: np.asarray(v, dtype=object) for k, v in columns.items()}, where)
+    return encode_columns(schema, columns, where)
 
 
 def encode_table(schema: Schema, table: RawTable) -> Encoded:

@@ -13,6 +13,43 @@ from core.schema.kinds import Inferred, max_levels
 from core.schema.spec import ColumnSpec, Schema
 from core.schema.table import RawTable
 
+FENCE_IQRS = 5.0   # a number this many interquartile ranges beyond its quartile is an outlier: taken as the fence
+
+
+def outlier_fences(present: np.ndarray) -> tuple[float, float] | None:
+    """Where a number column's values are clipped, or None when no training value is an outlier.
+
+    The fences are ``FENCE_IQRS`` interquartile ranges beyond the quartiles (7.4 standard deviations of a
+    normal column; Tukey's "far out" is 3), on the side that has outliers; the other side is the training
+    range. A column with no spread between its quartiles measures its spread between the 1st and 99th
+    percentiles instead (a zero-inflated count).
+    """
+    if len(present) < 20:
+        return None
+    q01, q25, q75, q99 = (float(v) for v in np.quantile(present, [0.01, 0.25, 0.75, 0.99]))
+    spread = q75 - q25 if q75 > q25 else (q99 - q01) / 3.45  # the 1-99 % range of a normal column is 3.45 IQRs
+    if not spread > 0:
+        return None
+    low, high = q25 - FENCE_IQRS * spread, q75 + FENCE_IQRS * spread
+    lo, hi = float(present.min()), float(present.max())
+    if lo >= low and hi <= high:
+        return None
+    return (max(lo, low), min(hi, high))
+
+
+def _absent(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _example_value(kind: str, value: object) -> object:
+    """A cell as a JSON value of its kind: a number, true/false, or a category's text."""
+    if kind == "category":
+        return category_text(value)
+    x = float(value)  # type: ignore[arg-type]
+    if kind == "bool":
+        return x > 0.5
+    return int(x) if x.is_integer() and abs(x) < 2 ** 53 else x
+
 
 def fit_schema(table: RawTable, target: str, kinds: Mapping[str, Inferred], task: str, classes: Sequence[str],
                y_train: np.ndarray | None, train_rows: np.ndarray, standardize: bool = True,
@@ -21,6 +58,8 @@ def fit_schema(table: RawTable, target: str, kinds: Mapping[str, Inferred], task
     where, path = table.where, table.path
     specs: list[ColumnSpec] = []
     n_train = len(train_rows)
+    complete = np.ones(n_train, dtype=bool)   # training rows with every used column present
+    cells: dict[str, np.ndarray] = {}         # each used column's training cells, for the example row
     for name, inf in kinds.items():
         values = table.columns[name]
         if inf.kind == "ignore":
@@ -39,23 +78,38 @@ def fit_schema(table: RawTable, target: str, kinds: Mapping[str, Inferred], task
                                 f"{n_train} training rows, more than {max_levels(n_train)} can be learned; "
                                 f'set data.columns = {{{name} = "ignore"}}')
             specs.append(ColumnSpec(name, "category", inf.reason, levels=levels, missing=int(n_train - len(present))))
+            complete &= np.fromiter((v is not None and not (isinstance(v, float) and math.isnan(v)) for v in train),
+                                    dtype=bool, count=n_train)
+            cells[name] = train
             continue
-        x = numbers_of(table, name, values, inf.kind)[train_rows].astype(np.float32)  # as the model gets them
+        x64 = numbers_of(table, name, values, inf.kind)[train_rows]
+        x = x64.astype(np.float32)  # as the model gets them
         miss = np.isnan(x)
         present = x[~miss] if miss.any() else x
         fill = float(np.median(present)) if len(present) else 0.0
+        clip = outlier_fences(present) if inf.kind == "number" else None
         filled = np.where(miss, np.float32(fill), x) if miss.any() else x
+        outliers = 0
+        if clip is not None:
+            outliers = int(((present < np.float32(clip[0])) | (present > np.float32(clip[1]))).sum())
+            filled = np.clip(filled, np.float32(clip[0]), np.float32(clip[1]))
+        complete &= ~miss
+        cells[name] = x64
         mean, std = (float(filled.mean(dtype=np.float64)), float(filled.std(dtype=np.float64))) \
             if standardize else (0.0, 1.0)
         if std < 1e-6:
             std = 1.0
         specs.append(ColumnSpec(name, inf.kind, inf.reason, fill=fill, indicator=bool(miss.any()),
-                                mean=mean, std=std, missing=int(miss.sum())))
+                                mean=mean, std=std, missing=int(miss.sum()), clip=clip, outliers=outliers))
     if not any(s.kind != "ignore" for s in specs):
         ignored = "; ".join(f"{s.name}: {s.reason}" for s in specs if s.kind == "ignore")
         raise DataError(f"{where}: {path} has no usable feature column besides {target!r}"
                         + (f" (ignored: {ignored})" if ignored else ""))
     schema = Schema(specs, target, task, list(classes), missing_values=list(missing_values))
+    if n_train:  # a real training row, the first with every cell present: what an API's example shows
+        k = int(np.argmax(complete)) if complete.any() else 0
+        schema.example = {s.name: (None if _absent(cells[s.name][k]) else _example_value(s.kind, cells[s.name][k]))
+                          for s in specs if s.kind != "ignore"}
     if task == "regression" and y_train is not None:
         schema.target_mean = float(np.mean(y_train))
         std = float(np.std(y_train))

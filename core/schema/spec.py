@@ -30,6 +30,8 @@ class ColumnSpec:
     std: float = 1.0
     levels: list[str] = field(default_factory=list)  # category: training levels (index 2..)
     missing: int = 0             # missing cells seen when fitting
+    clip: tuple[float, float] | None = None  # number: values beyond these fences are taken as the fence
+    outliers: int = 0            # training values beyond the fences
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind}
@@ -37,6 +39,8 @@ class ColumnSpec:
             out["reason"] = self.reason
         if self.kind in ("number", "bool"):
             out.update(fill=self.fill, indicator=self.indicator, mean=self.mean, std=self.std)
+        if self.clip is not None:
+            out.update(clip=[self.clip[0], self.clip[1]], outliers=self.outliers)
         if self.kind == "category":
             out["levels"] = list(self.levels)
             out["reserved"] = [MISSING_LEVEL, UNSEEN_LEVEL]
@@ -45,9 +49,11 @@ class ColumnSpec:
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> "ColumnSpec":
+        clip = d.get("clip")
         return ColumnSpec(str(d["name"]), str(d["kind"]), str(d.get("reason", "")), float(d.get("fill", 0.0)),
                           bool(d.get("indicator", False)), float(d.get("mean", 0.0)), float(d.get("std", 1.0)),
-                          [str(v) for v in d.get("levels", [])], int(d.get("missing", 0)))
+                          [str(v) for v in d.get("levels", [])], int(d.get("missing", 0)),
+                          (float(clip[0]), float(clip[1])) if clip else None, int(d.get("outliers", 0)))
 
 
 @dataclass
@@ -59,6 +65,7 @@ class Schema:
     target_mean: float = 0.0                   # regression: the model learns (y - mean) / std
     target_std: float = 1.0
     missing_values: list[str] = field(default_factory=lambda: list(DEFAULT_MISSING))
+    example: dict[str, Any] = field(default_factory=dict)  # a training row of the used columns, as JSON values
 
     # -- layout -----------------------------------------------------------------
     @property
@@ -102,6 +109,7 @@ class Schema:
                           formula="prediction = output * std + mean")
         return {"version": SCHEMA_VERSION, "task": self.task, "target": target,
                 "columns": [c.to_json() for c in self.columns], "missing_values": list(self.missing_values),
+                **({"example": dict(self.example)} if self.example else {}),
                 "encoded": {"features": self.feature_names, "categories": self.cardinalities,
                             "layout": "numbers (filled), missing indicators, category indices "
                                       "(0 missing, 1 unseen, 2.. levels)"}}
@@ -111,7 +119,7 @@ class Schema:
         t = d["target"]
         return Schema([ColumnSpec.from_json(c) for c in d["columns"]], str(t["name"]), str(d["task"]),
                       [str(c) for c in t.get("classes", [])], float(t.get("mean", 0.0)), float(t.get("std", 1.0)),
-                      [str(v) for v in d.get("missing_values", DEFAULT_MISSING)])
+                      [str(v) for v in d.get("missing_values", DEFAULT_MISSING)], dict(d.get("example") or {}))
 
     # -- the target -------------------------------------------------------------
     def encode_target(self, values: np.ndarray, where: str) -> np.ndarray:
