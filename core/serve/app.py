@@ -32,6 +32,7 @@ from core.run_dir import RunDir
 from core.serve.batching import Limits, ServeError
 from core.serve.handles import is_run_source, model_file
 from core.serve.pool import InferencePool, StartError
+from core.serve.openapi import docs_html, openapi
 from core.serve.schema import BadRequest
 
 TOKEN_ENV = "TRAINDESK_SERVE_TOKEN"
@@ -108,6 +109,8 @@ class _Metrics:
         self.workers_ready = Gauge("traindesk_serve_workers_ready", "model processes serving", registry=r)
         self.model = Info("traindesk_serve_model", "the model served", registry=r)
         self.reloads = Counter("traindesk_serve_reloads", "reloads by result", ["result"], registry=r)
+        self.unseen = Counter("traindesk_serve_unseen_values", "a table's category values training never saw, "
+                              "by column", ["column"], registry=r)
         self._predict_ok = self.requests.labels("predict", "200")
 
     def batch_done(self, rows: int) -> None:
@@ -243,7 +246,7 @@ class Service:
             try:
                 timeout = self._timeout(timeout_header)
                 body = await self._body(receive, length)
-                x = pool.schema.parse(body)
+                x, notes = pool.schema.parse(body)
                 probs = await pool.submit(x, timeout)
             except ClientDisconnect:  # gone before its body was in: nobody to answer
                 return self._refusal(499, "the client closed the connection")
@@ -251,7 +254,10 @@ class Service:
                 return self._refusal(exc.status, exc.message)
             except ServeError as exc:
                 return self._refusal(exc.status, exc.message, exc.headers)
-            answer = pool.schema.answer(probs, pool.version)
+            if notes is not None and "unseen" in notes:
+                for column, count in notes["unseen"].items():
+                    self.metrics.unseen.labels(column).inc(count)
+            answer = pool.schema.answer(probs, pool.version, notes)
             self.metrics._predict_ok.inc()
             self.metrics.latency.observe(time.perf_counter() - t0)
             # while draining the client reconnects, and meets a closed door once the drain is done
@@ -295,7 +301,7 @@ class Service:
             return self._auth_error("openapi")
         assert self.pool.schema is not None
         self.metrics.requests.labels("openapi", "200").inc()
-        return Response(orjson.dumps(self.pool.schema.openapi(self._title(), self.pool.version)),
+        return Response(orjson.dumps(openapi(self.pool.schema, self._title(), self.pool.version)),
                         media_type="application/json")
 
     async def docs(self, request: Request) -> Response:
@@ -303,7 +309,7 @@ class Service:
             return self._auth_error("docs")
         assert self.pool.schema is not None
         self.metrics.requests.labels("docs", "200").inc()
-        return HTMLResponse(self.pool.schema.docs_html(self._title(), self.pool.version, self.url))
+        return HTMLResponse(docs_html(self.pool.schema, self._title(), self.pool.version, self.url))
 
     async def reload(self, request: Request) -> Response:
         if self._bearer is None:

@@ -120,15 +120,15 @@ class InferencePool:
         self._kick()
 
     async def _check_canary(self, w: WorkerHandle) -> None:
-        """One row through the model: answers of the right shape that are probabilities, else StartError."""
+        """One row through the model (a table's example row): answers of the right shape and kind, else StartError."""
         assert self._loop is not None and self.schema is not None and w.conn is not None
         w.canary = self._loop.create_future()
-        row = np.zeros((1, *self.schema.shape), dtype=np.float32)
+        row = np.ascontiguousarray(self.schema.canary(), dtype=np.float32)
         w.conn.send_bytes(b"B" + BATCH_HEAD.pack(CANARY_ID, 1) + row.tobytes())
         probs = await asyncio.wait_for(w.canary, LOAD_TIMEOUT_S)
-        ok = probs.shape == (1, len(self.schema.classes)) and bool(np.isfinite(probs).all())
-        if not ok or abs(float(probs.sum()) - 1.0) > 1e-3:
-            raise StartError(f"{w.path}: the canary row got {probs.tolist()[:1]}, not class probabilities")
+        if not self.schema.answers_right(probs):
+            what = "a finite value" if self.schema.regression else "class probabilities"
+            raise StartError(f"{w.path}: the canary row got {probs.tolist()[:1]}, not {what}")
         w.canary_ok = True
 
     async def close(self) -> None:
