@@ -42,20 +42,19 @@ STOP_TIMEOUT_S = 10.0
 def _default_session_factory(cfg: Config, runs_dir: str, name: str | None) -> tuple[Any, Any]:
     from core.session import RecordBuffer, Session  # imported late: the GUI starts before the engine is needed
 
-    # A diverging loss pauses the run in the window (the CLI fails it): the user can look, then stop.
-    return Session(cfg, runs_dir=runs_dir, name=name, pause_on_divergence=True), RecordBuffer()
+    return Session(cfg, runs_dir=runs_dir, name=name), RecordBuffer()
 
 
 def _continue_session_factory(run_dir: str, epochs: int | None) -> tuple[Any, Any]:
     from core.session import RecordBuffer, Session
 
-    return Session.from_run(run_dir, epochs=epochs, pause_on_divergence=True), RecordBuffer()
+    return Session.from_run(run_dir, epochs=epochs), RecordBuffer()
 
 
 def _fork_session_factory(run_dir: str, changes: dict[str, Any], runs_dir: str | None) -> tuple[Any, Any]:
     from core.session import RecordBuffer, Session
 
-    return Session.fork(run_dir, changes=changes, runs_dir=runs_dir, pause_on_divergence=True), RecordBuffer()
+    return Session.fork(run_dir, changes=changes, runs_dir=runs_dir), RecordBuffer()
 
 
 def _attach_session_factory(run_dir: str) -> tuple[Any, Any]:

@@ -71,7 +71,7 @@ class Marker:
     step: float
     t: float      # run time (see the Timeline)
     text: str
-    kind: str     # "config" | "resume" | "fork"
+    kind: str     # "config" | "resume" | "fork" | "recovery"
 
 
 @dataclass
@@ -189,6 +189,8 @@ class RunData:
                 self._on_state(rec, float(t), ch, was_paused)
             elif kind == kinds.CONFIG:
                 self._on_config(rec, float(t), ch)
+            elif kind == kinds.RECOVERY:
+                self._on_recovery(rec, float(t), ch)
         self._flush_rows(loss_rows, ch)
         return ch
 
@@ -309,6 +311,16 @@ class RunData:
         steps = [float(v) for v in (rec.get("steps") or {}).values() if isinstance(v, (int, float))]
         step = max(steps) if steps else self.max_step
         self.markers.append(Marker(step, self.timeline.time(t), ", ".join(parts) or "settings changed", "config"))
+        ch.events = True
+
+    def _on_recovery(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
+        """A worker rolled back from a diverged loss and lowered its own rate: a marker at that step."""
+        step = float(rec.get("step") or 0)
+        workers = max(self.expected_workers, len(self.loss))
+        who = f"{self.worker_label(int(rec['worker']))}: " if workers > 1 and "worker" in rec else ""
+        text = (f"{who}lr {_short(rec.get('lr_from'))}→{_short(rec.get('lr_to'))} after the loss diverged at "
+                f"step {int(step) + 1}")
+        self.markers.append(Marker(step, self.timeline.time(t), text, "recovery"))
         ch.events = True
 
     def _loss_series(self, w: int, ch: Changes) -> Series:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar, Mapping
 
 # a table entry may lack these (checkpoints written before they existed): their defaults then apply
-_OPTIONAL = frozenset({"offset", "lr_scale"})
+_OPTIONAL = frozenset({"offset", "lr_scale", "lr_factor"})
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Position:
     samples: int = 0        # training samples seen so far
     offset: int = -1        # samples of the epoch in progress done; -1: ``batch`` whole batches
     lr_scale: float = 1.0   # the plateau schedule's factor reached so far
+    lr_factor: float = 1.0  # what recoveries from a diverged loss left of this worker's rate (1/10 each)
 
     # the counters every stored position holds (a progress table entry without one is unusable)
     COUNTERS: ClassVar[tuple[str, ...]]
@@ -40,7 +41,8 @@ class Position:
     def of(cls, table: Mapping[str, Any]) -> "Position":
         """The position a record or a progress entry holds (the optional fields default)."""
         return cls(**{k: int(table[k]) for k in cls.COUNTERS},
-                   offset=int(table.get("offset", -1)), lr_scale=float(table.get("lr_scale", 1.0)))
+                   offset=int(table.get("offset", -1)), lr_scale=float(table.get("lr_scale", 1.0)),
+                   lr_factor=float(table.get("lr_factor", 1.0)))
 
     def as_dict(self) -> dict[str, Any]:
         """The flat dict of records and checkpoints."""

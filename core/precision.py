@@ -34,6 +34,7 @@ class Precision(Protocol):
 
 
 class FullPrecision:
+    skips_overflowing_steps = False
     """float32: no autocast, a plain backward pass and step."""
 
     def autocast(self) -> ContextManager[object]:
@@ -59,6 +60,8 @@ class MixedPrecision(FullPrecision):
 
 class ScaledMixedPrecision(MixedPrecision):
     """float16 autocast with a gradient scaler (float16 gradients underflow without one)."""
+
+    skips_overflowing_steps = True  # an infinite gradient is the scaler's signal, not a divergence
 
     def __init__(self, device: torch.device) -> None:
         super().__init__(device, torch.float16)

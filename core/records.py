@@ -26,7 +26,8 @@ STATE = "state"
 LOG = "log"
 CONFIG = "config"
 TRIAL = "trial"
-PUBLIC = (STEP, EVAL, STATE, LOG, CONFIG, TRIAL)
+RECOVERY = "recovery"     # a worker rolled back from a diverged loss and lowered its own rate
+PUBLIC = (STEP, EVAL, STATE, LOG, CONFIG, TRIAL, RECOVERY)
 
 DONE = "_done"            # a worker ended: how, and where to continue from
 SNAPSHOT = "_snapshot"    # a worker's part of a consistent checkpoint
@@ -71,6 +72,18 @@ class StateRecord(TypedDict, total=False):
     pid: int
     node: str
     local_rank: int
+
+
+class RecoveryRecord(TypedDict, total=False):
+    kind: str
+    t: float
+    worker: int
+    epoch: int
+    step: int                # the worker's last step before the diverged one
+    lr_from: float
+    lr_to: float
+    loss: str                # "nan", "inf": JSON has no number for it
+    weights_from: int        # the step whose weights came back
 
 
 class LogRecord(TypedDict, total=False):
@@ -129,6 +142,13 @@ def log_record(worker: int | None, level: str, message: str, t: float | None = N
 
 def config_record(changes: dict[str, dict[str, Any]], steps: dict[str, int], t: float | None = None) -> ConfigRecord:
     return cast(ConfigRecord, {"kind": CONFIG, "t": _now(t), "worker": None, "changes": changes, "steps": steps})
+
+
+def recovery_record(worker: int, epoch: int, step: int, lr_from: float, lr_to: float, loss: float,
+                    weights_from: int, t: float | None = None) -> RecoveryRecord:
+    """``loss`` (not finite) at the step after ``step``; the weights of step ``weights_from`` came back."""
+    return cast(RecoveryRecord, {"kind": RECOVERY, "t": _now(t), "worker": worker, "epoch": epoch, "step": step,
+                                 "lr_from": lr_from, "lr_to": lr_to, "loss": str(loss), "weights_from": weights_from})
 
 
 def trial_record(worker: int, trial: int, state: str, t: float | None = None, **extra: Any) -> TrialRecord:

@@ -40,6 +40,7 @@ class _Trial(Strategy):
     name = "trial"
     keeps_best = False
     pauses_on_divergence = False
+    recovers_from_divergence = False  # a trial whose sampled rate diverges fails: the study learns it
 
     def __init__(self, config: Config, number: int) -> None:
         super().__init__(config)

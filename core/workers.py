@@ -38,7 +38,8 @@ from core.metric_names import selection_metric
 from core.metrics import eval_metrics, eval_stats, make_loss
 from core.position import Position
 from core.precision import precision_for
-from core.records import best_record, diverged_record, eval_record, snapshot_record, step_record
+from core.records import best_record, diverged_record, eval_record, recovery_record, snapshot_record, step_record
+from core.recovery import LR_DIVISOR, Recovery
 from core.schedule import Plateau, improved, lr_at, scheduled
 from core.strategies import get_strategy
 from core.strategies.base import Strategy
@@ -60,7 +61,6 @@ class WorkerSpec:
     node: str = ""            # the machine's name, for the records
     gather_records: bool = False  # torchrun: rank 0 collects every rank's records at agreement points
     dist_init: str = ""       # process group rendezvous: "file://..." or "env://"
-    pause_on_divergence: bool = False  # GUI: pause the run instead of failing it
     start: Position = Position()  # where to continue (a resumed or forked run: its checkpoint's position)
     run_dir: str = ""         # the run directory (a search keeps its study there)
     optimizer_state: bytes | None = None
@@ -142,8 +142,12 @@ class Trainer:
         self._loss_acc = 0.0  # losses since the last step record
         self._n_acc = 0
         self._last_record = time.monotonic()
+        self._lr_factor = start.lr_factor  # what recoveries from a diverged loss left of this worker's rate
+        self._base_lr = strategy.worker_lr(rank) * self._lr_factor  # the schedule's base; a live change replaces it
+        if self._lr_factor != 1.0:
+            for group in self.optimizer.param_groups:
+                group["lr"] = self._base_lr
         self._lr = float(self.optimizer.param_groups[0]["lr"])
-        self._base_lr = strategy.worker_lr(rank)  # the schedule's base; a live lr change replaces it
         self._scheduled = scheduled(cfg.schedule)
         self.monitor = selection_metric(cfg, data.info.task)  # what "best" means for this run
         y_train = data.train.y if hasattr(data.train, "y") else torch.tensor(data.train.labels)  # type: ignore[union-attr]
@@ -157,6 +161,9 @@ class Trainer:
         self.record_extra: dict[str, Any] = {}  # added to this worker's step and eval records
         self.on_eval: Any = None  # called with each eval record this worker reports
         self._gathers = spec.gather_records and spec.world_size > 1
+        self._recovery = Recovery(self.model, self.step) \
+            if strategy.recovers_from_divergence and cfg.train.on_divergence != "fail" else None
+        self._grads_decide = strategy.divergence_from_gradients and not self.precision.skips_overflowing_steps
 
     # -- control ----------------------------------------------------------------
     def _word(self) -> int:
@@ -209,8 +216,11 @@ class Trainer:
             return
         self._settings_version = box.version.value
         old, self.config = self.config, self.config.with_changes(box.read())
+        was = self.strategy.worker_lr(self.spec.rank)
         self.strategy = self.strategy.with_config(self.config)  # live keys change no part of the run's shape
-        lr = self._base_lr = self.strategy.worker_lr(self.spec.rank)  # a schedule goes on from the new base
+        if self.strategy.worker_lr(self.spec.rank) != was:
+            self._lr_factor = 1.0  # a rate the user chose replaces what recoveries left
+        lr = self._base_lr = self.strategy.worker_lr(self.spec.rank) * self._lr_factor  # a schedule goes on
         for group in self.optimizer.param_groups:
             group["lr"] = lr
             group["weight_decay"] = self.config.optim.weight_decay
@@ -243,7 +253,7 @@ class Trainer:
 
     def position(self) -> Position:
         return Position(self.epoch, self.batch, self.step, self.samples, self.offset,
-                        self._plateau.scale if self._plateau else 1.0)
+                        self._plateau.scale if self._plateau else 1.0, self._lr_factor)
 
     def _schedule_lr(self, batch_len: int) -> None:
         """Set the lr of the step about to be taken from the run's position."""
@@ -340,8 +350,8 @@ class Trainer:
                 loss = self.loss_fn(net(xb), yb)
             precision.backward(loss)
             value = loss.item()
-            if not math.isfinite(value):
-                self._diverged(value)  # raises, or returns after a pause: skip this batch
+            if not (self._gradients_finite() if self._grads_decide else math.isfinite(value)):
+                self._diverged(value)  # raises, or returns once the worker is back on healthy weights
                 continue
             precision.step(opt)
             self.batch += 1
@@ -350,18 +360,52 @@ class Trainer:
             self.samples += yb.shape[0]
             self._loss_acc += value
             self._n_acc += 1
+            if self._recovery is not None:
+                self._recovery.observe(value, self.step)
             now = time.monotonic()
             if now - self._last_record >= RECORD_INTERVAL:
                 self._emit_step()
         self._emit_step(force=True)
 
+    def _gradients_finite(self) -> bool:
+        """Whether every gradient is finite (ranks that average gradients see the same answer)."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        return not grads or bool(torch.isfinite(torch.nn.utils.get_total_norm(grads)))
+
+    def _rate_key(self) -> str:
+        """The setting that holds this worker's learning rate."""
+        rates = self.config.parallel.sweep_lr
+        return f"parallel.sweep_lr[{self.spec.rank}]" if self.strategy.model_per_worker and rates else "optim.lr"
+
     def _diverged(self, value: float) -> None:
-        """A non-finite loss: the weights are still finite (no step taken with it)."""
+        """A non-finite loss (no step was taken with it): roll back, lower this worker's rate and go on
+        (``train.on_divergence = "recover"``), then pause when asked to; fail when told to or out of tries."""
         where = f"worker {self.spec.rank}, epoch {self.epoch}, step {self.step + 1}"
-        message = f"loss became {value} at {where} (learning rate {self._lr:g}); lower optim.lr"
-        if not (self.spec.pause_on_divergence and self.strategy.pauses_on_divergence):
+        rec = self._recovery
+        lowered = f", lowered {rec.recoveries} time(s) after earlier divergences" if rec and rec.recoveries else ""
+        message = f"loss became {value} at {where} (learning rate {self._lr:g}{lowered}); lower {self._rate_key()}"
+        if rec is None or rec.exhausted:
             raise Diverged(message)
-        self.out.log("error", f"{message}; run paused, the step was skipped")
+        back_to = rec.restore(self.optimizer)
+        old_lr = self._lr
+        self._lr_factor /= LR_DIVISOR
+        self._base_lr /= LR_DIVISOR
+        self._lr = self._lr / LR_DIVISOR
+        for group in self.optimizer.param_groups:
+            group["lr"] = self._lr
+        self._emit_step(force=True)
+        self.out.add(recovery_record(self.spec.rank, self.epoch, self.step, old_lr, self._lr, value, back_to))
+        what = (f"loss became {value} at epoch {self.epoch}, step {self.step + 1} (learning rate {old_lr:g}): "
+                f"weights rolled back to step {back_to}, this worker's learning rate lowered to {self._lr:g}")
+        pause = self.config.train.on_divergence == "pause" and self.strategy.pauses_on_divergence
+        if not pause:
+            self.out.log("warning", f"{what}; training goes on")
+            self.out.flush()
+            return
+        self.out.log("error", f"{message}; weights rolled back to step {back_to}, this worker's learning rate "
+                              f"lowered to {self._lr:g}; run paused (train.on_divergence = \"pause\"): Resume goes on "
+                              "at the lowered rate" + (", or change optim.lr first" if self._rate_key() == "optim.lr"
+                                                       else ""))
         self.out.add(diverged_record(self.spec.rank, message))
         self.ch.command.value = PAUSE  # every worker pauses at its next batch; the session follows the record
         self.ch.run_event.clear()

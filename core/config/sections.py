@@ -30,6 +30,7 @@ COLUMN_KINDS = ("number", "category", "bool", "ignore")
 TASKS = ("auto", "classification", "regression")
 CLASS_WEIGHTS = ("none", "balanced")
 REGRESSION_LOSSES = ("auto", "mse", "huber")
+DIVERGENCE_ACTIONS = ("recover", "pause", "fail")
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 SAMPLERS = ("tpe", "random", "grid")
 PRUNERS = ("median", "asha", "none")
@@ -116,6 +117,9 @@ class TrainConfig(Section):
     # regression, on the standardised target: auto (huber: a long-tailed target's far values pull it no harder
     # than a unit away; the same as mse within one standard deviation), mse, huber
     loss: str = _choice("auto", REGRESSION_LOSSES)
+    on_divergence: str = _choice("recover", DIVERGENCE_ACTIONS,
+                                 "A non-finite loss: recover (roll back, the worker's rate / 10, go on), "
+                                 "pause (the same, then pause), fail")
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,7 @@ class Collector:
                           "monitor": best["monitor"], "value": best["value"]})
 
     def _on_diverged(self, rec: dict[str, Any]) -> None:
-        """A worker paused the run on a non-finite loss (pause_on_divergence)."""
+        """A worker paused the run on a non-finite loss (``train.on_divergence = "pause"``)."""
         s = self.session
         with s._run.lock:
             if s._run.value in ("running", "starting") and s._run.move("paused", f"diverged: {rec['message']}"):

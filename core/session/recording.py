@@ -102,7 +102,7 @@ def checkpoint_payload(config: Config, info: dict[str, Any], states: list[dict[s
     first step) taken at the same point as the weights.
     """
     progress = [{**{k: int(p[k]) for k in (*POSITION_KEYS, "offset") if k in p},
-                 **({"lr_scale": float(p["lr_scale"])} if "lr_scale" in p else {})} for p in parts]
+                 **{k: float(p[k]) for k in ("lr_scale", "lr_factor") if k in p}} for p in parts]
     return {
         "config": to_dict(config),
         "info": info,

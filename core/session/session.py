@@ -63,12 +63,11 @@ class Session:
     attached = False  # this process runs the run (an AttachedSession follows another's)
 
     def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None,
-                 pause_on_divergence: bool = False, launcher: Launcher | None = None,
+                 launcher: Launcher | None = None,
                  start: StartPoint | None = None) -> None:
         self.config = config
         self.strategy = get_strategy(config)
         self.launcher: Launcher = launcher or LocalLauncher()
-        self.pause_on_divergence = pause_on_divergence
         self.runs_dir = Path(runs_dir)
         self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
         self._start = start or StartPoint()
@@ -242,7 +241,7 @@ class Session:
         shared = [m.state_dict() for m in self._models]  # shared-memory tensors, rebound in each worker
         specs = [WorkerSpec(rank=rank, world_size=self.num_workers, config=cfg, threads=threads,
                             parent_pid=os.getpid(), local_rank=rank, dist_init=dist_init,
-                            pause_on_divergence=self.pause_on_divergence, run_dir=str(self.run_dir),
+                            run_dir=str(self.run_dir),
                             **self.start_fields(rank))
                  for rank in range(self.num_workers)]
         assert self._channels is not None

@@ -42,6 +42,10 @@ class Strategy:
     runs_on_gpu: ClassVar[bool] = True
     uses_process_group: ClassVar[bool] = False  # the launcher provides a rendezvous (file:// or env://)
     pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
+    recovers_from_divergence: ClassVar[bool] = True  # a diverged worker rolls back and lowers its own rate
+    # ranks share their gradients: a non-finite gradient (the same on every rank) decides a divergence, so
+    # every rank recovers at the same step; a rank's own loss alone would split them
+    divergence_from_gradients: ClassVar[bool] = False
     keeps_best: ClassVar[bool] = True  # reporting workers send the weights of each new best evaluation
     runner: ClassVar[str] = ""  # "module:Class" of a worker's loop other than the Trainer (search: trials)
     fixed_workers: ClassVar[int] = 0     # the worker count it always has (0: parallel.workers)

@@ -34,6 +34,7 @@ class DDP(Strategy):
     description = "DistributedDataParallel: gradients averaged over ranks (gloo on CPU, nccl on GPUs)."
     uses_process_group = True
     pauses_on_divergence = False  # one rank cannot pause alone: its peers would wait in a collective
+    divergence_from_gradients = True
     control_every: ClassVar[int] = 8
     advisable = True
     min_workers = 2  # one rank has no one to average with

@@ -165,16 +165,31 @@ def test_bad_data_from_start_shows_the_message_and_does_not_start(
     assert live_children() == []
 
 
-def test_a_diverging_run_pauses_with_the_reason_and_the_window_stays_usable(qtbot: Any, make_window: Any) -> None:
+def test_a_diverging_run_recovers_with_a_marker_and_finishes(qtbot: Any, make_window: Any) -> None:
     window = make_window()
-    # A learning rate this high makes the loss overflow: the window pauses the run and says why.
-    cfg = long_config(epochs=50).replace("optim", lr=100.0, momentum=0.99)
+    # A learning rate this high makes the loss overflow: each worker rolls back and lowers its own rate
+    cfg = long_config(epochs=6).replace("optim", lr=100.0, momentum=0.99)
+    window.panel.set_config(cfg)
+    window.action_start.trigger()
+    wait_end(qtbot, window)
+    assert window.controller.state == "finished"  # never paused on the way
+    log = window.log_pane.toPlainText()
+    assert "rolled back" in log and "lowered to" in log
+    marks = [m.text for m in window.plots.data.markers if m.kind == "recovery"]
+    assert marks and all("after the loss diverged at step" in t for t in marks)
+    assert any("lr 100→10" in t for t in marks)
+
+
+def test_a_diverging_run_pauses_with_the_reason_when_asked_and_the_window_stays_usable(
+        qtbot: Any, make_window: Any) -> None:
+    window = make_window()
+    cfg = long_config(epochs=50).replace("optim", lr=100.0, momentum=0.99).replace("train", on_divergence="pause")
     window.panel.set_config(cfg)
     window.action_start.trigger()
     # the session pauses at once; its records (the reason) reach the window a moment later
     qtbot.waitUntil(lambda: window.controller.state == "paused" and window.banner.isVisible(), timeout=60_000)
     log = window.log_pane.toPlainText()
-    assert "loss became" in log and "lower optim.lr" in log
+    assert "loss became" in log and "run paused" in log
     assert window.banner.isVisible() and "lower optim.lr" in window.banner.text
     assert window.action_resume.isEnabled() and window.action_stop.isEnabled()
     window.action_stop.trigger()

@@ -16,8 +16,9 @@ from core.session.start_point import StartPoint
 
 
 def test_a_position_is_the_same_flat_dict_as_checkpoints_and_records_hold() -> None:
-    p = Position(epoch=3, batch=7, step=40, samples=2560, offset=448, lr_scale=0.5)
-    assert p.as_dict() == {"epoch": 3, "batch": 7, "step": 40, "samples": 2560, "offset": 448, "lr_scale": 0.5}
+    p = Position(epoch=3, batch=7, step=40, samples=2560, offset=448, lr_scale=0.5, lr_factor=0.1)
+    assert p.as_dict() == {"epoch": 3, "batch": 7, "step": 40, "samples": 2560, "offset": 448, "lr_scale": 0.5,
+                           "lr_factor": 0.1}
     assert Position.of(p.as_dict()) == p
     assert p.counters() == {"epoch": 3, "batch": 7, "step": 40, "samples": 2560}
     assert Position.COUNTERS == ("epoch", "batch", "step", "samples")
@@ -26,7 +27,7 @@ def test_a_position_is_the_same_flat_dict_as_checkpoints_and_records_hold() -> N
 def test_an_older_progress_entry_without_offset_or_lr_scale_reads_with_their_defaults() -> None:
     entry = {"epoch": 2, "batch": 5, "step": 21, "samples": 1344}
     assert Position.holds(entry)
-    assert Position.of(entry) == Position(2, 5, 21, 1344, offset=-1, lr_scale=1.0)
+    assert Position.of(entry) == Position(2, 5, 21, 1344, offset=-1, lr_scale=1.0, lr_factor=1.0)
     assert not Position.holds({"epoch": 2, "batch": 5, "step": "21", "samples": 1344})
     assert not Position.holds(None)
 
