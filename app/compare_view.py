@@ -334,6 +334,9 @@ class CompareView(QWidget):
         values: list[list[float]] = []
         for r, run in enumerate(self.runs):
             acc = run.best("val_accuracy", True)
+            result = (run.summary.get("result") or {}).get("val_accuracy")
+            if isinstance(result, (int, float)):  # the model the run hands on, measured on its weights
+                acc = (float(result), acc[1] if acc else 0)
             vloss = run.best("val_loss", False)
             tloss = run.best("train_loss", False)
             final = (run.summary.get("final") or {}).get("val_accuracy")

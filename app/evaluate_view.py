@@ -6,9 +6,9 @@ background thread; ``evaluated`` (the eval dict) or ``failed`` (one line)
 follows. Widgets change only in the GUI thread, from the result callbacks.
 ``combo_checkpoint`` chooses the run's best evaluation (the default once
 checkpoints/best.pt exists) or its last checkpoint; changing it evaluates
-that one. Only the last checkpoint's evaluation is written to eval.json (the
-run's record); the best one's is computed when shown, unless
-``traindesk evaluate --checkpoint best`` wrote it.
+that one. Only the evaluation of the checkpoint the run hands on (best once it
+exists, else last: the run's figure) is written to eval.json; the other one's is
+computed when shown.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _load(run_dir: Path, recompute: bool,
 
     full = None if recompute or _stale(run_dir, which) else _saved(run_dir, which)
     if full is None:
-        full = evaluate_run(run_dir, write=which == "last", checkpoint=which)
+        full = evaluate_run(run_dir, write=which == RunDir(run_dir).default_checkpoint(), checkpoint=which)
     try:
         images = misclassified_images(run_dir, full, GALLERY_LIMIT)
     except Exception:  # the gallery is a bonus: data moved or unreadable images must not hide the metrics
@@ -53,7 +53,7 @@ def _load(run_dir: Path, recompute: bool,
 
 
 def _saved(run_dir: Path, which: str) -> dict[str, Any] | None:
-    """eval.json when it evaluated checkpoint ``which`` (the end-of-run evaluation is of last)."""
+    """eval.json when it evaluated checkpoint ``which`` (the end-of-run evaluation is of the handed-on one)."""
     from core.evaluate import load_evaluation
 
     full = load_evaluation(run_dir)
@@ -263,7 +263,7 @@ class EvaluateView(QWidget):
         else:
             self.line_identity.setData([], [])
         n_all = int((full or {}).get("n", 0))
-        self.plot_actual.setTitle("Predicted vs actual" + (f" ({len(pairs):,} of {n_all:,})"
+        self.plot_actual.setTitle("Predicted vs actual" + (f" (a random {len(pairs):,} of {n_all:,})"
                                                            if 0 < len(pairs) < n_all else ""))
 
     def _fill_confusion(self, classes: list[str], cm: list[list[int]]) -> None:

@@ -18,6 +18,7 @@ from app.run_data import ProgressTracker, format_duration
 from app.trial_progress import TrialProgress, make_progress, search_end_text
 from app.window_state import STATE_TEXT
 from core.config import Config, ConfigError
+from core.evaluation import result_line
 from core.records import STATE
 from core.run_dir import RunDir
 
@@ -207,7 +208,10 @@ class LiveRun(QObject):
             parts = [search_end_text(status, summary) or ended
                      or f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
                      f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
-            if final.get("val_accuracy") is not None:
+            figure = result_line(summary)  # the model the run hands on: Evaluate, Export, Predict and Serve's
+            if figure:
+                parts.append(figure)
+            elif final.get("val_accuracy") is not None:
                 parts.append(f"val accuracy {final['val_accuracy']:.3f}")
             w.log_pane.add_message("error" if status == "failed" else "state", ", ".join(parts), who="session")
         if status == "failed":

@@ -167,8 +167,13 @@ class RunIndex:
         if tail is None:
             tail = self._tails[d] = _RecordsTail(run)
         stats = tail.update()
-        if stats.best_accuracy:
+        result = summary.get("result") or {}
+        if isinstance(result.get("val_accuracy"), (int, float)):
+            # the model the run hands on (best.pt, chosen by its select_by), measured on those weights
+            row.best_val_accuracy = float(result["val_accuracy"])
+        elif stats.best_accuracy:
             row.best_val_accuracy = max(stats.best_accuracy.values())
+        if stats.best_accuracy:
             if live or math.isnan(row.final_val_accuracy):
                 best_worker = summary.get("best_worker")
                 last = stats.last_accuracy.get(best_worker) if isinstance(best_worker, int) else None

@@ -43,6 +43,11 @@ COLUMNS: list[tuple[str, str, bool]] = [
     ("Notes", "notes", True),
 ]
 COL = {attr: i for i, (_h, attr, _e) in enumerate(COLUMNS)}
+HEADER_TIPS = {
+    "best_val_accuracy": "The validation accuracy of the model the run hands on (checkpoints/best.pt, chosen by "
+                         "train.select_by), measured on those weights: what Evaluate, Export, Predict and Serve use",
+    "final_val_accuracy": "The validation accuracy at the run's last evaluation",
+}
 
 
 def _display(row: RunRow, attr: str) -> str:
@@ -129,6 +134,8 @@ class RunsTableModel(QAbstractTableModel):
                    role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section][0]
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
+            return HEADER_TIPS.get(COLUMNS[section][1])
         return None
 
     def flags(self, index: Index) -> Qt.ItemFlag:

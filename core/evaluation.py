@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 EVAL_FILE = RunDir("").evaluation.name  # what summary.json's "evaluation" names as its full report
 EVAL_FORMAT = "traindesk.eval"
 MISCLASSIFIED_KEPT = 500     # eval.json lists at most this many misclassified samples (the least confident first)
-RESIDUALS_KEPT = 2000        # (actual, predicted) pairs eval.json keeps for the window's plots
+RESIDUALS_KEPT = 2000        # (actual, predicted) pairs eval.json keeps for the window's plots: a seeded sample
 BATCH = 4096
 
 
@@ -106,7 +106,28 @@ def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
         return _regression_split(model, x, y, data)
     probs = predict_probs(model, x)
     paths = list(val.paths) if isinstance(val, ImageSplit) else None
-    return {**_header(), **report(y.numpy(), probs, data.info.class_names, paths)}
+    full = {**_header(), **report(y.numpy(), probs, data.info.class_names, paths)}
+    full["loss"] = cross_entropy(probs, y.numpy())
+    return full
+
+
+def cross_entropy(probs: np.ndarray, y: np.ndarray) -> float:
+    """The mean cross-entropy of class probabilities against the true classes (what val_loss measures)."""
+    import numpy as np
+
+    if len(y) == 0:
+        return 0.0
+    p = probs[np.arange(len(y)), np.asarray(y, dtype=np.int64)].astype(np.float64)
+    return float(-np.log(np.maximum(p, 1e-12)).mean())
+
+
+def sample_rows(n: int, k: int, seed: int = 0) -> np.ndarray:
+    """``k`` of ``n`` row indices drawn at random (seeded) across the whole split, in order; all when n <= k."""
+    import numpy as np
+
+    if n <= k:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
 
 
 def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: PreparedData) -> dict[str, Any]:
@@ -121,44 +142,92 @@ def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: 
         pred = torch.cat([model(xb).reshape(-1) for xb in x.split(BATCH)]) * std + mean
     true = y.double() * std + mean
     out = regression_report(pred.tolist(), true.tolist())
+    keep = torch.from_numpy(sample_rows(len(true), RESIDUALS_KEPT))  # a plot's rows: from the whole split
     return {**_header(task="regression"), **out,
             "pairs": [[round(float(a), 6), round(float(p), 6)]
-                      for a, p in zip(true[:RESIDUALS_KEPT].tolist(), pred[:RESIDUALS_KEPT].tolist())],
-            "pairs_axes": "actual, predicted"}
+                      for a, p in zip(true[keep].tolist(), pred[keep].tolist())],
+            "pairs_axes": "actual, predicted", "pairs_sample": "seeded random rows of the whole split"}
 
 
 # ----------------------------------------------------------------------------- keeping it
 
 
-def save_evaluation(run_dir: Path, full: dict[str, Any]) -> dict[str, Any] | None:
-    """Write eval.json and the compact figures into summary.json (when it exists); the new summary."""
+def save_evaluation(run_dir: Path, full: dict[str, Any], result: dict[str, Any] | None = None
+                    ) -> dict[str, Any] | None:
+    """Write eval.json and the compact figures (and ``result``) into summary.json (when it exists); the new
+    summary."""
     from core.runlog import atomic_write_json, update_summary
 
     run = RunDir(run_dir)
     try:
         atomic_write_json(run.evaluation, full)
-        return update_summary(run.path, {"evaluation": compact(full)})
+        return update_summary(run.path, {"evaluation": compact(full), **({"result": result} if result else {})})
     except OSError as exc:
         raise RunError(f"evaluate: cannot write {run.evaluation}: {exc.strerror or exc}") from None
 
 
-def attach_evaluation(run_dir: Path | None, final_model: Callable[[], nn.Module], data: PreparedData | None,
-                      summary: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Session hook, after summary.json is written: evaluate, write eval.json, add ``evaluation``.
+def result_figures(full: dict[str, Any]) -> dict[str, float]:
+    """An evaluation's figures under the names of the records' metrics (val_accuracy, val_rmse, ...)."""
+    if full.get("task") == "regression":
+        return {"val_rmse": full["rmse"], "val_mae": full["mae"], "val_r2": full["r2"]}
+    out = {"val_accuracy": full["accuracy"], "val_balanced_accuracy": full["macro"]["recall"],
+           "val_macro_f1": full["macro"]["f1"]}
+    if "loss" in full:
+        out["val_loss"] = full["loss"]
+    return out
 
-    In ``Session._finish``, after the summary is written::
 
-        self.summary = attach_evaluation(self.run_dir, self.final_model, self._data, self.summary)
+def run_result(full: dict[str, Any], checkpoint: str, epoch: Any, select_by: str) -> dict[str, Any]:
+    """summary.json's ``result``: the model the run hands on (its checkpoint and epoch), the metric that chose
+    it and its figures, measured on those very weights as ``traindesk evaluate`` measures them."""
+    figures = {k: round(float(v), 6) for k, v in result_figures(full).items()}
+    out: dict[str, Any] = {"checkpoint": checkpoint, "epoch": epoch, "select_by": select_by, **figures}
+    if select_by in figures:
+        out["value"] = figures[select_by]
+    return out
 
-    ``final_model`` is called here, inside the guard. Never raises: a problem is recorded in
-    summary.json and the run's status stands. A failed run is not evaluated. Returns the
-    summary to keep (``summary`` itself when nothing was added).
+
+FIGURE_NAMES = {"val_accuracy": "val accuracy", "val_balanced_accuracy": "balanced accuracy",
+                "val_macro_f1": "macro F1", "val_loss": "val loss", "val_rmse": "RMSE", "val_mae": "MAE",
+                "val_r2": "R²"}
+
+
+def result_line(summary: dict[str, Any]) -> str:
+    """The run's figure in words: its handed-on model's, e.g. "val accuracy 0.9828 (checkpoints/best.pt, epoch
+    8, chosen by val_accuracy)"; "" when the run kept none (failed, or stopped before an evaluation)."""
+    result = summary.get("result")
+    if not isinstance(result, dict):
+        return ""
+    if "val_r2" in result:
+        shown = ["val_r2", "val_rmse", "val_mae"]
+    else:
+        shown = ["val_accuracy"] + [k for k in ("val_balanced_accuracy",) if result.get("select_by") == k]
+    if result.get("select_by") in FIGURE_NAMES and result["select_by"] not in shown and result["select_by"] in result:
+        shown.append(result["select_by"])
+    figures = ", ".join(f"{FIGURE_NAMES[k]} {result[k]:.4g}" for k in shown if isinstance(result.get(k), (int, float)))
+    where = f"checkpoints/{result.get('checkpoint', 'last')}.pt"
+    epoch = f", epoch {result['epoch']}" if result.get("epoch") is not None else ""
+    return f"{figures} ({where}{epoch}, chosen by {result.get('select_by')})"
+
+
+def attach_evaluation(run_dir: Path | None, model: Callable[[], tuple[nn.Module, str, Any]],
+                      data: PreparedData | None, summary: dict[str, Any] | None,
+                      select_by: str = "") -> dict[str, Any] | None:
+    """Session hook, after summary.json is written: evaluate the model the run hands on, write eval.json and
+    add ``evaluation`` and ``result`` to summary.json.
+
+    ``model()`` gives that model, which checkpoint it is (``best`` once the run kept one, else ``last``) and its
+    epoch; it is called here, inside the guard. Never raises: a problem is recorded in summary.json and the
+    run's status stands. A failed run is not evaluated. Returns the summary to keep (``summary`` itself when
+    nothing was added).
     """
     if run_dir is None or data is None or summary is None or summary.get("status") == "failed":
         return summary
     try:
-        full = evaluate_split(final_model(), data)
-        return save_evaluation(Path(run_dir), full) or summary
+        module, which, epoch = model()
+        full = evaluate_split(module, data)
+        full["checkpoint"] = {"which": which, "epoch": epoch}
+        return save_evaluation(Path(run_dir), full, run_result(full, which, epoch, select_by)) or summary
     except Exception as exc:  # the run is over and its checkpoint written: never fail it here
         from core.runlog import write_summary
 

@@ -19,14 +19,20 @@ def higher_is_better(metric: str) -> bool:
     return metric in MAXIMIZED
 
 
-def selection_metric(cfg: Any, task: str) -> str:
-    """The metric that picks best.pt and drives early stopping and the plateau schedule (cfg: a Config)."""
-    chosen = cfg.train.select_by
-    if chosen != "auto":
-        return str(chosen)
+def selection_metric(cfg: Any, task: str, skewed: bool = False) -> str:
+    """The metric that picks best.pt (the model a run hands on: its figure everywhere), a sweep's winner, early
+    stopping and the plateau schedule (cfg: a Config; ``skewed``: the largest class has at least
+    ``IMBALANCE_RATIO`` times the smallest's training samples).
+
+    ``train.select_by``, else ``train.monitor``, else what a user means by the best model: the lowest RMSE of
+    a regression, the accuracy of a classifier, its balanced accuracy when the classes are skewed.
+    """
+    for chosen in (cfg.train.select_by, cfg.train.monitor):
+        if chosen != "auto":
+            return str(chosen)
     if task == "regression":
         return "val_rmse"
-    return str(cfg.train.monitor)
+    return "val_balanced_accuracy" if skewed else "val_accuracy"
 
 
 def search_metric(cfg: Any, task: str) -> str:
@@ -35,5 +41,5 @@ def search_metric(cfg: Any, task: str) -> str:
     if task == "regression" and metric in CLASSIFICATION_ONLY:
         return selection_metric(cfg, task)
     if task != "regression" and metric in REGRESSION_ONLY:
-        return str(cfg.train.monitor)
+        return selection_metric(cfg, task)
     return metric

@@ -19,6 +19,7 @@ scaling) is a :mod:`core.precision` object. The process around the loop
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -149,7 +150,7 @@ class Trainer:
                 group["lr"] = self._base_lr
         self._lr = float(self.optimizer.param_groups[0]["lr"])
         self._scheduled = scheduled(cfg.schedule)
-        self.monitor = selection_metric(cfg, data.info.task)  # what "best" means for this run
+        self.monitor = selection_metric(cfg, data.info.task, data.info.imbalanced)  # what "best" means here
         y_train = data.train.y if hasattr(data.train, "y") else torch.tensor(data.train.labels)  # type: ignore[union-attr]
         self.loss_fn = make_loss(cfg, data.info, y_train).to(self.device)
         self._plateau = Plateau(cfg.schedule, self.monitor, start.lr_scale) \
@@ -427,7 +428,7 @@ class Trainer:
         if not (reporter or self._plateau) or self.data.info.n_val == 0:
             return  # a plateau schedule needs the metric on every worker, reported or not
         x, y = self.strategy.eval_split(*full_tensors(self.data.val, self.data.info), rank)
-        model = self.model
+        model = self._frozen()
         model.eval()
         info = self.data.info
         stats: torch.Tensor | None = None
@@ -449,19 +450,26 @@ class Trainer:
         if not reports:
             return
         self.out.add(record)
-        self._send_best(record)
+        self._send_best(record, model)
         self.out.flush()
         if self.on_eval is not None:
             self.on_eval(record)
 
-    def _send_best(self, record: dict[str, Any]) -> None:
+    def _frozen(self) -> nn.Module:
+        """The model to evaluate: a copy when other workers go on training these very weights (hogwild), so
+        the figures and the weights a new best sends are of one moment."""
+        if self.model is self.shared and self.strategy.num_workers > self.strategy.num_models:
+            return copy.deepcopy(self.model)
+        return self.model
+
+    def _send_best(self, record: dict[str, Any], model: nn.Module) -> None:
         """The weights of an evaluation that beat this worker's best: the session keeps the run's best."""
         monitor = self.monitor
         if not self.keeps_best or not improved(record[monitor], self._best, monitor,
                                                self.config.train.early_stop_min_delta):
             return
         self._best = record[monitor]
-        weights = {k: v.detach().to("cpu") for k, v in self.model.state_dict().items()}
+        weights = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}
         self.out.add(best_record(self.spec.rank, record["epoch"], self.step, self._best, state_to_bytes(weights)))
 
 

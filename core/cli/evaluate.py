@@ -16,7 +16,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-write", action="store_true", help="do not write eval.json or update summary.json")
     p.add_argument("--checkpoint", choices=("last", "best"), default=None,
                    help="the weights at the end of the run (last) or of its best evaluation (best); "
-                        "default: best when checkpoints/best.pt exists, else last. eval.json records last only")
+                        "default: best when checkpoints/best.pt exists, else last (the run's model and figure). "
+                        "eval.json records that default only")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -24,15 +25,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from core.run_dir import RunDir
 
     run = RunDir(Path(args.run_dir).expanduser())
-    which = args.checkpoint or run.default_checkpoint()
-    write = not args.no_write and which == "last"  # eval.json is the run's end-of-run record, as in the window
+    handed_on = run.default_checkpoint()
+    which = args.checkpoint or handed_on
+    write = not args.no_write and which == handed_on  # eval.json is the run's model's record, as in the window
     full = evaluate_run(run.path, write=write, checkpoint=which)
     sys.stdout.write(json.dumps(full, indent=2) + "\n" if args.json else format_report(full))
     if write:
         sys.stderr.write(f"wrote {run.evaluation}\n")
     elif not args.no_write:
         sys.stderr.write(f"evaluated checkpoints/{which}.pt (epoch {full['checkpoint']['epoch']}); not written: "
-                         f"{run.evaluation.name} records checkpoints/last.pt (--checkpoint last writes it)\n")
+                         f"{run.evaluation.name} records checkpoints/{handed_on}.pt, the run's model\n")
     return 0
 
 

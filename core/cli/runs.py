@@ -25,7 +25,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if summary is None:
             print(f"{run.name:<44} {'running?':<9}")
             continue
-        final = summary.get("final") or {}
+        final = {**(summary.get("final") or {}), **(summary.get("result") or {})}  # the run's model, once kept
         acc = final.get("val_accuracy")
         acc_text = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
         if acc is None and isinstance(final.get("val_r2"), (int, float)):  # regression: R² in that column

@@ -249,10 +249,16 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = session.summary or {}
     status = summary.get("status", session.state)
     final = summary.get("final", {})
-    acc = final.get("val_accuracy")
-    shown = [f"val_accuracy {acc:.4f}"] if acc is not None else []
-    shown += [f"{k} {final[k]:.4f}" for k in ("val_balanced_accuracy", "val_macro_f1", "val_rmse", "val_mae", "val_r2")
-              if final.get(k) is not None]
+    from core.evaluation import result_line
+
+    figure = result_line(summary)  # the model the run hands on, as evaluate, export, predict and serve take it
+    if figure:
+        shown = [figure]
+    else:
+        acc = final.get("val_accuracy")
+        shown = [f"val_accuracy {acc:.4f}"] if acc is not None else []
+        shown += [f"{k} {final[k]:.4f}" for k in ("val_balanced_accuracy", "val_macro_f1", "val_rmse", "val_mae",
+                                                  "val_r2") if final.get(k) is not None]
     dropped = summary.get("dropped_rows")
     sys.stderr.write(
         f"{status}: {summary.get('epochs_done', 0)} epoch(s), {summary.get('samples', 0):,} samples, "

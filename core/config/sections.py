@@ -25,7 +25,7 @@ ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
 MODEL_KINDS = ("linear", "mlp", "cnn")
 DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
 SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
-MONITORED = ("val_loss", "val_accuracy")
+MONITORED = ("auto", "val_loss", "val_accuracy")
 COLUMN_KINDS = ("number", "category", "bool", "ignore")
 TASKS = ("auto", "classification", "regression")
 CLASS_WEIGHTS = ("none", "balanced")
@@ -107,12 +107,13 @@ class TrainConfig(Section):
     seed: int = _int(0, 0, 2**31 - 1, "Random seed (worker i uses seed + i)")
     # seconds between consistent checkpoints while training; 0 = only at the end
     checkpoint_every: float = _float(30.0, 0.0, 86400.0)
-    monitor: str = _choice("val_loss", MONITORED, "What the best checkpoint and early stopping watch")
+    monitor: str = _choice("auto", MONITORED, "What the best checkpoint and early stopping watch; auto: accuracy "
+                                             "(balanced on skewed classes), RMSE for a regression")
     early_stop_patience: int = _int(0, 0, 100000, "Stop after this many epochs without improvement; 0 = never")
     early_stop_min_delta: float = _float(0.0, 0.0, 1e9)  # smaller changes are no improvement
     task: str = _choice("auto", TASKS)             # auto | classification | regression (tables)
     class_weights: str = _choice("none", CLASS_WEIGHTS)  # none | balanced: inverse-frequency weights in the loss
-    # the metric that picks best.pt and stops early; auto: monitor, val_rmse for regression
+    # the metric that picks best.pt (the run's model and figure) and stops early; auto: train.monitor's choice
     select_by: str = _choice("auto", ("auto",) + METRICS)
     # regression, on the standardised target: auto (huber: a long-tailed target's far values pull it no harder
     # than a unit away; the same as mse within one standard deviation), mse, huber

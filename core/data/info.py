@@ -103,13 +103,19 @@ class DatasetInfo:
         return f"classes (training samples): {pairs}"
 
     @property
+    def imbalanced(self) -> bool:
+        """The largest class has at least IMBALANCE_RATIO times the smallest's training samples."""
+        counts = [c for c in self.class_counts if c > 0]
+        return len(counts) >= 2 and max(counts) >= IMBALANCE_RATIO * min(counts)
+
+    @property
     def imbalance_warning(self) -> str:
         counts = [c for c in self.class_counts if c > 0]
-        if len(counts) < 2 or max(counts) < IMBALANCE_RATIO * min(counts):
+        if not self.imbalanced:
             return ""
         return (f"classes are imbalanced: the largest has {max(counts)} training samples, the smallest {min(counts)} "
-                f"({max(counts) / min(counts):.1f}x); consider train.class_weights = \"balanced\" and "
-                "train.select_by = \"val_balanced_accuracy\"")
+                f"({max(counts) / min(counts):.1f}x); the best model is chosen by balanced accuracy; consider "
+                "train.class_weights = \"balanced\"")
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,8 @@ class Collector:
         if not s.strategy.keeps_best:
             return
         train = s.config.train
-        monitor = selection_metric(s.config, s.info.task if s.info else "classification")
+        monitor = selection_metric(s.config, s.info.task if s.info else "classification",
+                                   s.info.imbalanced if s.info else False)
         value = rec[monitor]
         if improved(value, s.best["value"] if s.best else None, monitor, train.early_stop_min_delta):
             s.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}

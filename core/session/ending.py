@@ -13,8 +13,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from core.channels import STOP
-from core.checkpoint import check_checkpoint, load_checkpoint, load_weights
+from core.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
 from core.evaluation import attach_evaluation
+from core.metric_names import selection_metric
 from core.models import build_model
 from core.position import Position
 from core.run_dir import RunDir
@@ -47,10 +48,27 @@ class RunEnd:
         else:
             s._log("info", "the last consistent checkpoint was kept: Continue run resumes from it")
         self.write_summary(status)
-        # per-class metrics and the confusion matrix on the validation split (eval.json)
-        s.summary = attach_evaluation(s.run_dir, s.final_model, s._data, s.summary)
+        # the model the run hands on (best.pt once kept, else the final weights) on the validation split:
+        # eval.json, and summary.json's evaluation and result, the run's figure everywhere
+        s.summary = attach_evaluation(s.run_dir, self._handed_on, s._data, s.summary, self._select_by())
         s._run.move(status, s.error or "")
         self.close()
+
+    def _handed_on(self) -> tuple[Any, str, Any]:
+        """The model Evaluate, Export, Predict and Serve take by default, which checkpoint it is, its epoch."""
+        s = self.session
+        run = RunDir(s.run_dir)
+        if run.default_checkpoint() == "best":
+            ckpt = load_checkpoint(run.best)
+            return model_from_checkpoint(ckpt, f"checkpoint: {run.best}"), "best", ckpt.get("epoch")
+        return s.final_model(), "last", min((p.epoch - 1 for p in self.progress()), default=0)
+
+    def _select_by(self) -> str:
+        s = self.session
+        if s.best:
+            return str(s.best["monitor"])
+        info = s.info
+        return selection_metric(s.config, info.task if info else "classification", info.imbalanced if info else False)
 
     def _status(self) -> str:
         s = self.session
@@ -125,7 +143,7 @@ class RunEnd:
     def _summary(self, status: str) -> dict[str, Any]:
         s = self.session
         stats, info, strategy = s.stats, s.info, s.strategy
-        result = strategy.result_worker(stats.last_eval)
+        result = s.best["worker"] if s.best and strategy.num_models > 1 else strategy.result_worker(stats.last_eval)
         progress = self.progress()
         samples = sum(p.samples for p in progress)
         start = sum(s._start.position(r).samples for r in range(s.num_workers))
@@ -159,7 +177,7 @@ class RunEnd:
             **({"best": s.best} if s.best else {}),
             **s.launcher.summary_extra(stats.nodes()),
             **({"parent": s.parent} if s.parent else {}),
-            **strategy.summary_extra(stats.last_eval, s.run_dir),
+            **strategy.summary_extra(stats.last_eval, s.run_dir, result if s.best else None),
         }
 
     def close(self) -> None:

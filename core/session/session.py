@@ -214,7 +214,7 @@ class Session:
         with stop_reading_when(lambda: self._desired == STOP):  # a stop now ends the read between its blocks
             data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
         models = _build_models(cfg, data.info, self.strategy.num_models, self._start)
-        self.strategy = self.strategy.with_task(data.info.task)
+        self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)
         self.num_parameters = count_parameters(models[0])
         self._data, self._models, self.info = data, models, data.info
         if self._desired == STOP:

@@ -56,6 +56,7 @@ class Strategy:
 
     config: "Config"
     task: str = "classification"  # the data's task, known once the data is loaded
+    skewed: bool = False          # its classes are imbalanced (the selection metric is then balanced accuracy)
 
     # -- rules of the class (no config needed) -------------------------------------------
     @classmethod
@@ -74,9 +75,9 @@ class Strategy:
         """The same strategy over another config (a paused run's live changes)."""
         return dataclasses.replace(self, config=config)
 
-    def with_task(self, task: str) -> "Strategy":
-        """The same strategy once the data's task is known."""
-        return dataclasses.replace(self, task=task)
+    def with_task(self, task: str, skewed: bool = False) -> "Strategy":
+        """The same strategy once the data's task (and whether its classes are skewed) is known."""
+        return dataclasses.replace(self, task=task, skewed=skewed)
 
     # -- the run's shape (session side) ------------------------------------------------
     @property
@@ -141,8 +142,10 @@ class Strategy:
         last_eval = {r["worker"]: r for r in records if r.get("kind") == EVAL and isinstance(r.get("worker"), int)}
         return self.result_worker(last_eval)
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None") -> dict[str, Any]:
-        """Strategy-specific keys of summary.json (``run_dir``: the run's directory, where it has one)."""
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None",
+                      result: int | None = None) -> dict[str, Any]:
+        """Strategy-specific keys of summary.json (``run_dir``: the run's directory, where it has one; ``result``:
+        the worker whose model the run hands on, when its best checkpoint says)."""
         return {}
 
     def prepare_run(self, run_dir: "Path", resuming: bool) -> None:

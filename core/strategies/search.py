@@ -74,7 +74,8 @@ class Search(Strategy):
         path = RunDir(run_dir).best
         return path if path.is_file() else None
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None) -> dict[str, Any]:
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None,
+                      result: int | None = None) -> dict[str, Any]:
         if run_dir is None or not RunDir(run_dir).study_journal.exists():
             return {}
         study, _ = open_study(run_dir, self.config, seed=0, task=self.task)

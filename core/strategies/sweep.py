@@ -46,14 +46,13 @@ class Sweep(Strategy):
             return 0
         from core.metric_names import higher_is_better, selection_metric
 
-        metric = selection_metric(self.config, self.task) if (self.task == "regression"
-                                                               or self.config.train.select_by != "auto") \
-            else "val_accuracy"
+        metric = selection_metric(self.config, self.task, self.skewed)
         sign = 1.0 if higher_is_better(metric) else -1.0
         return max(last_eval, key=lambda w: (sign * last_eval[w][metric], -last_eval[w]["val_loss"], -w))
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None") -> dict[str, Any]:
-        best = self.result_worker(last_eval)
+    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None",
+                      result: int | None = None) -> dict[str, Any]:
+        best = self.result_worker(last_eval) if result is None else result
         return {
             "best_worker": best,
             "best_lr": self.worker_lr(best),

@@ -131,20 +131,26 @@ def test_session_hook_adds_evaluation_and_never_raises(digits_run: Path, tmp_pat
     run_dir.mkdir()
     summary = {"status": "finished", "final": {"val_accuracy": 0.9}}
     (run_dir / "summary.json").write_text(json.dumps(summary))
-    new = attach_evaluation(run_dir, lambda: model, data, summary)
+    new = attach_evaluation(run_dir, lambda: (model, "best", 3), data, summary, "val_accuracy")
     assert new is not None and new["evaluation"]["n"] == 360 and new["final"] == summary["final"]
     assert json.loads((run_dir / "summary.json").read_text()) == new
-    assert (run_dir / "eval.json").is_file()
+    full = json.loads((run_dir / "eval.json").read_text())
+    assert full["checkpoint"] == {"which": "best", "epoch": 3}
+    # the run's figure: the handed-on model's, as evaluate measures it, with the metric that chose it
+    result = new["result"]
+    assert result["checkpoint"] == "best" and result["epoch"] == 3 and result["select_by"] == "val_accuracy"
+    assert result["val_accuracy"] == result["value"] == pytest.approx(full["accuracy"], abs=1e-6)
+    assert result["val_balanced_accuracy"] == pytest.approx(full["macro"]["recall"], abs=1e-6)
 
     failed = {"status": "failed", "error": "worker died"}
-    assert attach_evaluation(run_dir, lambda: model, data, failed) is failed  # a failed run is not evaluated
+    assert attach_evaluation(run_dir, lambda: (model, "last", 1), data, failed) is failed  # not evaluated
 
     wrong = torch.nn.Linear(3, 10)  # does not take 64 features: evaluation raises inside the hook
-    broken = attach_evaluation(run_dir, lambda: wrong, data, dict(summary))
+    broken = attach_evaluation(run_dir, lambda: (wrong, "last", 1), data, dict(summary))
     assert broken is not None and "error" in broken["evaluation"]
     assert json.loads((run_dir / "summary.json").read_text())["evaluation"] == broken["evaluation"]
 
-    def no_model() -> torch.nn.Module:
+    def no_model() -> tuple[torch.nn.Module, str, int]:
         raise RuntimeError("no model: the session has not started")
 
     assert "no model" in attach_evaluation(run_dir, no_model, data, dict(summary))["evaluation"]["error"]

@@ -375,4 +375,7 @@ def test_sweep_and_search_pick_the_lowest_rmse_for_regression() -> None:
     assert sweep.result_worker(evals) == 1
     assert selection_metric(cfg, "regression") == "val_rmse" == search_metric(cfg, "regression")
     assert selection_metric(cfg.replace("train", select_by="val_r2"), "regression") == "val_r2"
-    assert selection_metric(cfg, "classification") == "val_loss"  # train.monitor, as before
+    # what a user means by the best classifier: its accuracy, balanced on skewed classes; train.monitor wins
+    assert selection_metric(cfg, "classification") == "val_accuracy"
+    assert selection_metric(cfg, "classification", skewed=True) == "val_balanced_accuracy"
+    assert selection_metric(cfg.replace("train", monitor="val_loss"), "classification", skewed=True) == "val_loss"

@@ -76,7 +76,7 @@ def test_precision_16_needs_cuda() -> None:
 
 def test_cosine_run_records_the_lr_and_keeps_the_best_weights(runs_dir: Path, tmp_path: Path) -> None:
     session = run(runs_dir, "train.epochs=4", 'schedule.kind="cosine"', "schedule.min_lr=0.001",
-                  "schedule.warmup_steps=5")
+                  "schedule.warmup_steps=5", "train.monitor=val_loss")
     assert session.summary is not None and session.summary["status"] == "finished"
     run_dir = session.run_dir
     assert run_dir is not None
@@ -103,19 +103,20 @@ def test_cosine_run_records_the_lr_and_keeps_the_best_weights(runs_dir: Path, tm
     exported = load_file(str(out))
     for key, value in best["model"].items():
         assert torch.equal(exported[key], value), key
-    # with best.pt there, export and evaluate take it without being told; eval.json stays the last's record
+    # with best.pt there, export and evaluate take it without being told; eval.json is its record
     out_default = tmp_path / "default.safetensors"
     assert main(["export", str(run_dir), "--format", "safetensors", "--out", str(out_default)]) == 0
     assert out_default.read_bytes() == out.read_bytes()
+    assert json.loads((run_dir / "eval.json").read_text())["checkpoint"]["which"] == "best"
     (run_dir / "eval.json").unlink(missing_ok=True)
-    assert main(["evaluate", str(run_dir), "--json"]) == 0
-    assert not (run_dir / "eval.json").exists()
     assert main(["evaluate", str(run_dir), "--checkpoint", "last"]) == 0
-    assert json.loads((run_dir / "eval.json").read_text())["checkpoint"]["which"] == "last"
+    assert not (run_dir / "eval.json").exists()
+    assert main(["evaluate", str(run_dir), "--json"]) == 0
+    assert json.loads((run_dir / "eval.json").read_text())["checkpoint"]["which"] == "best"
 
 
 def test_early_stopping_ends_the_run_finished_with_its_reason(runs_dir: Path) -> None:
-    session = run(runs_dir, "train.epochs=200", "train.early_stop_patience=3", "optim.lr=0.1")
+    session = run(runs_dir, "train.epochs=200", "train.early_stop_patience=3", "optim.lr=0.1", "train.monitor=val_loss")
     s = session.summary
     assert s is not None and s["status"] == "finished", s
     assert s["epochs_done"] < 60 and s["stop_reason"].startswith("early stop: val_loss")
