@@ -132,7 +132,9 @@ class MainWindow(QMainWindow):
         scroll = QScrollArea(objectName="config_scroll")
         scroll.setWidget(self.panel)
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # The panel's widgets keep its minimum width whatever a dataset holds (a table's column list scrolls
+        # inside itself); were something to widen it anyway, a scroll bar reaches it rather than clipping it.
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         # Wide enough for the panel and a vertical scroll bar: never clip it sideways.
         scroll.setMinimumWidth(self.panel.minimumSizeHint().width()
                                + scroll.verticalScrollBar().sizeHint().width() + 4)
