@@ -3,6 +3,9 @@
 ``show_info`` renders what core.data's ``describe_source`` found (sample
 images or rows, the columns of a table with a kind picker each, the task the
 target implies); a kind picked writes ``data.columns`` (``column_overrides``).
+A table's columns are listed before its target is known: the target is
+picked from their names (an editable combo), and when the configured one is
+not a column, the one core.data's ``propose_target`` names is proposed.
 """
 
 from __future__ import annotations
@@ -11,19 +14,29 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QMenu, QSizePolicy, QStackedWidget,
     QTableWidget, QTableWidgetItem, QToolButton, QWidget,
 )
 
-from app.config_fields import Bindings, float_spin, form_of, int_spin, line_edit
+from app.config_fields import Bindings, float_spin, form_of, int_spin
 from core.config import FIELDS, Config
-from core.data import BUILTIN_DATASETS
+from core.data import BUILTIN_DATASETS, propose_target
 
 THUMB = 32  # preview thumbnail size in pixels
 TABLES = ("csv:", "parquet:")
+COLUMN_ROWS = 10       # rows of the column list in view; more scroll inside it
+NAME_WIDTH = 150       # the column list's name column at most (longer names elide; the tooltip has them whole)
+LEVELS_IN_TIP = 200    # level names a tooltip lists at most
+
+
+def narrow_combo(combo: QComboBox, chars: int) -> QComboBox:
+    """A combo whose width does not follow its items' text (a long file or column name would widen the panel)."""
+    combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    combo.setMinimumContentsLength(chars)
+    return combo
 
 
 class DataGroup(QGroupBox):
@@ -37,7 +50,7 @@ class DataGroup(QGroupBox):
         self.editable = True  # the panel's mode allows edits (a run's settings are not edited here)
         self.loading = False  # the panel is showing a config: changes are not the user's
         self.column_overrides: dict[str, str] = {}  # data.columns as the panel will write it
-        self.columns_of: tuple[str, str] | None = None  # (source, target) the column list shows
+        self.columns_of: str | None = None  # the source whose columns the list shows
         self.images: tuple[Any, ...] = ()  # the chosen data set's sample images, as described
         self.form = form = form_of(self)
         form.addRow("Dataset", self._build_picker())
@@ -46,17 +59,17 @@ class DataGroup(QGroupBox):
         form.addRow(self.label_dataset_summary)
         form.addRow(self._build_preview())
         form.addRow(self._build_columns())
-        self.edit_target = line_edit("data.target", "edit_target")
+        # the target: one of the table's columns, or typed (a config may name one before the file is read)
+        self.combo_target = narrow_combo(QComboBox(objectName="combo_target"), 8)
+        self.combo_target.setEditable(True)
+        self.combo_target.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.combo_target.setToolTip(FIELDS["data.target"].help)
+        self.combo_target.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        form.addRow("Target column", self.combo_target)
         self.label_target_task = QLabel(objectName="label_target_task")
+        self.label_target_task.setWordWrap(True)
         self.label_target_task.setToolTip("The task the target implies (train.task = \"auto\")")
-        target_row = QHBoxLayout()
-        target_row.setSpacing(6)
-        target_row.addWidget(self.edit_target, 1)
-        target_row.addWidget(self.label_target_task)
-        self.target_row = QWidget()
-        self.target_row.setLayout(target_row)
-        target_row.setContentsMargins(0, 0, 0, 0)
-        form.addRow("Target column", self.target_row)
+        form.addRow("", self.label_target_task)
         self.spin_image_size = int_spin("data.image_size", "spin_image_size")
         self.spin_image_size.setSpecialValueText("original")
         form.addRow("Image size", self.spin_image_size)
@@ -66,13 +79,13 @@ class DataGroup(QGroupBox):
         form.addRow("Loader processes", self.spin_loader_workers)
         self.check_standardize = QCheckBox(FIELDS["data.standardize"].help, objectName="check_standardize")
         form.addRow("", self.check_standardize)
-        self.bindings = Bindings({"data.target": self.edit_target, "data.image_size": self.spin_image_size,
+        self.bindings = Bindings({"data.target": self.combo_target, "data.image_size": self.spin_image_size,
                                   "data.val_fraction": self.spin_val_fraction,
                                   "data.loader_workers": self.spin_loader_workers,
                                   "data.standardize": self.check_standardize})
 
     def _build_picker(self) -> QHBoxLayout:
-        self.combo_dataset = QComboBox(objectName="combo_dataset")
+        self.combo_dataset = narrow_combo(QComboBox(objectName="combo_dataset"), 8)
         self.combo_dataset.setToolTip("A built-in dataset, or a CSV/NPZ file or image folder (…)")
         for name in BUILTIN_DATASETS:
             self.combo_dataset.addItem(name, f"builtin:{name}")
@@ -118,11 +131,21 @@ class DataGroup(QGroupBox):
         # A table's columns as the engine's schema sees them; the kind combo writes data.columns.
         self.table_columns = QTableWidget(0, 4, objectName="table_columns")
         self.table_columns.setHorizontalHeaderLabels(["Column", "Kind", "Missing", "Levels / why"])
+        self.table_columns.horizontalHeaderItem(2).setToolTip("Missing cells (empty or a data.missing word)")
+        self.table_columns.horizontalHeaderItem(3).setToolTip("A category's levels, or why a column is ignored")
         self.table_columns.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table_columns.verticalHeader().hide()
-        self.table_columns.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table_columns.horizontalHeader().setStretchLastSection(True)
-        self.table_columns.setFixedHeight(140)
+        self.table_columns.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.table_columns.verticalHeader().setDefaultSectionSize(QComboBox().sizeHint().height() + 2)
+        header = self.table_columns.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(40)
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)  # elides at its end
+        self.table_columns.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table_columns.setWordWrap(False)
+        self._fit_column_rows(0)
         self.table_columns.setToolTip("Each column's kind as inferred; pick another to set it in data.columns")
         self.table_columns.hide()
         return self.table_columns
@@ -146,7 +169,8 @@ class DataGroup(QGroupBox):
     def update_visibility(self) -> None:
         source = str(self.combo_dataset.currentData() or "")
         table = source.startswith(TABLES)
-        self.form.setRowVisible(self.target_row, table)
+        self.form.setRowVisible(self.combo_target, table)
+        self.form.setRowVisible(self.label_target_task, table and bool(self.label_target_task.text()))
         self.form.setRowVisible(self.table_columns, table and self.table_columns.rowCount() > 0)
         self.form.setRowVisible(self.spin_image_size, source.startswith("images:"))
         self.form.setRowVisible(self.spin_loader_workers, source.startswith("images:"))
@@ -179,11 +203,27 @@ class DataGroup(QGroupBox):
     def _on_source_changed(self, *_args: Any) -> None:
         if not self.loading:
             self.column_overrides = {}  # another table's column names would not apply
+        self.set_target_choices(())  # nor would its names as targets (the typed target stays)
+
+    def set_target_choices(self, names: tuple[str, ...]) -> None:
+        """The target combo's items: the table's columns; the target shown (typed or loaded) is kept."""
+        combo = self.combo_target
+        if tuple(combo.itemText(i) for i in range(combo.count())) == tuple(names):
+            return
+        text = combo.currentText()
+        with QSignalBlocker(combo):
+            combo.clear()
+            combo.addItems(list(names))
+            combo.setCurrentText(text)
+
+    def target(self) -> str:
+        """The target column as shown (data.target's default when empty)."""
+        return self.combo_target.currentText().strip() or FIELDS["data.target"].default
 
     def describe_key(self, task: str) -> tuple[Any, ...]:
         """What the description depends on: (source, target, image size, task, column kinds)."""
         source = str(self.combo_dataset.currentData() or "")
-        target = self.edit_target.text().strip() or "label"
+        target = self.target()
         columns: tuple[tuple[str, str], ...] = ()
         if source.startswith(TABLES):
             columns = tuple(sorted((k, v) for k, v in self.column_overrides.items() if k != target))
@@ -228,38 +268,73 @@ class DataGroup(QGroupBox):
         self.preview.setFixedHeight(self.table_preview.height())
 
     def show_columns(self, info: Any, key: tuple[Any, ...]) -> None:
-        """One row per table column from the schema describe_source fitted: a kind combo, missing cells,
-        levels (or why it is ignored); and the task the target implies beside the target chooser."""
+        """One row per table column from what describe_source found: a kind combo, missing cells, the levels'
+        names (or why it is ignored); the table's columns as the target's choices; the task the target implies
+        beside it. A table described before its target is known gets a target proposed (when editable)."""
         columns = list(((info.schema or {}).get("columns") or []) if info is not None else [])
-        self.columns_of = key[:2] if columns else None
+        self.columns_of = key[0] if columns else None
         self.table_columns.setRowCount(0)
         self.table_columns.setRowCount(len(columns))
         for r, col in enumerate(columns):
-            name, kind = str(col["name"]), str(col["kind"])
-            self.table_columns.setItem(r, 0, QTableWidgetItem(name))
-            combo = QComboBox(objectName=f"combo_column_kind_{r}")
-            combo.addItems(list(FIELDS["data.columns"].choices))
-            combo.setCurrentText(kind)
-            combo.setProperty("column", name)
-            combo.setToolTip("set in data.columns" if name in self.column_overrides else "inferred")
-            combo.setEnabled(self.editable)  # a run's settings, shown or running, are not edited here
-            combo.currentTextChanged.connect(lambda k, n=name: self._on_column_kind(n, k))
-            self.table_columns.setCellWidget(r, 1, combo)
-            self.table_columns.setItem(r, 2, QTableWidgetItem(str(int(col.get("missing", 0)))))
-            if kind == "category":
-                detail = str(len(col.get("levels", [])))
-            else:
-                detail = str(col.get("reason", "")) if kind == "ignore" else ""
-            self.table_columns.setItem(r, 3, QTableWidgetItem(detail))
+            self._show_column_row(r, col)
+        self._fit_column_rows(len(columns))
         self.form.setRowVisible(self.table_columns, bool(columns))
+        if info is not None and info.table_columns:
+            self.set_target_choices(tuple(info.table_columns))
+        self.label_target_task.setText(self._task_text(info))
+        self.form.setRowVisible(self.label_target_task, bool(self.label_target_task.text()))
+        if (info is not None and info.needs_target and self.editable and not self.loading
+                and self.target() not in info.table_columns):
+            proposed = propose_target(columns)
+            if proposed:
+                self.combo_target.setCurrentText(proposed)  # the panel describes the table again, for it
+
+    def _show_column_row(self, r: int, col: dict[str, Any]) -> None:
+        name, kind = str(col["name"]), str(col["kind"])
+        item = QTableWidgetItem(name)
+        item.setToolTip(name)
+        self.table_columns.setItem(r, 0, item)
+        combo = QComboBox(objectName=f"combo_column_kind_{r}")
+        combo.addItems(list(FIELDS["data.columns"].choices))
+        combo.setCurrentText(kind)
+        combo.setProperty("column", name)
+        combo.setToolTip("set in data.columns" if name in self.column_overrides else "inferred")
+        combo.setEnabled(self.editable)  # a run's settings, shown or running, are not edited here
+        combo.currentTextChanged.connect(lambda k, n=name: self._on_column_kind(n, k))
+        self.table_columns.setCellWidget(r, 1, combo)
+        self.table_columns.setItem(r, 2, QTableWidgetItem(str(int(col.get("missing", 0)))))
+        levels = [str(v) for v in col.get("levels", [])] if kind == "category" else []
+        if kind == "category":
+            detail = f"{len(levels)}: {', '.join(levels)}"
+            more = f", … ({len(levels) - LEVELS_IN_TIP} more)" if len(levels) > LEVELS_IN_TIP else ""
+            tip = f"{len(levels)} levels: {', '.join(levels[:LEVELS_IN_TIP])}{more}"
+        else:
+            detail = tip = str(col.get("reason", "")) if kind == "ignore" else ""
+        item = QTableWidgetItem(detail)
+        item.setToolTip(tip)
+        self.table_columns.setItem(r, 3, item)
+
+    def _fit_column_rows(self, rows: int) -> None:
+        """The list shows up to COLUMN_ROWS rows (more scroll inside it); its name column at most NAME_WIDTH."""
+        t = self.table_columns
+        if rows:
+            t.resizeColumnToContents(0)
+            t.setColumnWidth(0, min(t.columnWidth(0), NAME_WIDTH))
+        shown = max(1, min(rows, COLUMN_ROWS))
+        height = (t.horizontalHeader().sizeHint().height() + shown * t.verticalHeader().defaultSectionSize()
+                  + 2 * t.frameWidth())
+        t.setFixedHeight(height)
+
+    def _task_text(self, info: Any) -> str:
         if info is None or info.schema is None:
-            self.label_target_task.setText("")
-        elif info.task == "regression":
+            return ""
+        if info.needs_target:  # the columns alone: the target is not one, or the summary says what failed
+            return "" if self.target() in info.table_columns else "pick the target column: the column to predict"
+        if info.task == "regression":
             why = next((m for _lvl, m in info.notes if m.startswith("task: ")), "")
             reason = why.partition("(")[2].rstrip(")") if "(" in why else ""
-            self.label_target_task.setText("regression" + (f": {reason}" if reason else ""))
-        else:
-            self.label_target_task.setText(f"classification: {info.num_classes} classes")
+            return "regression" + (f": {reason}" if reason else "")
+        return f"classification: {info.num_classes} classes"
 
     def column_kinds(self) -> dict[str, str]:
         """Each listed column's kind as its combo shows it."""

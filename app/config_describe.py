@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer
 
+from app.config_data import TABLES
 from app.tasks import BackgroundCalls
 from core.config import ConfigError
 
@@ -70,8 +71,23 @@ class SourceDescriber(QObject):
         self.panel.data.label_dataset_summary.setText(f"⚠ {exc}")
         self.panel.model.label_model_params.setText("")
         self._clear_preview()
-        if key[:2] != self.panel.data.columns_of:  # the same table with a kind the engine refuses: its list stays to undo it
-            self._show_columns(None)
+        if key[0] != self.panel.data.columns_of:  # the same table (a kind or target the engine refuses): its list
+            self._show_columns(None)               # stays, to undo the change or pick another target
+            if str(key[0]).startswith(TABLES):
+                self._list_columns(key)  # another table: its columns still, to set the kind the error asks for
+
+    def _list_columns(self, key: tuple[Any, ...]) -> None:
+        def describe() -> Any:
+            from core.data import describe_columns
+
+            source, target, _size, _task, columns = key
+            return describe_columns(source, target, columns=dict(columns))
+
+        def listed(info: Any) -> None:
+            if key == self._key_now() and self.panel.data.columns_of is None:  # still this choice, still failing
+                self._show_columns(info)
+
+        self.calls.call(describe, listed, lambda _exc: None, name="describe-columns")
 
     def _show_info(self, info: Any) -> None:
         self.panel.data.show_info(info, self._key_now())
@@ -85,6 +101,10 @@ class SourceDescriber(QObject):
         self.panel.tuning.set_images_available(False)
 
     def _refresh_params(self, info: Any) -> None:
+        if info.needs_target:  # a table's columns alone: no model's input is known yet
+            self._params_key = None
+            self.panel.model.label_model_params.setText("")
+            return
         try:
             model_cfg = self.panel.config().model
         except ConfigError:

@@ -112,7 +112,9 @@ class Bindings:
     def show(self, cfg: Config) -> None:
         for key, w in self.widgets.items():
             value = value_of(cfg, key)
-            if isinstance(w, QComboBox):
+            if isinstance(w, QComboBox) and w.isEditable():  # text, offered from its items
+                w.setCurrentText(str(value))
+            elif isinstance(w, QComboBox):
                 w.setCurrentIndex(w.findData(value))
             elif isinstance(w, QDoubleSpinBox):
                 w.setValue(value)
@@ -130,7 +132,9 @@ class Bindings:
         for key, w in self.widgets.items():
             section, _, name = key.partition(".")
             kind = FIELDS[key].type
-            if isinstance(w, QComboBox):
+            if isinstance(w, QComboBox) and w.isEditable():
+                raw[section][name] = w.currentText().strip()
+            elif isinstance(w, QComboBox):
                 raw[section][name] = w.currentData()
             elif isinstance(w, QDoubleSpinBox):
                 if w.value() != self._shown.get(key):  # a spin box rounds: keep the loaded value unless moved

@@ -196,7 +196,9 @@ class ConfigPanel(QWidget):
 
     def _connect_change(self, w: QWidget) -> None:
         signal = None
-        if isinstance(w, QComboBox):
+        if isinstance(w, QComboBox) and w.isEditable():  # typed or picked
+            signal = w.currentTextChanged
+        elif isinstance(w, QComboBox):
             signal = w.currentIndexChanged
         elif isinstance(w, (QSpinBox, QDoubleSpinBox)):
             signal = w.valueChanged

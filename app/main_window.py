@@ -32,6 +32,7 @@ from app.banner import Banner
 from app.config_files import ConfigFiles
 from app.config_panel import ConfigPanel
 from app.continue_fork import ContinueForkFlow
+from app.elided_label import ElidedLabel
 from app.gc_policy import GuiGarbageCollector
 from app.live_run import PROGRESS_STEPS, LiveRun
 from app.log_pane import LogPane
@@ -132,7 +133,9 @@ class MainWindow(QMainWindow):
         scroll = QScrollArea(objectName="config_scroll")
         scroll.setWidget(self.panel)
         scroll.setWidgetResizable(True)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # The panel's widgets keep its minimum width whatever a dataset holds (a table's column list scrolls
+        # inside itself); were something to widen it anyway, a scroll bar reaches it rather than clipping it.
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         # Wide enough for the panel and a vertical scroll bar: never clip it sideways.
         scroll.setMinimumWidth(self.panel.minimumSizeHint().width()
                                + scroll.verticalScrollBar().sizeHint().width() + 4)
@@ -197,10 +200,11 @@ class MainWindow(QMainWindow):
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
-        self.label_state = QLabel("Ready", objectName="label_state")
+        # status texts elide (whole in their tooltips): a long run folder or state never widens the window
+        self.label_state = ElidedLabel("Ready", objectName="label_state")
         self.label_throughput = QLabel("", objectName="label_throughput")
         self.label_throughput.setToolTip("Training samples per second, all workers together")
-        self.label_run_dir = QLabel("", objectName="label_run_dir")
+        self.label_run_dir = ElidedLabel("", objectName="label_run_dir")
         self.label_run_dir.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.progress_run = QProgressBar(objectName="progress_run")
         self.progress_run.setRange(0, PROGRESS_STEPS)
@@ -285,6 +289,7 @@ class MainWindow(QMainWindow):
             more.setToolTip("More actions")
         self.plots.apply_colors(t.plot)
         self.compare_view.apply_colors(t.plot)
+        self.serve_view.apply_colors(t.plot)
         for widget in (self.search_view.plot_search_parallel, self.evaluate_view.plot_actual,
                        self.evaluate_view.plot_residuals,
                        *([self.lr_finder.plot_lr_finder] if self.lr_finder is not None else [])):

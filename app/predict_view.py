@@ -192,7 +192,7 @@ class PredictView(QWidget):
         if model != self.edit_model.text().strip():
             return  # an older choice's answer
         self.label_columns.setText(expected_columns_text(meta) if meta else "")
-        self.label_columns.setToolTip(", ".join(str(f) for f in (meta or {}).get("input", {}).get("features") or []))
+        self.label_columns.setToolTip(", ".join(expected_columns(meta or {})))
 
     def set_input(self, path: Path | str) -> None:
         self.edit_input.setText(str(path))
@@ -324,11 +324,19 @@ def _names(names: list[str], limit: int = 3) -> str:
     return shown + (f" … {names[-1]}" if len(names) > limit else "")
 
 
+def expected_columns(meta: dict[str, Any]) -> list[str]:
+    """The columns a model takes by name: a table model's raw columns (its schema's, the ignored ones left out;
+    never the encoded features such as ``*_missing`` indicators), else its input's feature names."""
+    schema = meta.get("schema") or {}
+    if schema.get("columns"):
+        return [str(c["name"]) for c in schema["columns"] if c.get("kind") != "ignore"]
+    return [str(f) for f in (meta.get("input") or {}).get("features") or []]
+
+
 def expected_columns_text(meta: dict[str, Any]) -> str:
-    """What a model takes, in a line: its feature columns (a CSV's names) or its input's shape."""
-    inp = meta.get("input") or {}
-    features = [str(f) for f in inp.get("features") or []]
-    shape = "×".join(str(s) for s in inp.get("shape") or [])
+    """What a model takes, in a line: its columns (a CSV's names) or its input's shape."""
+    features = expected_columns(meta)
+    shape = "×".join(str(s) for s in (meta.get("input") or {}).get("shape") or [])
     if features:
         return f"Takes {len(features)} columns: {_names(features, 6)} (a CSV is matched by these names)"
     return f"Takes samples of shape {shape}: an NPZ or an image folder" if shape else ""

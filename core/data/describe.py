@@ -1,9 +1,16 @@
-"""A source described for a picker: sizes, classes, a table's columns and a small preview of rows or images."""
+"""A source described for a picker: sizes, classes, a table's columns and a small preview of rows or images.
+
+A table is described in two steps: its columns (kinds, missing cells, levels) need no target, so a table whose
+configured target is not one of its columns is still listed (``DatasetInfo.needs_target``), with
+:func:`propose_target` naming the column most likely meant; the task and the fitted schema follow once the
+target is a column. :func:`describe_columns` lists the columns alone, for a table whose whole description fails.
+"""
 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -11,10 +18,66 @@ from core.config import DataConfig
 from core.data.images import decode_image
 from core.data.info import DatasetInfo
 from core.data.prepare import fit_table
-from core.data.sources import read_source
+from core.data.sources import read_source, read_source_table, table_source
+from core.errors import DataError
+from core.schema import Inferred, RawTable, category_text, infer_kinds
+from core.schema.cells import missing_mask
 
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
+# Names a table's target usually has, most telling first ("y" only where it is not a coordinate beside x and z).
+OBVIOUS_TARGETS = ("target", "label", "labels", "class", "species", "price", "outcome", "survived", "income",
+                   "quality", "diagnosis", "churn", "y")
+
+
+def propose_target(columns: Sequence[Mapping[str, Any]]) -> str:
+    """The column a table's target most likely is: an obvious name (case aside), else the last column that is
+    not ignored, else the last column; "" for no columns. ``columns``: dicts with ``name`` and ``kind``."""
+    names = [str(c["name"]) for c in columns]
+    lower = {n.lower(): n for n in reversed(names)}
+    for obvious in OBVIOUS_TARGETS:
+        if obvious in lower and not (obvious == "y" and "z" in lower):
+            return lower[obvious]
+    usable = [str(c["name"]) for c in columns if c.get("kind") != "ignore"]
+    return (usable or names or [""])[-1]
+
+
+def _column_json(name: str, inf: Inferred, values: np.ndarray) -> dict[str, Any]:
+    """A column as a listing shows it before any fit: kind, missing cells, why it is ignored, its levels."""
+    out: dict[str, Any] = {"name": name, "kind": inf.kind, "missing": inf.missing}
+    if inf.reason:
+        out["reason"] = inf.reason
+    if inf.kind == "category":
+        out["levels"] = sorted({category_text(v) for v in values[~missing_mask(values)]})
+    return out
+
+
+def _columns_only(table: RawTable, dcfg: DataConfig) -> DatasetInfo:
+    """A table's columns alone, the target's aside when it is one: each one's inferred kind, no task."""
+    kinds = infer_kinds(table, dcfg.target, dict(dcfg.columns))
+    columns = [_column_json(name, inf, table.columns[name]) for name, inf in kinds.items()]
+    notes: tuple[tuple[str, str], ...] = ()
+    if dcfg.target not in table.columns:
+        notes = (("warning", f"target column {dcfg.target!r} not found in {table.path}; columns: "
+                  + ", ".join(table.names[:20]) + (" ..." if len(table.names) > 20 else "") + " (set data.target)"),)
+    return DatasetInfo(name=Path(table.path).stem, n_samples=table.n_rows, input_shape=(), num_classes=0,
+                       class_names=(), task="", schema={"columns": columns, "target": None},
+                       table_columns=tuple(table.names), notes=notes)
+
+
+def describe_columns(source: str, target: str = "label", columns: Any = (),
+                     missing: Sequence[str] | None = None) -> DatasetInfo:
+    """A csv: or parquet: source's columns alone (kinds, missing cells, levels; the target's aside when it is a
+    column), without fitting anything: what a picker lists while the whole description fails (a column with no
+    value, a target with one class), so that a kind can be set or another target picked."""
+    extra: dict[str, Any] = {"columns": tuple(dict(columns).items()) if columns else ()}
+    if missing is not None:
+        extra["missing"] = tuple(missing)
+    dcfg = DataConfig(source=source, target=target, **extra)
+    table = read_source_table(dcfg)
+    if table is None:
+        raise DataError(f"data: {source} is not a table (csv: or parquet:)")
+    return _columns_only(table, dcfg)
 
 
 def describe_source(source: str, target: str = "label", image_size: int = 0, task: str = "auto",
@@ -23,12 +86,17 @@ def describe_source(source: str, target: str = "label", image_size: int = 0, tas
 
     A table's description carries its schema (fitted on every row: a preview, not the training fit) so
     that a window shows each column's kind, missing cells and levels from the object the engine uses.
+    A table whose ``target`` is not one of its columns is described by its columns alone
+    (``needs_target``; no task, no preview).
     """
     extra: dict[str, Any] = {"columns": tuple(dict(columns).items()) if columns else ()}
     if missing is not None:
         extra["missing"] = tuple(missing)
     dcfg = DataConfig(source=source, target=target, image_size=image_size, **extra)
-    raw = read_source(dcfg, task)
+    table = read_source_table(dcfg)
+    if table is not None and target not in table.columns:
+        return _columns_only(table, dcfg)
+    raw = table_source(table, dcfg, task) if table is not None else read_source(dcfg, task)
     n = int(raw.y.shape[0])
     images: list[tuple[np.ndarray, str]] = []
     rows: list[tuple[Any, ...]] = []
@@ -79,5 +147,5 @@ def describe_source(source: str, target: str = "label", image_size: int = 0, tas
         image_shape=raw.image_shape, preview_rows=tuple(rows), preview_images=tuple(images),
         task=raw.task, categories=tuple(schema.cardinalities) if schema is not None else (),
         schema=schema.to_json() if schema is not None else None, class_counts=counts, dropped_rows=raw.dropped,
-        notes=tuple(raw.notes),
+        notes=tuple(raw.notes), table_columns=tuple(table.names) if table is not None else (),
     )

@@ -42,6 +42,7 @@ class DatasetInfo:
     class_counts: tuple[int, ...] = ()   # training samples per class
     dropped_rows: int = 0                # rows without a target value, left out
     notes: tuple[tuple[str, str], ...] = ()  # (level, message) for the run's log: the task chosen, ignored columns
+    table_columns: tuple[str, ...] = ()  # a table's columns in file order, the target's included (descriptions)
 
     def as_dict(self) -> dict[str, Any]:
         """What a checkpoint and model.json carry about the data (no previews)."""
@@ -66,8 +67,15 @@ class DatasetInfo:
         return float(t.get("mean", 0.0)), float(t.get("std", 1.0))
 
     @property
+    def needs_target(self) -> bool:
+        """A table described before its target is known: its columns, no task (``describe_source``)."""
+        return self.schema is not None and self.schema.get("target") is None
+
+    @property
     def summary(self) -> str:
         """One line for pickers: samples, features or image size, classes."""
+        if self.needs_target:
+            return f"{self.n_samples:,} rows, {len(self.table_columns)} columns; choose the target column"
         if self.image_shape is not None:
             c, h, w = self.image_shape
             shape = f"{w}x{h} images" + (" (RGB)" if c == 3 else "")

@@ -15,8 +15,10 @@ from core.data.images import read_image_folder
 from core.data.raw import RawSource, where
 from core.errors import DataError
 from core.readers import TextColumn, read_npz
+from core.schema import RawTable
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "diabetes", "synthetic")
+TABLE_SCHEMES = ("csv", "parquet")
 
 
 def _builtin(name: str, query: str, source: str) -> RawSource:
@@ -90,13 +92,23 @@ def _encode_labels(column: TextColumn, source: str, what: str) -> tuple[np.ndarr
     return order[column.codes], [str(u) for u in uniq]
 
 
-def _table(scheme: str, path_text: str, cfg: DataConfig, task: str) -> RawSource:
-    """A CSV or Parquet table: column kinds inferred (and overridden), rows without a target dropped."""
-    from core.schema import choose_task, class_codes, infer_kinds, read_table, regression_target, target_values
+def read_source_table(cfg: DataConfig) -> RawTable | None:
+    """A csv: or parquet: source's columns as read (None for the other schemes); raise :class:`DataError`."""
+    from core.schema import read_table
+
+    scheme, _, rest = cfg.source.partition(":")
+    if scheme not in TABLE_SCHEMES:
+        return None
+    return read_table(Path(rest).expanduser(), scheme, where(cfg.source), cfg.missing)
+
+
+def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
+    """A table read from a CSV or Parquet file: column kinds inferred (and overridden), rows without a target
+    dropped."""
+    from core.schema import choose_task, class_codes, infer_kinds, regression_target, target_values
 
     source = cfg.source
-    path = Path(path_text).expanduser()
-    table = read_table(path, scheme, where(source), cfg.missing)
+    path = Path(table.path)
     if cfg.target not in table.columns:
         target_values(table, cfg.target)  # raises, naming the columns there are
     if len(table.columns) < 2:
@@ -166,8 +178,10 @@ def read_source(cfg: DataConfig, task: str = "auto") -> RawSource:
             raise DataError(f"{where(cfg.source)}: train.task = \"classification\" needs classes; "
                             f"builtin:{name} has a numeric target")
         return raw
-    if scheme in ("csv", "parquet"):
-        return _table(scheme, rest, cfg, task)
+    if scheme in TABLE_SCHEMES:
+        table = read_source_table(cfg)
+        assert table is not None
+        return table_source(table, cfg, task)
     if scheme == "npz":
         return _npz(rest, cfg.source)
     if scheme == "images":

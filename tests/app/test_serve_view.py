@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,19 +42,20 @@ def test_serve_tab_starts_shows_and_stops_a_server(qtbot, tmp_path: Path) -> Non
     for _ in range(3):
         with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
             view.send()
-        assert answer.args[0].startswith("HTTP 200") and '"class"' in answer.args[0]
+        assert answer.args[0].startswith("HTTP 200\nclass: ") and "model version" in answer.args[0]
     view.fields[5][1].setText("bright")
     with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
         view.send()
     assert answer.args[0].startswith("HTTP 422") and "pixel_0_5" in answer.args[0]
     qtbot.waitUntil(lambda: len(view.series["t"]) >= 2 and view.table_workers.rowCount() == 1, timeout=30_000)
-    assert view.table_workers.item(0, 2).text() in ("idle", "busy")
+    assert view.table_workers.item(0, 2).text() in ("idle", "busy", "serving")
     assert view.plot_serve_latency.objectName() == "plot_serve_latency"
     assert view.plot_serve_throughput.objectName() == "plot_serve_throughput"
     with qtbot.waitSignal(view.stopped, timeout=30_000) as stopped:
         view.action_serve_stop.trigger()
     assert stopped.args == [0]
     assert view.action_serve_start.isEnabled() and not view.action_serve_stop.isEnabled()
+    assert view.table_workers.rowCount() == 0  # a stopped server's workers are not listed
 
 
 def test_closing_the_tab_stops_its_server(qtbot, tmp_path: Path, live_children) -> None:  # type: ignore[no-untyped-def]
@@ -76,3 +78,207 @@ def test_a_bad_model_is_one_line_in_the_tab(qtbot, tmp_path: Path) -> None:  # t
     with qtbot.waitSignal(view.failed, timeout=60_000) as failed:
         view.start()
     assert "not found" in failed.args[0] and "\n" not in failed.args[0]
+
+
+def test_a_server_started_again_soon_after_stop_outlives_the_earlier_stops_kill(  # type: ignore[no-untyped-def]
+        qtbot, tmp_path: Path, monkeypatch) -> None:
+    """Stop arms a kill for the process it stops; a server started within a second of that stop keeps serving
+    well past the moment the kill would have come (STOP_WAIT_MS shortened to 8 s here: a drain takes ~1 s)."""
+    import time
+
+    import app.serve_view as serve_view
+
+    monkeypatch.setattr(serve_view, "STOP_WAIT_MS", 8000)
+    view = ServeView()
+    qtbot.addWidget(view)
+    view.set_model(make_run(tmp_path / "runs"))
+    view.spin_port.setValue(0)
+    view.spin_workers.setValue(1)
+    with qtbot.waitSignal(view.url_ready, timeout=START_MS):
+        view.start()
+    stop_at = time.monotonic()
+    with qtbot.waitSignal(view.stopped, timeout=30_000) as stopped:
+        view.stop()
+    assert stopped.args == [0]
+    with qtbot.waitSignal(view.url_ready, timeout=START_MS):
+        view.start()  # at once: well within a second of the server's end
+    kill_due_ms = int((stop_at + 8.0 - time.monotonic()) * 1000)
+    with qtbot.assertNotEmitted(view.stopped, wait=max(0, kill_due_ms) + 3000):
+        pass  # the earlier stop's kill, were it the new server's, would have ended it in this time
+    assert view.serving and "serving at" in view.label_status.text()
+    qtbot.waitUntil(lambda: view.button_send.isEnabled(), timeout=30_000)
+    with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
+        view.send()
+    assert answer.args[0].startswith("HTTP 200")
+    with qtbot.waitSignal(view.stopped, timeout=30_000) as stopped:
+        view.stop()
+    assert stopped.args == [0] and view.label_status.text() == "not serving (stopped)"
+
+
+TABLE_SPEC = {
+    "x-traindesk": {
+        "task": "classification", "target": "species",
+        "columns": [
+            {"name": "island", "kind": "category", "levels": ["Biscoe", "Dream", "Torgersen"], "example": "Biscoe"},
+            {"name": "bill_length_mm", "kind": "number", "example": 39.1},
+            {"name": "sex", "kind": "category", "levels": ["female", "male"], "example": None},
+            {"name": "tagged", "kind": "bool", "example": True},
+        ],
+        "example": {"rows": [{"island": "Biscoe", "bill_length_mm": 39.1, "sex": None, "tagged": True}]},
+    },
+    # what the form must not use for a table model: the encoded features
+    "components": {"schemas": {"PredictRequest": {"oneOf": [
+        {"type": "object", "properties": {"inputs": {"type": "array", "description": "samples"}}},
+        {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object", "properties": {
+            "bill_length_mm": {}, "bill_length_mm_missing": {}, "island": {}}}}}}]}}},
+}
+
+
+def _curl_body(view: ServeView) -> object:
+    import json
+    import shlex
+
+    words = shlex.split(view.edit_curl.text())
+    assert words[:2] == ["curl", "-s"] and words[2].endswith("/predict")
+    return json.loads(words[words.index("-d") + 1])
+
+
+def test_a_table_models_try_it_form_is_its_raw_columns(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtWidgets import QComboBox, QLineEdit
+
+    view = ServeView()
+    qtbot.addWidget(view)
+    view.show_spec(TABLE_SPEC)
+    assert [name for name, _w in view.fields] == ["island", "bill_length_mm", "sex", "tagged"]
+    widgets = dict(view.fields)
+    island, bill, sex, tagged = (widgets[n] for n in ("island", "bill_length_mm", "sex", "tagged"))
+    assert isinstance(island, QComboBox) and island.isEditable()
+    assert [island.itemText(i) for i in range(island.count())] == ["Biscoe", "Dream", "Torgersen", "(missing)"]
+    assert island.currentText() == "Biscoe" and sex.currentText() == "(missing)"
+    assert isinstance(tagged, QComboBox) and not tagged.isEditable()
+    assert [tagged.itemText(i) for i in range(tagged.count())] == ["true", "false", "(missing)"]
+    assert tagged.currentText() == "true"
+    assert isinstance(bill, QLineEdit) and bill.text() == "39.1"
+    assert "species" in view.label_form_title.text() and "classification" in view.label_form_title.text()
+    body = {"rows": [{"island": "Biscoe", "bill_length_mm": 39.1, "sex": None, "tagged": True}]}
+    assert view.body() == body and _curl_body(view) == body
+    assert view.edit_curl.cursorPosition() == 0  # its start in view
+
+    island.setEditText("Mars o'Neil")  # a level training never saw, typed, with a quote the shell must keep
+    bill.setText("")                   # empty: missing
+    tagged.setCurrentText("false")
+    sex.setCurrentText("male")
+    body = {"rows": [{"island": "Mars o'Neil", "bill_length_mm": None, "sex": "male", "tagged": False}]}
+    assert view.body() == body and _curl_body(view) == body  # the curl line sends exactly the form's body
+    tagged.setCurrentText("(missing)")
+    island.setCurrentText("(missing)")
+    assert view.body()["rows"][0]["tagged"] is None and view.body()["rows"][0]["island"] is None
+    assert _curl_body(view) == view.body()
+
+    # A model without x-traindesk keeps its form: a field per named input.
+    spec = {k: v for k, v in TABLE_SPEC.items() if k != "x-traindesk"}
+    view.show_spec(spec)
+    assert [name for name, _w in view.fields] == ["bill_length_mm", "bill_length_mm_missing", "island"]
+    assert not view.label_form_title.isVisibleTo(view)
+
+
+def test_the_answer_says_the_class_and_probabilities_or_the_value() -> None:
+    from app.serve_form import answer_text
+
+    text = answer_text(200, b'{"predictions": [{"class": "Adelie", "probabilities": {"Gentoo": 0.02, '
+                            b'"Adelie": 0.93, "Chinstrap": 0.05}}], "model_version": "abc"}')
+    assert text.splitlines() == ["HTTP 200", "class: Adelie", "  Adelie  0.930", "  Chinstrap  0.050",
+                                 "  Gentoo  0.020", "model version abc"]
+    assert answer_text(200, b'{"predictions": [{"value": 3120.5}], "model_version": "abc"}').splitlines()[1] \
+        == "value: 3120.5"
+    assert answer_text(422, b'{"error": "row 1: column \'bill_length_mm\' is not numeric"}') \
+        == "HTTP 422\nrow 1: column 'bill_length_mm' is not numeric"
+
+
+def _metrics(ok: float, batches: float) -> str:
+    return ("# TYPE traindesk_serve_requests_total counter\n"
+            f'traindesk_serve_requests_total{{endpoint="predict",status="200"}} {ok}\n'
+            "# TYPE traindesk_serve_batch_rows histogram\n"
+            f'traindesk_serve_batch_rows_bucket{{le="1.0"}} {batches}\n'
+            f'traindesk_serve_batch_rows_bucket{{le="+Inf"}} {batches}\n'
+            f"traindesk_serve_batch_rows_count {batches}\ntraindesk_serve_batch_rows_sum {batches}\n")
+
+
+def test_workers_read_serving_while_batches_flow_and_only_current_ones_are_listed(qtbot: Any) -> None:
+    from app.serve_metrics import parse_metrics
+    from app.serve_monitor import ServeMonitor
+
+    monitor = ServeMonitor()
+    qtbot.addWidget(monitor)
+    monitor.reset(100.0)
+    workers = [{"worker": 0, "pid": 11, "state": "idle", "version": "v", "restarts": 0},
+               {"worker": 1, "pid": 12, "state": "busy", "version": "v", "restarts": 0}]
+    monitor.show_metrics(parse_metrics(_metrics(0, 0)), 101.0)
+    monitor.show_metrics(parse_metrics(_metrics(620, 300)), 102.0)  # 620 requests/s in 300 batches
+    monitor.show_workers(workers)
+    assert [monitor.table_workers.item(r, 2).text() for r in range(2)] == ["serving", "serving"]
+    assert monitor.series["rps"] == [620.0]
+    monitor.show_metrics(parse_metrics(_metrics(620, 300)), 103.0)  # a quiet second
+    monitor.show_workers([dict(workers[0], state="idle"), dict(workers[1], pid=13, state="starting")])
+    assert [monitor.table_workers.item(r, 2).text() for r in range(2)] == ["idle", "starting"]
+    monitor.show_workers(workers[:1])
+    assert monitor.table_workers.rowCount() == 1 and monitor.table_workers.item(0, 1).text() == "11"
+
+
+def test_a_long_status_line_does_not_widen_the_window(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    window = make_window()
+    window.resize(1280, 800)
+    view = window.serve_view
+    window.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(view.isVisible, timeout=10_000)
+    before = window.minimumSizeHint().width()
+    view.set_model(tmp_path.joinpath(*["a-folder-with-a-rather-long-name"] * 14))
+    with qtbot.waitSignal(view.failed, timeout=60_000) as failed:
+        view.start()
+    message = failed.args[0]
+    assert len(message) > 400 and "not found" in message and "\n" not in message  # it names the long path
+    qtbot.waitUntil(lambda: not view.serving, timeout=30_000)
+    assert view.label_status.text() == message and view.label_status.toolTip() == message  # whole in its tip
+    assert window.minimumSizeHint().width() == before and window.width() == 1280
+    assert view.label_status.geometry().right() <= view.contentsRect().right()
+    window.label_run_dir.setText(str(tmp_path / ("runs-" * 120)))  # the status bar's run folder line, too
+    assert window.minimumSizeHint().width() == before
+
+
+def test_the_serve_tab_follows_the_theme_and_its_form_has_room(qtbot: Any, make_window: Any) -> None:
+    from PySide6.QtCore import QCoreApplication
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QGroupBox
+
+    window = make_window()
+    view = window.serve_view
+    plots = (view.plot_serve_latency, view.plot_serve_throughput, view.plot_serve_batches)
+
+    def lightness() -> list[int]:
+        return [QColor(p.backgroundBrush().color()).lightness() for p in plots]
+
+    assert window._theme.name == "light" and min(lightness()) > 200
+    window.action_dark.trigger()
+    try:
+        assert max(lightness()) < 60
+    finally:
+        window.action_dark.trigger()
+    assert min(lightness()) > 200
+
+    columns = [{"name": n, "kind": "number", "example": 1.5} for n in
+               ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "a_rather_long_column_name")]
+    spec = dict(TABLE_SPEC, **{"x-traindesk": dict(TABLE_SPEC["x-traindesk"],
+                                                   columns=TABLE_SPEC["x-traindesk"]["columns"] + columns)})
+    window.tabs.setCurrentWidget(view)
+    view.show_spec(spec)
+    box = view.findChild(QGroupBox, "group_serve_try")
+    for size, share in (((1280, 800), 0.35), ((900, 600), 0.0)):
+        window.resize(*size)
+        qtbot.waitUntil(lambda s=size: window.width() == s[0] and view.isVisible(), timeout=10_000)
+        QCoreApplication.processEvents()  # the layouts' pending requests
+        assert box.width() >= max(250, share * view.width()), size
+        form_view = view.try_form.parentWidget()  # the scroll area's viewport
+        in_view = [w for _n, w in view.fields if w.mapTo(form_view, w.rect().bottomLeft()).y() <= form_view.height()]
+        assert len(in_view) >= 4, size  # the form scrolls for the rest
+        for _name, w in view.fields:
+            assert w.width() >= 80 and w.mapTo(form_view, w.rect().topRight()).x() <= form_view.width(), size

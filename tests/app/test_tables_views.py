@@ -35,3 +35,28 @@ def test_predict_view_scores_a_regression_test_table(qtbot: Any) -> None:
     view.show_test_evaluation({"rmse": 1.25, "mae": 0.5, "r2": 0.912, "n": 40})
     assert view.label_test.text() == "Test set: RMSE 1.25 · MAE 0.5 · R² 0.912 on 40 labelled samples"
     assert view.table_test_per_class.rowCount() == 0
+
+
+def test_predict_view_names_a_table_models_raw_columns(qtbot: Any, tmp_path: Path) -> None:
+    """Not the encoded features (a number's *_missing indicator), nor an ignored id: the columns a CSV needs."""
+    import sys
+
+    from app.predict_view import PredictView
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from trained_run import make_run
+
+    rows = ["row_id,size,island,tagged,label"]
+    for i in range(60):
+        size = "" if i % 7 == 0 else f"{1.5 + (i % 9) * 0.25:g}"
+        rows.append(f"{1000 + i},{size},{('Biscoe', 'Dream', 'Torgersen')[i % 3]},{'yes' if i % 2 else 'no'},"
+                    f"{('adelie', 'gentoo')[(i % 3 == 0) ^ (i % 2)]}")
+    (tmp_path / "penguins.csv").write_text("\n".join(rows) + "\n")
+    run = make_run(tmp_path / "runs", source=f"csv:{tmp_path / 'penguins.csv'}", steps=5)
+    view = PredictView()
+    qtbot.addWidget(view)
+    view.set_model(run)
+    qtbot.waitUntil(lambda: view.label_columns.text() != "", timeout=30_000)
+    assert view.label_columns.text() == "Takes 3 columns: size, island, tagged (a CSV is matched by these names)"
+    assert view.label_columns.toolTip() == "size, island, tagged"
+    view.wait(30.0)

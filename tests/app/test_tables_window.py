@@ -46,8 +46,8 @@ def test_columns_list_kinds_missing_and_levels_and_a_combo_writes_data_columns(
     path = _mixed_csv(tmp_path / "mixed.csv")
     panel.set_config(Config().replace("data", source=f"csv:{path}", target="label"))
     qtbot.waitUntil(lambda: panel.table_columns.rowCount() == 3, timeout=20_000)
-    assert _rows(panel) == {"size": ("number", "3", ""), "island": ("category", "1", "3"),
-                            "tagged": ("bool", "0", "")}
+    assert _rows(panel) == {"size": ("number", "3", ""), "tagged": ("bool", "0", ""),
+                            "island": ("category", "1", "3: Biscoe, Dream, Torgersen")}  # the levels by name
     assert panel.table_columns.isVisibleTo(panel)
     assert panel.label_dataset_summary.text() == "24 samples, 4 features, 3 classes"  # the columns are in the list
     assert panel.label_target_task.text() == "classification: 3 classes"
@@ -200,3 +200,98 @@ def test_a_mixed_table_trains_from_the_window_as_it_is(qtbot: Any, make_window: 
     summary = json.loads((window.controller.run_dir / "summary.json").read_text())
     assert summary["status"] == "finished" and summary["epochs_done"] == 3, summary.get("error")
     assert summary["final"]["val_accuracy"] is not None
+
+
+DIAMONDS = ("carat", "cut", "color", "clarity", "depth", "table", "price", "x", "y", "z")
+CUTS = ("Fair", "Good", "Ideal", "Premium", "Very Good")
+
+
+def _diamonds_csv(path: Path, rows: int = 40) -> Path:
+    """Ten columns, none named label: three text categories, fractional numbers, an integer price."""
+    lines = [",".join(DIAMONDS)]
+    for i in range(rows):
+        carat = 0.3 + i * 0.05
+        clarity = ("I1", "SI1", "SI2", "VS1", "VS2", "VVS1", "VVS2", "IF")[i % 8]
+        lines.append(f"{carat:.2f},{CUTS[i % 5]},{'DEFGHIJ'[i % 7]},{clarity},"
+                     f"{60 + i % 5 * 0.5:.1f},{55 + i % 4},{int(400 + 2900 * carat + 37 * (i % 3))},"
+                     f"{carat * 4:.2f},{carat * 4.1:.2f},{carat * 2.5:.2f}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_a_tables_columns_are_listed_and_its_target_offered_from_them_before_any_target(
+        qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    cfg = Config().replace("data", source=f"csv:{_diamonds_csv(tmp_path / 'diamonds.csv')}")
+    assert cfg.data.target == "label"  # the default: not one of this table's columns
+    panel.show_run_config(cfg, "a run")  # read-only: the columns are listed, nothing is proposed
+    qtbot.waitUntil(lambda: panel.table_columns.rowCount() == len(DIAMONDS), timeout=20_000)
+    rows = _rows(panel)
+    assert list(rows) == list(DIAMONDS)
+    assert rows["cut"] == ("category", "0", "5: " + ", ".join(CUTS)) and rows["price"] == ("number", "0", "")
+    assert [panel.combo_target.itemText(i) for i in range(panel.combo_target.count())] == list(DIAMONDS)
+    assert panel.combo_target.isEditable() and panel.combo_target.currentText() == "label"
+    summary = panel.label_dataset_summary.text()
+    assert summary == "40 rows, 10 columns; choose the target column" and "⚠" not in summary
+    assert panel.label_target_task.text() == "pick the target column: the column to predict"
+    _wait_idle(qtbot, panel)
+
+    panel.restore_own_config()
+    panel.set_config(cfg)  # the user's own settings: the obvious target is proposed, then the task follows
+    qtbot.waitUntil(lambda: panel.label_target_task.text().startswith("regression"), timeout=20_000)
+    assert panel.combo_target.currentText() == "price" and panel.config().data.target == "price"
+    assert list(_rows(panel)) == [c for c in DIAMONDS if c != "price"]  # the target is not a feature
+    assert panel.combo_target.count() == len(DIAMONDS)
+    _wait_idle(qtbot, panel)
+    panel.combo_target.setCurrentText("cut")  # another column picked; typing stays possible (editable)
+    qtbot.waitUntil(lambda: panel.label_target_task.text() == "classification: 5 classes", timeout=20_000)
+    assert panel.config().data.target == "cut" and "price" in _rows(panel)
+    _wait_idle(qtbot, panel)
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (900, 600)])
+def test_a_wide_table_fits_the_config_panel(qtbot: Any, make_window: Any, tmp_path: Path,
+                                            size: tuple[int, int]) -> None:
+    from PySide6.QtCore import QCoreApplication, QPoint
+    from PySide6.QtWidgets import QScrollArea, QWidget
+
+    window = make_window()
+    window.resize(*size)
+    panel = window.panel
+    panel.set_config(Config().replace("data", source=f"csv:{_diamonds_csv(tmp_path / 'diamonds.csv')}",
+                                      target="price"))
+    qtbot.waitUntil(lambda: panel.label_target_task.text().startswith("regression"), timeout=30_000)
+    _wait_idle(qtbot, panel)
+    QCoreApplication.processEvents()  # the layouts' pending requests
+    view = window.findChild(QScrollArea, "config_scroll").viewport()
+    assert panel.width() <= view.width()
+    clipped = [f"{type(w).__name__} {w.objectName()!r}: x {w.mapTo(view, QPoint(0, 0)).x()}, width {w.width()}"
+               for w in panel.findChildren(QWidget) if w.isVisible()
+               and not 0 <= w.mapTo(view, QPoint(0, 0)).x() <= w.mapTo(view, QPoint(0, 0)).x() + w.width()
+               <= view.width()]
+    assert clipped == [], f"{size}: panel {panel.width()} px in a {view.width()} px view"
+
+    t = panel.table_columns  # every column in view (9 rows, the target aside), its levels named
+    assert t.rowCount() == 9 and t.verticalScrollBar().maximum() == 0 and t.horizontalScrollBar().maximum() == 0
+    cut = next(r for r in range(9) if t.item(r, 0).text() == "cut")
+    assert t.item(cut, 3).text() == "5: " + ", ".join(CUTS) and t.item(cut, 3).toolTip() == \
+        "5 levels: " + ", ".join(CUTS)
+    assert t.columnWidth(3) >= 50
+    target = panel.combo_target
+    assert target.width() >= 150 and target.width() >= target.fontMetrics().horizontalAdvance("flipper_length_mm")
+
+
+def test_a_table_whose_description_fails_still_lists_its_columns_to_fix_it(
+        qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"  # notes has no value at all: the engine refuses it and says to ignore it
+    path.write_text("age,notes,label\n" + "\n".join(f"{20 + i},,{'ab'[i % 2]}" for i in range(40)) + "\n")
+    panel.set_config(Config().replace("data", source=f"csv:{path}", target="label"))
+    qtbot.waitUntil(lambda: panel.table_columns.rowCount() == 2, timeout=20_000)
+    assert "⚠" in panel.label_dataset_summary.text() and "all missing" in panel.label_dataset_summary.text()
+    assert list(_rows(panel)) == ["age", "notes"] and panel.combo_target.currentText() == "label"  # kept
+    assert panel.label_target_task.text() == ""  # the summary says what is wrong
+    notes = next(panel.table_columns.cellWidget(r, 1) for r in range(2)
+                 if panel.table_columns.cellWidget(r, 1).property("column") == "notes")
+    notes.setCurrentText("ignore")
+    qtbot.waitUntil(lambda: panel.label_target_task.text() == "classification: 2 classes", timeout=20_000)
+    assert "⚠" not in panel.label_dataset_summary.text() and dict(panel.config().data.columns) == {"notes": "ignore"}
+    _wait_idle(qtbot, panel)

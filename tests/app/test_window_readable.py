@@ -72,25 +72,25 @@ def test_a_data_error_is_said_once_with_its_path_once_and_a_fix(make_window: Any
                                                                  tmp_path: Any) -> None:
     from PySide6.QtWidgets import QLabel
 
-    csv = tmp_path / "people.csv"  # no column named as data.target (label)
-    csv.write_text("age,city,kind\n" + "\n".join(f"{20 + i},{'ab'[i % 2]},{i % 2}" for i in range(40)) + "\n")
+    csv = tmp_path / "people.csv"  # a column with no value at all: the fit refuses it, naming it and the way out
+    csv.write_text("age,notes,label\n" + "\n".join(f"{20 + i},,{i % 2}" for i in range(40)) + "\n")
     window = make_window()
     panel = window.panel
     panel.add_source(f"csv:{csv}")
-    qtbot.waitUntil(lambda: "not found" in panel.label_dataset_summary.text(), timeout=30_000)
+    qtbot.waitUntil(lambda: "all missing" in panel.label_dataset_summary.text(), timeout=30_000)
 
     def shown() -> list[str]:
         return [label.text() for label in window.findChildren(QLabel)
-                if label.isVisible() and "not found" in label.text()]
+                if label.isVisible() and "all missing" in label.text()]
 
     assert len(shown()) == 1
     message = shown()[0]
-    assert message.count(str(csv)) == 1 and "set data.target" in message and "kind" in message
+    assert message.count(str(csv)) == 1 and "'notes'" in message and 'data.columns = {notes = "ignore"}' in message
     window.action_start.trigger()
     qtbot.waitUntil(lambda: not window.controller.active and window.banner.isVisible(), timeout=60_000)
     qtbot.wait(200)
     assert len(shown()) == 1  # the summary; the banner points at it
-    assert window.log_pane.toPlainText().count("not found") == 1
+    assert window.log_pane.toPlainText().count("all missing") == 1
     assert window.log_pane.toPlainText().count(str(csv)) == 2  # "starting: ... csv:PATH" and the error
 
 

@@ -122,6 +122,42 @@ def _train_rows(table: Any, data: Any) -> np.ndarray:
     return train_idx
 
 
+def test_a_table_is_described_by_its_columns_before_its_target_is_known(mixed_csv: Path) -> None:
+    from core.data import describe_source
+
+    info = describe_source(f"csv:{mixed_csv}", target="outcome")  # not one of its columns
+    assert info.needs_target and info.task == "" and info.table_columns == ("customer", "age", "color", "member",
+                                                                              "label")
+    columns = {c["name"]: c for c in info.schema["columns"]}
+    assert list(columns) == list(info.table_columns)  # every column, the future target's included
+    assert columns["color"]["kind"] == "category" and columns["color"]["levels"] == sorted(COLORS)
+    assert columns["customer"]["kind"] == "ignore" and "id" in columns["customer"]["reason"]
+    assert columns["member"]["kind"] == "bool" and columns["age"]["missing"] > 0
+    assert info.summary == "400 rows, 5 columns; choose the target column"
+    assert "target column 'outcome' not found" in info.notes[0][1]
+    full = describe_source(f"csv:{mixed_csv}", target="label")  # then the task, and the schema fitted
+    assert not full.needs_target and full.task == "classification" and full.table_columns == info.table_columns
+    assert [c["name"] for c in full.schema["columns"]] == ["customer", "age", "color", "member"]
+    with pytest.raises(DataError, match="data.columns names 'nope'"):
+        describe_source(f"csv:{mixed_csv}", target="outcome", columns={"nope": "category"})
+
+
+@pytest.mark.parametrize("names, kinds, proposed", [
+    (("carat", "cut", "price", "x", "y", "z"), {}, "price"),        # y beside x and z is a coordinate
+    (("x1", "x2", "y"), {}, "y"),
+    (("bill_length_mm", "island", "Species", "sex"), {}, "Species"),  # an obvious name, whatever its case
+    (("age", "city", "income", "notes"), {}, "income"),
+    (("age", "city", "kind"), {}, "kind"),                           # else the last column
+    (("a", "b", "row_id"), {"row_id": "ignore"}, "b"),              # that is not ignored
+])
+def test_the_proposed_target_is_an_obvious_name_else_the_last_usable_column(
+        names: tuple[str, ...], kinds: dict[str, str], proposed: str) -> None:
+    from core.data import propose_target
+
+    assert propose_target([{"name": n, "kind": kinds.get(n, "number")} for n in names]) == proposed
+    assert propose_target([]) == ""
+
+
 def test_overrides_and_embedding_sizes(tmp_path: Path) -> None:
     rows = [[i % 4, i * 0.5, "xy"[i % 2]] for i in range(40)]
     path = _write(tmp_path / "t.csv", ["zone", "v", "label"], rows)
