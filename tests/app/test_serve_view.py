@@ -282,3 +282,42 @@ def test_the_serve_tab_follows_the_theme_and_its_form_has_room(qtbot: Any, make_
         assert len(in_view) >= 4, size  # the form scrolls for the rest
         for _name, w in view.fields:
             assert w.width() >= 80 and w.mapTo(form_view, w.rect().topRight()).x() <= form_view.width(), size
+
+
+def test_a_served_table_models_form_is_built_from_its_server_and_its_example_answers(  # type: ignore[no-untyped-def]
+        qtbot, tmp_path: Path) -> None:
+    """A real table run served: the form holds its raw columns (never an encoded feature), pre-filled with a
+    training row, and what the form sends answers 200 with the class the row's model gives."""
+    import journey_tables as jt
+
+    from core.config import Config, apply_overrides
+    from core.session import Session
+
+    header, rows = jt.census(600, seed=0)
+    source = jt.write_csv(tmp_path / "census.csv", header, rows)
+    cfg = apply_overrides(Config(), [f'data.source="csv:{source}"', "data.target=species",
+                                     "parallel.strategy=single", "train.epochs=3"])
+    session = Session(cfg, runs_dir=tmp_path / "runs")
+    session.start()
+    assert session.wait(120) == "finished"
+    view = ServeView()
+    qtbot.addWidget(view)
+    view.set_model(session.run_dir)
+    view.spin_port.setValue(0)
+    view.spin_workers.setValue(1)
+    with qtbot.waitSignal(view.url_ready, timeout=START_MS):
+        view.start()
+    try:
+        qtbot.waitUntil(lambda: view.button_send.isEnabled() and bool(view.fields), timeout=30_000)
+        names = [name for name, _w in view.fields]
+        assert names == ["island", "bill_length_mm", "flipper_length_mm", "body_mass_g", "sex", "adult"]
+        body = view.body()
+        assert all(v is not None for v in body["rows"][0].values())  # a complete training row
+        assert _curl_body(view) == body
+        with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
+            view.send()
+        assert answer.args[0].startswith("HTTP 200")
+        assert any(cls in answer.args[0] for cls in ("Adelie", "Chinstrap", "Gentoo"))
+    finally:
+        with qtbot.waitSignal(view.stopped, timeout=30_000):
+            view.stop()
