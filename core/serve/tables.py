@@ -69,20 +69,21 @@ class TableRows:
 
     def encode(self, rows: list[Any]) -> tuple[np.ndarray, dict[str, dict[str, int]]]:
         """The rows as the model's float32 input, and the unseen and missing values met (per column)."""
-        names = set(self.names)
+        kinds = {c.name: c.kind for c in self.schema.used}
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
                 raise RowError(f"rows[{i}]: is {kind_text(row)}; each row must be an object of column: value")
-            for key, value in row.items():
-                if value is not None and not isinstance(value, SCALARS) and key in names:
-                    raise RowError(f"rows[{i}]: column {key!r}: {kind_text(value)} is not a value")
-            if not names.intersection(row):
+            if not kinds.keys() & row.keys():
                 raise RowError(f"rows[{i}]: has none of the model's columns ({self.names_text()}); "
                                "a column left out is a missing value, but a row needs at least one")
-        for i, row in enumerate(rows):  # a boolean in a number column is a mistake, not 1 or 0
-            for c in self.schema.used:
-                if c.kind == "number" and isinstance(row.get(c.name), bool):
-                    raise RowError(f"rows[{i}]: column {c.name!r}: {kind_text(row[c.name])} is not a number")
+            for key, value in row.items():
+                kind = kinds.get(key)
+                if kind is None or value is None:
+                    continue  # another key: ignored
+                if not isinstance(value, SCALARS):
+                    raise RowError(f"rows[{i}]: column {key!r}: {kind_text(value)} is not a value")
+                if kind == "number" and isinstance(value, bool):  # a mistake, not 1 or 0
+                    raise RowError(f"rows[{i}]: column {key!r}: {kind_text(value)} is not a number")
         try:
             enc = encode_rows(self.schema, rows)
         except CellError as exc:
