@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import csv
 import io
 from pathlib import Path
@@ -211,12 +213,14 @@ def test_evaluate_view_evaluates_the_chosen_checkpoint(qtbot: Any, run_with_best
         view.load_run(run_with_best)
     best = blocker.args[0]
     assert best["checkpoint"]["which"] == "best" and best["checkpoint"]["epoch"] == 3
-    assert not (run_with_best / "eval.json").exists()  # eval.json stays the record of the last checkpoint
+    # eval.json is the record of the run's model: best, once kept
+    assert json.loads((run_with_best / "eval.json").read_text())["checkpoint"]["which"] == "best"
     assert "best checkpoint" in view.label_summary.text()
     with qtbot.waitSignal(view.evaluated, timeout=60_000) as blocker:
-        view.combo_checkpoint.set_which("last")  # choosing evaluates that checkpoint
+        view.combo_checkpoint.set_which("last")  # choosing evaluates that checkpoint, not kept
     last = blocker.args[0]
-    assert last["checkpoint"]["which"] == "last" and (run_with_best / "eval.json").is_file()
+    assert last["checkpoint"]["which"] == "last"
+    assert json.loads((run_with_best / "eval.json").read_text())["checkpoint"]["which"] == "best"
     assert last["confusion"] != best["confusion"]  # the halved weights predict differently
     _wait(qtbot, view)
     _wait(qtbot, view.combo_checkpoint)
