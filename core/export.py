@@ -130,7 +130,7 @@ class Check:
     rows: int
     agree: int
     verifier: str
-    max_diff: float = 0.0     # the largest difference over max(1, |value|): what TOLERANCE bounds
+    max_diff: float           # the largest difference over max(1, |value|): what TOLERANCE bounds
 
 
 def _compare(got: np.ndarray, want: np.ndarray) -> tuple[float, float, int]:

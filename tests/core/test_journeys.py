@@ -119,8 +119,12 @@ def answers(body: dict[str, Any], classes: list[str] | None) -> np.ndarray:
     return np.array([[p["probabilities"][c] for c in classes] for p in body["predictions"]])
 
 
-def close(a: np.ndarray, b: np.ndarray, regression: bool) -> bool:
-    return bool(np.allclose(a, b, rtol=1e-5, atol=0) if regression else np.allclose(a, b, atol=1e-6))
+def close(a: np.ndarray, b: np.ndarray, regression: bool, scale: float = 0.0) -> bool:
+    """Probabilities within 1e-6; values within 1e-5 of themselves, or of ``scale`` (another runtime's float32
+    arithmetic moves a standardised output by ~1e-7, which the target's spread multiplies)."""
+    if not regression:
+        return bool(np.allclose(a, b, atol=1e-6))
+    return bool((np.abs(a - b) <= 1e-5 * np.maximum(np.abs(b), scale)).all())
 
 
 TABLES = {
@@ -187,7 +191,8 @@ def test_a_table_trained_at_defaults_is_one_model_on_every_face(kind: str, tmp_p
         [made] = [p for p in folder.iterdir() if p.name.startswith("model.") and p.suffix != ".json"]
         got_path = tmp_path / f"{fmt}.csv"
         assert cli.main(["predict", str(made), str(new_csv), "--out", str(got_path), "--workers", "1"]) == 0, fmt
-        assert close(predicted(got_path, classes), want, regression), fmt
+        spread = float(np.std(want)) if regression else 0.0
+        assert close(predicted(got_path, classes), want, regression, spread), fmt
 
     # serve: the raw rows, answered as predict answered them; the example of its description answers too
     with serving(run_dir, tmp_path, "--workers", "1") as server:
