@@ -19,6 +19,7 @@ that process: it dies with it, so it never reaches a server started later.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -204,8 +205,9 @@ class ServeView(QWidget):
         self._stderr_tail = []
         self.url = ""
         self.monitor.reset(time.monotonic())
+        # --die-with: the server goes with this window, a crash of it included
         args = ["-m", "core", "serve", model, "--port", str(self.spin_port.value()),
-                "--workers", str(self.spin_workers.value())]
+                "--workers", str(self.spin_workers.value()), "--die-with", str(os.getpid())]
         self.label_status.setText(f"starting: traindesk serve {model} …")
         proc.start(sys.executable, args)
         self._update_actions()

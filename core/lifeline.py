@@ -22,6 +22,21 @@ def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
             pass
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie that nobody reaped counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
 def loader_worker_init(parent_pid: int, worker_id: int) -> None:
     """DataLoader worker_init_fn (bound to the training worker's pid with functools.partial).
 

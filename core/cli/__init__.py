@@ -106,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    from core.cli.streams import guard_output
+
+    guard_output()  # a reader that goes away (| head, a closed terminal) never breaks a command
     try:
         name = _command_name(argv)
         if name in COMMANDS and COMMANDS[name].run is None:

@@ -26,14 +26,17 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
                    help="require 'Authorization: Bearer TOKEN' on every endpoint but /health "
                         "(also TRAINDESK_SERVE_TOKEN)")
     p.add_argument("--watch", action="store_true", help="reload the run's best.pt whenever it changes")
+    p.add_argument("--die-with", type=int, default=None, metavar="PID",
+                   help="drain and stop when process PID ends, a crash included (the window passes its own)")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from core.serve.app import ServeConfigError, ServeOptions, StartError, serve
+    from core.serve.app import ServeConfigError, ServeOptions, StartError
+    from core.serve.server import serve
 
     options = ServeOptions(args.model, host=args.host, port=args.port, workers=args.workers,
                            max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, queue=args.queue,
-                           timeout_s=args.timeout_s, token=args.token, watch=args.watch)
+                           timeout_s=args.timeout_s, token=args.token, watch=args.watch, die_with=args.die_with)
 
     def ready(url: str) -> None:
         sys.stderr.write(f"serving {args.model} with {args.workers} model process(es); "

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
+from core.cli.streams import lost_reason, on_output_lost
 from core.records import LOG
 
 
@@ -170,8 +171,18 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
     return session
 
 
+def stop_signals() -> tuple[int, ...]:
+    """The signals that stop a run: Ctrl-C, SIGTERM and SIGHUP (its terminal closed), unless SIGHUP was set
+    to be ignored before the command started (``nohup``)."""
+    sigs = [signal.SIGINT, signal.SIGTERM]
+    hup = getattr(signal, "SIGHUP", None)
+    if hup is not None and signal.getsignal(hup) is not signal.SIG_IGN:
+        sigs.append(hup)
+    return tuple(sigs)
+
+
 class Interrupts:
-    """SIGINT/SIGTERM only count here; the main loop acts on the count (no locks in a handler).
+    """SIGINT, SIGTERM and SIGHUP only count here; the main loop acts on the count (no locks in a handler).
 
     While ``immediate`` (from the command's first line until its run is set up to start) nothing exists
     that needs saving: the handler ends the command at once, its forkserver with it.
@@ -185,7 +196,10 @@ class Interrupts:
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.count += 1
         if self.immediate:  # nothing may be imported here: the signal may land in the middle of an import
-            os.write(2, b"\ninterrupted\n")
+            try:
+                os.write(2, b"\ninterrupted\n")
+            except OSError:  # nobody reads stderr any more
+                pass
             local = sys.modules.get("core.launchers.local")
             try:
                 if local is not None and hasattr(local, "stop_forkserver"):
@@ -194,7 +208,7 @@ class Interrupts:
                 os._exit(EXIT_INTERRUPTED)
 
     def __enter__(self) -> "Interrupts":
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in stop_signals():
             self._previous[sig] = signal.signal(sig, self._on_signal)
         return self
 
@@ -296,6 +310,16 @@ def _drive(session: Any, interrupts: Interrupts) -> bool:
     """
     session.launcher.warm_up()  # start the forkserver (if any) while data loads
     failure: list[BaseException] = []
+    lost: list[tuple[str, str]] = []  # stdout/stderr whose reader went away, and why: logged from this thread
+    stop_listening = on_output_lost(lambda name, exc: lost.append((name, lost_reason(exc))))
+    try:
+        return _wait_for_end(session, interrupts, failure, lost)
+    finally:
+        stop_listening()
+
+
+def _wait_for_end(session: Any, interrupts: Interrupts, failure: list[BaseException],
+                  lost: list[tuple[str, str]]) -> bool:
 
     def start() -> None:
         try:
@@ -307,8 +331,14 @@ def _drive(session: Any, interrupts: Interrupts) -> bool:
     session.begin()
     starter.start()
     handled = 0
+    noted = 0
     interrupted_at: float | None = None
     while True:
+        if len(lost) > noted and session.run_dir is not None:
+            for name, why in lost[noted:]:
+                session.note("warning", f"{name} is gone ({why}): nothing more is printed there; the run goes on, "
+                                        "and this log has all it would have said")
+            noted = len(lost)
         if interrupts.count > handled:
             handled = interrupts.count
             interrupted_at = interrupted_at or time.monotonic()

@@ -10,10 +10,8 @@ is what ``traindesk serve`` and the window's Serve tab call.
 from __future__ import annotations
 
 import asyncio
-import gc
 import hmac
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from core.lifeline import alive
 from core.run_dir import RunDir
 from core.serve.batching import Limits, ServeError
 from core.serve.handles import is_run_source, model_file
@@ -59,6 +58,7 @@ class ServeOptions:
     timeout_s: float = 10.0
     token: str | None = None
     watch: bool = False
+    die_with: int | None = None   # a process whose end stops the server (the window that started it)
     max_body_bytes: int = MAX_BODY_BYTES
     log: Callable[[str], None] = field(default=lambda text: sys.stderr.write(text + "\n"))
 
@@ -89,6 +89,8 @@ def check_options(o: ServeOptions) -> None:
         raise ServeConfigError(f"serve: --port must be at most 65535, got {o.port}")
     if o.max_wait_ms < 0 or o.timeout_s <= 0:
         raise ServeConfigError("serve: --max-wait-ms must be >= 0 and --timeout-s > 0")
+    if o.die_with is not None and not alive(o.die_with):
+        raise ServeConfigError(f"serve: --die-with {o.die_with}: no such process")
 
 
 class _Metrics:
@@ -396,100 +398,4 @@ class Service:
             await asyncio.sleep(DRAIN_QUIET_S - quiet)
 
 
-def _uvicorn_server(service: Service, sock: Any) -> Any:
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """uvicorn that drains first on SIGTERM / Ctrl-C: new requests 503, held ones answered, then exit."""
-
-        draining_task: asyncio.Task[None] | None = None
-
-        def handle_exit(self, sig: int, frame: Any) -> None:  # a signal handler: runs between bytecodes
-            if self.draining_task is not None:
-                self.force_exit = self.force_exit or sig == signal.SIGINT
-                return
-            loop = asyncio.get_event_loop()
-            loop.call_soon_threadsafe(self._begin_drain)
-
-        def _begin_drain(self) -> None:
-            if self.draining_task is None:
-                service.options.log("serve: draining (held requests are answered, new ones get 503)")
-                self.draining_task = asyncio.ensure_future(self._drain_then_exit())
-
-        async def _drain_then_exit(self) -> None:
-            await service.drain()
-            self.should_exit = True
-
-    config = uvicorn.Config(service.asgi, interface="asgi3", proxy_headers=False, log_level="warning",
-                            access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=5, server_header=False, date_header=False,
-                            loop="none", http="auto", backlog=2048)
-    return Server(config)
-
-
-def bind(host: str, port: int) -> Any:
-    """A listening socket on host:port (port 0: a free one), made before the workers start: a port in use
-    is said at once."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as exc:
-        sock.close()
-        raise ServeConfigError(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(2048)
-    sock.set_inheritable(False)
-    return sock
-
-
-async def serve_async(options: ServeOptions, on_ready: Callable[[str], None] | None = None) -> None:
-    """Load the model in every worker, then answer HTTP until SIGTERM / Ctrl-C; returns once drained."""
-    check_options(options)
-    sock = bind(options.host, options.port)
-    service = Service(options)
-    try:
-        await service.pool.start()
-        service._describe_model()
-        # what was imported and built so far lives as long as the server: out of the collector's sight,
-        # a full collection under load scans the requests' objects only (tens of ms less in the tail)
-        gc.collect()
-        gc.freeze()
-        host, port = sock.getsockname()[:2]
-        shown = f"[{host}]" if ":" in host else host
-        service.url = f"http://{shown}:{port}"
-        server = _uvicorn_server(service, sock)
-        if options.watch:
-            service._watch_task = asyncio.ensure_future(service.watch())
-
-        async def announce() -> None:
-            while not server.started and not server.should_exit:
-                await asyncio.sleep(0.01)
-            if server.started and on_ready is not None:
-                on_ready(service.url)
-
-        announcing = asyncio.ensure_future(announce())
-        await server.serve(sockets=[sock])
-        announcing.cancel()
-    finally:
-        if service._watch_task is not None:
-            service._watch_task.cancel()
-        await service.pool.close()
-        sock.close()
-
-
-def serve(options: ServeOptions, on_ready: Callable[[str], None] | None = None) -> None:
-    """Serve until SIGTERM / Ctrl-C (drained); StartError / ServeConfigError say why it could not start."""
-    try:
-        import uvloop
-
-        loop_factory: Any = uvloop.new_event_loop
-    except ModuleNotFoundError:
-        loop_factory = None
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve_async(options, on_ready))
-
-
-__all__ = ["ServeConfigError", "ServeOptions", "Service", "StartError", "check_options", "serve", "serve_async"]
+__all__ = ["ServeConfigError", "ServeOptions", "Service", "StartError", "check_options"]

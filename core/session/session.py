@@ -350,6 +350,11 @@ class Session:
                 except Exception:  # a broken listener must not kill the run
                     pass
 
+    def note(self, level: str, message: str) -> None:
+        """A line for the run's log (metrics.jsonl) from whoever drives the run, e.g. the command line's
+        stderr gone. Not from a listener: listeners are called while records are being emitted."""
+        self._log(level, message)
+
     def _log(self, level: str, message: str, worker: int | None = None) -> None:
         self._emit([log_record(worker, level, message)])
 
