@@ -53,8 +53,13 @@ def parse_metrics(text: str) -> dict[str, Any]:
     return out
 
 
-def worker_state(state: str, batches_per_s: float) -> str:
+def worker_state(state: str, batches_per_s: float, busy_share: float | None = None) -> str:
     """A worker's state as the table shows it: ``/ready`` says idle or busy at the instant it was read, which at
-    hundreds of requests a second is mostly idle; a worker ready while the server formed batches in the last
-    second is serving."""
-    return "serving" if state in ("idle", "busy") and batches_per_s > 0 else state
+    hundreds of requests a second is mostly idle; a ready worker's share of the last interval spent computing
+    (from its ``busy_s``) says how busy it is ("busy 45%"), else, while the server formed batches in the last
+    second, it is serving."""
+    if state not in ("idle", "busy"):
+        return state
+    if busy_share is not None and busy_share > 0.005:
+        return f"busy {min(100.0, 100.0 * busy_share):.0f}%"
+    return "serving" if batches_per_s > 0 else state

@@ -4,6 +4,7 @@ server's current workers, drawn from what the tab reads off ``/metrics`` and ``/
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import pyqtgraph as pg
@@ -26,6 +27,7 @@ class ServeMonitor(QWidget):
         super().__init__(parent)
         self.series: dict[str, list[float]] = {"t": [], "p50": [], "p95": [], "p99": [], "rps": []}
         self._last: tuple[float, dict[str, Any]] | None = None
+        self._busy: dict[Any, tuple[float, float]] = {}  # (worker, pid) -> (when, its busy_s then)
         self._t0 = 0.0
         self.batches_per_s = 0.0  # batches the server formed over the last poll
         self.plot_serve_latency = pg.PlotWidget()
@@ -69,6 +71,7 @@ class ServeMonitor(QWidget):
     def reset(self, t0: float) -> None:
         """A new server (started at ``t0``, monotonic seconds): nothing of the last one's is kept."""
         self._t0, self._last, self.batches_per_s = t0, None, 0.0
+        self._busy: dict[Any, tuple[float, float]] = {}  # (worker, pid) -> (when, its busy_s then)
         for key in self.series:
             self.series[key] = []
         for curve in (*self.curves.values(), self.curve_rps):
@@ -107,11 +110,20 @@ class ServeMonitor(QWidget):
         axis = self.plot_serve_batches.getAxis("bottom")
         axis.setTicks([[(i, f"≤{int(bounds[i])}") for i, _ in shown]])
 
-    def show_workers(self, workers: list[dict[str, Any]]) -> None:
-        """The workers /ready lists now (a restarted one's old pid is not among them), each one's state."""
+    def show_workers(self, workers: list[dict[str, Any]], now: float | None = None) -> None:
+        """The workers /ready lists now (a restarted one's old pid is not among them), each one's state and
+        the share of the time since the last reading it spent computing."""
+        now = time.monotonic() if now is None else now
+        busy_then, self._busy = self._busy, {}
         self.table_workers.setRowCount(len(workers))
         for r, w in enumerate(workers):
-            for c, key in enumerate(WORKER_COLUMNS):
-                value = w.get(key, "")
-                text = worker_state(str(value), self.batches_per_s) if key == "state" else str(value)
+            share = None
+            if isinstance(w.get("busy_s"), (int, float)):
+                key = (w.get("worker"), w.get("pid"))
+                self._busy[key] = (now, float(w["busy_s"]))
+                if key in busy_then and now > busy_then[key][0]:
+                    share = (float(w["busy_s"]) - busy_then[key][1]) / (now - busy_then[key][0])
+            for c, key_name in enumerate(WORKER_COLUMNS):
+                value = w.get(key_name, "")
+                text = worker_state(str(value), self.batches_per_s, share) if key_name == "state" else str(value)
                 self.table_workers.setItem(r, c, QTableWidgetItem(text))

@@ -214,6 +214,7 @@ class InferencePool:
             return
         w.batch = None
         w.state = "idle"
+        w.computed(time.monotonic())
         if isinstance(result, ServeError):
             self._requests.fail_batch(batch, result)
         else:
@@ -231,6 +232,7 @@ class InferencePool:
         booting = w.state == "starting"  # whoever boots it hears of this and decides
         batch = w.batch
         w.batch = None
+        w.computed(time.monotonic())
         self._release(w, kill=True)
         code = exit_clause(proc.exitcode if proc is not None else None)
         for fut in (w.reply, w.canary):
@@ -304,6 +306,7 @@ class InferencePool:
         assert w.conn is not None
         w.state = "busy"
         w.batch = batch
+        w.computing(time.monotonic())
         head = b"B" + BATCH_HEAD.pack(batch.id, batch.rows)
         try:
             w.conn.send_bytes(b"".join([head, *(r.x for r in batch.requests)]))

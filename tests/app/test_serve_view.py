@@ -223,6 +223,10 @@ def test_workers_read_serving_while_batches_flow_and_only_current_ones_are_liste
     assert [monitor.table_workers.item(r, 2).text() for r in range(2)] == ["idle", "starting"]
     monitor.show_workers(workers[:1])
     assert monitor.table_workers.rowCount() == 1 and monitor.table_workers.item(0, 1).text() == "11"
+    # each worker's share of the time computing, between two readings of its busy_s
+    monitor.show_workers([dict(workers[0], busy_s=2.0), dict(workers[1], state="idle", busy_s=0.5)], now=10.0)
+    monitor.show_workers([dict(workers[0], busy_s=2.45), dict(workers[1], state="idle", busy_s=0.5)], now=11.0)
+    assert [monitor.table_workers.item(r, 2).text() for r in range(2)] == ["busy 45%", "idle"]
 
 
 def test_a_long_status_line_does_not_widen_the_window(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
