@@ -20,8 +20,8 @@ from core.data.info import DatasetInfo
 from core.data.prepare import fit_table
 from core.data.sources import read_source, read_source_table, table_source
 from core.errors import DataError
-from core.schema import Inferred, RawTable, category_text, infer_kinds
-from core.schema.cells import missing_mask
+from core.schema import Inferred, RawTable, infer_kinds
+from core.schema.cells import distinct_texts
 
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
@@ -48,7 +48,7 @@ def _column_json(name: str, inf: Inferred, values: np.ndarray) -> dict[str, Any]
     if inf.reason:
         out["reason"] = inf.reason
     if inf.kind == "category":
-        out["levels"] = sorted({category_text(v) for v in values[~missing_mask(values)]})
+        out["levels"] = sorted(distinct_texts(values))
     return out
 
 

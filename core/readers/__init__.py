@@ -3,8 +3,9 @@
 core.readers.csv_file reads a whole CSV (pyarrow's reader, or the
 line-precise one whose errors name the line and the column);
 core.readers.csv_pieces cuts a CSV with one line per record into pieces of
-whole rows that other processes parse apart; core.readers.csv_columns holds
-what both take and give. core.readers.npz reads NPZ files without pickles.
+whole rows that other processes parse apart; core.readers.csv_typed reads a
+whole CSV as a typed pyarrow table (a table's columns, kinds to infer);
+core.readers.csv_columns holds what they take and give. core.readers.npz reads NPZ files without pickles.
 Every read goes by blocks and asks between them whether to stop
 (core.readers.blocks: ``READ_BLOCK_BYTES`` and ``SCAN_BYTES`` in
 core.readers.csv_pieces are looked up there at each read).

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.errors import DataError
+from core.schema.coded import Coded
 
 if TYPE_CHECKING:
     from core.schema.table import RawTable
@@ -28,6 +29,8 @@ class CellError(DataError):
 
 
 def missing_mask(values: np.ndarray) -> np.ndarray:
+    if isinstance(values, Coded):
+        return values.missing()
     if values.dtype == object:
         return np.fromiter((v is None for v in values), dtype=bool, count=len(values))
     return np.isnan(values)
@@ -37,16 +40,32 @@ def parse_numbers(values: np.ndarray) -> tuple[np.ndarray, int]:
     """Text cells as float64 (NaN where missing) and how many non-missing cells are not numbers."""
     if values.dtype != object:
         return values, 0
-    out = np.full(len(values), np.nan)
-    bad = 0
-    for k, v in enumerate(values):
+    if isinstance(values, Coded):  # each distinct text parsed once
+        parsed, bad_level = _parse_texts(values.levels)
+        return values.map_levels(parsed, np.nan), int(values.map_levels(bad_level, False).sum())
+    parsed, bad = _parse_texts(values)
+    return parsed, int(bad.sum())
+
+
+def _parse_texts(texts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cells as float64 (NaN for None and for text that is not a number) and which are not numbers."""
+    out = np.full(len(texts), np.nan)
+    bad = np.zeros(len(texts), dtype=bool)
+    for k, v in enumerate(texts):
         if v is None:
             continue
         try:
             out[k] = float(v)
         except ValueError:
-            bad += 1
+            bad[k] = True
     return out, bad
+
+
+def distinct_texts(values: Any) -> set[str]:
+    """The distinct category texts of a column's present cells."""
+    if isinstance(values, Coded):
+        return set(values.distinct())
+    return {category_text(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))}
 
 
 def first_bad_number(values: np.ndarray) -> int | None:
@@ -76,6 +95,14 @@ def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str,
     if kind == "bool":
         if values.dtype != object:
             return np.asarray(values, dtype=np.float64)
+        if isinstance(values, Coded):  # each distinct word looked at once; a bad one is found in the cells
+            words = [str(v).lower() for v in values.levels]
+            as_bool = np.array([1.0 if w in TRUE_WORDS or w == "1" else 0.0 if w in FALSE_WORDS or w == "0"
+                                else -1.0 for w in words])
+            out = values.map_levels(as_bool, np.nan)
+            if not (out < 0).any():
+                return out
+            values = np.asarray(values)
         out = np.full(len(values), np.nan)
         for k, v in enumerate(values):
             if v is None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -10,8 +12,13 @@ import numpy as np
 
 from core.errors import DataError
 from core.schema.cells import category_text, numbers_of
-from core.schema.spec import RESERVED_LEVELS, Schema
+from core.schema.coded import Coded
+from core.schema.spec import RESERVED_LEVELS, ColumnSpec, Schema
 from core.schema.table import RawTable
+
+
+MISSING, UNSEEN = 0, 1  # a category's reserved indices (RESERVED_LEVELS of them)
+PARALLEL_ROWS = 20_000  # this many rows are encoded on several threads, a column each
 
 
 @dataclass
@@ -57,57 +64,59 @@ def encode_columns(schema: Schema | Mapping[str, Any], columns: Mapping[str, Any
         elif length != n:
             raise DataError(f"{where_path}: column {c.name!r} has {length} values, others have {n}")
     n = n or 0
-    nums: list[np.ndarray] = []
-    inds: list[np.ndarray] = []
-    cats: list[np.ndarray] = []
-    unseen: dict[str, int] = {}
-    missing: dict[str, int] = {}
-    for c in schema.columns:
-        if c.kind == "ignore":
-            continue
-        values = _column_array(columns[c.name], miss_words)
-        if c.kind == "category":
-            index = {v: i + RESERVED_LEVELS for i, v in enumerate(c.levels)}
-            codes = np.empty(n, dtype=np.float32)
-            n_miss = n_unseen = 0
-            for k, v in enumerate(values):
-                if v is None or (isinstance(v, float) and math.isnan(v)):
-                    codes[k] = 0
-                    n_miss += 1
-                    continue
-                code = index.get(category_text(v))
-                if code is None:
-                    codes[k] = 1
-                    n_unseen += 1
-                else:
-                    codes[k] = code
-            cats.append(codes)
-            if n_unseen:
-                unseen[c.name] = n_unseen
-            if n_miss:
-                missing[c.name] = n_miss
-            continue
-        x = numbers_of(None, c.name, values, c.kind, where, path, row0)
-        m = np.isnan(x)
-        if m.any():
-            missing[c.name] = int(m.sum())
-        filled = np.where(m, c.fill, x).astype(np.float32)
-        if c.clip is not None:  # an outlier is taken as the fence the schema was fitted with
-            np.clip(filled, np.float32(c.clip[0]), np.float32(c.clip[1]), out=filled)
-        nums.append(filled)
-        if c.indicator:
-            inds.append(m.astype(np.float32))
-    parts = nums + inds + cats
+    used = list(schema.used)
+    threads = min(8, os.cpu_count() or 1) if n >= PARALLEL_ROWS and len(used) > 1 else 1
+    with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core: numpy lets go of the GIL
+        done = list(pool.map(lambda c: _encode_column(c, columns[c.name], miss_words, where, path, row0), used))
+    parts = [e.values for e in done if e.kind != "category"] + [e.indicator for e in done if e.indicator is not None] \
+        + [e.values for e in done if e.kind == "category"]
     xt = np.empty((len(parts), n), dtype=np.float32)  # filled by rows, transposed once: faster than stack
     for j, part in enumerate(parts):
         xt[j] = part
-    return Encoded(np.ascontiguousarray(xt.T), unseen, missing)
+    return Encoded(np.ascontiguousarray(xt.T), {e.name: e.unseen for e in done if e.unseen},
+                   {e.name: e.missing for e in done if e.missing})
 
 
-def _column_array(values: Any, missing: frozenset[str]) -> np.ndarray:
+@dataclass(frozen=True)
+class _Column:
+    name: str
+    kind: str
+    values: np.ndarray                  # float32: the filled number, or the category index
+    indicator: np.ndarray | None        # float32 1 where missing, for a column with an indicator
+    missing: int
+    unseen: int = 0
+
+
+def _encode_column(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: str, path: str, row0: int) -> _Column:
+    values = _column_array(raw, miss_words)
+    if c.kind == "category":
+        index = {v: i + RESERVED_LEVELS for i, v in enumerate(c.levels)}
+        if isinstance(values, Coded):  # each distinct text looked up once
+            lut = np.array([index.get(category_text(v), UNSEEN) for v in values.levels], dtype=np.float32)
+            codes = values.map_levels(lut, np.float32(MISSING))
+        else:
+            codes = np.empty(len(values), dtype=np.float32)
+            for k, v in enumerate(values):
+                if v is None or (isinstance(v, float) and math.isnan(v)):
+                    codes[k] = MISSING
+                else:
+                    codes[k] = index.get(category_text(v), UNSEEN)
+        return _Column(c.name, c.kind, codes, None, int((codes == MISSING).sum()), int((codes == UNSEEN).sum()))
+    x = numbers_of(None, c.name, values, c.kind, where, path, row0)
+    m = np.isnan(x)
+    n_missing = int(m.sum())
+    filled = np.where(m, c.fill, x).astype(np.float32) if n_missing else x.astype(np.float32)
+    if c.clip is not None:  # an outlier is taken as the fence the schema was fitted with
+        np.clip(filled, np.float32(c.clip[0]), np.float32(c.clip[1]), out=filled)
+    return _Column(c.name, c.kind, filled, m.astype(np.float32) if c.indicator else None, n_missing)
+
+
+def _column_array(values: Any, missing: frozenset[str]) -> Any:
+    if isinstance(values, Coded):
+        return values.normalised(missing)
     arr = np.asarray(values)
     if arr.dtype.kind in "fiub":
-        return arr.astype(np.float64)
+        return arr.astype(np.float64, copy=False)
     out = np.empty(len(arr), dtype=object)
     for k, v in enumerate(arr.tolist()):
         if isinstance(v, str):

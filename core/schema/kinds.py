@@ -8,7 +8,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from core.errors import DataError
-from core.schema.cells import FALSE_WORDS, TRUE_WORDS, category_text, missing_mask, parse_numbers
+from core.schema.cells import FALSE_WORDS, TRUE_WORDS, distinct_texts, missing_mask, parse_numbers
 from core.schema.table import RawTable
 
 KINDS = ("number", "category", "bool", "ignore")
@@ -53,7 +53,7 @@ def infer_kind(name: str, values: np.ndarray, override: str | None = None) -> In
     if override == "ignore":
         return Inferred("ignore", "set in data.columns", n_missing)
     if override is not None:
-        levels = len({category_text(v) for v in present}) if override == "category" else 0
+        levels = len(distinct_texts(present)) if override == "category" else 0
         return Inferred(override, "set in data.columns", n_missing, levels)
     if len(present) == 0:
         return Inferred("number", "", n_missing)  # all missing: fit_schema refuses it, naming the column
@@ -66,10 +66,11 @@ def infer_kind(name: str, values: np.ndarray, override: str | None = None) -> In
         if bad == 0 and _is_id_numbers(numbers, n, name):
             return Inferred("ignore", "an id: a distinct integer in every row", n_missing)
         return Inferred("number", "", n_missing)
-    words = {str(v).lower() for v in present}
+    texts = distinct_texts(present)
+    words = {v.lower() for v in texts}
     if words <= (TRUE_WORDS | FALSE_WORDS) and len(words) <= 2:
         return Inferred("bool", "", n_missing)
-    distinct = len(set(present.tolist()))
+    distinct = len(texts)
     if n >= MIN_ROWS_FOR_TEXT_RULES and distinct == n:
         return Inferred("ignore", "an id: a distinct value in every row", n_missing, distinct)
     if n >= MIN_ROWS_FOR_TEXT_RULES and distinct > max_levels(n):

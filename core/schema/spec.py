@@ -8,6 +8,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from core.schema.cells import DEFAULT_MISSING, category_text, parse_numbers
+from core.schema.coded import Coded
 
 MISSING_LEVEL, UNSEEN_LEVEL = "<missing>", "<unseen>"
 RESERVED_LEVELS = 2            # index 0: missing, 1: unseen
@@ -127,6 +128,8 @@ class Schema:
             numbers, _ = parse_numbers(values)
             return ((numbers - self.target_mean) / self.target_std).astype(np.float32)
         index = {c: i for i, c in enumerate(self.classes)}
+        if isinstance(values, Coded):  # each distinct text looked up once
+            return values.map_levels(np.array([index.get(category_text(v), -1) for v in values.levels], dtype=np.int64), -1)
         return np.asarray([index[category_text(v)] for v in values], dtype=np.int64)
 
     def decode_output(self, out: np.ndarray) -> np.ndarray:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from core.errors import DataError
+from core.readers.csv_columns import FLOAT32_MAX
 from core.schema.cells import DEFAULT_MISSING
+from core.schema.coded import Coded, from_arrow
 
 
 @dataclass
@@ -63,65 +67,65 @@ def read_table(path: Path, scheme: str, where: str, missing: Sequence[str] = DEF
         if numbers is not None:  # every present value a finite number: parsed once per distinct value, in C
             columns[name] = numbers[text.codes] if n else np.empty(0)
             continue
-        levels = np.asarray([None if v in miss else v for v in text.values] + [None], dtype=object)
-        columns[name] = levels[text.codes] if n else np.empty(0, dtype=object)
+        columns[name] = Coded(text.codes, text.values).normalised(miss)
     return RawTable(where, str(path), columns, n, "csv")
 
 
 def _read_csv_fast(path: Path, where: str, missing: frozenset[str]) -> RawTable | None:
     """pyarrow's reader with type inference; None when the file needs the line-precise text reader (to
     accept it, or to say what is wrong): malformed, no rows, names twice, or a number that is not finite."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.csv as pacsv
-
-    from core.readers import blocks, check_stop, has_quotes
+    from core.readers.csv_typed import read_typed_csv
 
     if not path.is_file():
         return None
-    parse = pacsv.ParseOptions(newlines_in_values=has_quotes(path))
-    convert = pacsv.ConvertOptions(null_values=sorted(missing), strings_can_be_null=True,
-                                   quoted_strings_can_be_null=True)
-    try:  # by blocks, asking between them whether to stop (a Ctrl-C or Stop while a large file loads)
-        reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=blocks.READ_BLOCK_BYTES),
-                                parse_options=parse, convert_options=convert)
-        batches = []
-        for batch in reader:
-            check_stop()
-            batches.append(batch)
-        table = pa.Table.from_batches(batches, schema=reader.schema)
-    except (pa.ArrowException, OSError, ValueError):
-        check_stop()
-        try:  # a later block's values the first block's types did not foresee: the whole file, typed at once
-            table = pacsv.read_csv(path, parse_options=parse, convert_options=convert)
-        except (pa.ArrowException, OSError, ValueError):
-            return None
+    table = read_typed_csv(path, sorted(missing))
+    if table is None:
+        return None
     names = [str(n).strip() for n in table.column_names]
     if table.num_rows == 0 or len(set(names)) != len(names):
         return None
-    f32 = float(np.finfo(np.float32).max)
-    columns: dict[str, np.ndarray] = {}
-    for name, col in zip(names, table.columns):
-        t = col.type
-        if pa.types.is_integer(t) or pa.types.is_floating(t):
-            values = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-            present = values[~np.isnan(values)] if col.null_count else values
-            if np.isnan(present).any() or not (np.abs(present) <= f32).all():
-                return None  # "nan", "inf" or beyond float32 written in a cell: the text reader names it
-            if col.null_count:
-                values = np.where(pc.is_null(col).to_numpy(zero_copy_only=False), np.nan, values)
-            columns[name] = values
-        elif pa.types.is_boolean(t):
-            columns[name] = np.asarray([None if v is None else ("true" if v else "false") for v in col.to_pylist()],
-                                       dtype=object)
-        elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
-            trimmed = pc.utf8_trim_whitespace(col.cast(pa.string()))
-            if missing:
-                trimmed = pc.if_else(pc.is_in(trimmed, value_set=pa.array(sorted(missing))), None, trimmed)
-            columns[name] = np.asarray(trimmed.to_numpy(zero_copy_only=False), dtype=object)
-        else:  # dates, times: their text, as the file has it
-            return None
+    threads = min(8, os.cpu_count() or 1) if table.num_rows >= 20_000 else 1
+    with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core
+        converted = list(pool.map(lambda col: _column(col, missing), table.columns))
+    if any(c is None for c in converted):
+        return None
+    columns = dict(zip(names, converted))
     return RawTable(where, str(path), columns, int(table.num_rows), "csv")
+
+
+def _column(col: Any, missing: frozenset[str]) -> Any:
+    """A typed pyarrow column as float64 (NaN for missing) or :class:`Coded` text; None when the text reader
+    must read the file: "nan", "inf" or a value beyond float32 written in a cell (it names them), a date."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        values = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)  # null: NaN
+        if col.null_count == len(values):
+            return values
+        if col.null_count:  # the NaN are the nulls, and the rest lie within float32
+            written_nan = int(np.count_nonzero(np.isnan(values))) != col.null_count
+            lo, hi = float(np.fmin.reduce(values)), float(np.fmax.reduce(values))
+        else:
+            written_nan, lo, hi = False, float(values.min()), float(values.max())  # NaN would propagate
+        return None if written_nan or not (-FLOAT32_MAX <= lo and hi <= FLOAT32_MAX) else values
+    if pa.types.is_boolean(t):
+        return _bools(col)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
+        trimmed = pc.utf8_trim_whitespace(col.cast(pa.string()))
+        if missing:
+            trimmed = pc.if_else(pc.is_in(trimmed, value_set=pa.array(sorted(missing))), None, trimmed)
+        return from_arrow(trimmed)
+    return None  # dates, times: their text, as the file has it
+
+
+def _bools(col: Any) -> Coded:
+    """A pyarrow boolean column as the words ``false`` and ``true`` (nulls missing)."""
+    import pyarrow.compute as pc
+
+    values = pc.fill_null(pc.cast(col, "int8"), -1).to_numpy(zero_copy_only=False)
+    return Coded(values, ["false", "true"])
 
 
 def _numeric_levels(values: list[str], missing: frozenset[str]) -> np.ndarray | None:
@@ -142,6 +146,7 @@ def _numeric_levels(values: list[str], missing: frozenset[str]) -> np.ndarray | 
 
 def _read_parquet(path: Path, where: str, missing: frozenset[str]) -> RawTable:
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     if not path.is_file():
@@ -160,8 +165,9 @@ def _read_parquet(path: Path, where: str, missing: frozenset[str]) -> RawTable:
         if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
             columns[str(name)] = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
         elif pa.types.is_boolean(t):
-            columns[str(name)] = np.asarray([None if v is None else ("true" if v else "false")
-                                             for v in col.to_pylist()], dtype=object)
+            columns[str(name)] = _bools(col)
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            columns[str(name)] = from_arrow(pc.utf8_trim_whitespace(col.cast(pa.string()))).normalised(missing)
         else:
             values = [None if v is None else str(v).strip() for v in col.to_pylist()]
             columns[str(name)] = _as_text(np.asarray(values, dtype=object), missing)

@@ -6,6 +6,7 @@ import numpy as np
 
 from core.errors import DataError
 from core.schema.cells import category_text, first_bad_number, missing_mask, parse_numbers
+from core.schema.coded import Coded
 from core.schema.table import RawTable
 
 REGRESSION_MIN_LEVELS = 20     # task "auto": an integer target with more distinct values than this is a number
@@ -42,7 +43,7 @@ def choose_task(values: np.ndarray, task: str) -> tuple[str, str]:
 
 def class_names(values: np.ndarray) -> list[str]:
     """Class names sorted (numerically when they are all numbers)."""
-    uniq = sorted({category_text(v) for v in values})
+    uniq = sorted(values.distinct() if isinstance(values, Coded) else {category_text(v) for v in values})
     try:
         uniq = sorted(uniq, key=float)
     except ValueError:
@@ -55,6 +56,11 @@ def class_codes(values: np.ndarray) -> tuple[list[str], np.ndarray]:
     if values.dtype != object:
         uniq, inverse = np.unique(values, return_inverse=True)  # numbers: sorted numerically already
         return [category_text(float(u)) for u in uniq], inverse.reshape(-1).astype(np.int64)
+    if isinstance(values, Coded) and not values.missing().any():  # each distinct text named once
+        names = class_names(values)
+        rank = {v: i for i, v in enumerate(names)}
+        lut = np.array([rank.get(category_text(v), -1) for v in values.levels], dtype=np.int64)
+        return names, values.map_levels(lut, -1)
     texts = np.asarray([category_text(v) for v in values], dtype=str) if len(values) else np.empty(0, str)
     uniq, inverse = np.unique(texts, return_inverse=True)
     names = [str(u) for u in uniq]
