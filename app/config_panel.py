@@ -155,8 +155,8 @@ class ConfigPanel(QWidget):
             except ConfigError:
                 self._own_config = self._base
         self.set_config(cfg)
-        self.label_view.setText(f"Settings of <b>{run_name}</b>. Fork and Continue run use the learning rate, "
-                                "weight decay, batch size and epochs shown here.")
+        self.label_view.setText(f"Settings of <b>{run_name}</b>. Fork starts from the learning rate, "
+                                "weight decay, batch size and epochs shown here; Continue run uses the epochs.")
         self.set_mode("view")
 
     @property

@@ -22,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
-    QApplication, QInputDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea, QSplitter,
+    QApplication, QDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea, QSplitter,
     QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
 
@@ -387,12 +387,9 @@ class MainWindow(QMainWindow):
         self.lr_finder.run()
 
     # -- questions (tests monkeypatch them) --------------------------------------------------------
-    def ask_fork_epochs(self, run_name: str, done: int) -> int | None:
-        """How many epochs a fork of a finished run trains in all; None: cancelled."""
-        epochs, ok = QInputDialog.getInt(
-            self, "Fork a finished run", f"{run_name} finished all its {done} epochs.\n"
-            "Train the fork up to epoch:", max(done + 1, 2 * done), done + 1, 1_000_000)
-        return int(epochs) if ok else None
+    def ask_fork(self, dialog: Any) -> bool:
+        """Show the Fork dialog (app.fork_dialog); True: fork with what it holds."""
+        return dialog.exec() == QDialog.DialogCode.Accepted
 
     def ask_use_advice(self, result: dict[str, Any]) -> bool:
         """Show the probes and ask whether to use the suggestion."""

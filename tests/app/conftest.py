@@ -157,6 +157,7 @@ def make_window(qtbot: Any, tmp_path: Path) -> Iterator[Callable[..., Any]]:
         kwargs.setdefault("settings", AppSettings())
         window = MainWindow(**kwargs)
         window.ask_before_close = False
+        window.ask_fork = lambda dialog: True  # Fork as the dialog proposes (tests that edit it replace this)
         window.show()
         qtbot.waitExposed(window)
         windows.append(window)
