@@ -130,6 +130,7 @@ class MainWindow(QMainWindow):
         self.panel.browse_requested.connect(self.config_files.browse_data)
         self.panel.changed.connect(self._on_panel_changed)
         self.panel.mode_changed.connect(lambda _m: self.update_actions())
+        self.panel.problem_changed.connect(self.update_actions)
         scroll = QScrollArea(objectName="config_scroll")
         scroll.setWidget(self.panel)
         scroll.setWidgetResizable(True)
@@ -309,6 +310,8 @@ class MainWindow(QMainWindow):
             run_state=c.state, run_active=c.active, attached=c.attached, **self.state.facts(),
             loading=self.calls.running("read-run"),
             run_config_shown=self.panel.mode == "view" or self.panel.showing_run_config,
+            # the config's own error, else what describing its dataset or counting its model found (the ⚠ lines)
+            config_error=self.panel.validation_error() or self.panel.describer.error,
             selected_runs=len(self.runs_view.selected_runs()),
             continuable=self.continue_fork.continuable_run() is not None,
             fork_source=self.continue_fork.fork_source() is not None,
@@ -316,10 +319,13 @@ class MainWindow(QMainWindow):
 
     def update_actions(self) -> None:
         """Apply what the window's state allows; called after every change, failures included."""
-        derived = derive(self.window_state())
+        facts = self.window_state()
+        derived = derive(facts)
         apply_enablement(self, derived, self.menu_recent)
+        problem = derived.panel_mode == "edit" and facts.config_error
         self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)"
                                      if derived.panel_mode == "view" else
+                                     f"Fix the settings first: {problem}" if problem else
                                      "Start training with these settings (Ctrl+R, F5)")
         self.action_export.setToolTip(self.live.export_tip())
         self.label_state.setText(derived.status)

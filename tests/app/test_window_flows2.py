@@ -168,3 +168,64 @@ def test_fork_cancelled_starts_nothing(qtbot: Any, make_window: Any, tmp_path: P
     monkeypatch.setattr(window.controller, "fork", lambda *a: forked.append(a))
     window.action_fork.trigger()
     assert forked == [] and not window.state.preparing and window.action_fork.isEnabled()
+
+
+# -- Start: disabled while the settings cannot run, and a failed start clears nothing ----------------
+def test_start_is_disabled_while_the_config_is_invalid_and_says_why(qtbot: Any, make_window: Any,
+                                                                     tmp_path: Path) -> None:
+    window = make_window()
+    assert window.action_start.isEnabled()
+    window.panel.edit_lr.setText("fast")
+    assert not window.action_start.isEnabled()
+    assert "optim.lr" in window.action_start.toolTip()
+    assert "optim.lr" in window.panel.label_config_error.text()  # the panel's error line, as typed
+    window.action_start.trigger()  # Ctrl+R on a disabled action does nothing
+    assert window.controller.state == "idle" and not (tmp_path / "runs").exists()
+    window.panel.edit_lr.setText("0.05")
+    assert window.action_start.isEnabled() and "optim.lr" not in window.action_start.toolTip()
+    assert not window.panel.label_config_error.isVisibleTo(window.panel)
+
+
+def test_start_is_disabled_while_the_dataset_cannot_be_read(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    window = make_window()
+    panel = window.panel
+    qtbot.waitUntil(lambda: "parameters" in panel.label_model_params.text(), timeout=30_000)
+    assert window.action_start.isEnabled()
+    panel.add_source(f"csv:{tmp_path / 'missing.csv'}")
+    qtbot.waitUntil(lambda: panel.label_dataset_summary.text().startswith("⚠"), timeout=30_000)
+    assert not window.action_start.isEnabled() and "missing.csv" in window.action_start.toolTip()
+    panel.combo_dataset.setCurrentIndex(panel.combo_dataset.findData("builtin:digits"))
+    qtbot.waitUntil(lambda: window.action_start.isEnabled(), timeout=30_000)
+    qtbot.waitUntil(lambda: not panel.describer.calls.busy, timeout=30_000)
+
+
+def test_a_start_that_fails_keeps_the_run_on_screen(qtbot: Any, make_window: Any) -> None:
+    from core.session import RecordBuffer
+    from test_metrics_path import FakeSession
+
+    window = make_window()
+    window.panel.set_config(Config().replace("data", source="builtin:iris").replace("train", epochs=2)
+                            .replace("parallel", strategy="single", workers=1))
+    window.action_start.trigger()
+    qtbot.waitUntil(lambda: window.controller.ended, timeout=120_000)
+    run_dir = window.controller.run_dir
+    assert window.controller.state == "finished" and window.action_export.isEnabled()
+    points = window.plots.loss.point_count(0)
+    assert points > 0
+    progress = window.progress_run.format()
+
+    class BrokenSession(FakeSession):  # its start raises, as a broken engine's would
+        attached = False
+
+    def broken(cfg: Config, runs_dir: str, name: str | None) -> tuple[Any, Any]:
+        return BrokenSession(cfg, fail=RuntimeError("the engine broke")), RecordBuffer()
+
+    window.controller._factory = broken
+    with qtbot.waitSignal(window.controller.start_failed, timeout=20_000):
+        window.action_start.trigger()
+    assert "the engine broke" in window.banner.text
+    assert window.plots.loss.point_count(0) == points  # the finished run's curves stay
+    assert window.controller.run_dir == run_dir and window.controller.state == "finished"
+    assert window.action_export.isEnabled() and run_dir.name in window.action_export.toolTip()
+    assert window.label_run_dir.text() == str(run_dir) and window.progress_run.format() == progress
+    assert window.action_start.isEnabled() and window.action_continue_run.isEnabled() is False
