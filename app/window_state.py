@@ -92,6 +92,8 @@ def derive(s: WindowState) -> Enablement:
 def status_text(s: WindowState) -> str:
     if s.advising:
         return "Cancelling…" if s.cancelling else "Finding the fastest setting…"
+    if s.config_error and not s.run_active and not s.run_config_shown and not s.preparing:
+        return f"Cannot start: {s.config_error}"  # why Start is off, where the eye goes (the panel may scroll)
     if s.run_active or (s.run_state in END_STATES and not s.viewing):
         text = STATE_TEXT.get(s.run_state, s.run_state)
         return f"{text} (attached)" if s.attached else text

@@ -179,10 +179,12 @@ def test_start_is_disabled_while_the_config_is_invalid_and_says_why(qtbot: Any, 
     assert not window.action_start.isEnabled()
     assert "optim.lr" in window.action_start.toolTip()
     assert "optim.lr" in window.panel.label_config_error.text()  # the panel's error line, as typed
+    assert window.label_state.text().startswith("Cannot start: ") and "optim.lr" in window.label_state.text()
     window.action_start.trigger()  # Ctrl+R on a disabled action does nothing
     assert window.controller.state == "idle" and not (tmp_path / "runs").exists()
     window.panel.edit_lr.setText("0.05")
     assert window.action_start.isEnabled() and "optim.lr" not in window.action_start.toolTip()
+    assert window.label_state.text() == "Ready"
     assert not window.panel.label_config_error.isVisibleTo(window.panel)
 
 
@@ -229,3 +231,4 @@ def test_a_start_that_fails_keeps_the_run_on_screen(qtbot: Any, make_window: Any
     assert window.action_export.isEnabled() and run_dir.name in window.action_export.toolTip()
     assert window.label_run_dir.text() == str(run_dir) and window.progress_run.format() == progress
     assert window.action_start.isEnabled() and window.action_continue_run.isEnabled() is False
+
