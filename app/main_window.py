@@ -241,7 +241,7 @@ class MainWindow(QMainWindow):
             state = s.splitter_state(name)
             if state is not None:
                 splitter.restoreState(state)
-        text = s.last_config_toml
+        text = s.start_config_toml  # the user's last settings, or the first-run config
         if text:
             try:
                 self.panel.set_config(parse_toml(text))

@@ -232,3 +232,24 @@ def test_a_start_that_fails_keeps_the_run_on_screen(qtbot: Any, make_window: Any
     assert window.label_run_dir.text() == str(run_dir) and window.progress_run.format() == progress
     assert window.action_start.isEnabled() and window.action_continue_run.isEnabled() is False
 
+
+# -- the first run: long enough to watch, pause and edit ----------------------------------------------
+def test_a_new_users_window_starts_from_the_first_run_config(qtbot: Any, make_window: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.settings import FIRST_RUN_CONFIG, AppSettings
+    from core.augment import active
+    from core.config import load_config
+
+    first = load_config(FIRST_RUN_CONFIG)  # it validates
+    assert first.model.kind == "cnn" and first.data.source == "builtin:digits" and first.train.epochs >= 30
+    assert first.parallel.workers >= 2 and active(first.augment)
+    assert Config().model.kind == "mlp"  # the command line's defaults are untouched
+    assert make_window().panel.config() == Config()  # the tests' windows start from the defaults
+
+    monkeypatch.setattr(AppSettings, "first_run_config", FIRST_RUN_CONFIG)
+    window = make_window()  # no saved settings: a new user
+    assert window.panel.config() == first
+    assert window.controller.state == "idle"  # nothing runs before Start
+    window.panel.spin_epochs.setValue(7)
+    window.close()
+    assert make_window().panel.config().train.epochs == 7  # once saved, the user's own settings
