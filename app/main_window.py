@@ -50,6 +50,7 @@ from app.window_actions import apply_enablement, build_menus, build_toolbar, mak
 from app.window_state import WindowModel, WindowState, derive
 from core.config import ConfigError, parse_toml
 
+DESCRIBED_PROBLEM = "the dataset or model cannot be used (its ⚠ line on the left says why)"
 # The export dialog comes with the export feature; without it the action stays off and says so.
 EXPORT_AVAILABLE = importlib.util.find_spec("app.export_dialog") is not None
 
@@ -310,8 +311,9 @@ class MainWindow(QMainWindow):
             run_state=c.state, run_active=c.active, attached=c.attached, **self.state.facts(),
             loading=self.calls.running("read-run"),
             run_config_shown=self.panel.mode == "view" or self.panel.showing_run_config,
-            # the config's own error, else what describing its dataset or counting its model found (the ⚠ lines)
-            config_error=self.panel.validation_error() or self.panel.describer.error,
+            # the config's own error, else what describing its dataset or counting its model found: the ⚠ lines
+            # say that one, the status points at them
+            config_error=self.panel.validation_error() or (DESCRIBED_PROBLEM if self.panel.describer.error else ""),
             selected_runs=len(self.runs_view.selected_runs()),
             continuable=self.continue_fork.continuable_run() is not None,
             fork_source=self.continue_fork.fork_source() is not None,
@@ -322,7 +324,8 @@ class MainWindow(QMainWindow):
         facts = self.window_state()
         derived = derive(facts)
         apply_enablement(self, derived, self.menu_recent)
-        problem = derived.panel_mode == "edit" and facts.config_error
+        problem = derived.panel_mode == "edit" and facts.config_error \
+            and (self.panel.validation_error() or self.panel.describer.error)
         self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)"
                                      if derived.panel_mode == "view" else
                                      f"Fix the settings first: {problem}" if problem else
