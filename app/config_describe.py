@@ -29,8 +29,19 @@ class SourceDescriber(QObject):
         self._info_cache: dict[tuple[Any, ...], Any] = {}
         self._describe_key: tuple[Any, ...] | None = None
         self._params_key: Any = None
+        self._errors = {"data": "", "model": ""}  # what the last description and count said was wrong
         self.timer = QTimer(panel, singleShot=True, interval=150)  # debounce typing
         self.timer.timeout.connect(self.refresh)
+
+    @property
+    def error(self) -> str:
+        """Why the chosen dataset or model cannot be trained, as described ("" when nothing is known wrong)."""
+        return self._errors["data"] or self._errors["model"]
+
+    def _set_error(self, what: str, message: str) -> None:
+        if self._errors[what] != message:
+            self._errors[what] = message
+            self.panel.problem_changed.emit()
 
     def _key_now(self) -> tuple[Any, ...]:
         return self.panel.data.describe_key(self.panel.shown_task())
@@ -39,12 +50,14 @@ class SourceDescriber(QObject):
         key = self._key_now()
         info = self._info_cache.get(key)
         if info is not None:
+            self._set_error("data", "")
             self._show_info(info)
             self._refresh_params(info)
             return
         if key == self._describe_key:
             return  # already being described
         self._describe_key = key
+        self._set_error("data", "")
         self.panel.data.label_dataset_summary.setText("Reading the dataset…")
         self.panel.model.label_model_params.setText("")
 
@@ -70,6 +83,8 @@ class SourceDescriber(QObject):
         self._params_key = None  # a valid dataset picked again counts its parameters again
         self.panel.data.label_dataset_summary.setText(f"⚠ {exc}")
         self.panel.model.label_model_params.setText("")
+        self._set_error("model", "")
+        self._set_error("data", str(exc))
         self._clear_preview()
         if key[0] != self.panel.data.columns_of:  # the same table (a kind or target the engine refuses): its list
             self._show_columns(None)               # stays, to undo the change or pick another target
@@ -103,12 +118,14 @@ class SourceDescriber(QObject):
     def _refresh_params(self, info: Any) -> None:
         if info.needs_target:  # a table's columns alone: no model's input is known yet
             self._params_key = None
+            self._set_error("model", "")
             self.panel.model.label_model_params.setText("")
             return
         try:
             model_cfg = self.panel.config().model
         except ConfigError:
             self.panel.model.label_model_params.setText("")
+            self._set_error("model", "")  # the config's own error says what is wrong
             return
         key = (model_cfg, info.input_shape, info.num_classes, info.image_shape)
         if key == self._params_key:
@@ -123,10 +140,12 @@ class SourceDescriber(QObject):
         def done(n: int) -> None:
             if key == self._params_key:
                 self.panel.model.label_model_params.setText(f"{n:,} parameters")
+                self._set_error("model", "")
 
         def failed(exc: BaseException) -> None:
             if key == self._params_key:
                 self.panel.model.label_model_params.setText(f"⚠ {exc}")
+                self._set_error("model", str(exc))
 
         self.panel.model.label_model_params.setText("Counting parameters…")
         self.calls.call(count, done, failed, name="count-parameters")

@@ -42,6 +42,7 @@ class ConfigPanel(QWidget):
     changed = Signal()
     browse_requested = Signal(str)  # "csv" | "npz" | "images" | "custom" (the window owns file dialogs)
     mode_changed = Signal(str)
+    problem_changed = Signal()  # the description of the dataset or model found a problem, or it went away
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -155,8 +156,8 @@ class ConfigPanel(QWidget):
             except ConfigError:
                 self._own_config = self._base
         self.set_config(cfg)
-        self.label_view.setText(f"Settings of <b>{run_name}</b>. Fork and Continue run use the learning rate, "
-                                "weight decay, batch size and epochs shown here.")
+        self.label_view.setText(f"Settings of <b>{run_name}</b>. Fork starts from the learning rate, "
+                                "weight decay, batch size and epochs shown here; Continue run uses the epochs.")
         self.set_mode("view")
 
     @property
@@ -259,6 +260,14 @@ class ConfigPanel(QWidget):
         """Why the shown settings are not a config ("" when they are)."""
         return self.label_config_error.text()
 
+    def validation_error(self) -> str:
+        """The engine's one line on what is wrong with the shown settings ("" when they are a config)."""
+        try:
+            self.config()
+        except ConfigError as exc:
+            return str(exc)
+        return ""
+
     def show_error(self, message: str) -> None:
         self.label_config_error.setText(message)
         self.label_config_error.setVisible(bool(message))
@@ -268,7 +277,7 @@ class ConfigPanel(QWidget):
         if self._loading:
             return
         self._update_visibility()
-        self.show_error("")
+        self.show_error(self.validation_error())  # said as it is typed, gone once it is fixed
         self._refresh_timer.start()
         self.changed.emit()
 

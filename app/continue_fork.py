@@ -2,8 +2,11 @@
 
 Both read the run's history off the GUI thread first (``read_past_run``) so the
 new curves are drawn on from the old ones; while they read, the window's model
-says ``preparing`` and nothing else starts. Forking a paused run of ours stops
-it first and forks once it has ended (the model's ``after_end``).
+says ``preparing`` and nothing else starts. A fork is the parent's config with
+only the live settings edited in the Fork dialog (app.fork_dialog), pre-filled
+with the parent's own values (or what the panel changes of them, when it shows
+that run). Forking a paused run of ours stops it first and forks once it has
+ended (the model's ``after_end``).
 """
 
 from __future__ import annotations
@@ -11,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.fork_dialog import ForkDialog
 from app.run_data import ProgressTracker, fork_marker
 from app.trial_progress import make_progress
-from core.config import Config, ConfigError, load_config, to_dict
+from core.config import Config, ConfigError, load_config
 from core.records import CONFIG, EVAL, STEP
 from core.past_run import PastRun, read_past_run
 from core.run_dir import RunDir
@@ -96,16 +100,19 @@ class ContinueForkFlow:
             return None
         return run.path
 
-    def fork_changes(self, source_cfg: Config) -> dict[str, Any]:
-        """The values of the forkable sections shown in the panel that differ from the source run's."""
-        from core.config import FORKABLE_SECTIONS
+    def shown_changes(self, run_dir: Path, source_cfg: Config) -> dict[str, Any]:
+        """The live keys the panel changes for this run, when the panel shows its settings; else none.
 
-        shown = to_dict(self.window.panel.config())
-        base = to_dict(source_cfg)
-        return {f"{section}.{key}": value for section in FORKABLE_SECTIONS
-                for key, value in shown[section].items() if base[section].get(key) != value}
+        The panel shows a run's settings while that run is paused (live mode) or on screen as a past run
+        (view mode); any other time it holds the user's own settings, which say nothing about this run.
+        """
+        w = self.window
+        paused_here = w.controller.active and w.controller.run_dir == run_dir and w.panel.mode == "live"
+        viewed_here = w.state.viewing_run == run_dir and w.panel.mode == "view"
+        return w.panel.live_changes(source_cfg) if paused_here or viewed_here else {}
 
     def fork(self) -> None:
+        """Ask for the fork's live settings (the parent's own, pre-filled), then fork with what was edited."""
         w = self.window
         run_dir = self.fork_source()
         if run_dir is None:
@@ -113,19 +120,29 @@ class ContinueForkFlow:
         run = RunDir(run_dir)
         try:
             source_cfg = w.controller.session.config if w.controller.active else load_config(run.config)
-            changes = self.fork_changes(source_cfg)
+            proposed = self.shown_changes(run_dir, source_cfg)
         except ConfigError as exc:
             w.panel.show_error(str(exc))
             w.show_input_error(str(exc))
             return
         summary = {} if w.controller.active else (run.read_summary() or {})
         done = int(summary.get("epochs_done") or 0)
-        if summary.get("status") == "finished" and int(changes.get("train.epochs", source_cfg.train.epochs)) <= done:
+        finished = summary.get("status") == "finished"
+        note = ""
+        if finished and int(proposed.get("train.epochs", source_cfg.train.epochs)) <= done:
             # It trained all its epochs: the fork needs more to train at all.
-            epochs = w.ask_fork_epochs(run_dir.name, done)
-            if epochs is None:
+            proposed["train.epochs"] = max(done + 1, 2 * done)
+            note = f"It finished all its {done} epochs: the fork trains on up to the epoch below."
+        dialog = ForkDialog(run_dir.name, source_cfg, proposed, done + 1 if finished else 1, note, w)
+        try:
+            if not w.ask_fork(dialog):
                 return
-            changes["train.epochs"] = epochs
+            changes = dialog.changes()
+        except ConfigError as exc:
+            w.show_input_error(str(exc))
+            return
+        finally:
+            dialog.deleteLater()
         if w.controller.active:
             # One active run per runs folder: the paused run stops first (its checkpoint is the pause point).
             w.log_pane.add_message("state", f"stopping {run_dir.name} to fork it", who="session")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,15 @@ if TYPE_CHECKING:
 PROGRESS_STEPS = 1000
 
 
+@dataclass
+class Starting:
+    """A run Start asked for that has not started yet: its config, when, and its records so far."""
+
+    cfg: Config
+    t0: float
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
 class LiveRun(QObject):
     """The window's own run (or an attached one) from Start to its end."""
 
@@ -38,6 +48,7 @@ class LiveRun(QObject):
         self.export_available = export_available
         self.progress: ProgressTracker | None = None
         self._record_error = ""  # the last error a record of the run said (and the log shows)
+        self._starting: Starting | None = None  # Start was pressed and its run has not started yet
         c = window.controller
         c.state_changed.connect(self._on_state_changed)
         c.records.connect(self._on_records)
@@ -47,6 +58,7 @@ class LiveRun(QObject):
 
     # -- commands --------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start a run with the panel's settings; the run on screen stays until the new one has started."""
         w = self.window
         if w.controller.active:
             return
@@ -58,17 +70,22 @@ class LiveRun(QObject):
             return
         w.banner.hide()
         self._record_error = ""
-        w.state.update(viewing_run=None)
-        w.plots.reset(t0=time.time())
-        self.apply_run_shape(cfg)
-        self.progress = make_progress(cfg)
-        w.progress_run.setValue(0)
-        w.label_run_dir.setText("")
-        w.label_throughput.setText("")
+        self._starting = Starting(cfg, time.time())
         w.save_last_config()
         w.log_pane.add_message("state", f"starting: {cfg.parallel.strategy}, {cfg.parallel.workers} worker(s), "
                                         f"{cfg.data.source}, {cfg.model.kind}", who="session")
         w.controller.start(cfg, w.runs_dir)
+
+    def _show_new_run(self, starting: Starting) -> None:
+        """The run Start began has started: it replaces the run on screen, with what it said so far."""
+        w = self.window
+        w.plots.reset(t0=starting.t0)
+        self.apply_run_shape(starting.cfg)
+        self.progress = make_progress(starting.cfg)
+        w.progress_run.setValue(0)
+        w.label_run_dir.setText("")
+        w.label_throughput.setText("")
+        self._draw(starting.records)
 
     def pause(self) -> None:
         self.window.controller.pause()
@@ -151,14 +168,21 @@ class LiveRun(QObject):
         else:
             w.panel.show_error(message)
             w.show_input_error(message, logged=logged)
-        self.progress = None
-        w.progress_run.setFormat("Not started")
+        if self._starting is not None:  # the run on screen before Start stays, its progress with it
+            self._starting = None
+            self.update_progress()
+        else:  # a continue or fork: its parent's curves are drawn, it never ran
+            self.progress = None
+            w.progress_run.setFormat("Not started")
         w.update_actions()
 
     @Slot(object)
     def _on_run_started(self, session: RunHandle) -> None:
         w = self.window
         w.state.update(viewing_run=None)  # the run on screen is the new one now (a failed start keeps the old)
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            self._show_new_run(starting)
         w.plots.set_live(True)
         info = session.info
         if info is not None and self.progress is not None:
@@ -180,20 +204,27 @@ class LiveRun(QObject):
     @Slot(list)
     def _on_records(self, records: list[dict[str, Any]]) -> None:
         w = self.window
-        w.plots.add_records(records)
-        w.search_view.add_records(records)
         errors = w.log_pane.add_records(records)
         if errors:
             self._record_error = errors[-1]
             w.show_error(errors[-1], logged=True)
-        if self.progress is not None:
-            self.progress.add(records)
-            self.update_progress()
+        if self._starting is not None:  # drawn once the run has started; until then the old run stays
+            self._starting.records.extend(records)
+            return
+        self._draw(records)
         rate = w.plots.total_rate()
         if w.controller.state == "running" and math.isfinite(rate):
             w.label_throughput.setText(f"{rate:,.0f} samples/s")
         if w.controller.attached and any(r.get("kind") == STATE for r in records):
             w.label_run_dir.setText(w.controller.session.describe())
+
+    def _draw(self, records: list[dict[str, Any]]) -> None:
+        w = self.window
+        w.plots.add_records(records)
+        w.search_view.add_records(records)
+        if self.progress is not None:
+            self.progress.add(records)
+            self.update_progress()
 
     @Slot(str, object, object)
     def _on_run_ended(self, status: str, summary: Any, error: Any) -> None:
@@ -236,9 +267,13 @@ class LiveRun(QObject):
     # -- the status bar ----------------------------------------------------------------------------
     def update_progress(self) -> None:
         p = self.progress
+        bar = self.window.progress_run
+        if self._starting is not None:  # the previous run's progress comes back if this start fails
+            bar.setValue(0)
+            bar.setFormat("Starting…")
+            return
         if p is None:
             return
-        bar = self.window.progress_run
         bar.setValue(int(round(p.progress * PROGRESS_STEPS)))
         state = self.window.controller.state
         if state in ("finished", "stopped", "failed"):

@@ -22,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
-    QApplication, QInputDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea, QSplitter,
+    QApplication, QDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea, QSplitter,
     QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
 
@@ -50,6 +50,7 @@ from app.window_actions import apply_enablement, build_menus, build_toolbar, mak
 from app.window_state import WindowModel, WindowState, derive
 from core.config import ConfigError, parse_toml
 
+DESCRIBED_PROBLEM = "the dataset or model cannot be used (its ⚠ line on the left says why)"
 # The export dialog comes with the export feature; without it the action stays off and says so.
 EXPORT_AVAILABLE = importlib.util.find_spec("app.export_dialog") is not None
 
@@ -130,6 +131,7 @@ class MainWindow(QMainWindow):
         self.panel.browse_requested.connect(self.config_files.browse_data)
         self.panel.changed.connect(self._on_panel_changed)
         self.panel.mode_changed.connect(lambda _m: self.update_actions())
+        self.panel.problem_changed.connect(self.update_actions)
         scroll = QScrollArea(objectName="config_scroll")
         scroll.setWidget(self.panel)
         scroll.setWidgetResizable(True)
@@ -240,7 +242,7 @@ class MainWindow(QMainWindow):
             state = s.splitter_state(name)
             if state is not None:
                 splitter.restoreState(state)
-        text = s.last_config_toml
+        text = s.start_config_toml  # the user's last settings, or the first-run config
         if text:
             try:
                 self.panel.set_config(parse_toml(text))
@@ -309,6 +311,9 @@ class MainWindow(QMainWindow):
             run_state=c.state, run_active=c.active, attached=c.attached, **self.state.facts(),
             loading=self.calls.running("read-run"),
             run_config_shown=self.panel.mode == "view" or self.panel.showing_run_config,
+            # the config's own error, else what describing its dataset or counting its model found: the ⚠ lines
+            # say that one, the status points at them
+            config_error=self.panel.validation_error() or (DESCRIBED_PROBLEM if self.panel.describer.error else ""),
             selected_runs=len(self.runs_view.selected_runs()),
             continuable=self.continue_fork.continuable_run() is not None,
             fork_source=self.continue_fork.fork_source() is not None,
@@ -316,10 +321,14 @@ class MainWindow(QMainWindow):
 
     def update_actions(self) -> None:
         """Apply what the window's state allows; called after every change, failures included."""
-        derived = derive(self.window_state())
+        facts = self.window_state()
+        derived = derive(facts)
         apply_enablement(self, derived, self.menu_recent)
+        problem = derived.panel_mode == "edit" and facts.config_error \
+            and (self.panel.validation_error() or self.panel.describer.error)
         self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)"
                                      if derived.panel_mode == "view" else
+                                     f"Fix the settings first: {problem}" if problem else
                                      "Start training with these settings (Ctrl+R, F5)")
         self.action_export.setToolTip(self.live.export_tip())
         self.label_state.setText(derived.status)
@@ -387,12 +396,9 @@ class MainWindow(QMainWindow):
         self.lr_finder.run()
 
     # -- questions (tests monkeypatch them) --------------------------------------------------------
-    def ask_fork_epochs(self, run_name: str, done: int) -> int | None:
-        """How many epochs a fork of a finished run trains in all; None: cancelled."""
-        epochs, ok = QInputDialog.getInt(
-            self, "Fork a finished run", f"{run_name} finished all its {done} epochs.\n"
-            "Train the fork up to epoch:", max(done + 1, 2 * done), done + 1, 1_000_000)
-        return int(epochs) if ok else None
+    def ask_fork(self, dialog: Any) -> bool:
+        """Show the Fork dialog (app.fork_dialog); True: fork with what it holds."""
+        return dialog.exec() == QDialog.DialogCode.Accepted
 
     def ask_use_advice(self, result: dict[str, Any]) -> bool:
         """Show the probes and ask whether to use the suggestion."""

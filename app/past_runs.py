@@ -107,6 +107,7 @@ class PastRuns:
             w.plots.mark_next_start(fork_marker(str(parent["name"])))
         w.plots.add_records(records)
         w.plots.flush()
+        w.tabs.setCurrentWidget(w.plots)  # opened from Runs, a menu or a dialog: its curves are what was asked for
         w.search_view.reset()
         w.search_view.add_records(records)
         w.search_view.show_summary(summary)

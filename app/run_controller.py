@@ -86,6 +86,7 @@ class RunController(QObject):
         self._buffer: Any = None
         self._reader: MetricsReader | None = None
         self._ending = False
+        self._previous: RunHandle | None = None  # the ended run before the one starting
 
     # -- queries ---------------------------------------------------------------
     @property
@@ -152,6 +153,7 @@ class RunController(QObject):
             log.exception("creating the session failed")
             self.start_failed.emit(f"could not create the run: {type(exc).__name__}: {exc}")
             return
+        self._previous = self.session  # on screen again should this one fail to start
         self.session, self._buffer = session, buffer
         self._ending = False
         session.add_listener(buffer.put)
@@ -204,6 +206,7 @@ class RunController(QObject):
     def _on_started(self, _result: Any) -> None:
         if self.session is None:
             return
+        self._previous = None  # the new run is the one on screen now
         self._lower_worker_priority()
         self.run_started.emit(self.session)
         if not self.session.active:  # stopped before the workers started
@@ -233,8 +236,10 @@ class RunController(QObject):
 
     def _after_start_failure(self, message: str) -> None:
         self._stop_reader()
-        self.session = None
-        self.state_changed.emit("idle")
+        # The run that never started leaves no trace here: the one before it (ended) is the controller's
+        # run again, its folder what Export, Continue and Fork act on.
+        self.session, self._previous = self._previous, None
+        self.state_changed.emit(self.state)
         self.start_failed.emit(message)
 
     @Slot(list)

@@ -2,8 +2,9 @@
 
 A model/view table: ``RunsTableModel`` holds ``RunRow``s, a
 ``QSortFilterProxyModel`` sorts (by the raw values, not the text) and filters
-(any column). Name, tags and notes are edited in place and saved to the run's
-``notes.json``. The folder is scanned on a background thread, on demand and
+(any column). A double-click anywhere on a row opens its run; name, tags and
+notes are edited in place (F2, or Rename… in the context menu) and saved to the
+run's ``notes.json``. The folder is scanned on a background thread, on demand and
 every few seconds while the view is visible, so a live run's row follows it.
 """
 
@@ -220,6 +221,22 @@ class RunsDelegate(QStyledItemDelegate):
         super().destroyEditor(editor, index)
 
 
+class RunsTable(QTableView):
+    """The table: a double-click opens (the view connects ``doubleClicked``), F2 edits.
+
+    F2 on a cell that cannot be edited renames the run: its row's name cell is edited instead.
+    """
+
+    def edit(self, index: Any, trigger: Any = None, event: Any = None) -> bool:  # type: ignore[override]
+        if trigger is None:  # edit(index): the slot's form
+            return super().edit(index)
+        if trigger == QAbstractItemView.EditTrigger.EditKeyPressed and index.isValid() \
+                and not COLUMNS[index.column()][2]:
+            index = index.siblingAtColumn(COL["name"])
+            self.setCurrentIndex(index)
+        return super().edit(index, trigger, event)
+
+
 class RunsFilter(QSortFilterProxyModel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -254,7 +271,7 @@ class RunsView(QWidget):
         self.edit_filter.textChanged.connect(self.proxy.setFilterFixedString)
         self.label_count = QLabel(objectName="label_runs_count")
 
-        self.table = QTableView(objectName="table_runs")
+        self.table = RunsTable(objectName="table_runs")
         self.table.setModel(self.proxy)
         self.delegate = RunsDelegate(self.model, self.proxy, self.table)
         self.table.setItemDelegate(self.delegate)
@@ -262,8 +279,8 @@ class RunsView(QWidget):
         self.table.sortByColumn(COL["started"], Qt.SortOrder.DescendingOrder)  # newest first
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.DoubleClicked
-                                   | QAbstractItemView.EditTrigger.EditKeyPressed)
+        # A double-click opens the run wherever it lands; names, tags and notes are edited with F2 or Rename….
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
         self.table.setAlternatingRowColors(True)
         self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.table.setWordWrap(False)
@@ -280,6 +297,7 @@ class RunsView(QWidget):
         self.action_open.setToolTip("Show the selected run: its curves, settings and evaluation")
         self.action_open.triggered.connect(self._on_open)
         self.action_rename = QAction("Rename…", self, objectName="action_runs_rename")
+        self.action_rename.setToolTip("Rename the selected run (F2 in the table edits its name, tags or notes)")
         self.action_rename.triggered.connect(self._on_rename)
         self.action_delete = QAction("Delete…", self, objectName="action_runs_delete")
         self.action_delete.setToolTip("Move the selected runs to the trash folder of the runs directory")
@@ -398,8 +416,9 @@ class RunsView(QWidget):
 
     # -- actions -----------------------------------------------------------------------------
     def _on_double_clicked(self, index: QModelIndex) -> None:
-        if not COLUMNS[index.column()][2]:  # editable cells edit; the others open the run
-            self.open_requested.emit(self.model.rows[self.proxy.mapToSource(index).row()].path)
+        row = self.proxy.mapToSource(index).row()
+        if 0 <= row < len(self.model.rows):
+            self.open_requested.emit(self.model.rows[row].path)
 
     def _on_open(self) -> None:
         runs = self.selected_runs()
@@ -411,7 +430,9 @@ class RunsView(QWidget):
         if len(runs) != 1:
             return
         r = self.model.row_for(runs[0])
-        self.table.edit(self.proxy.mapFromSource(self.model.index(r, COL["name"])))
+        name = self.proxy.mapFromSource(self.model.index(r, COL["name"]))
+        self.table.setCurrentIndex(name)  # the row stays selected, the name cell is the one edited
+        self.table.edit(name)
 
     def confirm_delete(self, runs: list[Path]) -> bool:
         """Ask before moving runs to the trash (tests monkeypatch this)."""

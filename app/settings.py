@@ -2,6 +2,10 @@
 
 Tests point QSettings at a temporary folder with ``QSettings.setPath`` (see
 tests/app/conftest.py) so they never touch the user's own settings.
+
+A user without saved settings starts from the shipped first-run config
+(resources/configs/first-run.toml), not from ``Config()``'s defaults: a run long
+enough to watch, pause and edit. The command line's defaults stay ``Config()``'s.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from PySide6.QtCore import QByteArray, QSettings
 ORGANIZATION = "TrainDesk"
 APPLICATION = "TrainDesk"
 DEFAULT_RUNS_DIR = "runs"
+FIRST_RUN_CONFIG = Path(__file__).resolve().parent.parent / "resources" / "configs" / "first-run.toml"
 
 
 def open_settings() -> QSettings:
@@ -22,6 +27,9 @@ def open_settings() -> QSettings:
 
 class AppSettings:
     """The handful of values the window remembers between sessions."""
+
+    # What a window without a saved config starts from; None: Config()'s defaults (the tests' windows)
+    first_run_config: Path | None = FIRST_RUN_CONFIG
 
     def __init__(self, qsettings: QSettings | None = None) -> None:
         self.q = qsettings if qsettings is not None else open_settings()
@@ -60,6 +68,17 @@ class AppSettings:
     @last_config_toml.setter
     def last_config_toml(self, text: str) -> None:
         self.q.setValue("config/last", text)
+
+    @property
+    def start_config_toml(self) -> str:
+        """The config the window opens with: the last one saved, else the first-run config ("" if neither)."""
+        saved = self.last_config_toml
+        if saved or self.first_run_config is None:
+            return saved
+        try:
+            return self.first_run_config.read_text(encoding="utf-8")
+        except OSError:  # an install without resources: the defaults
+            return ""
 
     @property
     def runs_dir(self) -> str:

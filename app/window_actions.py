@@ -56,8 +56,8 @@ ACTIONS = (
     ActionSpec("action_compare", "action_compare", "Compare", ("Ctrl+Shift+M",),
                "Overlay the curves of the runs selected in Runs and list the settings that differ", "runs"),
     ActionSpec("action_fork", "action_fork", "Fork…", ("Ctrl+Shift+F",),
-               "Start a new run from this run's checkpoint with the learning rate, weight decay, batch size and "
-               "epochs shown in the panel (a paused run is stopped first)", "start"),
+               "Start a new run from this run's checkpoint and settings, with the learning rate, weight decay, "
+               "batch size or epochs you edit first (a paused run is stopped first)", "start"),
     ActionSpec("action_show_runs", "action_show_runs", "Runs", ("Ctrl+Shift+L",),
                "Every run of the runs folder: sort, filter, notes, compare"),
 )

@@ -40,6 +40,7 @@ class WindowState:
     loading: bool = False            # reading a past run to show it
     closing: bool = False            # the window closes once the run has ended
     run_config_shown: bool = False   # the panel shows a run's settings, read-only
+    config_error: str = ""           # why the panel's settings cannot start a run ("" when they can)
     viewing: str = ""                # the past run on screen (its folder's name), if any
     selected_runs: int = 0           # rows selected in Runs
     continuable: bool = False        # the run on screen can continue from its checkpoint
@@ -63,7 +64,7 @@ class Enablement:
 def derive(s: WindowState) -> Enablement:
     """Every action's enabled state, the panel's mode and the status text for the state ``s``."""
     busy = s.busy
-    can_start = not busy and not s.closing and not s.run_config_shown
+    can_start = not busy and not s.closing and not s.run_config_shown and not s.config_error
     enabled = {
         "action_start": can_start,
         "action_find_fastest": can_start,
@@ -91,6 +92,8 @@ def derive(s: WindowState) -> Enablement:
 def status_text(s: WindowState) -> str:
     if s.advising:
         return "Cancelling…" if s.cancelling else "Finding the fastest setting…"
+    if s.config_error and not s.run_active and not s.run_config_shown and not s.preparing:
+        return f"Cannot start: {s.config_error}"  # why Start is off, where the eye goes (the panel may scroll)
     if s.run_active or (s.run_state in END_STATES and not s.viewing):
         text = STATE_TEXT.get(s.run_state, s.run_state)
         return f"{text} (attached)" if s.attached else text

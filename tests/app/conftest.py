@@ -16,7 +16,7 @@ import psutil
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QSettings, QThread
 
-from app.settings import APPLICATION, ORGANIZATION
+from app.settings import APPLICATION, ORGANIZATION, AppSettings
 
 HERE = Path(__file__).resolve().parent
 # The offscreen platform warns about window size hints it cannot pass on: not a bug of ours.
@@ -88,7 +88,11 @@ def _live_children_fixture() -> Callable[[], list[int]]:
 # -- autouse fixtures ----------------------------------------------------------------------
 @pytest.fixture(autouse=True)
 def _private_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """QSettings and ./runs go to tmp_path: tests never touch the user's settings or the repo."""
+    """QSettings and ./runs go to tmp_path: tests never touch the user's settings or the repo.
+
+    A window starts from Config()'s defaults, not from the first-run config (half a minute of training):
+    the tests that start runs set the short configs they need."""
+    monkeypatch.setattr(AppSettings, "first_run_config", None)
     settings_dir = tmp_path / "settings"
     QCoreApplication.setOrganizationName(ORGANIZATION)
     QCoreApplication.setApplicationName(APPLICATION)
@@ -157,6 +161,7 @@ def make_window(qtbot: Any, tmp_path: Path) -> Iterator[Callable[..., Any]]:
         kwargs.setdefault("settings", AppSettings())
         window = MainWindow(**kwargs)
         window.ask_before_close = False
+        window.ask_fork = lambda dialog: True  # Fork as the dialog proposes (tests that edit it replace this)
         window.show()
         qtbot.waitExposed(window)
         windows.append(window)

@@ -175,7 +175,7 @@ def test_fork_of_a_finished_run_asks_for_its_epochs_and_starts(qtbot: Any, make_
     assert window.controller.state == "finished"
     window.open_run(parent_dir)
     qtbot.waitUntil(lambda: window.viewing_run == parent_dir and window.action_fork.isEnabled(), timeout=20_000)
-    monkeypatch.setattr(window, "ask_fork_epochs", lambda name, done: done + 2)
+    monkeypatch.setattr(window, "ask_fork", lambda dialog: dialog.set_value("train.epochs", 4) or True)
     window.panel.edit_lr.setText("0.02")  # only the learning rate changes
     window.action_fork.trigger()
     qtbot.waitUntil(lambda: window.controller.run_dir not in (None, parent_dir), timeout=60_000)

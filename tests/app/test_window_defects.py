@@ -54,10 +54,11 @@ def test_theme_change_repaints_legend_text(make_window: Any) -> None:
 def test_errors_clear_when_their_cause_is_fixed(make_window: Any, qtbot: Any, tmp_path: Path) -> None:
     window = make_window()
     window.panel.edit_lr.setText("fast")
-    window.action_start.trigger()
-    assert window.banner.isVisible()
+    window.live.start()  # Start is disabled; asked anyway, it says why in the banner
+    assert window.banner.isVisible() and not window.action_start.isEnabled()
     window.panel.edit_lr.setText("0.05")
-    assert not window.banner.isVisible()
+    assert not window.banner.isVisible() and not window.panel.label_config_error.isVisibleTo(window.panel)
+    assert window.action_start.isEnabled()
 
     # a missing file as the dataset: said, and the parameter count comes back once a good one is picked
     panel = window.panel

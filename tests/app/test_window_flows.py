@@ -131,7 +131,8 @@ def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(qtbot: Any, make_win
     assert window.action_fork.isEnabled() and window.action_export.isEnabled()
     actions_match_state(window)
     asked: list[int] = []
-    monkeypatch.setattr(window, "ask_fork_epochs", lambda name, done: asked.append(done) or 40)
+    monkeypatch.setattr(window, "ask_fork",
+                        lambda d: asked.append(d.widgets["train.epochs"].minimum() - 1) or True)
     window.panel.edit_lr.setText("0.01")
     window.action_fork.trigger()
     qtbot.waitUntil(lambda: not window._preparing and not window._calls.busy and window.banner.isVisible(),

@@ -86,7 +86,8 @@ def test_a_data_error_is_said_once_with_its_path_once_and_a_fix(make_window: Any
     assert len(shown()) == 1
     message = shown()[0]
     assert message.count(str(csv)) == 1 and "'notes'" in message and 'data.columns = {notes = "ignore"}' in message
-    window.action_start.trigger()
+    assert not window.action_start.isEnabled() and window.label_state.text().startswith("Cannot start")
+    window.live.start()  # as a Start pressed before the description had failed
     qtbot.waitUntil(lambda: not window.controller.active and window.banner.isVisible(), timeout=60_000)
     qtbot.wait(200)
     assert len(shown()) == 1  # the summary; the banner points at it
