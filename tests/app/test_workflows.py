@@ -29,10 +29,12 @@ def test_evaluate_tab_shows_the_finished_run(qtbot: Any, make_window: Any) -> No
     assert (run_dir / "checkpoints" / "best.pt").is_file()
     assert evaluation["checkpoint"]["which"] == "best"  # the default once the run kept a best evaluation
     assert len(evaluation["confusion"]) == 10 and len(evaluation["per_class"]) == 10
+    on_disk = json.loads((run_dir / "eval.json").read_text())  # written at the end of the run, of its model
+    assert on_disk["checkpoint"]["which"] == "best" and evaluation["accuracy"] == on_disk["accuracy"]
     with qtbot.waitSignal(window.evaluate_view.evaluated, timeout=90_000) as blocker:
         window.evaluate_view.combo_checkpoint.set_which("last")
-    on_disk = json.loads((run_dir / "eval.json").read_text())  # written at the end of the run, of last
-    assert blocker.args[0]["accuracy"] == on_disk["accuracy"]
+    assert blocker.args[0]["checkpoint"]["which"] == "last"
+    assert json.loads((run_dir / "eval.json").read_text()) == on_disk  # another checkpoint's figures are not the run's
     qtbot.waitUntil(lambda: not window.evaluate_view.combo_checkpoint.busy, timeout=30_000)
 
 
