@@ -1,0 +1,112 @@
+"""What a walk through the window found: counts that agree, a mean curve between its workers, distinct
+legend names, axes that read cleanly."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.runs_view import COL
+from core.config import Config
+
+
+# -- one count of how far a run got ------------------------------------------------------------
+def _tiny(strategy: str = "hogwild", epochs: int = 5000, **parallel: Any) -> Config:
+    """Iris, a small MLP: an epoch is a batch or two of a few milliseconds."""
+    return (Config().replace("data", source="builtin:iris").replace("model", hidden=(8,))
+            .replace("train", epochs=epochs, batch_size=64).replace("parallel", strategy=strategy, **parallel))
+
+
+def _run_and_stop(qtbot: Any, window: Any, cfg: Config, reached: Any) -> dict[str, Any]:
+    window.panel.set_config(cfg)
+    window.action_start.trigger()
+    qtbot.waitUntil(lambda: window.live.progress is not None and reached(window.live.progress), timeout=120_000)
+    window.action_stop.trigger()
+    qtbot.waitUntil(lambda: window.controller.ended, timeout=60_000)
+    assert window.controller.state == "stopped"
+    run_dir = window.controller.run_dir
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "stopped"
+    view = window.runs_view
+
+    def cell() -> str | None:
+        for r in range(view.proxy.rowCount()):
+            if view.proxy.index(r, COL["name"]).data() == run_dir.name:
+                if view.proxy.index(r, COL["status"]).data() == "stopped":
+                    return str(view.proxy.index(r, COL["epochs_done"]).data())
+        return None
+
+    view.refresh()
+    qtbot.waitUntil(lambda: cell() is not None, timeout=30_000)
+    ends = [line for line in window.log_pane.toPlainText().splitlines() if "session: stopped" in line]
+    return {"bar": window.progress_run.text(), "log": ends[-1],
+            "summary": summary, "table": cell()}
+
+
+def _number(pattern: str, text: str) -> int:
+    found = re.search(pattern, text)
+    assert found is not None, f"{pattern!r} not in {text!r}"
+    return int(found.group(1))
+
+
+def test_a_stopped_run_says_one_count_of_epochs_everywhere(qtbot: Any, make_window: Any) -> None:
+    window = make_window()
+    seen = _run_and_stop(qtbot, window, _tiny(workers=2), lambda p: p.stats.eval_epoch >= 3)
+    summary = seen["summary"]
+    done = summary["epochs_done"]
+    assert _number(r"^(\d+) of 5000 epochs", seen["bar"]) == done, seen["bar"]
+    assert _number(r"stopped after (\d+) of 5000 epochs", seen["log"]) == done, seen["log"]
+    assert seen["table"] == f"{done}/5000"
+    assert done >= 2 and summary["progress"] == {"done": done, "of": 5000, "unit": "epochs", "slowest": False}
+
+
+def test_a_stopped_sweep_counts_its_slowest_worker_and_says_so(qtbot: Any, make_window: Any) -> None:
+    window = make_window()
+    cfg = _tiny("sweep", workers=2, sweep_lr=[0.1, 0.01])
+    seen = _run_and_stop(qtbot, window, cfg, lambda p: min(p.stats.last_accuracy, default=-1) >= 0
+                         and p.stats.eval_epoch >= 3)
+    summary = seen["summary"]
+    done = summary["epochs_done"]
+    assert _number(r"^(\d+) of 5000 epochs \(slowest worker\)", seen["bar"]) == done, seen["bar"]
+    assert _number(r"stopped after (\d+) of 5000 epochs \(slowest worker\)", seen["log"]) == done, seen["log"]
+    assert seen["table"] == f"{done}/5000 slowest"
+    assert summary["progress"] == {"done": done, "of": 5000, "unit": "epochs", "slowest": True}
+
+
+def test_a_stopped_search_counts_trials_done_everywhere(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    path = tmp_path / "search.toml"
+    path.write_text('[data]\nsource = "builtin:iris"\n[model]\nhidden = [8]\n[train]\nepochs = 3\n'
+                    '[parallel]\nstrategy = "search"\nworkers = 2\n'
+                    '[search]\ntrials = 40\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n')
+    window = make_window()
+    assert window.open_config(str(path))
+    cfg = window.panel.config()
+    seen = _run_and_stop(qtbot, window, cfg, lambda _p: sum(t.get("state") == "complete"
+                                                            for t in window.search_view.trials.values()) >= 2)
+    summary = seen["summary"]
+    done = sum(t["state"] in ("complete", "pruned", "failed") for t in summary["trials"])
+    assert _number(r"^(\d+) of 40 trials", seen["bar"]) == done, seen["bar"]
+    assert _number(r"stopped: (\d+) of 40 trials", seen["log"]) == done, seen["log"]
+    assert seen["table"] == f"{done}/40 trials"
+    assert summary["progress"] == {"done": done, "of": 40, "unit": "trials", "slowest": False} and done >= 2
+
+
+def test_the_live_count_is_the_slowest_workers_and_a_summary_without_one_reads_as_before() -> None:
+    from app.run_progress import ProgressTracker
+    from core.session.stats import RunCount, RunStats
+
+    p = ProgressTracker(epochs=10, workers=2, samples_per_epoch=64)
+    recs = [{"kind": "step", "t": 1.0 + i, "worker": 0, "epoch": 1 + i, "step": i + 1, "samples": 64 * (i + 1),
+             "loss": 1.0} for i in range(8)]  # worker 0 is in its 8th epoch
+    recs += [{"kind": "step", "t": 1.5, "worker": 1, "epoch": 3, "step": 3, "samples": 192, "loss": 1.0}]
+    p.add(recs)
+    assert p.count() == RunCount(2, 10) and p.progress < 0.3  # worker 1 has done 2 epochs, not the mean's 5
+    stats = RunStats()
+    stats.add(recs + [{"kind": "eval", "t": 9.0, "worker": 1, "epoch": 3, "val_loss": 1.0}])
+    assert stats.epochs_done() == 3 and stats.epochs_done([0, 1, 2]) == 0 and stats.completed == {0: 7, 1: 3}
+    assert RunCount.of_summary({"epochs_done": 4}, 9).text() == "4 of 9 epochs"
+
