@@ -110,3 +110,45 @@ def test_the_live_count_is_the_slowest_workers_and_a_summary_without_one_reads_a
     assert stats.epochs_done() == 3 and stats.epochs_done([0, 1, 2]) == 0 and stats.completed == {0: 7, 1: 3}
     assert RunCount.of_summary({"epochs_done": 4}, 9).text() == "4 of 9 epochs"
 
+
+# -- the mean of workers sharing a model ------------------------------------------------------
+def _short_hogwild_records() -> list[dict[str, Any]]:
+    """Two hogwild workers of a small table, three step records each, at steps of their own."""
+    points = {0: [(1, 2.0), (40, 1.0), (80, 0.5)], 1: [(6, 1.6), (41, 0.9), (81, 0.45)]}
+    recs: list[dict[str, Any]] = [{"kind": "state", "t": 100.0, "worker": None, "state": "running"}]
+    for i in range(3):
+        for w in (0, 1):
+            step, loss = points[w][i]
+            recs.append({"kind": "step", "t": 100.0 + 0.3 * i + 0.05 * w, "worker": w, "epoch": 1 + i,
+                         "step": step, "samples": step * 16, "loss": loss, "lr": 0.05})
+    return recs
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.6])
+def test_the_mean_of_a_short_run_lies_between_its_workers_curves(qtbot: Any, smoothing: float) -> None:
+    import numpy as np
+
+    from app.plots import PlotsPanel
+    from app.run_data import SMOOTH, STEP
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.data.smoothing = smoothing
+    panel.set_run_shape({0: "worker 0", 1: "worker 1"}, separate_models=False)
+    panel.add_records(_short_hogwild_records())
+    panel.flush()
+    x, y = panel.loss.mean.getData()
+    assert x is not None and len(x) >= 3
+    curves = [panel.data.loss[w] for w in (0, 1)]
+    for step, value in zip(x, y):
+        assert all(s.column(STEP)[0] <= step <= s.column(STEP)[-1] for s in curves), step  # where both have run
+        at = [float(np.interp(step, s.column(STEP), s.column(SMOOTH))) for s in curves]
+        assert min(at) - 1e-9 <= value <= max(at) + 1e-9, (step, value, at)
+    # the mean goes on as the records do, and re-smoothing keeps it on the same grid
+    more = [{"kind": "step", "t": 101.0 + 0.1 * w, "worker": w, "epoch": 4, "step": 120 + w, "samples": 2000,
+             "loss": 0.3, "lr": 0.05} for w in (0, 1)]
+    panel.add_records(more)
+    panel.flush()
+    assert panel.data.mean.last(STEP) == 120.0
+    panel.data.set_smoothing(0.9)
+    assert np.all(np.isfinite(panel.data.mean.column(SMOOTH)))
