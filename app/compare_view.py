@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
-from app.plot_text import set_fitting_title, short_name, table_height
+from app.plot_text import distinct_names, set_fitting_title, table_height
 from app.plot_base import ask_save_path
 from app.plots import PlotColors, worker_color
 from app.series import ema
@@ -281,6 +281,7 @@ class CompareView(QWidget):
     def _draw(self) -> None:
         x_mode = self.x_mode
         self.legend.clear()
+        names = distinct_names([run.name for run in self.runs])  # elided, yet never two alike
         for metric, _title, higher in METRICS:
             item = self.items[metric]
             item.clear()
@@ -298,7 +299,7 @@ class CompareView(QWidget):
                 curve = item.plot(c[x_mode], c["y"], **style)
                 self.curves[metric].append(curve)
                 if metric == "val_accuracy":
-                    self.legend.addItem(curve, short_name(run.name))
+                    self.legend.addItem(curve, names[i])
                 b = run.best(metric, higher)
                 if b is not None and (best is None or (b[0] > best[0] if higher else b[0] < best[0])):
                     best = (b[0], float(c[x_mode][b[1]]), i)

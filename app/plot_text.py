@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from collections import Counter
 from typing import Any
 
 import pyqtgraph as pg
@@ -78,6 +80,36 @@ def short_name(name: str, limit: int = 24) -> str:
         return name
     head = (limit - 1) // 2
     return f"{name[:head]}…{name[-(limit - 1 - head):]}"
+
+
+def distinct_names(names: list[str], limit: int = 24) -> list[str]:
+    """Legend names for runs, at most ``limit`` characters each and no two alike.
+
+    A name is shortened as :func:`short_name` does, unless that makes it read
+    like another's (two runs started in the same hour: ``20261202-04…-hogwild-mlp``);
+    then what those names share at their start is left out up to the word where
+    they differ (``…041530-hogwild-mlp``), and names still alike are numbered.
+    """
+    shown = [short_name(n, limit) for n in names]
+    for text in set(shown):
+        same = [i for i, t in enumerate(shown) if t == text]
+        if len(same) < 2:
+            continue
+        group = [names[i] for i in same]
+        shared = len(os.path.commonprefix(group))
+        cut = max(group[0].rfind(sep, 0, shared) for sep in "-_ .") + 1  # the start of the word that differs
+        for i in same:
+            rest = names[i][cut:]
+            text_i = ("…" if cut else "") + rest
+            shown[i] = text_i if len(text_i) <= limit else text_i[:limit - 1] + "…"
+    counts = Counter(shown)
+    seen: Counter[str] = Counter()
+    for i, text in enumerate(shown):
+        if counts[text] > 1:
+            seen[text] += 1
+            suffix = f" ({seen[text]})"
+            shown[i] = (text if len(text) + len(suffix) <= limit else text[:limit - len(suffix) - 1] + "…") + suffix
+    return shown
 
 
 def table_height(table: Any, rows: int) -> int:

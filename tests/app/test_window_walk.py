@@ -152,3 +152,26 @@ def test_the_mean_of_a_short_run_lies_between_its_workers_curves(qtbot: Any, smo
     assert panel.data.mean.last(STEP) == 120.0
     panel.data.set_smoothing(0.9)
     assert np.all(np.isfinite(panel.data.mean.column(SMOOTH)))
+
+
+# -- Compare's legend ------------------------------------------------------------------------
+def test_compare_names_runs_that_differ_only_in_the_middle_apart(qtbot: Any, tmp_path: Path) -> None:
+    import numpy as np
+
+    from app.compare_view import CompareRun, CompareView
+    from app.plot_text import distinct_names
+
+    view = CompareView()
+    qtbot.addWidget(view)
+    view.resize(1200, 700)
+    curve = {k: np.arange(1.0, 4.0) for k in ("step", "epoch", "time")}
+    names = ["20261202-041530-hogwild-mlp", "20261202-042712-hogwild-mlp", "20261202-042712-hogwild-mlp"]
+    runs = [CompareRun(tmp_path / f"{n}-{i}", n, {}, {}, {m: {**curve, "y": np.array([0.5, 0.6, 0.7]) + 0.01 * i}
+                                                        for m in ("val_accuracy", "val_loss", "train_loss")})
+            for i, n in enumerate(names)]
+    view.show_runs(runs)
+    texts = [label.text for _sample, label in view.legend.items]
+    assert len(texts) == 3 and len(set(texts)) == 3, texts
+    assert all(len(t) <= 24 for t in texts)
+    assert "041530" in texts[0] and "042712" in texts[1] and "042712" in texts[2]  # what differs shows
+    assert distinct_names(["short", "20261203-101010-sweep-cnn"]) == ["short", "20261203-10…10-sweep-cnn"]
