@@ -19,7 +19,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from app.run_progress import ProgressTracker, format_duration
-from app.series import DEFAULT_MAX_POINTS, Series, ema
+from app.series import DEFAULT_MAX_POINTS, Series, ema, mean_on_grid
 from core import records as kinds
 from core.session.stats import RunStats
 from core.session.timeline import Timeline
@@ -206,45 +206,16 @@ class RunData:
         loss_rows.clear()
 
     def _extend_mean(self, ch: Changes) -> None:
-        """The mean of workers that share a model, on a common grid of steps.
-
-        The grid is every step a worker's curve has a point at, within the
-        steps every worker has reached (at most MEAN_DENSITY points per point
-        of the densest curve there); each worker's loss, smoothed loss and time
-        are interpolated onto it and averaged, so the mean lies between the
-        workers' curves even when each has a few points at steps of its own
-        (a short run) or the workers are far apart.
-        """
+        """The mean of workers that share a model, on a common grid of steps (see ``mean_on_grid``): it lies
+        between the workers' curves even when each has a few points at steps of its own (a short run)."""
         curves = [s for s in self.loss.values() if len(s)]
         if self.separate_models or not curves or len(curves) < self.expected_workers:
             return
-        steps = [s.column(STEP) for s in curves]
-        lo = max(float(x[0]) for x in steps)
-        hi = min(float(x[-1]) for x in steps)
-        start = max(lo, self._mean_upto)
-        if hi < start or (hi == start and start == self._mean_upto):
-            return
-        side = "right" if start == self._mean_upto else "left"  # the last grid step is done already
-        pieces = [x[np.searchsorted(x, start, side):np.searchsorted(x, hi, "right")] for x in steps]
-        grid = np.unique(np.concatenate(pieces))
-        cap = MEAN_DENSITY * max(1, max(len(p) for p in pieces))
-        if len(grid) > cap:
-            grid = grid[np.unique(np.linspace(0, len(grid) - 1, cap).round().astype(int))]
-        if not len(grid):
-            return
-        rows = np.empty((len(grid), 4))
-        rows[:, STEP] = grid
-        for col in (TIME, LOSS, SMOOTH):
-            values = []
-            for s, x in zip(curves, steps):
-                first = max(0, int(np.searchsorted(x, grid[0], "left")) - 1)  # only the curve's tail
-                values.append(np.interp(grid, x[first:], s.column(col)[first:]))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # a step where every worker's loss is nan
-                rows[:, col] = np.nanmean(np.vstack(values), axis=0)
-        self.mean.append(rows)
-        self._mean_upto = float(grid[-1])
-        ch.mean = True
+        rows = mean_on_grid(curves, STEP, (TIME, LOSS, SMOOTH), self._mean_upto, MEAN_DENSITY)
+        if rows is not None:
+            self.mean.append(rows)
+            self._mean_upto = float(rows[-1, STEP])
+            ch.mean = True
 
     def _add_lr(self, w: int, points: list[tuple[float, float, float]], ch: Changes) -> None:
         """Keep the points where the lr moves by more than a sliver of its range, and the one before each.
