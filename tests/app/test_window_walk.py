@@ -175,3 +175,126 @@ def test_compare_names_runs_that_differ_only_in_the_middle_apart(qtbot: Any, tmp
     assert all(len(t) <= 24 for t in texts)
     assert "041530" in texts[0] and "042712" in texts[1] and "042712" in texts[2]  # what differs shows
     assert distinct_names(["short", "20261203-101010-sweep-cnn"]) == ["short", "20261203-10…10-sweep-cnn"]
+
+
+# -- axes that read cleanly ----------------------------------------------------------------------
+def _steps_at(times: list[float], workers: int = 2, first_step: int = 1) -> list[dict[str, Any]]:
+    recs = []
+    for i, t in enumerate(times):
+        for w in range(workers):
+            step = first_step + i
+            recs.append({"kind": "step", "t": t + 0.001 * w, "worker": w, "epoch": 1, "step": step,
+                         "samples": step * 16, "loss": 1.0 / step, "lr": 0.05})
+    return recs
+
+
+def test_the_throughput_axis_label_never_carries_a_scale_that_could_stay_behind(qtbot: Any) -> None:
+    from app.plots import PlotsPanel
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1200, 700)
+    panel.show()
+    panel.set_run_shape({0: "worker 0", 1: "worker 1"}, separate_models=False)
+    axis = panel.throughput.plot.getAxis("bottom")
+    labels = []
+    # a run of 4 ms (its only rate window spans it: pyqtgraph would label the axis "(x0.001)"), then seconds
+    panel.add_records([{"kind": "state", "t": 100.0, "worker": None, "state": "running"}]
+                      + _steps_at([100.0 + 0.0001 * i for i in range(40)])
+                      + [{"kind": "state", "t": 100.004, "worker": w, "state": "finished"} for w in (0, 1)])
+    panel.flush()
+    panel.throughput.grab()  # painted: the view's range, and with it the axis, follows the data
+    labels.append(axis.labelString())
+    panel.add_records([{"kind": "state", "t": 100.01, "worker": None, "state": "starting"},
+                       {"kind": "state", "t": 100.02, "worker": None, "state": "running"}]
+                      + _steps_at([100.1 + 0.05 * i for i in range(400)], first_step=41))
+    panel.flush()
+    panel.throughput.grab()
+    labels.append(axis.labelString())
+    assert all("wall time (s)" in text and "(x" not in text for text in labels), labels
+    assert len(set(labels)) == 1, labels  # the same text whatever the range: nothing to leave behind
+
+
+def test_a_tick_at_zero_reads_0_and_an_epoch_axis_ticks_whole_epochs(qtbot: Any) -> None:
+    from app.plot_curves import ValPlot
+    from app.plot_text import compact_axis
+    from app.run_data import RunData
+
+    axis = compact_axis()
+    assert axis.tickStrings([0.0, 5000.0, 10000.0, 15000.0], 1.0, 5000.0) == ["0", "5k", "10k", "15k"]
+    assert axis.tickStrings([-2e-13, 0.5, 1.0], 1.0, 0.5)[0] == "0"
+    val = ValPlot(RunData())
+    qtbot.addWidget(val)
+    for item in (val.loss_plot, val.acc_plot):
+        epochs = item.getAxis("bottom")
+        for lo, hi, size in ((0.8, 3.2, 200.0), (0.5, 6.5, 110.0), (1.0, 40.0, 300.0)):
+            levels = epochs.tickValues(lo, hi, size)
+            values = [v for _spacing, ticks in levels for v in ticks]
+            assert values and all(float(v).is_integer() for v in values), (lo, hi, values)
+            assert all("." not in s for s in epochs.tickStrings(values, 1.0, 1.0))
+
+
+def test_marker_text_is_drawn_on_the_loss_plot_only(qtbot: Any) -> None:
+    import pyqtgraph as pg
+
+    from app.plots import PlotsPanel
+
+    panel = PlotsPanel()
+    qtbot.addWidget(panel)
+    panel.set_run_shape({0: "worker 0", 1: "worker 1"}, separate_models=False)
+    records = _steps_at([100.0 + 0.05 * i for i in range(60)])
+    records.append({"kind": "config", "t": 103.5, "worker": None, "changes": {"optim.lr": {"from": 0.05, "to": 0.01}},
+                    "steps": {"0": 60, "1": 60}})
+    panel.add_records(records)
+    panel.flush()
+
+    def lines(plot: Any) -> list[Any]:
+        return [item for item in plot.items if isinstance(item, pg.InfiniteLine)]
+
+    on_loss, on_rate = lines(panel.loss.plot), lines(panel.throughput.plot)
+    assert [line.label.format for line in on_loss if getattr(line, "label", None)] == ["lr 0.05→0.01"]
+    assert on_rate and not any(getattr(line, "label", None) for line in on_rate)  # no text over the curves
+    assert on_rate[0].toolTip() == "lr 0.05→0.01"
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (900, 600)])
+def test_the_side_plots_x_axes_stay_in_view_in_a_search(qtbot: Any, make_window: Any, tmp_path: Path,
+                                                        size: tuple[int, int]) -> None:
+    from PySide6.QtCore import QPointF
+
+    from core.config import load_config
+
+    window = make_window()
+    path = tmp_path / "search.toml"
+    path.write_text('[data]\nsource = "builtin:iris"\n[train]\nepochs = 6\n[parallel]\nstrategy = "search"\n'
+                    'workers = 2\n[search]\ntrials = 14\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n')
+    window.live.apply_run_shape(load_config(path))
+    records: list[dict[str, Any]] = [{"kind": "state", "t": 100.0, "worker": None, "state": "running"}]
+    t, step = 100.0, 0
+    for trial in range(14):
+        for epoch in range(1, 7):
+            for _batch in range(5):
+                step, t = step + 1, t + 0.01
+                records.append({"kind": "step", "t": t, "worker": trial % 2, "trial": trial, "epoch": epoch,
+                                "step": step, "samples": step * 16, "loss": 1.0 / step ** 0.3, "lr": 0.05})
+            records.append({"kind": "eval", "t": t, "worker": trial % 2, "trial": trial, "epoch": epoch,
+                            "val_loss": 1.0 / epoch, "val_accuracy": 0.5 + 0.08 * epoch})
+    window.plots.add_records(records)
+    window.tabs.setCurrentWidget(window.plots)
+    window.resize(*size)
+    qtbot.wait(50)
+    window.plots.flush()
+    qtbot.wait(50)
+    scroll = window.plots.bottom_scroll
+    viewport = scroll.viewport()
+    checked = 0
+    for plot in (window.plots.val, window.plots.throughput):
+        for item in plot.items:
+            axis = item.getAxis("bottom")
+            bottom = plot.mapFromScene(axis.label.sceneBoundingRect().bottomLeft())
+            at = plot.mapTo(viewport, QPointF(bottom).toPoint())
+            assert 0 <= at.y() <= viewport.height(), (plot.objectName(), at.y(), viewport.height())
+            checked += 1
+    assert checked == 3
+    assert 1 <= len(window.plots.val.legends[0].items) <= 12  # the newest trials that fit beside the plots
+
