@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
-from app.plot_text import set_fitting_title, short_name, table_height
+from app.plot_text import compact_axis, distinct_names, set_fitting_title, table_height
 from app.plot_base import ask_save_path
 from app.plots import PlotColors, worker_color
 from app.series import ema
@@ -186,7 +186,7 @@ class CompareView(QWidget):
         self.plot.ci.setContentsMargins(4, 4, 8, 4)
         self.items: dict[str, pg.PlotItem] = {}
         for col, (metric, title, _higher) in enumerate(METRICS):
-            item = self.plot.addPlot(row=0, col=col)
+            item = self.plot.addPlot(row=0, col=col, axisItems={"bottom": compact_axis()})
             set_fitting_title(item, title)
             item.getAxis("left").enableAutoSIPrefix(False)
             item.hideButtons()
@@ -281,10 +281,12 @@ class CompareView(QWidget):
     def _draw(self) -> None:
         x_mode = self.x_mode
         self.legend.clear()
+        names = distinct_names([run.name for run in self.runs])  # elided, yet never two alike
         for metric, _title, higher in METRICS:
             item = self.items[metric]
             item.clear()
             item.setLabel("bottom", X_LABELS[x_mode])
+            item.getAxis("bottom").set_whole(x_mode != "time")  # steps and epochs are counted in whole numbers
             self.curves[metric] = []
             best: tuple[float, float, int] | None = None  # value, x, run
             for i, run in enumerate(self.runs):
@@ -298,7 +300,7 @@ class CompareView(QWidget):
                 curve = item.plot(c[x_mode], c["y"], **style)
                 self.curves[metric].append(curve)
                 if metric == "val_accuracy":
-                    self.legend.addItem(curve, short_name(run.name))
+                    self.legend.addItem(curve, names[i])
                 b = run.best(metric, higher)
                 if b is not None and (best is None or (b[0] > best[0] if higher else b[0] < best[0])):
                     best = (b[0], float(c[x_mode][b[1]]), i)

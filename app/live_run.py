@@ -22,6 +22,7 @@ from core.config import Config, ConfigError
 from core.evaluation import result_line
 from core.records import STATE
 from core.run_dir import RunDir
+from core.session.stats import RunCount
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -236,8 +237,8 @@ class LiveRun(QObject):
         ended = self.progress.describe_end() if self.progress is not None else None
         if summary:
             final = summary.get("final") or {}
-            parts = [search_end_text(status, summary) or ended
-                     or f"{status} after {summary.get('epochs_done', 0)} epoch(s)",
+            count = self.progress.count() if self.progress is not None else RunCount.of_summary(summary)
+            parts = [search_end_text(status, summary) or ended or f"{status} after {count.text()}",
                      f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
             figure = result_line(summary)  # the model the run hands on: Evaluate, Export, Predict and Serve's
             if figure:
@@ -284,23 +285,30 @@ class LiveRun(QObject):
             tail = "starting…"
         else:
             tail = f"ETA {format_duration(p.eta_s())}"
+        over = state in ("finished", "stopped", "failed")
         if isinstance(p, TrialProgress):  # a search counts trials, not epochs
-            bar.setFormat(p.label(tail))
+            bar.setFormat(p.label(tail, ended=over))
             return
-        # The epoch the run as a whole is in, consistent with the percentage (workers differ).
-        epoch = min(p.epochs, int(p.progress * p.epochs) + 1) if p.epoch else 0
         ended = p.describe_end()
-        bar.setFormat(f"{ended[0].upper()}{ended[1:]} · %p%" if ended else f"Epoch {epoch}/{p.epochs} · %p% · {tail}")
+        count = p.count()  # the epochs every worker completed: the log's end line, summary.json and Runs say it too
+        if ended:
+            bar.setFormat(f"{ended[0].upper()}{ended[1:]} · %p%")
+        elif over:
+            bar.setFormat(f"{count.text()[0].upper()}{count.text()[1:]} · %p% · {tail}")
+        else:  # the epoch in progress: the one after those done
+            who = " (slowest worker)" if count.slowest else ""
+            epoch = min(p.epochs, count.done + 1) if p.epoch else 0
+            bar.setFormat(f"Epoch {epoch}/{p.epochs}{who} · %p% · {tail}")
 
-    def show_past(self, run_dir: Path, summary: dict[str, Any] | None) -> None:
-        """A past run's end in the status bar: no progress to follow."""
+    def show_past(self, run_dir: Path, summary: dict[str, Any] | None, epochs: int = 0) -> None:
+        """A past run's end in the status bar, counted as its summary counts it (of ``epochs`` for a summary
+        written before it held its count): no progress to follow."""
         w = self.window
         status = (summary or {}).get("status", "")
         w.label_run_dir.setText(str(run_dir))
-        epochs = (summary or {}).get("epochs_done", 0)
         self.progress = None
         w.progress_run.setValue(PROGRESS_STEPS if status == "finished" else 0)
-        w.progress_run.setFormat(f"{status or 'no summary'} · {epochs} epoch(s)")
+        w.progress_run.setFormat(f"{status or 'no summary'} · {RunCount.of_summary(summary, epochs).text()}")
 
     def clear(self) -> None:
         self.progress = None

@@ -113,7 +113,7 @@ class PastRuns:
         w.search_view.show_summary(summary)
         w.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
         w.log_pane.add_records([r for r in records if r.get("kind") == LOG])
-        w.live.show_past(run_dir, summary)
+        w.live.show_past(run_dir, summary, cfg.train.epochs if cfg is not None else 0)
         if cfg is not None:
             w.panel.show_run_config(cfg, run_dir.name)
         w.update_actions()

@@ -20,7 +20,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.plot_axes import LiveViewBox, ValueAxis
-from app.plot_text import compact_axis, set_fitting_title
+from app.plot_text import CompactAxis, compact_axis, set_fitting_title
 from app.run_data import Changes, RunData
 from app.series import Series
 from app.settings import open_settings
@@ -29,6 +29,7 @@ from app.settings import open_settings
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 MAX_LEGEND_ROWS = 12  # more rows than this would not fit beside a plot
+LEGEND_ROW_PX = 15  # about what a legend row adds to a plot's height (8pt labels)
 
 
 def worker_color(worker: int) -> QColor:
@@ -49,6 +50,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
     """A GraphicsLayoutWidget of one or more PlotItems fed from a RunData."""
 
     x_label = {"step": "step", "time": "wall time (s)"}
+    whole_x = {"step": True, "time": False}  # x counts (steps, epochs): ticks at whole numbers only
 
     def __init__(self, object_name: str, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -95,8 +97,9 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self.legends.append(legend)
         return legend
 
-    def _add_markers(self, item: pg.PlotItem) -> None:
-        """Draw the run's markers (vertical lines) and pauses (shaded spans) on ``item``."""
+    def _add_markers(self, item: pg.PlotItem, labels: bool = True) -> None:
+        """Draw the run's markers (vertical lines) and pauses (shaded spans) on ``item``; ``labels``: with their
+        text (the loss plot's; on a side plot the text would cover its curves, and the line's tooltip says it)."""
         for old in self._marks.get(id(item), []):
             item.removeItem(old)
         drawn: list[Any] = []
@@ -122,10 +125,11 @@ class BasePlot(pg.GraphicsLayoutWidget):
                 drawn.append(line)
         for marker in data.markers:
             x = marker.t if time_axis else marker.step
+            text = {"label": marker.text,
+                    "labelOpts": {"position": 0.92, "color": fg, "anchors": [(1, 0), (1, 0)],
+                                  "fill": pg.mkBrush(self.colors.legend_background)}} if labels else {}
             line = pg.InfiniteLine(x, angle=90, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.PenStyle.DashLine),
-                                   label=marker.text,
-                                   labelOpts={"position": 0.92, "color": fg, "anchors": [(1, 0), (1, 0)],
-                                              "fill": pg.mkBrush(self.colors.legend_background)})
+                                   **text)
             line.setToolTip(marker.text)
             item.addItem(line, ignoreBounds=True)
             drawn.append(line)
@@ -169,6 +173,35 @@ class BasePlot(pg.GraphicsLayoutWidget):
         for item, name in entries:
             legend.addItem(item, name)
         legend._traindesk_key = key
+        legend._traindesk_entries = entries
+        self._fit_legend(legend)
+
+    def _layout_height(self) -> float:
+        """The height the plot's layout needs at least (its plots, axes and legends)."""
+        return float(self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).height())
+
+    def _fit_legend(self, legend: pg.LegendItem) -> None:
+        """Leave a legend's oldest rows out while the layout would be taller than the plot: a legend taller
+        than its plot pushes the plot's x axis out of view (a search's trials beside a short side plot)."""
+        height = self.height()
+        if len(legend.items) <= 1 or self._layout_height() <= height:
+            return
+        while len(legend.items) > 1 and self._layout_height() > height:
+            legend.removeItem(legend.items[0][0].item)
+        pg.GraphicsView.resizeEvent(self, None)  # the layout takes the view's height again, now that it fits
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        height = self.height()
+        for legend in getattr(self, "legends", ()):  # pyqtgraph calls this before our __init__ has run
+            entries = getattr(legend, "_traindesk_entries", None)
+            if not entries:
+                continue
+            shown = len(legend.items)
+            needed = self._layout_height()
+            if (shown > 1 and needed > height) or (shown < len(entries) and needed + LEGEND_ROW_PX <= height):
+                legend._traindesk_key = None  # the rows that fit changed: lay them out again
+                self._relegend(legend, entries)
 
     def prepare_workers(self, workers: list[int]) -> None:
         """Make the curves (and legend rows) of workers about to report, before the stream starts."""
@@ -181,6 +214,9 @@ class BasePlot(pg.GraphicsLayoutWidget):
     def _update_x_label(self) -> None:
         for item in self.items:
             item.setLabel("bottom", self.x_label[self.x_mode])
+            axis = item.getAxis("bottom")
+            if isinstance(axis, CompactAxis):
+                axis.set_whole(self.whole_x[self.x_mode])
 
     def set_log_y(self, on: bool) -> None:
         for item in self.items:
@@ -202,6 +238,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
         for legend in self.legends:
             legend.clear()
             legend._traindesk_key = None
+            legend._traindesk_entries = None
         self._marks.clear()
         self._forget_curves()
 

@@ -123,6 +123,7 @@ class ValPlot(BasePlot):
     """Validation loss (left) and accuracy (right; RMSE for a regression run) per worker, by epoch."""
 
     x_label = {"step": "epoch", "time": "epoch"}
+    whole_x = {"step": True, "time": True}
     SYMBOLS_UP_TO = 40  # epochs drawn with a dot each; past that the dots only clutter
     MIN_WIDTH = 380  # two plots whose titles fit, plus the legend's width when there is one
 
@@ -218,6 +219,8 @@ class ThroughputPlot(BasePlot):
     """
 
     x_label = {"step": "wall time (s)", "time": "wall time (s)"}
+    whole_x = {"step": False, "time": False}
+    MIN_WIDTH = 170  # the plot, its title and axes; its legend's width comes on top
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_throughput", data, parent)
@@ -226,6 +229,7 @@ class ThroughputPlot(BasePlot):
         self._update_x_label()
         self.curves: dict[int, pg.PlotDataItem] = {}
         self.total: pg.PlotDataItem | None = None
+        self.setMinimumWidth(self.MIN_WIDTH + 80)  # room for a legend of two workers before it exists
 
     def set_log_y(self, on: bool) -> None:
         """Throughput stays linear: a log axis hides the differences between workers."""
@@ -245,6 +249,10 @@ class ThroughputPlot(BasePlot):
         if self.curves:
             self._relegend(self.legends[0], [(self.curves[k], self.data.worker_label(k)) for k in sorted(self.curves)]
                            + [(self.total, "total")])
+        # the plot keeps its width beside a legend of long labels ("worker 0 (trials)") rather than be squeezed
+        width = self.MIN_WIDTH + (int(self.legends[0].boundingRect().width()) if self.curves else 0)
+        if self.minimumWidth() != width:
+            self.setMinimumWidth(width)
 
     def _ensure(self, w: int) -> None:
         if w in self.curves:
@@ -262,7 +270,7 @@ class ThroughputPlot(BasePlot):
 
     def refresh(self, changes: Changes | None) -> None:
         if changes is None or changes.events:
-            self._add_markers(self.plot)
+            self._add_markers(self.plot, labels=False)  # the loss plot names them
         xc = RTIME
         workers = self.data.rate.keys() if changes is None else changes.rate
         for w in sorted(workers):
@@ -287,6 +295,7 @@ class SweepPlot(BasePlot):
     """A sweep's result: each worker's latest validation accuracy against its swept value."""
 
     x_label = {"step": "learning rate", "time": "learning rate"}
+    whole_x = {"step": False, "time": False}
 
     def __init__(self, data: RunData, parent: QWidget | None = None) -> None:
         super().__init__("plot_sweep", data, parent)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from collections import Counter
 from typing import Any
 
 import pyqtgraph as pg
@@ -39,33 +41,63 @@ def shown_title(item: pg.PlotItem) -> str:
 
 
 MIN_TICK_PX = 45  # a bottom axis's labelled ticks are at least this far apart
+MIN_WHOLE_TICK_PX = 30  # ... or this far, for whole numbers under 1000 (epochs: labels of a digit or three)
 
 
 class CompactAxis(pg.AxisItem):
-    """A bottom axis whose labels do not run together: large values read 2k, 40k, 1.2M, and in a narrow plot
-    the labelled ticks thin out to at least MIN_TICK_PX apart (pyqtgraph spaces them for wider plots)."""
+    """A bottom axis whose labels do not run together: large values read 2k, 40k, 1.2M (and zero 0), and in a
+    narrow plot the labelled ticks thin out to at least MIN_TICK_PX apart (pyqtgraph spaces them for wider
+    plots). Its label is what the plot says, never with pyqtgraph's automatic "(x0.001)": the tick labels
+    carry the scale, so the label's text does not change with the range (a label that shrinks could leave
+    the end of its longer text behind). ``whole``: the values are counts (epochs), ticked at whole numbers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.enableAutoSIPrefix(False)
+        self.whole = False
+
+    def set_whole(self, whole: bool) -> None:
+        if whole != self.whole:
+            self.whole = whole
+            self.picture = None  # the ticks are drawn again
+            self.update()
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float) -> Any:  # noqa: N802,N803
         levels = super().tickSpacing(minVal, maxVal, size)
         span = abs(maxVal - minVal)
         if not levels or size <= 0 or span <= 0 or self.logMode:
             return levels
+        apart = MIN_TICK_PX
+        if self.whole:  # no tick between two epochs: ticks at whole steps, 1 at the finest
+            levels = [(max(1.0, round(float(s))), 0.0) for s, _o in levels if float(s) >= 1.0] or [(1.0, 0.0)]
+            if max(abs(minVal), abs(maxVal)) < 1000:
+                apart = MIN_WHOLE_TICK_PX
         major = float(levels[0][0])
-        if span / major * MIN_TICK_PX <= size:
+        if span / major * apart <= size:
             return levels
-        while span / major * MIN_TICK_PX > size:  # the next step of 1, 2, 5 x 10^n
+        while span / major * apart > size:  # the next step of 1, 2, 5 x 10^n
             scale = 10.0 ** math.floor(math.log10(major) + 1e-9)
             major = next(m * scale for m in (2.0, 5.0, 10.0) if m * scale > major * (1 + 1e-9))
         return [(major, 0.0)]
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
         top = max((abs(v * scale) for v in values), default=0.0)
-        if top < 10_000 or self.logMode:
+        if self.logMode:
             return super().tickStrings(values, scale, spacing)
+        if top < 10_000:
+            if self.whole:
+                return [f"{v * scale:.0f}" for v in values]
+            return [_zero_reads_zero(t, v, spacing) for t, v in zip(super().tickStrings(values, scale, spacing),
+                                                                      values)]
         unit, suffix = (1e6, "M") if top >= 1e6 else (1e3, "k")
         step = spacing * scale / unit
         digits = max(0, -int(math.floor(math.log10(step)))) if step > 0 else 0
-        return [f"{v * scale / unit:.{digits}f}{suffix}" for v in values]
+        return [_zero_reads_zero(f"{v * scale / unit:.{digits}f}{suffix}", v, spacing) for v in values]
+
+
+def _zero_reads_zero(text: str, value: float, spacing: float) -> str:
+    """A tick at zero reads 0 (not 0k, -0 or 0.00)."""
+    return "0" if abs(value) < 1e-6 * abs(spacing or 1.0) else text
 
 
 def compact_axis(**kwargs: Any) -> CompactAxis:
@@ -78,6 +110,36 @@ def short_name(name: str, limit: int = 24) -> str:
         return name
     head = (limit - 1) // 2
     return f"{name[:head]}…{name[-(limit - 1 - head):]}"
+
+
+def distinct_names(names: list[str], limit: int = 24) -> list[str]:
+    """Legend names for runs, at most ``limit`` characters each and no two alike.
+
+    A name is shortened as :func:`short_name` does, unless that makes it read
+    like another's (two runs started in the same hour: ``20261202-04…-hogwild-mlp``);
+    then what those names share at their start is left out up to the word where
+    they differ (``…041530-hogwild-mlp``), and names still alike are numbered.
+    """
+    shown = [short_name(n, limit) for n in names]
+    for text in set(shown):
+        same = [i for i, t in enumerate(shown) if t == text]
+        if len(same) < 2:
+            continue
+        group = [names[i] for i in same]
+        shared = len(os.path.commonprefix(group))
+        cut = max(group[0].rfind(sep, 0, shared) for sep in "-_ .") + 1  # the start of the word that differs
+        for i in same:
+            rest = names[i][cut:]
+            text_i = ("…" if cut else "") + rest
+            shown[i] = text_i if len(text_i) <= limit else text_i[:limit - 1] + "…"
+    counts = Counter(shown)
+    seen: Counter[str] = Counter()
+    for i, text in enumerate(shown):
+        if counts[text] > 1:
+            seen[text] += 1
+            suffix = f" ({seen[text]})"
+            shown[i] = (text if len(text) + len(suffix) <= limit else text[:limit - len(suffix) - 1] + "…") + suffix
+    return shown
 
 
 def table_height(table: Any, rows: int) -> int:

@@ -99,8 +99,8 @@ class PlotsPanel(QWidget):
         self.bottom_splitter = bottom
         # Each side plot keeps the width its title, axes and legend need; a narrow window scrolls the row
         # sideways instead of clipping them ("Valida", a lost legend, tick labels run together).
-        for plot, width in ((self.throughput, 250), (self.sweep, 170), (self.lr, 200)):
-            plot.setMinimumWidth(width)  # the validation plots set theirs: it depends on their legend
+        for plot, width in ((self.sweep, 170), (self.lr, 200)):
+            plot.setMinimumWidth(width)  # the validation and throughput plots set theirs: it depends on their legend
         self.bottom_scroll = QScrollArea(objectName="scroll_side_plots")
         self.bottom_scroll.setWidget(bottom)
         self.bottom_scroll.setWidgetResizable(True)

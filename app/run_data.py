@@ -19,7 +19,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from app.run_progress import ProgressTracker, format_duration
-from app.series import DEFAULT_MAX_POINTS, Series, ema
+from app.series import DEFAULT_MAX_POINTS, Series, ema, mean_on_grid
 from core import records as kinds
 from core.session.stats import RunStats
 from core.session.timeline import Timeline
@@ -36,7 +36,7 @@ RSTEP, RTIME, RATE = 0, 1, 2
 LSTEP, LTIME, LR = 0, 1, 2
 LR_TOLERANCE = 0.002  # an lr this share of the run's highest lr away from the last kept point is a change
 
-MEAN_EVERY_S = 0.1  # one mean-loss point per this much record time
+MEAN_DENSITY = 2  # the mean's grid holds at most this many points per point of its densest worker curve
 RATE_WINDOW_S = 0.5  # samples/s measured over windows of this length
 RATE_STALE_S = 1.5  # a worker silent this long no longer counts in the total
 MIN_WINDOW_S = 0.1  # a worker's last, shorter window still gives a point when it ends
@@ -118,7 +118,7 @@ class RunData:
         self._short: dict[int, tuple[float, float, float]] = {}
         self.last_t: float | None = None
         self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
-        self._mean_next_t = -math.inf
+        self._mean_upto = -math.inf  # the last step of the mean's grid
         self._anchor: dict[int, tuple[float, float, float]] = {}  # worker -> (t, samples, step)
         self._latest_rate: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, rate)
         self._last_sample: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, samples)
@@ -201,7 +201,21 @@ class RunData:
             lrs = [(step, rel, lr) for (step, rel, _loss), lr in zip(rows, self._lr_rows.pop(w, ())) if lr == lr]
             if lrs:
                 self._add_lr(w, lrs, ch)
+        if loss_rows:
+            self._extend_mean(ch)
         loss_rows.clear()
+
+    def _extend_mean(self, ch: Changes) -> None:
+        """The mean of workers that share a model, on a common grid of steps (see ``mean_on_grid``): it lies
+        between the workers' curves even when each has a few points at steps of its own (a short run)."""
+        curves = [s for s in self.loss.values() if len(s)]
+        if self.separate_models or not curves or len(curves) < self.expected_workers:
+            return
+        rows = mean_on_grid(curves, STEP, (TIME, LOSS, SMOOTH), self._mean_upto, MEAN_DENSITY)
+        if rows is not None:
+            self.mean.append(rows)
+            self._mean_upto = float(rows[-1, STEP])
+            ch.mean = True
 
     def _add_lr(self, w: int, points: list[tuple[float, float, float]], ch: Changes) -> None:
         """Keep the points where the lr moves by more than a sliver of its range, and the one before each.
@@ -345,17 +359,9 @@ class RunData:
         loss = _num(rec.get("loss"))
         loss_rows.setdefault(c, []).append((step, rel, loss))
         self._lr_rows.setdefault(c, []).append(_num(rec.get("lr")))  # NaN when absent: dropped
-        # The smoothed mean is the mean of the workers' smoothed curves (smoothing
-        # the sparser mean samples again would make it lag behind them).
         prev = self._latest.get(c, (0.0, loss, loss))[2]
         smooth = self.smoothing * prev + (1.0 - self.smoothing) * loss
         self._latest[c] = (step, loss, smooth)
-        # A mean over the workers that have started so far would jump back when a late one joins.
-        if not self.separate_models and t >= self._mean_next_t and len(self._latest) >= self.expected_workers:
-            self._mean_next_t = t + MEAN_EVERY_S
-            steps, losses, smooths = zip(*self._latest.values())
-            self.mean.append([(float(np.mean(steps)), rel, float(np.mean(losses)), float(np.mean(smooths)))])
-            ch.mean = True
         samples = rec.get("samples")
         if isinstance(samples, (int, float)):
             self._on_samples(w, t, step, float(samples), ch)
@@ -444,9 +450,10 @@ class RunData:
         for w, (step, loss, _smooth) in self._latest.items():
             self._latest[w] = (step, loss, self.loss[w].last(SMOOTH) if w in self.loss else loss)
         if len(self.mean):
-            # Rebuild the smoothed mean from each worker's smoothed curve at the mean's times.
-            t = self.mean.column(TIME)
-            curves = [np.interp(t, s.column(TIME), s.column(SMOOTH), left=np.nan)
+            # The smoothed mean is the mean of the workers' smoothed curves at the mean's steps (smoothing the
+            # mean again would make it lag behind them).
+            grid = self.mean.column(STEP)
+            curves = [np.interp(grid, s.column(STEP), s.column(SMOOTH), left=np.nan, right=np.nan)
                       for s in self.loss.values() if len(s)]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: before any worker's first point

@@ -1,9 +1,10 @@
 """Every run of a runs directory as a row: what ran, how it ended, the user's notes (no Qt: testable).
 
 ``RunIndex.scan()`` reads each run's summary, config and notes through its
-:class:`~core.run_dir.RunDir` and, for the best validation accuracy, folds its
-``metrics.jsonl`` into a :class:`~core.session.stats.RunStats` incrementally
-(a live run's log is read from where the last scan stopped).
+:class:`~core.run_dir.RunDir` and, for the best validation accuracy and a live
+run's count of epochs or trials done, folds its ``metrics.jsonl`` into a
+:class:`~core.session.stats.RunStats` incrementally (a live run's log is read
+from where the last scan stopped). An ended run's count is its summary's.
 It is called off the GUI thread. Notes, tags and the display name live in
 the run directory (``notes.json``), so they travel with the run.
 """
@@ -23,7 +24,7 @@ from core.config import to_dict
 from core.past_run import read_config
 from core.run_dir import RunDir, list_runs
 from core.runlog import MetricsTail, atomic_write_json
-from core.session.stats import RunStats
+from core.session.stats import RunCount, RunStats, run_count
 
 TRASH_DIR = ".trash"
 _STAMP = re.compile(r"^(\d{8})-(\d{6})")
@@ -39,8 +40,9 @@ class RunRow:
     model: str = ""
     strategy: str = ""
     workers: int = 0
-    epochs_done: int = 0
+    epochs_done: int = 0      # what ``count`` says is done (epochs or trials), for sorting
     epochs: int = 0
+    count: RunCount = field(default_factory=lambda: RunCount(0))  # how far it got, as every view says it
     best_val_accuracy: float = math.nan
     final_val_accuracy: float = math.nan
     samples_per_s: float = math.nan
@@ -153,7 +155,6 @@ class RunIndex:
             row.strategy = cfg.parallel.strategy
             row.workers = int(summary.get("workers") or cfg.parallel.workers)
             row.epochs = cfg.train.epochs
-        row.epochs_done = int(summary.get("epochs_done") or 0)
         final = summary.get("final") or {}
         if isinstance(final.get("val_accuracy"), (int, float)):
             row.final_val_accuracy = float(final["val_accuracy"])
@@ -167,6 +168,13 @@ class RunIndex:
         if tail is None:
             tail = self._tails[d] = _RecordsTail(run)
         stats = tail.update()
+        if (live or not summary) and cfg is not None:  # no summary (yet): the records say how far it got
+            from core.strategies import get_strategy
+
+            row.count = run_count(stats, get_strategy(cfg))
+        else:
+            row.count = RunCount.of_summary(summary, row.epochs)
+        row.epochs_done = row.count.done
         result = summary.get("result") or {}
         if isinstance(result.get("val_accuracy"), (int, float)):
             # the model the run hands on (best.pt, chosen by its select_by), measured on those weights

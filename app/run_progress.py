@@ -1,8 +1,10 @@
-"""A run's progress (0..1), its current epoch and its ETA, for the progress bar (no Qt).
+"""A run's progress (0..1), how far it got and its ETA, for the progress bar (no Qt).
 
 The facts come from the run's records through the one reducer,
-:class:`core.session.stats.RunStats`; this module turns them into a share
-of the run done and a time left.
+:class:`core.session.stats.RunStats`, whose :class:`~core.session.stats.RunCount`
+(the epochs every worker completed) is the count the bar shows, as the log's
+end line, ``summary.json`` and the runs table do; this module turns the facts
+into a share of the run done and a time left.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections import deque
 from typing import Any, Iterable
 
 from core.records import EVAL, STATE, STEP
-from core.session.stats import RunStats
+from core.session.stats import RunCount, RunStats
 
 ETA_WINDOW_S = 30.0  # the ETA is measured over this much of the latest running time
 
@@ -21,16 +23,22 @@ class ProgressTracker:
     """Run progress (0..1), current epoch and ETA from step/eval/state records.
 
     Each worker's progress is ``(epoch - 1 + fraction of its epoch) / epochs``;
-    the run's is the mean. The fraction uses the samples a worker processed
+    the run's is the slowest worker's (the run ends with it, and its epochs
+    are the run's count). The fraction uses the samples a worker processed
     in its current epoch over the samples of an epoch: the measured size of
     its previous epoch once there is one, else ``samples_per_epoch`` (the
-    caller's estimate from the dataset size and strategy).
+    caller's estimate from the dataset size and strategy). ``slowest``: the
+    workers train models of their own (a sweep), so the count says it is the
+    slowest one's.
     """
 
-    def __init__(self, epochs: int, workers: int, samples_per_epoch: float | None = None) -> None:
+    def __init__(self, epochs: int, workers: int, samples_per_epoch: float | None = None,
+                 slowest: bool = False) -> None:
         self.epochs = max(1, epochs)
         self.workers = max(1, workers)
         self.samples_per_epoch = samples_per_epoch
+        self.slowest = slowest
+        self.final: RunCount | None = None  # the count of the run's summary, once it ended
         self.stats = RunStats()
         self._progress: dict[int, float] = {}
         self._history: deque[tuple[float, float]] = deque()
@@ -48,7 +56,13 @@ class ProgressTracker:
             return min(1.0, self.stopped_early_at / self.epochs)
         if self.done:
             return 1.0
-        return min(1.0, sum(self._progress.values()) / self.workers)
+        return min(1.0, min(self._progress.get(w, 0.0) for w in range(self.workers)))
+
+    def count(self) -> RunCount:
+        """How far the run got: the summary's count once it ended, else the records' (the same reducer)."""
+        if self.final is not None:
+            return self.final
+        return self.stats.count(self.epochs, self.workers, slowest=self.slowest)
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         t: float | None = None
@@ -86,6 +100,8 @@ class ProgressTracker:
     def end(self, status: str, summary: dict[str, Any] | None) -> None:
         """The run ended: a finished run is complete, unless early stopping ended it short of its epochs."""
         summary = summary or {}
+        if summary:
+            self.final = RunCount.of_summary(summary, self.epochs)
         done = summary.get("epochs_done")
         if status == "finished" and summary.get("stop_reason") and isinstance(done, int) and done < self.epochs:
             self.stopped_early_at = done
@@ -101,6 +117,7 @@ class ProgressTracker:
         """Count an earlier part of the run (a continued run's, a fork's parent's) without its ending."""
         self.add(records)
         self.done = False
+        self.final = None
         self.stopped_early_at = None
         self.paused = False
         self._history.clear()  # the time between the parts says nothing about the speed

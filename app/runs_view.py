@@ -48,6 +48,8 @@ HEADER_TIPS = {
     "best_val_accuracy": "The validation accuracy of the model the run hands on (checkpoints/best.pt, chosen by "
                          "train.select_by), measured on those weights: what Evaluate, Export, Predict and Serve use",
     "final_val_accuracy": "The validation accuracy at the run's last evaluation",
+    "epochs_done": "The epochs every worker completed, of those asked (a sweep: its slowest worker's, "
+                   "\"slowest\"); a search: its trials done",
 }
 
 
@@ -56,7 +58,7 @@ def _display(row: RunRow, attr: str) -> str:
     if attr == "started":
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(value)) if value else ""
     if attr == "epochs_done":
-        return f"{row.epochs_done}/{row.epochs}" if row.epochs else str(row.epochs_done)
+        return row.count.short()
     if attr in ("best_val_accuracy", "final_val_accuracy"):
         return "" if math.isnan(value) else f"{value:.4f}"
     if attr == "samples_per_s":

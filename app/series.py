@@ -9,6 +9,7 @@ still fits in memory while the whole history stays visible.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Sequence
 
 import numpy as np
@@ -133,3 +134,41 @@ def ema(values: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarr
         out[start:start + k] = powers[1:k + 1] * prev + (1.0 - alpha) * powers[:k] * acc
         prev = float(out[start + k - 1])
     return out
+
+
+def mean_on_grid(curves: Sequence[Series], x: int, cols: Sequence[int], after: float = -math.inf,
+                 density: int = 2) -> np.ndarray | None:
+    """The mean of ``curves`` on a common grid of their column ``x`` (steps), past ``after``; None if nothing new.
+
+    The grid is every x any curve has a point at, within the range every curve
+    has reached (at most ``density`` points per point of the densest curve
+    there); each curve's ``cols`` are interpolated onto it and averaged (a nan
+    is left out), so the mean lies between the curves wherever they are. Rows
+    have the curves' columns; only ``x`` and ``cols`` are filled. Each curve's
+    x must increase.
+    """
+    xs = [s.column(x) for s in curves]
+    lo = max(float(v[0]) for v in xs)
+    hi = min(float(v[-1]) for v in xs)
+    start = max(lo, after)
+    if hi < start or (hi == start == after):
+        return None
+    side = "right" if start == after else "left"  # ``after`` is on the grid already
+    pieces = [v[np.searchsorted(v, start, side):np.searchsorted(v, hi, "right")] for v in xs]
+    grid = np.unique(np.concatenate(pieces))
+    cap = density * max(1, max(len(p) for p in pieces))
+    if len(grid) > cap:
+        grid = grid[np.unique(np.linspace(0, len(grid) - 1, cap).round().astype(int))]
+    if not len(grid):
+        return None
+    rows = np.full((len(grid), curves[0].ncols), np.nan)
+    rows[:, x] = grid
+    for col in cols:
+        values = []
+        for s, v in zip(curves, xs):
+            first = max(0, int(np.searchsorted(v, grid[0], "left")) - 1)  # only the curve's tail
+            values.append(np.interp(grid, v[first:], s.column(col)[first:]))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an x where every curve is nan
+            rows[:, col] = np.nanmean(np.vstack(values), axis=0)
+    return rows

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 from app.run_data import ProgressTracker
 from core.records import EVAL, TRIAL
+from core.session.stats import TRIALS_DONE, RunCount
 
 ENDED = ("complete", "pruned", "failed", "stopped")
 
@@ -28,7 +29,13 @@ class TrialProgress(ProgressTracker):
 
     @property
     def done_trials(self) -> int:
-        return sum(state in ENDED for state in self.states.values())
+        """Trials of this part that ran their course (as the reducer counts them: a stopped one did not)."""
+        return sum(state in TRIALS_DONE for state in self.states.values())
+
+    def count(self) -> RunCount:
+        if self.final is not None:
+            return self.final
+        return RunCount(self.done_trials, self.trials, "trials")
 
     @property
     def running_trials(self) -> list[int]:
@@ -59,18 +66,19 @@ class TrialProgress(ProgressTracker):
         self._earlier |= {int(r["trial"]) for r in records if isinstance(r.get("trial"), int)}
         super().resume_from(records)
 
-    def label(self, tail: str) -> str:
-        """The progress bar's text (``%p%`` is Qt's percentage)."""
-        done = self.done_trials
-        if self.done or done >= self.trials:
-            return f"{done} of {self.trials} trials · %p% · {tail}"
+    def label(self, tail: str, ended: bool = False) -> str:
+        """The progress bar's text (``%p%`` is Qt's percentage); ``ended``: the run is over."""
+        done = self.count().done
+        if ended or self.done or done >= self.trials:
+            return f"{self.count().text()} · %p% · {tail}"
         current = min(self.trials, done + max(1, len(self.running_trials)))
         return f"Trial {current} of {self.trials} · {done} done · %p% · {tail}"
 
 
 def search_end_text(status: str, summary: dict[str, Any]) -> str | None:
-    """What a search's end says in the log ("finished: 12 trials: 8 complete, 3 pruned, 1 failed; best trial
-    5, val_accuracy 0.9722"); None for a run that is not a search."""
+    """What a search's end says in the log ("finished: 12 of 12 trials: 8 complete, 3 pruned, 1 failed; best
+    trial 5, val_accuracy 0.9722": the run's count, then the study's trials by state); None for a run that is
+    not a search."""
     trials = summary.get("trials")
     if not isinstance(trials, list):
         return None
@@ -78,7 +86,9 @@ def search_end_text(status: str, summary: dict[str, Any]) -> str | None:
     for t in trials:
         counts[str(t.get("state"))] = counts.get(str(t.get("state")), 0) + 1
     parts = ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-    text = f"{status}: {len(trials)} trial(s)" + (f": {parts}" if parts else "")
+    count = RunCount.of_summary(summary)
+    done = count.text() if count.unit == "trials" else f"{len(trials)} trial(s)"  # a summary before its count
+    text = f"{status}: {done}" + (f": {parts}" if parts else "")
     best = summary.get("best_trial")
     value = next((t.get("value") for t in trials if t.get("number") == best), None)
     if isinstance(best, int):
@@ -93,6 +103,8 @@ def make_progress(cfg: Any, epochs: int | None = None, workers: int | None = Non
     from core.strategies import get_strategy
 
     epochs = cfg.train.epochs if epochs is None else epochs
-    workers = cfg.parallel.workers if workers is None else workers
-    budget = get_strategy(cfg).trial_budget()
-    return TrialProgress(budget, epochs, workers) if budget else ProgressTracker(epochs, workers)
+    strategy = get_strategy(cfg)
+    workers = strategy.num_workers if workers is None else workers
+    budget = strategy.trial_budget()
+    return (TrialProgress(budget, epochs, workers) if budget else
+            ProgressTracker(epochs, workers, slowest=strategy.num_models > 1))

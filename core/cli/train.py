@@ -264,6 +264,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     status = summary.get("status", session.state)
     final = summary.get("final", {})
     from core.evaluation import result_line
+    from core.session.stats import RunCount
 
     figure = result_line(summary)  # the model the run hands on, as evaluate, export, predict and serve take it
     if figure:
@@ -275,7 +276,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                                                   "val_r2") if final.get(k) is not None]
     dropped = summary.get("dropped_rows")
     sys.stderr.write(
-        f"{status}: {summary.get('epochs_done', 0)} epoch(s), {summary.get('samples', 0):,} samples, "
+        f"{status}: {RunCount.of_summary(summary).text()}, {summary.get('samples', 0):,} samples, "
         f"{summary.get('samples_per_s', 0):,.0f} samples/s"
         + "".join(f", {s}" for s in shown) + (f"; {dropped} row(s) without a target left out" if dropped else "")
         + "\n"

@@ -3,7 +3,8 @@
 Every way a run ends comes through here: the collector's ``finish`` once the
 workers have ended, a failure or a stop before any worker was spawned, and the
 collector's own failure. The summary reads the run's records through
-:class:`~core.session.stats.RunStats` and each worker's last
+:class:`~core.session.stats.RunStats` (its count of how far the run got
+among them: ``epochs_done`` and ``progress``) and each worker's last
 :class:`~core.position.Position`.
 """
 
@@ -20,6 +21,7 @@ from core.models import build_model
 from core.position import Position
 from core.run_dir import RunDir
 from core.session.processes import TERMINATE_GRACE_S
+from core.session.stats import run_count
 
 if TYPE_CHECKING:
     from core.session.session import Session
@@ -150,11 +152,14 @@ class RunEnd:
         train_s = stats.train_seconds()
         own_models = strategy.num_models > 1
         ev = stats.last_eval.get(result) or (next(iter(stats.last_eval.values())) if stats.last_eval else None)
+        reached = {rank: p.epoch - 1 for rank, p in enumerate(progress)}  # a worker's last position, at least
+        count = run_count(stats, strategy, start=reached)
         return {
             "status": status,
             "strategy": s.config.parallel.strategy,
             "workers": s.num_workers,
-            "epochs_done": min((p.epoch - 1 for p in progress), default=0),
+            "epochs_done": stats.epochs_done(range(s.num_workers), start=reached),
+            "progress": count.as_dict(),
             "steps": sum(p.step for p in progress),
             "samples": samples,
             "wall_s": round(time.time() - s._t_start, 4),

@@ -4,19 +4,27 @@
 ``metrics.jsonl`` and keeps the facts every view of a run needs: each
 worker's last step and evaluation, its best accuracy, where it is in its
 epoch, its mean loss of the epoch in progress, when training ran and was
-paused, the session's state, where the workers run. The session builds
-``summary.json`` from it; the command line's progress line, the window's
-run data and progress bar, the runs table and a view of a run started
-elsewhere read the same facts from their own instance.
+paused, the session's state, where the workers run, and how far the run got
+(:class:`RunCount`: the epochs every worker completed, a search's trials done).
+The session builds ``summary.json`` from it; the command line's progress
+line, the window's run data and progress bar, the runs table and a view of a
+run started elsewhere read the same facts from their own instance.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from core.records import DONE, EVAL, STATE, STEP
+from core.records import DONE, EVAL, STATE, STEP, TRIAL
+
+if TYPE_CHECKING:
+    from core.strategies.base import Strategy
+
+# a search's trials that have run their course (a stopped one has not: the study holds it as failed, yet the
+# search did not spend it)
+TRIALS_DONE = ("complete", "pruned", "failed")
 
 
 @dataclass
@@ -40,6 +48,50 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _trial(rec: dict[str, Any]) -> bool:
+    """A record of a search's trial: its epochs are the trial's, not the run's."""
+    return isinstance(rec.get("trial"), int)
+
+
+@dataclass(frozen=True)
+class RunCount:
+    """How far a run got, as one number that the progress bar, the log's end line, ``summary.json``
+    (``progress``) and the runs table all show: the epochs every worker has completed (workers training
+    models of their own, a sweep's, at their own pace: the slowest one's, and it says so), or a search's
+    trials done, out of those asked."""
+
+    done: int
+    of: int = 0             # epochs or trials asked (0: not known)
+    unit: str = "epochs"    # "epochs" | "trials"
+    slowest: bool = False   # the count is the slowest worker's: the others may be further on
+
+    def text(self) -> str:
+        """"1143 of 3000 epochs", "2 of 40 epochs (slowest worker)", "7 of 10 trials"."""
+        unit = self.unit[:-1] if self.of == 1 or (not self.of and self.done == 1) else self.unit
+        text = f"{self.done} of {self.of} {unit}" if self.of else f"{self.done} {unit}"
+        return text + (" (slowest worker)" if self.slowest else "")
+
+    def short(self) -> str:
+        """A table cell: "1143/3000", "2/40 slowest", "7/10 trials"."""
+        text = f"{self.done}/{self.of}" if self.of else str(self.done)
+        return text + (" trials" if self.unit == "trials" else " slowest" if self.slowest else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"done": self.done, "of": self.of, "unit": self.unit, "slowest": self.slowest}
+
+    @classmethod
+    def of_summary(cls, summary: Mapping[str, Any] | None, of: int = 0) -> "RunCount":
+        """The count a ``summary.json`` holds; one written before it held ``progress``: its ``epochs_done``
+        out of ``of``."""
+        summary = summary or {}
+        p = summary.get("progress")
+        if isinstance(p, Mapping) and _number(p.get("done")) and p.get("unit") in ("epochs", "trials"):
+            return cls(int(p["done"]), int(p["of"]) if _number(p.get("of")) else of, str(p["unit"]),
+                       bool(p.get("slowest")))
+        done = summary.get("epochs_done")
+        return cls(int(done) if _number(done) else 0, of)
+
+
 @dataclass
 class RunStats:
     last_step: dict[int, dict[str, Any]] = field(default_factory=dict)     # worker -> its last step record
@@ -59,6 +111,8 @@ class RunStats:
     launcher: str | None = None                                            # as the state records name it
     where: dict[int, dict[str, Any]] = field(default_factory=dict)         # worker -> pid, node, local_rank
     worker_details: dict[int, str] = field(default_factory=dict)           # worker -> its starting detail
+    completed: dict[int, int] = field(default_factory=dict)                # worker -> epochs it has completed
+    trials: dict[int, str] = field(default_factory=dict)                   # a search's trial -> its latest state
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
@@ -73,8 +127,15 @@ class RunStats:
             self._on_eval(rec)
         elif kind == DONE:
             self.done[rec["worker"]] = rec
+            if _number(rec.get("epoch")) and not _trial(rec):  # its final position: the epoch it would train next
+                self._complete(int(rec["worker"] or 0), int(rec["epoch"]) - 1)
         elif kind == STATE:
             self._on_state(rec)
+        elif kind == TRIAL and isinstance(rec.get("trial"), int):
+            self.trials[rec["trial"]] = str(rec.get("state"))
+
+    def _complete(self, worker: int, epochs: int) -> None:
+        self.completed[worker] = max(self.completed.get(worker, 0), epochs)
 
     def _on_step(self, rec: dict[str, Any]) -> None:
         w = rec.get("worker")
@@ -91,6 +152,8 @@ class RunStats:
                 epoch, total, count = rec.get("epoch", 1), 0.0, 0
             self.epoch_loss[w] = (epoch, total + loss, count + 1)
         self._advance(int(w or 0), int(rec.get("epoch", 1)), float(rec.get("samples", 0)))
+        if not _trial(rec):  # a step of epoch E: the epochs before it are complete
+            self._complete(int(w or 0), int(rec.get("epoch", 1)) - 1)
 
     def _advance(self, w: int, epoch: int, samples: float) -> None:
         at = self.position.get(w)
@@ -108,6 +171,8 @@ class RunStats:
         epoch = rec.get("epoch")
         if _number(epoch) and epoch > self.eval_epoch:
             self.eval_epoch = int(epoch)
+        if _number(epoch) and not _trial(rec):  # evaluated after the epoch's last batch
+            self._complete(int(w or 0), int(epoch))
         if "val_rmse" in rec and "val_accuracy" not in rec:
             self.task = "regression"
         acc = rec.get("val_accuracy")
@@ -131,6 +196,7 @@ class RunStats:
         self.state = None if state is None else str(state)
         if state == "starting":
             self.worker_details.clear()  # a new part of the run starts its workers again
+            self.trials.clear()  # and a continued search its own budget of trials
         t = float(rec["t"]) if _number(rec.get("t")) else time.time()
         if state == "paused" and not self.paused:
             self.pauses.append([t, None])
@@ -171,3 +237,32 @@ class RunStats:
     def samples(self) -> int:
         """Training samples processed, all workers together, as their last step records count them."""
         return sum(int(r["samples"]) for r in self.last_step.values() if _number(r.get("samples")))
+
+    def epochs_done(self, workers: Iterable[int] | None = None, start: Mapping[int, int] | None = None) -> int:
+        """The epochs every one of ``workers`` (default: those heard from) has completed: the slowest one's
+        count; ``start``: what a worker had completed when this part of the run began, for one that has said
+        nothing since."""
+        start = start or {}
+        chosen = list(self.completed) if workers is None else list(workers)
+        return min((max(self.completed.get(w, 0), start.get(w, 0)) for w in chosen), default=0)
+
+    @property
+    def trials_done(self) -> int:
+        """A search's trials that have run their course (complete, pruned or failed)."""
+        return sum(state in TRIALS_DONE for state in self.trials.values())
+
+    def count(self, of: int, workers: int, trials: bool = False, slowest: bool = False,
+              start: Mapping[int, int] | None = None) -> RunCount:
+        """How far the run got (see :class:`RunCount`): ``trials`` for a search (``of`` its budget), else the
+        epochs of ``workers`` workers (``slowest``: they train models of their own)."""
+        if trials:
+            return RunCount(self.trials_done, of, "trials")
+        return RunCount(self.epochs_done(range(workers), start), of, "epochs", slowest and workers > 1)
+
+
+def run_count(stats: RunStats, strategy: "Strategy", start: Mapping[int, int] | None = None) -> RunCount:
+    """The count of a run of ``strategy`` (its config's epochs, or its trial budget) from ``stats``."""
+    budget = strategy.trial_budget()
+    n = strategy.num_workers
+    return stats.count(budget if budget is not None else strategy.config.train.epochs, n,
+                       trials=budget is not None, slowest=strategy.num_models > 1, start=start)

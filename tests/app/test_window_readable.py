@@ -169,14 +169,14 @@ def test_a_search_in_the_window_reads_as_trials(make_window: Any, qtbot: Any, tm
     window = make_window()
     assert window.open_config(str(path))
     window.action_start.trigger()
-    qtbot.waitUntil(lambda: "trial(s)" in window.log_pane.toPlainText(), timeout=180_000)  # the run's end
+    qtbot.waitUntil(lambda: "of 4 trials" in window.log_pane.toPlainText(), timeout=180_000)  # the run's end
     window.plots.flush()
     loss = window.plots.loss
     assert sorted(loss.smooth) == [0, 1, 2, 3] and loss.mean is None
     assert [label.text for _s, label in loss.legends[0].items] == [f"trial {n}" for n in range(4)]
     assert window.progress_run.format().startswith("4 of 4 trials")
     log = window.log_pane.toPlainText()
-    assert "finished: 4 trial(s): 4 complete; best trial" in log and "after 0 epoch(s)" not in log
+    assert "finished: 4 of 4 trials: 4 complete; best trial" in log and "after 0 " not in log
     best = window.controller.session.summary["best_trial"] if window.controller.session else None
     if isinstance(best, int):
         assert window.plots.data.winner == best
