@@ -21,27 +21,50 @@ PARALLEL_ROWS = 20_000  # a table of this many rows fits its number columns on s
 FENCE_IQRS = 5.0   # a number this many interquartile ranges beyond its quartile is an outlier: taken as the fence
 
 
-QUANTILES = (0.0, 0.01, 0.25, 0.75, 0.99, 1.0)  # what the fences are made of: range, 1-99 %, quartiles
+def _select(values: np.ndarray, ranks: list[int], lo: int = 0) -> dict[int, float]:
+    """The values of the given ranks (0-based, ascending, in ``lo`` .. ``lo + len(values)``) as a sort would
+    place them, by partitions of ``values`` in place, each over the part between two ranks already placed."""
+    if not ranks:
+        return {}
+    if len(ranks) == 1 and ranks[0] - lo in (0, len(values) - 1):  # the part's smallest or largest
+        return {ranks[0]: float(values.min() if ranks[0] == lo else values.max())}
+    r = ranks[len(ranks) // 2]
+    values.partition(r - lo)
+    below = [k for k in ranks if k < r]
+    above = [k for k in ranks if k > r]
+    return {r: float(values[r - lo]), **_select(values[:r - lo], below, lo), **_select(values[r - lo + 1:], above, r + 1)}
 
 
-def _order_stats(present: np.ndarray) -> tuple[float, list[float]]:
-    """The median (as ``np.median`` gives it) and :data:`QUANTILES` (linear), from one sort."""
+def _quantiles(present: np.ndarray, qs: tuple[float, ...], extra: tuple[int, ...] = ()) -> tuple[list[float], dict[int, float]]:
+    """The ``qs`` quantiles of ``present`` (linear interpolation, as ``np.quantile``), which is reordered, and
+    the values of the ``extra`` ranks."""
     n = len(present)
-    pos = np.asarray(QUANTILES) * (n - 1)
+    pos = np.asarray(qs) * (n - 1)
     lo = np.floor(pos).astype(np.int64)
     hi = np.minimum(lo + 1, n - 1)
-    mid = np.array([(n - 1) // 2, n // 2])
-    part = np.sort(present)  # a vectorised sort is faster than a partition at several places
-    v_lo, v_hi = part[lo].astype(np.float64), part[hi].astype(np.float64)
-    return float(np.mean(part[mid])), [float(v) for v in v_lo + (v_hi - v_lo) * (pos - lo)]
+    at = _select(present, sorted({*lo.tolist(), *hi.tolist(), *extra}))
+    v_lo, v_hi = np.array([at[k] for k in lo.tolist()]), np.array([at[k] for k in hi.tolist()])
+    return [float(v) for v in v_lo + (v_hi - v_lo) * (pos - lo)], at
 
 
 def _fill_and_fences(present: np.ndarray, fences: bool) -> tuple[float, tuple[float, float] | None]:
-    """A column's median (its fill value) and, for a number column, its fences."""
-    if not len(present):
+    """A column's median (its fill value, as ``np.median`` gives it) and, for a number column, its fences;
+    ``present`` is reordered (partitions, each over the part between two ranks already placed)."""
+    n = len(present)
+    if not n:
         return 0.0, None
-    median, q = _order_stats(present)
-    return median, _fences(*q) if fences and len(present) >= 20 else None
+    fences = fences and n >= 20
+    mid = ((n - 1) // 2, n // 2)
+    lo, hi = (float(present.min()), float(present.max())) if fences else (0.0, 0.0)
+    quartiles, at = _quantiles(present, (0.25, 0.75) if fences else (), mid)
+    median = float(np.mean(np.array([at[mid[0]], at[mid[1]]], dtype=present.dtype)))  # as np.median rounds it
+    if not fences:
+        return median, None
+    q25, q75 = quartiles
+    q01 = q99 = 0.0
+    if not q75 > q25:  # no spread between the quartiles: the 1-99 % range measures it
+        q01, q99 = _quantiles(present, (0.01, 0.99))[0]
+    return median, _fences(lo, q01, q25, q75, q99, hi)
 
 
 def outlier_fences(present: np.ndarray) -> tuple[float, float] | None:
@@ -52,7 +75,7 @@ def outlier_fences(present: np.ndarray) -> tuple[float, float] | None:
     range. A column with no spread between its quartiles measures its spread between the 1st and 99th
     percentiles instead (a zero-inflated count).
     """
-    return _fill_and_fences(np.asarray(present), True)[1]
+    return _fill_and_fences(np.array(present), True)[1]
 
 
 def _fences(lo: float, q01: float, q25: float, q75: float, q99: float, hi: float) -> tuple[float, float] | None:

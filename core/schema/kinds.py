@@ -48,19 +48,19 @@ def infer_kind(name: str, values: np.ndarray, override: str | None = None) -> In
     """The kind of one feature column from its values (override: ``data.columns``)."""
     n = len(values)
     miss = missing_mask(values)
-    n_missing = int(miss.sum())
-    present = values[~miss]
+    n_missing = int(np.count_nonzero(miss))
     if override == "ignore":
         return Inferred("ignore", "set in data.columns", n_missing)
     if override is not None:
-        levels = len(distinct_texts(present)) if override == "category" else 0
+        levels = len(distinct_texts(values[~miss])) if override == "category" else 0
         return Inferred(override, "set in data.columns", n_missing, levels)
-    if len(present) == 0:
+    if n_missing == n:
         return Inferred("number", "", n_missing)  # all missing: fit_schema refuses it, naming the column
     if values.dtype != object:
-        if _is_id_numbers(present, n, name):
+        if _id_name(name) and _is_id_numbers(values[~miss] if n_missing else values, n, name):
             return Inferred("ignore", "an id: a distinct integer in every row", n_missing)
         return Inferred("number", "", n_missing)
+    present = values[~miss] if n_missing else values
     numbers, bad = parse_numbers(present)
     if bad == 0 or bad * 2 <= len(present):  # mostly numbers: a stray word is an error, not a category
         if bad == 0 and _is_id_numbers(numbers, n, name):

@@ -79,3 +79,25 @@ def test_text_after_the_first_piece_is_read_as_text(tmp_path: Path, monkeypatch:
     column = table.columns["n"]
     assert isinstance(column, Coded) and column[2900] == "lots" and column[0] == "0"
     assert infer_kinds(table, "label")["n"].kind == "number"  # one stray word in numbers: an error at fit
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 19, 20, 21, 1000, 1001, 40_000])
+def test_median_and_fences_are_numpys(n: int) -> None:
+    from core.schema.fit import FENCE_IQRS, _fill_and_fences
+
+    rng = np.random.default_rng(n)
+    columns = [rng.standard_normal(n), rng.integers(0, 3, n), np.ones(n),
+               np.where(rng.random(n) < 0.9, 0, rng.exponential(5, n)), np.append(rng.standard_normal(n - 1), 1e4)]
+    for x in (c.astype(np.float32) for c in columns):
+        median, fences = _fill_and_fences(x.copy(), True)
+        assert median == float(np.median(x))
+        if n < 20:
+            assert fences is None
+            continue
+        q01, q25, q75, q99 = np.quantile(x, [0.01, 0.25, 0.75, 0.99])
+        spread = q75 - q25 if q75 > q25 else (q99 - q01) / 3.45
+        low, high = q25 - FENCE_IQRS * spread, q75 + FENCE_IQRS * spread
+        if not spread > 0 or (x.min() >= low and x.max() <= high):
+            assert fences is None
+        else:
+            assert fences == pytest.approx((max(x.min(), low), min(x.max(), high)), rel=1e-6)
