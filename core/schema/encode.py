@@ -81,7 +81,7 @@ def encode_columns(schema: Schema | Mapping[str, Any], columns: Mapping[str, Any
 class _Column:
     name: str
     kind: str
-    values: np.ndarray                  # float32: the filled number, or the category index
+    values: np.ndarray                  # the filled number (float64), or the category index (float32)
     indicator: np.ndarray | None        # float32 1 where missing, for a column with an indicator
     missing: int
     unseen: int = 0
@@ -104,10 +104,10 @@ def _encode_column(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: s
         return _Column(c.name, c.kind, codes, None, int((codes == MISSING).sum()), int((codes == UNSEEN).sum()))
     x = numbers_of(None, c.name, values, c.kind, where, path, row0)
     m = np.isnan(x)
-    n_missing = int(m.sum())
-    filled = np.where(m, c.fill, x).astype(np.float32) if n_missing else x.astype(np.float32)
-    if c.clip is not None:  # an outlier is taken as the fence the schema was fitted with
-        np.clip(filled, np.float32(c.clip[0]), np.float32(c.clip[1]), out=filled)
+    n_missing = int(np.count_nonzero(m))
+    filled = np.where(m, c.fill, x) if n_missing else x  # float64: rounded to float32 once, as it is copied
+    if c.clip is not None:  # an outlier is taken as the fence the schema was fitted with (float32 values)
+        filled = np.clip(filled, float(np.float32(c.clip[0])), float(np.float32(c.clip[1])))
     return _Column(c.name, c.kind, filled, m.astype(np.float32) if c.indicator else None, n_missing)
 
 
