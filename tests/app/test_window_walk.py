@@ -79,9 +79,10 @@ def test_a_stopped_sweep_counts_its_slowest_worker_and_says_so(qtbot: Any, make_
 
 def test_a_stopped_search_counts_trials_done_everywhere(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     path = tmp_path / "search.toml"
-    path.write_text('[data]\nsource = "builtin:iris"\n[model]\nhidden = [8]\n[train]\nepochs = 3\n'
+    # far more trials than can run before the Stop reaches the session, however fast the machine
+    path.write_text('[data]\nsource = "builtin:iris"\n[model]\nhidden = [8]\n[train]\nepochs = 20\n'
                     '[parallel]\nstrategy = "search"\nworkers = 2\n'
-                    '[search]\ntrials = 40\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n')
+                    '[search]\ntrials = 400\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n')
     window = make_window()
     assert window.open_config(str(path))
     cfg = window.panel.config()
@@ -89,10 +90,10 @@ def test_a_stopped_search_counts_trials_done_everywhere(qtbot: Any, make_window:
                                                             for t in window.search_view.trials.values()) >= 2)
     summary = seen["summary"]
     done = sum(t["state"] in ("complete", "pruned", "failed") for t in summary["trials"])
-    assert _number(r"^(\d+) of 40 trials", seen["bar"]) == done, seen["bar"]
-    assert _number(r"stopped: (\d+) of 40 trials", seen["log"]) == done, seen["log"]
-    assert seen["table"] == f"{done}/40 trials"
-    assert summary["progress"] == {"done": done, "of": 40, "unit": "trials", "slowest": False} and done >= 2
+    assert _number(r"^(\d+) of 400 trials", seen["bar"]) == done, seen["bar"]
+    assert _number(r"stopped: (\d+) of 400 trials", seen["log"]) == done, seen["log"]
+    assert seen["table"] == f"{done}/400 trials"
+    assert summary["progress"] == {"done": done, "of": 400, "unit": "trials", "slowest": False} and done >= 2
 
 
 def test_the_live_count_is_the_slowest_workers_and_a_summary_without_one_reads_as_before() -> None:
