@@ -76,24 +76,28 @@ def prestart(preload: list[str] | None = None) -> None:
 
 
 def _start_server() -> None:
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            _ensure_forkserver()
-        finally:
-            signal.signal(signal.SIGINT, previous)
-    else:
+    # SIGINT is blocked, not ignored, while the server is created: the server inherits the mask, so a
+    # Ctrl-C during its imports prints no KeyboardInterrupt traceback from it (it ignores SIGINT itself
+    # once its imports are done), and one that reaches this process meanwhile stays pending and is
+    # handled once the mask is restored (an ignored one would be lost, and the command would go on).
+    # The resource tracker first: starting it unblocks SIGINT (the standard library blocks and unblocks
+    # it around its own start), which would undo the block below.
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
         _ensure_forkserver()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def warm_up(block: bool = False, preload: list[str] | None = None, tensors: bool = True) -> None:
     """Start the forkserver (torch preloaded) now, so the first Start is fast.
 
     Starting the server is a fork+exec (milliseconds); its imports run in the
-    server. From the main thread SIGINT is ignored while the server is
-    created, so the server inherits that and a Ctrl-C during its imports does
-    not print a KeyboardInterrupt traceback from it (it ignores SIGINT itself
-    once its imports are done). ``block`` waits until the server answers.
+    server, which starts with SIGINT blocked (see ``_start_server``).
+    ``block`` waits until the server answers.
     """
     ctx = get_context(preload, tensors)
     if ctx.get_start_method() != "forkserver":

@@ -161,6 +161,33 @@ def _big_csv(path: Path, blocks: int) -> None:
             fh.write(data)
 
 
+def test_a_ctrl_c_while_the_forkserver_starts_is_not_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C that lands while the forkserver is being created reaches the command's handler once the
+    server exists (before, SIGINT was ignored meanwhile and the command went on to train), and the server
+    starts with SIGINT blocked, so its imports cannot raise KeyboardInterrupt."""
+    from core.launchers import local
+
+    seen: list[int] = []
+    blocked_in_child: list[bool] = []
+
+    def create() -> None:
+        blocked_in_child.append(signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()))
+        os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, in the middle of the fork
+
+    monkeypatch.setattr(local, "_ensure_forkserver", create)
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        local._start_server()
+        deadline = time.monotonic() + 5
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert blocked_in_child == [True]
+    assert seen == [signal.SIGINT]
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())  # the mask is restored
+
+
 @pytest.mark.parametrize("when", ["starting", "reading"])
 def test_ctrl_c_before_the_run_exists_ends_the_command_at_once(tmp_path: Path, when: str) -> None:
     """Ctrl-C while the command starts (imports) or reads a large CSV: exit 130 at once, nothing made, nothing
