@@ -12,8 +12,8 @@ from typing import Sequence
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.platform_check import check_platform_libraries
-from app.settings import APPLICATION, ORGANIZATION
+from app.shell.platform_check import check_platform_libraries
+from app.shell.settings import APPLICATION, ORGANIZATION
 
 
 def _warm_up_engine() -> None:
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.main_window import MainWindow  # after QApplication: pyqtgraph reads it on import
 
     if args.runs_dir:  # remembered: the next start without --runs-dir uses it too
-        from app.settings import AppSettings
+        from app.shell.settings import AppSettings
 
         AppSettings().runs_dir = str(Path(args.runs_dir).expanduser())
     window = MainWindow(runs_dir=args.runs_dir)

@@ -1,11 +1,11 @@
 """The main window: configuration on the left, live plots and the log on the right.
 
 The window lays its parts out and wires them together; what they do lives
-beside it: the run on screen (app.live_run), continuing and forking a run
-(app.continue_fork), "Find fastest" (app.advisor_flow), config and data files
-(app.config_files), past and attached runs (app.past_runs), the actions and
-their menus (app.window_actions). What the window is doing is one evented
-model (app.window_state.WindowModel); every change re-derives the actions.
+beside it: the run on screen (app.flows.live_run), continuing and forking a run
+(app.flows.continue_fork), "Find fastest" (app.flows.advisor), config and data files
+(app.panel.files), past and attached runs (app.flows.past_runs), the actions and
+their menus (app.shell.actions). What the window is doing is one evented
+model (app.viewmodels.window_state.WindowModel); every change re-derives the actions.
 
 Everything here runs in the GUI thread. Slow work (starting or stopping a
 run, describing a dataset, reading a past run) happens on background
@@ -26,37 +26,37 @@ from PySide6.QtWidgets import (
     QTabWidget, QToolButton, QVBoxLayout, QWidget,
 )
 
-from app import icons
-from app.advisor_flow import AdvisorFlow, advice_table
-from app.banner import Banner
-from app.config_files import ConfigFiles
-from app.config_panel import ConfigPanel
-from app.continue_fork import ContinueForkFlow
-from app.elided_label import ElidedLabel
-from app.gc_policy import GuiGarbageCollector
-from app.live_run import PROGRESS_STEPS, LiveRun
-from app.log_pane import LogPane
-from app.lr_finder_view import LRFinderDialog
-from app.past_runs import PastRuns
-from app.plots import PlotsPanel
-from app.run_controller import RunController
-from app.runs_view import RunsView
-from app.search_view import SearchView
-from app.settings import AppSettings
-from app.tasks import BackgroundCalls
-from app.theme import Theme, apply_theme, get_theme, style_plot_widget
-from app.toolbar_fit import ToolbarFit
-from app.window_actions import apply_enablement, build_menus, build_toolbar, make_actions, show_about
-from app.window_state import WindowModel, WindowState, derive
+from app.shell import icons
+from app.flows.advisor import AdvisorFlow, advice_table
+from app.shell.banner import Banner
+from app.panel.files import ConfigFiles
+from app.panel.panel import ConfigPanel
+from app.flows.continue_fork import ContinueForkFlow
+from app.shell.elided_label import ElidedLabel
+from app.shell.gc_policy import GuiGarbageCollector
+from app.flows.live_run import PROGRESS_STEPS, LiveRun
+from app.shell.log_pane import LogPane
+from app.views.lr_finder import LRFinderDialog
+from app.flows.past_runs import PastRuns
+from app.plots.live import PlotsPanel
+from app.flows.run_controller import RunController
+from app.views.runs import RunsView
+from app.views.search import SearchView
+from app.shell.settings import AppSettings
+from app.shell.tasks import BackgroundCalls
+from app.shell.theme import Theme, apply_theme, get_theme, style_plot_widget
+from app.shell.toolbar_fit import ToolbarFit
+from app.shell.actions import apply_enablement, build_menus, build_toolbar, make_actions, show_about
+from app.viewmodels.window_state import WindowModel, WindowState, derive
 from core.config import ConfigError, parse_toml
 
 DESCRIBED_PROBLEM = "the dataset or model cannot be used (its ⚠ line on the left says why)"
 # The export dialog comes with the export feature; without it the action stays off and says so.
-EXPORT_AVAILABLE = importlib.util.find_spec("app.export_dialog") is not None
+EXPORT_AVAILABLE = importlib.util.find_spec("app.views.export_dialog") is not None
 
 
 class MainWindow(QMainWindow):
-    # the actions, made from app.window_actions.ACTIONS
+    # the actions, made from app.shell.actions.ACTIONS
     action_start: QAction
     action_pause: QAction
     action_resume: QAction
@@ -151,10 +151,10 @@ class MainWindow(QMainWindow):
         top_layout.setContentsMargins(0, 6, 0, 0)
         top_layout.setSpacing(6)
         top_layout.addWidget(self.banner)
-        from app.evaluate_view import EvaluateView
-        from app.predict_view import PredictView
+        from app.views.evaluate import EvaluateView
+        from app.views.predict import PredictView
 
-        from app.compare_view import CompareView
+        from app.views.compare import CompareView
 
         self.evaluate_view = EvaluateView()
         self.predict_view = PredictView()
@@ -175,7 +175,7 @@ class MainWindow(QMainWindow):
         self.tabs.currentChanged.connect(lambda _i: self.update_actions())
         self.search_view = SearchView()
         self.tabs.addTab(self.search_view, "Search")
-        from app.serve_view import ServeView
+        from app.views.serve import ServeView
 
         self.serve_view = ServeView()
         self.tabs.addTab(self.serve_view, "Serve")
@@ -305,7 +305,7 @@ class MainWindow(QMainWindow):
 
     # -- state -----------------------------------------------------------------
     def window_state(self) -> WindowState:
-        """The facts every action's enablement is derived from (see app/window_state.py)."""
+        """The facts every action's enablement is derived from (see app/viewmodels/window_state.py)."""
         c = self.controller
         return WindowState(
             run_state=c.state, run_active=c.active, attached=c.attached, **self.state.facts(),
@@ -370,7 +370,7 @@ class MainWindow(QMainWindow):
 
     # -- what the window offers scripts and tests --------------------------------------------------
     def open_run(self, run_dir: str | Path) -> None:
-        """Show a run: a live one of another process is followed, any other as history (app.past_runs)."""
+        """Show a run: a live one of another process is followed, any other as history (app.flows.past_runs)."""
         self.past_runs.open(run_dir)
 
     def open_config(self, path: str | Path) -> bool:
@@ -397,7 +397,7 @@ class MainWindow(QMainWindow):
 
     # -- questions (tests monkeypatch them) --------------------------------------------------------
     def ask_fork(self, dialog: Any) -> bool:
-        """Show the Fork dialog (app.fork_dialog); True: fork with what it holds."""
+        """Show the Fork dialog (app.flows.fork_dialog); True: fork with what it holds."""
         return dialog.exec() == QDialog.DialogCode.Accepted
 
     def ask_use_advice(self, result: dict[str, Any]) -> bool:

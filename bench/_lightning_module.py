@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from core.config import Config, apply_overrides
 from core.data import load_data
-from core.models import build_model
+from core.training.models import build_model
 
 
 class BenchModule(L.LightningModule):

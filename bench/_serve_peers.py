@@ -4,7 +4,7 @@
     uvicorn bench._serve_peers:fastapi_app --workers N          FastAPI, no batching (model from $SERVE_MODEL)
     uvicorn bench._serve_peers:constant_app                     Starlette: parse the JSON, answer a constant
 
-Every one loads the model as traindesk does (core.predict.load_predictor,
+Every one loads the model as traindesk does (core.services.predict.load_predictor,
 one compute thread per process) and answers in traindesk's format: the
 class and every class's probability per row.
 """
@@ -22,7 +22,7 @@ LITSERVE_BATCH, LITSERVE_TIMEOUT_S = 64, 0.005
 def _predictor(path: str) -> Any:
     import torch
 
-    from core.predict import load_predictor
+    from core.services.predict import load_predictor
 
     torch.set_num_threads(1)
     return load_predictor(Path(path), threads=1)

@@ -32,9 +32,9 @@ import torch.nn.functional as F  # noqa: E402
 from core.launchers import local as launcher  # noqa: E402
 from core.config import Config, apply_overrides  # noqa: E402
 from core.data import load_data  # noqa: E402
-from core.models import build_model  # noqa: E402
+from core.training.models import build_model  # noqa: E402
 from core.session import Session  # noqa: E402
-from core.workers import epoch_indices, make_optimizer  # noqa: E402
+from core.worker.trainer import epoch_indices, make_optimizer  # noqa: E402
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

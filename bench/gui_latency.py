@@ -111,7 +111,7 @@ def live_run(app: QApplication, workers: int, epochs: int, runs_dir: str) -> dic
 
 
 def redraw_rate(app: QApplication, points: int, seconds: float) -> dict[str, float]:
-    from app.plots import PlotsPanel
+    from app.plots.live import PlotsPanel
 
     panel = PlotsPanel()
     panel.resize(1000, 650)

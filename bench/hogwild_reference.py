@@ -14,7 +14,7 @@
   per process, a shuffling DataLoader, SGD lr 0.01 momentum 0.5, batch 64), run
   once with torch's default threads in each process and once with one thread
   per process (and that once more with the allocator setting the engine's
-  workers use, ``core.machine.keep_freed_memory``).
+  workers use, ``core.host.machine.keep_freed_memory``).
 All report training samples per second: every process's samples over the wall
 time from the first training step to the last (the engine's ``samples_per_s``
 is measured the same way); medians over interleaved repeats. The engine's
@@ -44,9 +44,9 @@ import torch.nn.functional as F  # noqa: E402
 from core.config import Config, apply_overrides  # noqa: E402
 from core.data import load_data  # noqa: E402
 from core.launchers import local as launcher  # noqa: E402
-from core.machine import keep_freed_memory  # noqa: E402
-from core.models import build_model  # noqa: E402
-from core.workers import epoch_indices  # noqa: E402
+from core.host.machine import keep_freed_memory  # noqa: E402
+from core.training.models import build_model  # noqa: E402
+from core.worker.trainer import epoch_indices  # noqa: E402
 from engine_vs_bare import engine  # noqa: E402 - the same engine run, measured the same way
 
 HERE = Path(__file__).resolve().parent

@@ -37,7 +37,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from core.config import Config, apply_overrides  # noqa: E402
 from core.launchers import local as launcher  # noqa: E402
-from core.models import build_model  # noqa: E402
+from core.training.models import build_model  # noqa: E402
 from engine_vs_bare import engine  # noqa: E402 - the same engine run, measured the same way
 
 BATCH, LR, MOMENTUM = 64, 0.05, 0.9

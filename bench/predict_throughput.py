@@ -39,13 +39,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.launchers import local as launcher  # noqa: E402
-from core.checkpoint import save_checkpoint  # noqa: E402
+from core.training.checkpoint import save_checkpoint  # noqa: E402
 from core.config import Config, to_dict, to_toml  # noqa: E402
-from core.export import export_run  # noqa: E402
-from core.machine import keep_freed_memory  # noqa: E402
-from core.models import build_model  # noqa: E402
-from core.predict import BATCH_ROWS, predict, predict_preload  # noqa: E402
-from core.runlog import atomic_write_text, make_run_dir  # noqa: E402
+from core.services.export import export_run  # noqa: E402
+from core.host.machine import keep_freed_memory  # noqa: E402
+from core.training.models import build_model  # noqa: E402
+from core.services.predict import BATCH_ROWS, predict, predict_preload  # noqa: E402
+from core.runfiles.writing import atomic_write_text, make_run_dir  # noqa: E402
 
 FEATURES, CLASSES = 64, 10
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.run_data import RunData  # noqa: E402
+from app.viewmodels.run_data import RunData  # noqa: E402
 
 
 def records(steps: int, workers: int) -> list[dict[str, object]]:

@@ -52,11 +52,11 @@ def make_models(root: Path) -> dict[str, Path]:
     """Run directories of the two models, trained a few steps in this process."""
     import torch
 
-    from core.checkpoint import save_checkpoint
+    from core.training.checkpoint import save_checkpoint
     from core.config import Config, to_dict, to_toml
     from core.data import full_tensors, load_data
-    from core.models import build_model
-    from core.runlog import atomic_write_json, atomic_write_text, make_run_dir
+    from core.training.models import build_model
+    from core.runfiles.writing import atomic_write_json, atomic_write_text, make_run_dir
 
     rng = np.random.default_rng(0)
     images = root / "images28.npz"
@@ -88,7 +88,7 @@ def make_models(root: Path) -> dict[str, Path]:
 
 def in_process(model: Path, sizes: list[int]) -> dict[int, float]:
     """Rows/s of predictor.probabilities at each batch size, one process, one thread."""
-    from core.predict import load_predictor
+    from core.services.predict import load_predictor
 
     predictor = load_predictor(model, threads=1)
     rates = {}
@@ -221,7 +221,7 @@ def load(url: str, bodies: list[bytes], clients: int, seconds: float, warmup: fl
 
 
 def bodies_for(run_dir: Path, n: int = 64) -> list[bytes]:
-    from core.predict import read_model_meta
+    from core.services.predict import read_model_meta
 
     meta = read_model_meta(run_dir)
     size = int(np.prod(meta["input"]["shape"]))

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from core.config import Config, apply_overrides, load_config
-from core.lr_finder import find_lr
+from core.services.lr_finder import find_lr
 from core.session import Session
 
 ROOT = Path(__file__).resolve().parents[1]

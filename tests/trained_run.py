@@ -6,11 +6,11 @@ from pathlib import Path
 
 import torch
 
-from core.checkpoint import save_checkpoint
+from core.training.checkpoint import save_checkpoint
 from core.config import Config, to_dict, to_toml
 from core.data import full_tensors, load_data
-from core.models import build_model
-from core.runlog import atomic_write_json, atomic_write_text, make_run_dir
+from core.training.models import build_model
+from core.runfiles.writing import atomic_write_json, atomic_write_text, make_run_dir
 
 
 def make_run(root: Path, source: str = "builtin:digits", kind: str = "mlp", steps: int = 60,
@@ -45,7 +45,7 @@ def make_run(root: Path, source: str = "builtin:digits", kind: str = "mlp", step
 
 def add_best(run_dir: Path, epoch: int = 1, value: float = 0.25, monitor: str = "val_loss") -> Path:
     """checkpoints/best.pt beside last.pt, with weights of its own (last's, scaled) so the two differ."""
-    from core.checkpoint import load_checkpoint
+    from core.training.checkpoint import load_checkpoint
 
     data = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     model = {k: (v * 0.5 if v.is_floating_point() else v.clone()) for k, v in data["model"].items()}

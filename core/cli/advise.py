@@ -25,7 +25,7 @@ def configure_cli(parser: Any) -> None:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from core.launchers import local as launcher
-    from core.advisor import advise
+    from core.services.advisor import advise
     from core.cli import ArgumentError
     from core.config import BOUNDS, Config, apply_overrides, load_config
     from core.strategies import advisable
@@ -43,9 +43,9 @@ def cmd_advise(args: argparse.Namespace) -> int:
     cfg = apply_overrides(cfg, list(args.set))
     launcher.warm_up()
 
-    from core.advisor import candidates
-    from core.machine import usable_cores
-    from core.progress import note, progress
+    from core.services.advisor import candidates
+    from core.host.machine import usable_cores
+    from core.host.progress import note, progress
 
     with progress(len(candidates(args.max_workers or usable_cores(), strategies)), "probes", unit="probe") as bar:
         def report(line: str) -> None:

@@ -1,4 +1,4 @@
-"""``traindesk evaluate RUN_DIR``: the command line over core.evaluate, and its plain-text report."""
+"""``traindesk evaluate RUN_DIR``: the command line over core.services.evaluate_run, and its plain-text report."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from core.evaluate import evaluate_run
-    from core.run_dir import RunDir
+    from core.services.evaluate_run import evaluate_run
+    from core.runfiles.layout import RunDir
 
     run = RunDir(Path(args.run_dir).expanduser())
     handed_on = run.default_checkpoint()

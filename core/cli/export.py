@@ -1,4 +1,4 @@
-"""``traindesk export RUN_DIR --format F``: the command line over core.export."""
+"""``traindesk export RUN_DIR --format F``: the command line over core.services.export."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 def configure_cli(p: argparse.ArgumentParser) -> None:
     """export a run's trained model (safetensors, state-dict, torch-export, onnx), verified"""
-    from core.formats import EXPORT_FORMATS, OUTPUTS
+    from core.services.formats import EXPORT_FORMATS, OUTPUTS
 
     p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
     p.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
@@ -22,8 +22,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from core.export import export_run
-    from core.run_dir import RunDir
+    from core.services.export import export_run
+    from core.runfiles.layout import RunDir
 
     which = args.checkpoint or RunDir(Path(args.run_dir).expanduser()).default_checkpoint()
     result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)

@@ -1,11 +1,11 @@
-"""``traindesk lr-find CONFIG``: the command line over core.lr_finder."""
+"""``traindesk lr-find CONFIG``: the command line over core.services.lr_finder."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from core.lr_finder import END_LR, START_LR, STEPS
+from core.services.lr_finder import END_LR, START_LR, STEPS
 
 
 def configure_cli(p: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 
 def cmd_lr_find(args: argparse.Namespace) -> int:
     from core.config import Config, apply_overrides, load_config
-    from core.lr_finder import find_lr
+    from core.services.lr_finder import find_lr
 
     cfg = load_config(args.config) if args.config else Config()
     cfg = apply_overrides(cfg, list(args.set))

@@ -1,4 +1,4 @@
-"""``traindesk predict MODEL INPUT``: the command line over core.predict."""
+"""``traindesk predict MODEL INPUT``: the command line over core.services.predict."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from core.errors import UserError
 
 def configure_cli(p: argparse.ArgumentParser) -> None:
     """predict classes for a CSV, NPZ or image folder with an exported model"""
-    from core.predict import BATCH_ROWS
+    from core.services.predict import BATCH_ROWS
 
     p.add_argument("model", help="exported model (.safetensors with model.json, .pt2, .onnx), a run directory "
                                  "or a checkpoint file")
@@ -36,9 +36,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser() if args.out else None
     if out is not None and not out.parent.is_dir():
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
-    from core.machine import keep_freed_memory
-    from core.predict import predict
-    from core.run_dir import RunDir
+    from core.host.machine import keep_freed_memory
+    from core.services.predict import predict
+    from core.runfiles.layout import RunDir
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
     result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint,

@@ -13,7 +13,7 @@ def configure_cli(runs: argparse.ArgumentParser) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from core.run_dir import list_runs
+    from core.runfiles.layout import list_runs
 
     runs = list_runs(Path(args.runs_dir))
     if not runs:

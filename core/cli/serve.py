@@ -1,4 +1,4 @@
-"""``traindesk serve RUN_DIR|MODEL_FILE``: the command line over core.serve."""
+"""``traindesk serve RUN_DIR|MODEL_FILE``: the command line over core.services.serve."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from core.serve.app import ServeConfigError, ServeOptions, StartError
-    from core.serve.server import serve
+    from core.services.serve.app import ServeConfigError, ServeOptions, StartError
+    from core.services.serve.server import serve
 
     options = ServeOptions(args.model, host=args.host, port=args.port, workers=args.workers,
                            max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, queue=args.queue,

@@ -13,7 +13,7 @@ from typing import Any
 
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
 from core.cli.streams import lost_reason, on_output_lost
-from core.records import LOG
+from core.runfiles.records import LOG
 
 
 def configure_cli(train: argparse.ArgumentParser) -> None:
@@ -50,11 +50,11 @@ class Progress:
     """Training progress on stderr: a tqdm bar over epochs on a terminal, one line per epoch otherwise.
 
     A session listener: it runs on the session's collector thread. What it shows comes from its own
-    :class:`~core.session.stats.RunStats`; it only writes the log records worth a line itself.
+    :class:`~core.session.reading.stats.RunStats`; it only writes the log records worth a line itself.
     """
 
     def __init__(self, epochs: int, quiet: bool, start_epoch: int = 0) -> None:
-        from core.session.stats import RunStats
+        from core.session.reading.stats import RunStats
 
         self.epochs = epochs
         self.quiet = quiet
@@ -65,7 +65,7 @@ class Progress:
         self.last_print = 0.0
         self.bar: Any = None
         if self.tty and not quiet:
-            from core.progress import progress
+            from core.host.progress import progress
 
             self.bar = progress(epochs, "train", unit="epoch", initial=start_epoch, dynamic_ncols=True, leave=True)
 
@@ -133,7 +133,7 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
     Every rank joins the process group first; rank 0 decides where each rank starts and tells them.
     """
     from core.launchers import torchrun as tr
-    from core.runlog import read_summary
+    from core.runfiles.writing import read_summary
     from core.session import Session
 
     if args.resume:
@@ -263,8 +263,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = session.summary or {}
     status = summary.get("status", session.state)
     final = summary.get("final", {})
-    from core.evaluation import result_line
-    from core.session.stats import RunCount
+    from core.training.validation import result_line
+    from core.session.reading.stats import RunCount
 
     figure = result_line(summary)  # the model the run hands on, as evaluate, export, predict and serve take it
     if figure:

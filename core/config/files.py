@@ -53,6 +53,6 @@ def load_config(path: str | Path) -> Config:
 
 
 def save_config(cfg: Config, path: str | Path) -> None:
-    from core.runlog import atomic_write_text
+    from core.runfiles.writing import atomic_write_text
 
     atomic_write_text(Path(path), to_toml(cfg))

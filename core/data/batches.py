@@ -11,7 +11,7 @@ import torch
 
 from core.data.images import decode_image
 from core.data.info import DatasetInfo, ImageSplit, Split, TensorSplit
-from core.lifeline import loader_worker_init
+from core.host.lifeline import loader_worker_init
 
 
 class ImageDataset(torch.utils.data.Dataset):
@@ -98,7 +98,7 @@ class ImageBatches:
 
 def make_batches(split: Split, info: DatasetInfo, batch_size: int, loader_workers: int,
                  augment: Any = None) -> TensorBatches | ImageBatches:
-    """Training batches; ``augment`` (core.augment) changes training images only."""
+    """Training batches; ``augment`` (core.training.augment) changes training images only."""
     if isinstance(split, TensorSplit):
         return TensorBatches(split, batch_size, augment, info.image_shape)
     return ImageBatches(split, info, batch_size, loader_workers, augment)

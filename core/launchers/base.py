@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from core.channels import Channels
+    from core.worker.channels import Channels
     from core.data import PreparedData
-    from core.workers import WorkerSpec
+    from core.worker.trainer import WorkerSpec
 
 
 class WorkerHandle(Protocol):

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core.channels import Channels
+    from core.worker.channels import Channels
     from core.launchers.base import WorkerHandle
-    from core.workers import WorkerSpec
+    from core.worker.trainer import WorkerSpec
 
 # torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server
-PRELOAD = ["torch", "torch._dynamo", "core.worker_process"]
+PRELOAD = ["torch", "torch._dynamo", "core.worker.process"]
 _lock = threading.Lock()
 _ctx: Any = None
 
@@ -185,7 +185,7 @@ class LocalLauncher:
         warm_up()  # no-op when the forkserver already runs
 
     def channels(self, command: int) -> "Channels":
-        from core.channels import Channels, SettingsBox
+        from core.worker.channels import Channels, SettingsBox
 
         ctx = self.ctx
         settings = SettingsBox(ctx.RawValue("i", 0), ctx.RawArray("c", SettingsBox.SIZE))
@@ -206,7 +206,7 @@ class LocalLauncher:
 
     def start(self, specs: "list[WorkerSpec]", data: Any, shared: list[Any], channels: "Channels") -> "list[WorkerHandle]":
         """Start one process per spec; on any failure none is left running and the error is raised."""
-        from core.worker_process import worker_main
+        from core.worker.process import worker_main
 
         procs = [self.ctx.Process(target=worker_main, args=(spec, data, shared, channels),
                                   name=f"traindesk-worker-{spec.rank}", daemon=False) for spec in specs]

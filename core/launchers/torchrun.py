@@ -6,7 +6,7 @@ with the ddp strategy across all ranks. Global rank 0 is also the run's
 session: it writes the run directory, polls the control file and takes the
 consistent checkpoints. The other ranks write nothing there: their records
 reach rank 0 through the process group at the points where the ranks agree
-(:meth:`core.workers.Trainer.exchange_records`), so the nodes need no shared
+(:meth:`core.worker.trainer.Trainer.exchange_records`), so the nodes need no shared
 filesystem for metrics. With ``--max-restarts`` torchrun restarts the group
 when a rank dies; rank 0 finds the run by the rendezvous id and resumes it
 from its last consistent checkpoint.
@@ -27,12 +27,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from core.channels import RUN, STOP, Channels, SettingsBox
+from core.worker.channels import RUN, STOP, Channels, SettingsBox
 from core.config import Config
-from core.machine import keep_freed_memory
-from core.run_dir import RunDir
-from core.worker_process import run_worker
-from core.workers import WorkerSpec, default_threads
+from core.host.machine import keep_freed_memory
+from core.runfiles.layout import RunDir
+from core.worker.process import run_worker
+from core.worker.trainer import WorkerSpec, default_threads
 
 
 @dataclass
@@ -169,7 +169,7 @@ class TorchrunLauncher:
 
     def attach(self, run_dir: Path) -> None:
         """The run directory is known: record which rendezvous it belongs to."""
-        from core.runlog import atomic_write_json
+        from core.runfiles.writing import atomic_write_json
 
         atomic_write_json(RunDir(run_dir).torchrun_file, {"rdzv_id": os.environ.get("TORCHELASTIC_RUN_ID", ""),
                                                "world_size": self.world, "restarts": self.restarts})
@@ -245,7 +245,7 @@ def find_run(runs_dir: Path) -> tuple[Path, int] | None:
     restarts per node), so the run directory says: the newest run with this rendezvous id
     that did not finish is continued.
     """
-    from core.runlog import read_summary
+    from core.runfiles.writing import read_summary
 
     rdzv = os.environ.get("TORCHELASTIC_RUN_ID", "")
     if not rdzv or rdzv == "none" or not Path(runs_dir).is_dir():
@@ -284,7 +284,7 @@ def run_other_rank(cfg: Config, start: dict[str, Any]) -> int:
     import torch
 
     from core.data import load_data
-    from core.models import build_model
+    from core.training.models import build_model
 
     spec = dataclasses.replace(torchrun_spec(cfg), gather_records=True, **start)
     torch.set_num_threads(spec.threads)

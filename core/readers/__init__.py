@@ -10,7 +10,7 @@ Every read goes by blocks and asks between them whether to stop
 (core.readers.blocks: ``READ_BLOCK_BYTES`` and ``SCAN_BYTES`` in
 core.readers.csv_pieces are looked up there at each read).
 
-Torch-free: ``core.predict`` imports this at command time.
+Torch-free: ``core.services.predict`` imports this at command time.
 """
 
 from core.readers.blocks import ReadStopped, check_stop, stop_reading_when

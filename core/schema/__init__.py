@@ -16,7 +16,7 @@ as float32; category index 0 is the reserved "missing" level, 1 "unseen",
 2.. the training levels. The model standardises the numeric part with the
 statistics the schema also holds (``mean``/``std``, identity for
 indicators and categories) and looks the categories up in embeddings
-(:mod:`core.models`). The schema is plain JSON (:meth:`Schema.to_json`),
+(:mod:`core.training.models`). The schema is plain JSON (:meth:`Schema.to_json`),
 stored in the checkpoint and ``model.json``.
 
 Torch-free: prediction and serving import this without the training stack.

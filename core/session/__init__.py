@@ -4,17 +4,17 @@
 - :mod:`core.session.handle`: :class:`RunHandle`, the face Session and AttachedSession share.
 - :mod:`core.session.attached`: :class:`AttachedSession`, following another process's run.
 - :mod:`core.session.start_point`: where a run starts (fresh, resumed, forked).
-- :mod:`core.session.collector`: the collector thread (records in, reactions out).
-- :mod:`core.session.checkpoints`: the consistent-checkpoint protocol.
-- :mod:`core.session.health`: dead, stalled and unreadable workers.
-- :mod:`core.session.ending`: the final checkpoint, summary and evaluation.
+- :mod:`core.session.machinery.collector`: the collector thread (records in, reactions out).
+- :mod:`core.session.machinery.checkpoints`: the consistent-checkpoint protocol.
+- :mod:`core.session.machinery.health`: dead, stalled and unreadable workers.
+- :mod:`core.session.machinery.ending`: the final checkpoint, summary and evaluation.
 - :mod:`core.session.live`: what a paused run may change.
 - :mod:`core.session.state`: the state machine (states and transitions).
-- :mod:`core.session.stats`: a pure reducer of records into run statistics.
-- :mod:`core.session.recording`: run directory, checkpoints, summary.
-- :mod:`core.session.processes`: liveness and ending of worker processes.
-- :mod:`core.session.receive`: reading record batches that a killed worker may have left half-sent.
-- :mod:`core.session.buffer`: :class:`RecordBuffer`, records from the run's thread to a consumer's.
+- :mod:`core.session.reading.stats`: a pure reducer of records into run statistics.
+- :mod:`core.session.machinery.recording`: run directory, checkpoints, summary.
+- :mod:`core.session.machinery.processes`: liveness and ending of worker processes.
+- :mod:`core.session.machinery.receive`: reading record batches that a killed worker may have left half-sent.
+- :mod:`core.session.machinery.buffer`: :class:`RecordBuffer`, records from the run's thread to a consumer's.
 
 ``Session``, ``AttachedSession`` and ``RecordBuffer`` are imported on first use, so the torch-free
 parts (state, stats) load without torch.
@@ -26,7 +26,7 @@ import importlib
 from typing import Any
 
 _HOMES = {"Session": "core.session.session", "AttachedSession": "core.session.attached",
-          "RecordBuffer": "core.session.buffer"}
+          "RecordBuffer": "core.session.machinery.buffer"}
 __all__ = sorted(_HOMES)
 
 

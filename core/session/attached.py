@@ -4,7 +4,7 @@
 ``Session`` is: ``state``, ``active``, listeners fed with records,
 ``pause``/``resume``/``request_stop``, ``wait``. It reads the run's
 ``metrics.jsonl`` incrementally (``MetricsTail``) on its own thread and steers
-the run through the control file (``core.control.send``), as
+the run through the control file (``core.runfiles.control_file.send``), as
 ``traindesk pause|resume|stop`` does. Detaching (closing the window) stops
 following and leaves the run running. No torch until the config is read, no Qt.
 """
@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.config import ConfigError, load_config
-from core.control import active_run_pid, send
+from core.runfiles.control_file import active_run_pid, send
 from core.errors import RunError
-from core.records import log_record, state_record
-from core.run_dir import RunDir
-from core.runlog import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
-from core.session.stats import RunStats
+from core.runfiles.records import log_record, state_record
+from core.runfiles.layout import RunDir
+from core.runfiles.writing import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
+from core.session.reading.stats import RunStats
 
 POLL_S = 0.2          # how often the log is read
 GONE_GRACE_S = 3.0    # the run's process is gone this long without an end state: it ended uncleanly

@@ -2,13 +2,13 @@
 
 The session is plain Python (no Qt). :meth:`Session.start` loads the data,
 builds the model(s) in shared memory, opens the run directory and has the
-launcher start the workers; a collector thread (:mod:`core.session.collector`)
+launcher start the workers; a collector thread (:mod:`core.session.machinery.collector`)
 then drains the workers' records and reacts to them until the run ends
-(:mod:`core.session.ending`). The pieces of a run:
+(:mod:`core.session.machinery.ending`). The pieces of a run:
 
 - :mod:`core.session.start_point`: where it starts (the beginning, a resumed or a forked checkpoint);
-- :mod:`core.session.checkpoints`: the consistent-checkpoint protocol;
-- :mod:`core.session.health`: dead, stalled and unreadable workers;
+- :mod:`core.session.machinery.checkpoints`: the consistent-checkpoint protocol;
+- :mod:`core.session.machinery.health`: dead, stalled and unreadable workers;
 - :mod:`core.session.live`: what a paused run may change.
 
 ``Session`` satisfies :class:`core.session.handle.RunHandle`, as does the
@@ -27,32 +27,32 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from core.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels
-from core.checkpoint import load_weights
+from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels
+from core.training.checkpoint import load_weights
 from core.config import Config, to_toml
-from core.control import ControlWatcher
+from core.runfiles.control_file import ControlWatcher
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
 from core.launchers.base import Launcher
 from core.launchers.local import LocalLauncher
-from core.models import build_model, count_parameters
-from core.position import Position
+from core.training.models import build_model, count_parameters
+from core.worker.position import Position
 from core.readers import ReadStopped, stop_reading_when
-from core.records import config_record, log_record
-from core.run_dir import RunDir
-from core.runlog import atomic_write_text
-from core.session.checkpoints import CheckpointCoordinator, result_model
-from core.session.collector import Collector
-from core.session.ending import RunEnd
-from core.session.health import ProcessHealth
+from core.runfiles.records import config_record, log_record
+from core.runfiles.layout import RunDir
+from core.runfiles.writing import atomic_write_text
+from core.session.machinery.checkpoints import CheckpointCoordinator, result_model
+from core.session.machinery.collector import Collector
+from core.session.machinery.ending import RunEnd
+from core.session.machinery.health import ProcessHealth
 from core.session.live import live_change
-from core.session.processes import TERMINATE_GRACE_S, WorkerProcesses
-from core.session.recording import RunRecorder
+from core.session.machinery.processes import TERMINATE_GRACE_S, WorkerProcesses
+from core.session.machinery.recording import RunRecorder
 from core.session.start_point import StartPoint, fork_point, resume_point
 from core.session.state import ENDED, RunState
-from core.session.stats import RunStats
+from core.session.reading.stats import RunStats
 from core.strategies import get_strategy
-from core.workers import WorkerSpec, default_threads
+from core.worker.trainer import WorkerSpec, default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
 

@@ -2,7 +2,7 @@
 
 :func:`resume_point` and :func:`fork_point` read and check the checkpoint once
 and return a :class:`StartPoint`; the session asks it for each worker's
-:class:`~core.position.Position` and optimizer and RNG states, and for the
+:class:`~core.worker.position.Position` and optimizer and RNG states, and for the
 models' weights. A fresh run's start point is ``StartPoint()``.
 """
 
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.checkpoint import check_checkpoint, load_checkpoint, state_to_bytes
+from core.training.checkpoint import check_checkpoint, load_checkpoint, state_to_bytes
 from core.config import FORKABLE_SECTIONS, Config, ConfigError
 from core.errors import RunError
-from core.position import START, Position
-from core.run_dir import RunDir
-from core.runlog import fork_name
+from core.worker.position import START, Position
+from core.runfiles.layout import RunDir
+from core.runfiles.writing import fork_name
 from core.strategies import get_strategy
 
 

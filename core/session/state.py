@@ -21,8 +21,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from core.records import state_record
-from core.runlog import ACTIVE_STATES as ACTIVE, END_STATES as ENDED
+from core.runfiles.records import state_record
+from core.runfiles.writing import ACTIVE_STATES as ACTIVE, END_STATES as ENDED
 
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     "idle": ("starting", "stopped"),

@@ -23,7 +23,7 @@ import math
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable
 
 from core.errors import ConfigError
-from core.records import EVAL
+from core.runfiles.records import EVAL
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from core.config import Config
-    from core.workers import WorkerSpec
+    from core.worker.trainer import WorkerSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +125,7 @@ class Strategy:
 
     def validate(self) -> None:
         """Refuse a config this strategy cannot run (ConfigError, one line)."""
-        from core.devices import validate_device
+        from core.host.devices import validate_device
 
         device = self.config.parallel.device
         validate_device(device)

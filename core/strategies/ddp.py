@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from core.workers import WorkerSpec
+    from core.worker.trainer import WorkerSpec
 
 PROCESS_GROUP_TIMEOUT = timedelta(seconds=120)
 TEARDOWN_TIMEOUT_S = 5.0

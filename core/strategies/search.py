@@ -3,7 +3,7 @@
 The study lives in the run directory (``study.journal``, Optuna's journal
 file storage, safe for several processes), so continuing the run adds
 trials to the same study. Each worker runs trials one after another
-(:class:`core.trials.TrialRunner`): it claims the next trial under a file
+(:class:`core.worker.trials.TrialRunner`): it claims the next trial under a file
 lock (the budget holds exactly), trains it with the ordinary Trainer,
 reports the validation metric every epoch and stops when the pruner says
 so. The worker that completes the study's best trial writes its weights
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from core.errors import ConfigError
-from core.run_dir import RunDir
+from core.runfiles.layout import RunDir
 from core.strategies.base import Strategy
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class Search(Strategy):
     description = "Hyperparameter search: Optuna trials run in parallel in the workers, weak ones pruned early."
     keeps_best = False            # the search keeps the best trial's weights itself
     pauses_on_divergence = False  # a diverging trial fails alone
-    runner = "core.trials:TrialRunner"
+    runner = "core.worker.trials:TrialRunner"
 
     @classmethod
     def check_config(cls, config: "Config") -> None:

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QSettings, QThread
 
-from app.settings import APPLICATION, ORGANIZATION, AppSettings
+from app.shell.settings import APPLICATION, ORGANIZATION, AppSettings
 
 HERE = Path(__file__).resolve().parent
 # The offscreen platform warns about window size hints it cannot pass on: not a bug of ours.
@@ -152,7 +152,7 @@ def _no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
 def make_window(qtbot: Any, tmp_path: Path) -> Iterator[Callable[..., Any]]:
     """Build MainWindows with private settings and runs dir; closes them (stopping runs) after."""
     from app.main_window import MainWindow
-    from app.settings import AppSettings
+    from app.shell.settings import AppSettings
 
     windows: list[Any] = []
 

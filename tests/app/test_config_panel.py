@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from PySide6.QtWidgets import QComboBox, QLineEdit, QSpinBox, QWidget
 
-from app.config_panel import ConfigPanel
+from app.panel.panel import ConfigPanel
 from core.config import Config, from_dict, load_config, to_dict, to_toml
 
 CONFIG_WIDGETS = ["combo_dataset", "combo_model", "combo_strategy", "spin_workers", "spin_epochs",

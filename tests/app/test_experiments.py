@@ -15,7 +15,7 @@ import pytest
 import pyqtgraph as pg
 
 from core.config import Config
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 
 pytestmark = pytest.mark.slow
 
@@ -270,7 +270,7 @@ def test_closing_the_window_leaves_an_attached_run_running(qtbot: Any, make_wind
     proc = subprocess.Popen([sys.executable, "-m", "core", "train", str(cfg_path), "--runs-dir", str(runs)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        from core.control import active_run_pid, send
+        from core.runfiles.control_file import active_run_pid, send
 
         deadline = time.monotonic() + 90
         run_dir = None

@@ -14,9 +14,9 @@ import pytest
 import torch
 from PySide6.QtCore import Qt
 
-from app.evaluate_view import EvaluateView
-from app.export_dialog import ExportDialog
-from app.predict_view import PredictView
+from app.views.evaluate import EvaluateView
+from app.views.export_dialog import ExportDialog
+from app.views.predict import PredictView
 from core import cli
 from trained_run import make_run  # tests/ is on sys.path under pytest (its conftest.py)
 
@@ -110,7 +110,7 @@ def test_evaluate_view_shows_confusion_matrix_and_gallery(qtbot: Any, run_and_in
 def test_confusion_matrix_follows_the_theme(qtbot: Any, run_and_input: tuple[Path, Path]) -> None:
     from PySide6.QtWidgets import QApplication
 
-    from app.theme import apply_theme
+    from app.shell.theme import apply_theme
 
     run_dir, _ = run_and_input
     view = EvaluateView()
@@ -131,7 +131,7 @@ def test_confusion_matrix_follows_the_theme(qtbot: Any, run_and_input: tuple[Pat
 
 
 def test_predict_view_predicts_and_saves(qtbot: Any, run_and_input: tuple[Path, Path], tmp_path: Path) -> None:
-    from core.export import export_run
+    from core.services.export import export_run
 
     run_dir, npz = run_and_input
     model = export_run(run_dir, "torch-export", tmp_path / "m.pt2").path
@@ -179,7 +179,7 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 def test_export_dialog_offers_best_by_default_with_its_epoch(qtbot: Any, run_with_best: Path, tmp_path: Path) -> None:
-    from core.checkpoint import load_checkpoint
+    from core.training.checkpoint import load_checkpoint
 
     dialog = ExportDialog(run_with_best)
     qtbot.addWidget(dialog)

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtGui import QAction, QPalette
 from PySide6.QtWidgets import QApplication, QProgressBar, QWidget
 
-from app.settings import AppSettings
+from app.shell.settings import AppSettings
 from core.config import Config
 
 ACTIONS = ["action_start", "action_pause", "action_resume", "action_stop", "action_export",

@@ -6,8 +6,8 @@ import threading
 import time
 from typing import Any
 
-from app.metrics_reader import MetricsReader
-from app.run_controller import RunController
+from app.flows.metrics_reader import MetricsReader
+from app.flows.run_controller import RunController
 from core.config import Config
 from core.errors import DataError
 from core.session import RecordBuffer

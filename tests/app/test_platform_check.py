@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import app.main as app_main
-from app.platform_check import XCB_LIBRARIES, check_platform_libraries, missing_packages, qt_platform
+from app.shell.platform_check import XCB_LIBRARIES, check_platform_libraries, missing_packages, qt_platform
 
 FRESH_DEBIAN = {"libxcb-cursor.so.0", "libxcb-icccm.so.4", "libxcb-keysyms.so.1"}
 
@@ -41,8 +41,8 @@ def test_only_the_xcb_platform_is_checked(env: dict[str, str], platform: str, ex
 def test_gui_exits_2_with_the_install_line_before_starting_qt(monkeypatch: pytest.MonkeyPatch,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
-    monkeypatch.setattr("app.platform_check.can_load", fresh_debian)
-    monkeypatch.setattr("app.platform_check.sys.platform", "linux")
+    monkeypatch.setattr("app.shell.platform_check.can_load", fresh_debian)
+    monkeypatch.setattr("app.shell.platform_check.sys.platform", "linux")
 
     def no_qt(*_a: object, **_k: object) -> None:
         raise AssertionError("QApplication must not be built when the libraries are missing")

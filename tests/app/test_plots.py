@@ -13,8 +13,8 @@ import pytest
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QImage
 
-from app.gc_policy import GuiGarbageCollector
-from app.plots import PlotsPanel
+from app.shell.gc_policy import GuiGarbageCollector
+from app.plots.live import PlotsPanel
 
 
 def step_records(workers: int, steps: range, t0: float = 1000.0, dt: float = 0.01) -> list[dict[str, Any]]:

@@ -52,7 +52,7 @@ def test_start_pause_resume_stop(qtbot: Any, make_window: Any, live_children: An
     qtbot.waitUntil(lambda: window.progress_run.value() > 0, timeout=30_000)
     pids = window.controller.worker_pids()
     assert len(pids) == 2
-    from app.run_controller import WORKER_NICENESS
+    from app.flows.run_controller import WORKER_NICENESS
 
     # the workers yield the CPU to the window whenever it needs it
     assert all(os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS
@@ -103,7 +103,7 @@ def test_a_short_run_finishes_and_opens_as_a_past_run(qtbot: Any, make_window: A
     assert window.progress_run.value() == window.progress_run.maximum()
     assert "finished" in window.progress_run.text()
     assert window.plots.val.loss_curves  # validation points per epoch
-    if importlib.util.find_spec("app.export_dialog") is not None:
+    if importlib.util.find_spec("app.views.export_dialog") is not None:
         assert window.action_export.isEnabled()  # a finished run has weights to export
     window.plots.flush()
     live = counts(window)

@@ -12,8 +12,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QTableView, QTableWidget, QWidget
 
-from app.run_index import read_notes
-from app.runs_view import COL
+from app.viewmodels.run_index import read_notes
+from app.views.runs import COL
 from core.config import Config
 
 
@@ -165,7 +165,7 @@ def test_gui_runs_dir_is_remembered(qapp: Any, tmp_path: Path, monkeypatch: pyte
 
     from app import main as main_module
     from app.main_window import MainWindow
-    from app.settings import AppSettings
+    from app.shell.settings import AppSettings
 
     def fake_exec(self: Any) -> int:
         for w in QApplication.topLevelWidgets():
@@ -181,7 +181,7 @@ def test_gui_runs_dir_is_remembered(qapp: Any, tmp_path: Path, monkeypatch: pyte
 def test_a_sweep_without_a_named_best_worker_is_shown_by_the_worker_its_strategy_picks() -> None:
     """The comparison's sweep curve is the worker Sweep.result_worker chooses (the best last evaluation),
     not the worker with the best evaluation at any epoch."""
-    from app.compare_view import run_curves
+    from app.views.compare import run_curves
     from core.strategies import get_strategy
 
     cfg = Config().replace("parallel", strategy="sweep", workers=2, sweep_lr=(0.1, 0.01))

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from app.run_data import LOSS, LR, LSTEP, RATE, SMOOTH, ProgressTracker, RunData, format_duration
-from app.series import Series, ema
+from app.viewmodels.run_data import LOSS, LR, LSTEP, RATE, SMOOTH, ProgressTracker, RunData, format_duration
+from app.viewmodels.series import Series, ema
 
 
 def test_series_grows_by_doubling_and_keeps_rows() -> None:

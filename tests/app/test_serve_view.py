@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trained_run import make_run  # noqa: E402
 
-from app.serve_view import ServeView, histogram_quantile  # noqa: E402
+from app.views.serve import ServeView, histogram_quantile  # noqa: E402
 
 START_MS = 120_000
 
@@ -86,7 +86,7 @@ def test_a_server_started_again_soon_after_stop_outlives_the_earlier_stops_kill(
     well past the moment the kill would have come (STOP_WAIT_MS shortened to 8 s here: a drain takes ~1 s)."""
     import time
 
-    import app.serve_view as serve_view
+    import app.views.serve as serve_view
 
     monkeypatch.setattr(serve_view, "STOP_WAIT_MS", 8000)
     view = ServeView()
@@ -183,7 +183,7 @@ def test_a_table_models_try_it_form_is_its_raw_columns(qtbot) -> None:  # type: 
 
 
 def test_the_answer_says_the_class_and_probabilities_or_the_value() -> None:
-    from app.serve_form import answer_text
+    from app.views.serve_form import answer_text
 
     text = answer_text(200, b'{"predictions": [{"class": "Adelie", "probabilities": {"Gentoo": 0.02, '
                             b'"Adelie": 0.93, "Chinstrap": 0.05}}], "model_version": "abc"}')
@@ -205,8 +205,8 @@ def _metrics(ok: float, batches: float) -> str:
 
 
 def test_workers_read_serving_while_batches_flow_and_only_current_ones_are_listed(qtbot: Any) -> None:
-    from app.serve_metrics import parse_metrics
-    from app.serve_monitor import ServeMonitor
+    from app.viewmodels.serve_metrics import parse_metrics
+    from app.views.serve_monitor import ServeMonitor
 
     monitor = ServeMonitor()
     qtbot.addWidget(monitor)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from app.evaluate_view import EvaluateView
+from app.views.evaluate import EvaluateView
 from core.config import Config, apply_overrides
 from core.session import Session
 
@@ -28,7 +28,7 @@ def test_evaluate_view_shows_regression_figures(qtbot: Any, tmp_path: Path) -> N
 
 
 def test_predict_view_scores_a_regression_test_table(qtbot: Any) -> None:
-    from app.predict_view import PredictView
+    from app.views.predict import PredictView
 
     view = PredictView()
     qtbot.addWidget(view)
@@ -41,7 +41,7 @@ def test_predict_view_names_a_table_models_raw_columns(qtbot: Any, tmp_path: Pat
     """Not the encoded features (a number's *_missing indicator), nor an ignored id: the columns a CSV needs."""
     import sys
 
-    from app.predict_view import PredictView
+    from app.views.predict import PredictView
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from trained_run import make_run

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.config_panel import ConfigPanel
+from app.panel.panel import ConfigPanel
 from core.config import Config
 
 
@@ -108,7 +108,7 @@ def test_target_chooser_says_regression_for_a_float_target(qtbot: Any, panel: Co
 
 
 def _regression_eval(actual: list[float], predicted: list[float]) -> dict[str, Any]:
-    from core.metrics import regression_report
+    from core.training.losses import regression_report
 
     return {"task": "regression", **regression_report(predicted, actual), "checkpoint": {"which": "last"},
             "pairs": [[a, p] for a, p in zip(actual, predicted)], "pairs_axes": "actual, predicted"}
@@ -117,7 +117,7 @@ def _regression_eval(actual: list[float], predicted: list[float]) -> dict[str, A
 def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qtbot: Any) -> None:
     import numpy as np
 
-    from app.evaluate_view import EvaluateView
+    from app.views.evaluate import EvaluateView
 
     view = EvaluateView()
     qtbot.addWidget(view)
@@ -136,8 +136,8 @@ def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qt
     assert metrics == {"RMSE": f"{full['rmse']:.4g}", "MAE": f"{full['mae']:.4g}", "R²": f"{full['r2']:.4g}",
                        "samples": "5"}
     assert metrics["MAE"] == "0.45"  # (0.5 + 0.5 + 0.25 + 0 + 1) / 5
-    from app.plots import PlotColors
-    from app.theme import style_plot_widget
+    from app.plots.live import PlotColors
+    from app.shell.theme import style_plot_widget
 
     style_plot_widget(view.plot_residuals, PlotColors(background="#202020", foreground="#dddddd"))
     assert view.plot_residuals.backgroundBrush().color().name() == "#202020"  # the window's theme applies
@@ -155,8 +155,8 @@ def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qt
 def test_validation_plot_shows_rmse_for_a_regression_run(qtbot: Any) -> None:
     import numpy as np
 
-    from app.plots import ValPlot
-    from app.run_data import RunData
+    from app.plots.live import ValPlot
+    from app.viewmodels.run_data import RunData
 
     data = RunData()
     plot = ValPlot(data)

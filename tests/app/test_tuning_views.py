@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.config_panel import ConfigPanel
-from app.lr_finder_view import LRFinderDialog
-from app.search_view import SearchView
+from app.panel.panel import ConfigPanel
+from app.views.lr_finder import LRFinderDialog
+from app.views.search import SearchView
 from core.config import Config, apply_overrides
 
 

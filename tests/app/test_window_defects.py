@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QToolButton
 
-import app.advisor_flow as advisor_flow
+import app.flows.advisor as advisor_flow
 
 
 def test_toolbar_overflows_into_a_visible_button_at_900x600(make_window: Any, qtbot: Any) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
-from app.runs_view import COL
+from app.views.runs import COL
 from core.config import Config
 
 
@@ -105,7 +105,7 @@ def test_long_fork_names_keep_accuracy_and_samples_per_s_in_view(qtbot: Any, mak
 def actions_match_state(window: Any) -> None:
     from PySide6.QtGui import QAction
 
-    from app.window_state import derive
+    from app.viewmodels.window_state import derive
 
     derived = derive(window.window_state())
     for name, enabled in derived.enabled.items():
@@ -154,7 +154,7 @@ def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(qtbot: Any, make_win
 
 
 def test_enablement_is_derived_from_the_state_alone() -> None:
-    from app.window_state import WindowState, derive
+    from app.viewmodels.window_state import WindowState, derive
 
     viewing = WindowState(viewing="r", run_config_shown=True, fork_source=True, export_target=True,
                           continuable=True)
@@ -174,7 +174,7 @@ def test_enablement_is_derived_from_the_state_alone() -> None:
 # -- settings: the user's own are saved, not those of the run on screen ----------------------
 def test_closing_while_viewing_a_run_keeps_the_users_own_settings(qtbot: Any, make_window: Any,
                                                                   tmp_path: Path) -> None:
-    from app.settings import AppSettings
+    from app.shell.settings import AppSettings
     from core.config import parse_toml
 
     run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris(epochs=20, lr=0.3))
@@ -191,7 +191,7 @@ def test_closing_while_viewing_a_run_keeps_the_users_own_settings(qtbot: Any, ma
 
 # -- progress: an early stop is not a full run -------------------------------------------------
 def test_progress_of_an_early_stopped_run() -> None:
-    from app.run_data import ProgressTracker
+    from app.viewmodels.run_data import ProgressTracker
 
     p = ProgressTracker(60, 1)
     p.add([{"kind": "eval", "t": 1.0, "worker": 0, "epoch": 9},
@@ -296,7 +296,7 @@ def test_throughput_of_a_run_shorter_than_a_window(qtbot: Any, make_window: Any,
 def test_throughput_of_a_run_of_about_one_window_is_a_line_per_worker_and_in_total() -> None:
     import numpy as np
 
-    from app.run_data import RATE, RTIME, RunData
+    from app.viewmodels.run_data import RATE, RTIME, RunData
 
     recs: list[dict[str, Any]] = [{"kind": "state", "t": 0.0, "worker": None, "state": "starting"}]
     for w, dt in ((0, 0.05), (1, 0.03)):  # 0.6 s and 0.36 s of training: one window at most
@@ -315,7 +315,7 @@ def test_throughput_of_a_run_of_about_one_window_is_a_line_per_worker_and_in_tot
 
 
 def test_the_window_model_announces_each_change_once() -> None:
-    from app.window_state import WindowModel
+    from app.viewmodels.window_state import WindowModel
 
     model = WindowModel()
     heard: list[Any] = []

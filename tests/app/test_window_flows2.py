@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
 
-from app.runs_view import COL
+from app.views.runs import COL
 from core.config import LIVE_KEYS, Config
 from test_window_flows import write_run
 
@@ -107,7 +107,7 @@ def test_f2_and_rename_edit_the_name_in_place(qtbot: Any, make_window: Any, tmp_
 def test_fork_dialog_shows_the_parents_live_keys_and_returns_only_the_edited_ones(qtbot: Any) -> None:
     from PySide6.QtWidgets import QDialogButtonBox
 
-    from app.fork_dialog import ForkDialog
+    from app.flows.fork_dialog import ForkDialog
 
     parent = parent_config()
     dialog = ForkDialog("parent", parent)
@@ -236,8 +236,8 @@ def test_a_start_that_fails_keeps_the_run_on_screen(qtbot: Any, make_window: Any
 # -- the first run: long enough to watch, pause and edit ----------------------------------------------
 def test_a_new_users_window_starts_from_the_first_run_config(qtbot: Any, make_window: Any,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from app.settings import FIRST_RUN_CONFIG, AppSettings
-    from core.augment import active
+    from app.shell.settings import FIRST_RUN_CONFIG, AppSettings
+    from core.training.augment import active
     from core.config import load_config
 
     first = load_config(FIRST_RUN_CONFIG)  # it validates

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import QToolButton
 
-from app.lr_finder_view import LRFinderDialog
+from app.views.lr_finder import LRFinderDialog
 from core.config import Config
 
 
@@ -40,7 +40,7 @@ def test_predict_shows_the_expected_columns_and_offers_them_by_position(qtbot: A
     import numpy as np
     from sklearn.datasets import load_digits
 
-    from app.predict_view import PredictView
+    from app.views.predict import PredictView
     from trained_run import make_run
 
     run_dir = make_run(tmp_path / "runs")
@@ -117,7 +117,7 @@ def _step(trial: int, worker: int, step: int, loss: float) -> dict[str, Any]:
 
 
 def test_search_records_draw_a_curve_per_trial_and_a_diverged_one_leaves_the_axis(qtbot: Any) -> None:
-    from app.plots import PlotsPanel
+    from app.plots.live import PlotsPanel
 
     panel = PlotsPanel()
     qtbot.addWidget(panel)
@@ -148,7 +148,7 @@ def test_search_records_draw_a_curve_per_trial_and_a_diverged_one_leaves_the_axi
 
 
 def test_search_progress_counts_trials() -> None:
-    from app.trial_progress import TrialProgress, search_end_text
+    from app.viewmodels.trial_progress import TrialProgress, search_end_text
 
     p = TrialProgress(trials=12, epochs=10, workers=2)
     records = [{"kind": "trial", "t": 1.0 + n, "worker": n % 2, "trial": n, "state": "running"} for n in range(10)]
@@ -185,7 +185,7 @@ def test_a_search_in_the_window_reads_as_trials(make_window: Any, qtbot: Any, tm
 def test_robust_range_leaves_only_a_far_out_curve_off() -> None:
     import numpy as np
 
-    from app.robust_range import robust_range
+    from app.plots.robust_range import robust_range
 
     healthy = [np.linspace(2.3, 0.01 * k, 500) for k in (1, 2, 3)]
     assert robust_range(healthy) is None  # curves that agree keep their whole range
@@ -227,7 +227,7 @@ def _small_window(make_window: Any, qtbot: Any) -> Any:
 def test_training_tab_reads_at_900x600(make_window: Any, qtbot: Any) -> None:
     from PySide6.QtGui import QFontMetrics
 
-    from app.plot_text import shown_title
+    from app.plots.text import shown_title
 
     window = _small_window(make_window, qtbot)
     plots = window.plots
@@ -294,7 +294,7 @@ def test_a_sweeps_validation_legend_is_not_cut(make_window: Any, qtbot: Any, siz
 
 
 def test_narrow_axes_thin_their_ticks(qtbot: Any) -> None:
-    from app.plot_text import MIN_TICK_PX, compact_axis
+    from app.plots.text import MIN_TICK_PX, compact_axis
 
     axis = compact_axis()
     for lo, hi, size in ((1.5, 2.3, 90.0), (0.0, 7000.0, 120.0), (0.0, 1.0, 400.0)):

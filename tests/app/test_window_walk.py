@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.runs_view import COL
+from app.views.runs import COL
 from core.config import Config
 
 
@@ -97,8 +97,8 @@ def test_a_stopped_search_counts_trials_done_everywhere(qtbot: Any, make_window:
 
 
 def test_the_live_count_is_the_slowest_workers_and_a_summary_without_one_reads_as_before() -> None:
-    from app.run_progress import ProgressTracker
-    from core.session.stats import RunCount, RunStats
+    from app.viewmodels.run_progress import ProgressTracker
+    from core.session.reading.stats import RunCount, RunStats
 
     p = ProgressTracker(epochs=10, workers=2, samples_per_epoch=64)
     recs = [{"kind": "step", "t": 1.0 + i, "worker": 0, "epoch": 1 + i, "step": i + 1, "samples": 64 * (i + 1),
@@ -129,8 +129,8 @@ def _short_hogwild_records() -> list[dict[str, Any]]:
 def test_the_mean_of_a_short_run_lies_between_its_workers_curves(qtbot: Any, smoothing: float) -> None:
     import numpy as np
 
-    from app.plots import PlotsPanel
-    from app.run_data import SMOOTH, STEP
+    from app.plots.live import PlotsPanel
+    from app.viewmodels.run_data import SMOOTH, STEP
 
     panel = PlotsPanel()
     qtbot.addWidget(panel)
@@ -159,8 +159,8 @@ def test_the_mean_of_a_short_run_lies_between_its_workers_curves(qtbot: Any, smo
 def test_compare_names_runs_that_differ_only_in_the_middle_apart(qtbot: Any, tmp_path: Path) -> None:
     import numpy as np
 
-    from app.compare_view import CompareRun, CompareView
-    from app.plot_text import distinct_names
+    from app.views.compare import CompareRun, CompareView
+    from app.plots.text import distinct_names
 
     view = CompareView()
     qtbot.addWidget(view)
@@ -190,7 +190,7 @@ def _steps_at(times: list[float], workers: int = 2, first_step: int = 1) -> list
 
 
 def test_the_throughput_axis_label_never_carries_a_scale_that_could_stay_behind(qtbot: Any) -> None:
-    from app.plots import PlotsPanel
+    from app.plots.live import PlotsPanel
 
     panel = PlotsPanel()
     qtbot.addWidget(panel)
@@ -217,9 +217,9 @@ def test_the_throughput_axis_label_never_carries_a_scale_that_could_stay_behind(
 
 
 def test_a_tick_at_zero_reads_0_and_an_epoch_axis_ticks_whole_epochs(qtbot: Any) -> None:
-    from app.plot_curves import ValPlot
-    from app.plot_text import compact_axis
-    from app.run_data import RunData
+    from app.plots.curves import ValPlot
+    from app.plots.text import compact_axis
+    from app.viewmodels.run_data import RunData
 
     axis = compact_axis()
     assert axis.tickStrings([0.0, 5000.0, 10000.0, 15000.0], 1.0, 5000.0) == ["0", "5k", "10k", "15k"]
@@ -238,7 +238,7 @@ def test_a_tick_at_zero_reads_0_and_an_epoch_axis_ticks_whole_epochs(qtbot: Any)
 def test_marker_text_is_drawn_on_the_loss_plot_only(qtbot: Any) -> None:
     import pyqtgraph as pg
 
-    from app.plots import PlotsPanel
+    from app.plots.live import PlotsPanel
 
     panel = PlotsPanel()
     qtbot.addWidget(panel)

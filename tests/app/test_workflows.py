@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import app.advisor_flow as advisor_flow
+import app.flows.advisor as advisor_flow
 from core.config import Config
 
 pytestmark = pytest.mark.slow

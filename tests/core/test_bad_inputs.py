@@ -25,8 +25,8 @@ import pytest
 
 from core import cli
 from core.launchers import local as launcher
-from core.session import recording as session_mod
-from core.checkpoint import load_checkpoint, model_from_checkpoint
+from core.session.machinery import recording as session_mod
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.errors import RunError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -243,7 +243,7 @@ def test_mixed_image_sizes_are_resized_to_one(corpus: Path, monkeypatch: pytest.
 
     from core.config import DataConfig, ModelConfig
     from core.data import load_data, make_batches
-    from core.models import build_model
+    from core.training.models import build_model
 
     monkeypatch.chdir(corpus)
     for size, shape in ((0, (3, 12, 12)), (8, (3, 8, 8))):  # 0: the first image's size (cat/0.png, RGB)

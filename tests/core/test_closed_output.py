@@ -145,7 +145,7 @@ WINDOW = textwrap.dedent("""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"
     from PySide6.QtWidgets import QApplication
     app = QApplication([])
-    from app.serve_view import ServeView
+    from app.views.serve import ServeView
     view = ServeView()
     view.set_model(sys.argv[1])
     view.spin_port.setValue(0)

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from core.runlog import MetricsTail, read_metrics
+from core.runfiles.writing import MetricsTail, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

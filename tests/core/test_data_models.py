@@ -9,7 +9,7 @@ import torch
 from core.config import DataConfig, ModelConfig
 from core.data import describe_source, load_data, stratified_split
 from core.errors import DataError, ModelError
-from core.models import build_model, count_parameters
+from core.training.models import build_model, count_parameters
 
 
 @pytest.mark.parametrize("name, n, classes", [("digits", 1797, 10), ("iris", 150, 3), ("wine", 178, 3),

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint
-from core.runlog import read_metrics
+from core.training.checkpoint import load_checkpoint
+from core.runfiles.writing import read_metrics
 from test_reliability import ENV, cfg_for, custom_model, started_session
 
 

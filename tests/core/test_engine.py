@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint, model_from_checkpoint
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.config import Config, apply_overrides
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
 
 

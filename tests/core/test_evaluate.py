@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import metrics as skm
 
-from core.evaluate import (
+from core.services.evaluate_run import (
     attach_evaluation, compact, evaluate_run, metrics, misclassified_images, report,
 )
 from core.errors import RunError
@@ -120,7 +120,7 @@ def test_changed_data_is_refused(tmp_path: Path) -> None:
 
 
 def test_session_hook_adds_evaluation_and_never_raises(digits_run: Path, tmp_path: Path) -> None:
-    from core.checkpoint import load_checkpoint, model_from_checkpoint
+    from core.training.checkpoint import load_checkpoint, model_from_checkpoint
     from core.config import from_dict
     from core.data import load_data
 

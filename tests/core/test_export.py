@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from core import cli
-from core.checkpoint import load_checkpoint, model_from_checkpoint
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.data import full_tensors, load_data
 from core.errors import RunError, UserError
-from core.runlog import make_run_dir
+from core.runfiles.writing import make_run_dir
 from trained_run import make_run  # tests/ is on sys.path under pytest (its conftest.py)
 
 
@@ -58,14 +58,14 @@ def _reload_own_loader(fmt: str, path: Path, raw: torch.Tensor) -> np.ndarray:
     if fmt == "safetensors":
         from safetensors.torch import load_file
 
-        from core.formats.module import rebuild_module, standardized
+        from core.services.formats.module import rebuild_module, standardized
 
         meta = json.loads((path.parent / "model.json").read_text())
         module = standardized(rebuild_module(meta, load_file(str(path)), "test"), meta, "probabilities")
         with torch.no_grad():
             return module(raw).numpy()
     if fmt == "state-dict":
-        from core.formats.module import rebuild_module, standardized
+        from core.services.formats.module import rebuild_module, standardized
 
         meta = json.loads((path.parent / "model.json").read_text())
         state = torch.load(path, weights_only=True)
@@ -85,7 +85,7 @@ def _reload_own_loader(fmt: str, path: Path, raw: torch.Tensor) -> np.ndarray:
 def test_each_format_reloads_and_predicts_like_the_trained_model(fmt: str, digits_run: Path, tmp_path: Path) -> None:
     if fmt == "onnx":
         pytest.importorskip("onnxscript", reason="the optional extra 'onnx' is not installed")
-    from core.export import FORMATS, export_run
+    from core.services.export import FORMATS, export_run
 
     out = tmp_path / f"digits{FORMATS[fmt]}"
     result = export_run(digits_run, fmt, out)
@@ -111,7 +111,7 @@ def test_each_format_reloads_and_predicts_like_the_trained_model(fmt: str, digit
 def test_torch_export_program_runs_without_traindesk(digits_run: Path, tmp_path: Path) -> None:
     import subprocess
 
-    from core.export import export_run
+    from core.services.export import export_run
 
     path = export_run(digits_run, "torch-export", tmp_path / "m.pt2").path
     script = (
@@ -128,7 +128,7 @@ def test_torch_export_program_runs_without_traindesk(digits_run: Path, tmp_path:
 
 
 def test_graph_can_return_logits(digits_run: Path, tmp_path: Path) -> None:
-    from core.export import export_run
+    from core.services.export import export_run
 
     result = export_run(digits_run, "torch-export", tmp_path / "m.pt2", output="logits")
     raw, _, want = raw_validation(digits_run)
@@ -139,7 +139,7 @@ def test_graph_can_return_logits(digits_run: Path, tmp_path: Path) -> None:
 
 
 def test_model_json_keeps_every_format_of_the_same_model(digits_run: Path, tmp_path: Path) -> None:
-    from core.export import export_run
+    from core.services.export import export_run
 
     export_run(digits_run, "safetensors", tmp_path)
     export_run(digits_run, "state-dict", tmp_path)
@@ -150,7 +150,7 @@ def test_model_json_keeps_every_format_of_the_same_model(digits_run: Path, tmp_p
 def test_image_folder_cnn_exports_with_per_channel_statistics(tmp_path: Path) -> None:
     from PIL import Image
 
-    from core.export import export_run
+    from core.services.export import export_run
 
     rng = np.random.default_rng(0)
     for cls, level in (("dark", 40), ("light", 200)):
@@ -180,7 +180,7 @@ def test_unknown_format_exits_2(digits_run: Path, tmp_path: Path, capsys: pytest
     assert code == 2 and len(err.strip().splitlines()) == 1 and "invalid choice: 'keras'" in err
     assert _left(tmp_path) == []
     with pytest.raises(UserError, match="unknown format 'keras'"):
-        from core.export import export_run
+        from core.services.export import export_run
 
         export_run(digits_run, "keras", tmp_path / "m.h5")
 
@@ -215,7 +215,7 @@ def test_run_without_checkpoint_exits_2(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_failed_verification_leaves_no_file(digits_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from core import export
+    from core.services import export
 
     real = export.verify
 
@@ -230,8 +230,8 @@ def test_failed_verification_leaves_no_file(digits_run: Path, tmp_path: Path, mo
 
 
 def test_failed_write_leaves_no_file(digits_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from core import export
-    from core.formats import STATE_DICT
+    from core.services import export
+    from core.services.formats import STATE_DICT
 
     def broken(*args: Any, **kwargs: Any) -> None:
         raise OSError(28, "No space left on device")
@@ -274,8 +274,8 @@ class _Payload:
 
 def test_pickled_callable_is_refused_never_run(digits_run: Path, tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from core.export import export_run
-    from core.formats.module import load_state_dict_file
+    from core.services.export import export_run
+    from core.services.formats.module import load_state_dict_file
 
     export_run(digits_run, "state-dict", tmp_path / "model.pt")
     marker = tmp_path / "code-ran"

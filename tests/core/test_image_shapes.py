@@ -16,7 +16,7 @@ import torch
 
 from core.config import DataConfig, ModelConfig
 from core.data import load_data, make_batches
-from core.models import build_model
+from core.training.models import build_model
 
 HOGWILD_NET = '''
 import torch
@@ -121,8 +121,8 @@ def test_builtin_models_take_the_image_shape() -> None:
 
 
 def test_custom_conv_network_exports_and_predicts(tmp_path: Path, hogwild_kind: str) -> None:
-    from core.export import export_run
-    from core.predict import predict
+    from core.services.export import export_run
+    from core.services.predict import predict
     from trained_run import make_run
 
     npz = _mnist_like_npz(tmp_path / "mnist.npz")

@@ -27,7 +27,7 @@ from test_serve import serving  # noqa: E402
 from core import cli  # noqa: E402
 from core.config import Config, apply_overrides  # noqa: E402
 from core.data import load_data  # noqa: E402
-from core.evaluation import result_line  # noqa: E402
+from core.training.validation import result_line  # noqa: E402
 from core.session import Session  # noqa: E402
 
 FORMATS = ("safetensors", "state-dict", "torch-export", "onnx")
@@ -168,7 +168,7 @@ def test_a_table_trained_at_defaults_is_one_model_on_every_face(kind: str, tmp_p
         assert evaluated["r2"] == pytest.approx(result["val_r2"], abs=1e-6)
     else:
         assert evaluated["accuracy"] == pytest.approx(result["val_accuracy"], abs=1e-6)
-        from app.run_index import RunIndex
+        from app.viewmodels.run_index import RunIndex
 
         [row] = [r for r in RunIndex(run_dir.parent).scan() if r.path == run_dir]
         assert row.best_val_accuracy == pytest.approx(result["val_accuracy"], abs=1e-6)

@@ -32,7 +32,8 @@ def test_no_qt_import_statements_in_core() -> None:
 
 
 def test_importing_every_core_module_loads_no_qt() -> None:
-    modules = [f"core.{p.stem}" for p in CORE.glob("*.py") if p.stem not in ("__main__",)]
+    modules = [f"core.{'.'.join(p.relative_to(CORE).with_suffix('').parts)}" for p in CORE.rglob("*.py")
+               if p.stem not in ("__main__", "__init__")]
     code = (
         "import sys\n"
         f"for m in {modules!r}: __import__(m)\n"
@@ -71,42 +72,94 @@ PICTURE_BEGIN = "<!-- layers: begin (generated from pyproject.toml by tests/core
 PICTURE_END = "```\n<!-- layers: end -->"
 
 
-def _three_layers() -> list[list[str]]:
-    """The modules of each layer of the `core-layers` contract, top (faces) first."""
+def _contract(name: str) -> list[list[str]]:
+    """The packages and modules of each layer of a layers contract, top first."""
     import tomllib
 
     contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
-    layers = next(c for c in contracts if c["id"] == "core-layers")["layers"]
+    layers = next(c for c in contracts if c["id"] == name)["layers"]
     return [[name.strip() for name in layer.replace("|", ":").split(":") if name.strip()] for layer in layers]
 
 
-def test_every_core_module_is_in_one_of_the_three_layers() -> None:
-    """A new module of core must be placed: faces (core.cli), services or the engine."""
+def _three_layers() -> list[list[str]]:
+    return _contract("core-layers")
+
+
+def _children(package: Path, prefix: str) -> list[str]:
+    """The modules and packages directly in a folder, as dotted names."""
+    top = sorted(f"{prefix}.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__")
+    return top + sorted(f"{prefix}.{p.name}" for p in package.iterdir() if (p / "__init__.py").is_file())
+
+
+def test_every_core_folder_is_in_one_of_the_three_layers() -> None:
+    """A new module or folder of core must be placed: faces (core.cli), services or the engine; the engine's
+    own order names each of its folders."""
     named = [m for layer in _three_layers() for m in layer if m.startswith("core.")]
     assert len(_three_layers()) == 3
     assert len(named) == len(set(named)), "a module is named in two layers"
-    top = sorted(f"core.{p.stem}" for p in CORE.glob("*.py") if p.stem not in ("__init__", "__main__"))
-    top += sorted(f"core.{p.name}" for p in CORE.iterdir() if (p / "__init__.py").is_file())
+    top = [m for m in _children(CORE, "core") if m != "core.__main__"]
     assert sorted(set(top) - set(named)) == []
     assert sorted(set(named) - set(top)) == []  # and none it names is gone
+    engine = [m for layer in _contract("engine-layers") for m in layer]
+    assert sorted(engine) == sorted(_three_layers()[2])
+
+
+def test_every_window_folder_is_in_the_window_layers() -> None:
+    named = [m for layer in _contract("window-layers") for m in layer]
+    assert sorted(named) == sorted(_children(ROOT / "app", "app"))
+
+
+def test_the_folders_hold_at_most_twelve_modules_directly() -> None:
+    """A folder that grows past twelve modules is split into ones that say what they hold."""
+    crowded = {}
+    for folder in [ROOT / "app", CORE, *(p.parent for p in (ROOT / "app").rglob("__init__.py")),
+                   *(p.parent for p in CORE.rglob("__init__.py"))]:
+        count = len([p for p in folder.glob("*.py") if p.stem != "__init__"])
+        if count > 12:
+            crowded[str(folder.relative_to(ROOT))] = count
+    assert crowded == {}
+
+
+def _row(names: list[str], indent: str) -> list[str]:
+    lines, row = [], indent
+    for name in names:
+        if len(row) + len(name) + 1 > 100 and row.strip():
+            lines.append(row.rstrip())
+            row = indent + " " * 14
+        row += f" {name}"
+    lines.append(row.rstrip())
+    return lines
+
+
+def _folder(name: str) -> str:
+    path = ROOT / name.replace(".", "/")
+    leaf = name.rsplit(".", 1)[-1]
+    return f"{leaf}/" if path.is_dir() else leaf
+
+
+def _contents(name: str) -> list[str]:
+    """The modules (and sub-folders, with a slash) of a package; nothing for a module."""
+    path = ROOT / name.replace(".", "/")
+    if not path.is_dir():
+        return []
+    return [_folder(m) for m in _children(path, name) if not m.endswith("__main__")]
 
 
 def render_layers() -> str:
-    """The layer picture docs/ARCHITECTURE.md shows, made from the contract."""
-    titles = ("faces (commands; the window `app` sits beside them)", "services", "engine")
-    lines = []
-    for title, layer in zip(titles, _three_layers()):
-        lines.append(f"{title}:")
-        names = [m.removeprefix("core.") for m in layer]
-        row = "   "
-        for name in names:
-            if len(row) + len(name) + 1 > 96:
-                lines.append(row.rstrip())
-                row = "   "
-            row += f" {name}"
-        lines.append(row.rstrip())
-        lines.append("        ↓")
-    return "\n".join(lines[:-1]) + "\n"
+    """The layer picture docs/ARCHITECTURE.md shows, made from the contracts: each folder with what it holds."""
+    faces, services, _ = _three_layers()
+    lines = ["faces: " + " ".join(_folder(m) for m in faces), "        ↓"]
+    lines += ["services/:"]
+    lines += _row(_contents("core.services"), "   ")
+    lines += ["        ↓", "engine, each layer above the ones it imports:"]
+    for layer in _contract("engine-layers"):
+        for name in layer:
+            lines += _row([f"{_folder(name):<13}"] + _contents(name), "   ")
+    lines += ["", "the window (app/), each layer above the ones it imports:"]
+    for layer in _contract("window-layers"):
+        for name in layer:
+            lines += _row([f"{_folder(name):<13}"] + _contents(name), "   ")
+    return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
 def test_the_architecture_picture_matches_the_contract() -> None:

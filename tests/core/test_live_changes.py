@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from core.config import Config, ConfigError, apply_overrides
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
 
 

@@ -7,8 +7,8 @@ import inspect
 import torch
 
 from core.config import Config
-from core.position import START, Position
-from core.precision import FullPrecision, MixedPrecision, precision_for
+from core.worker.position import START, Position
+from core.training.precision import FullPrecision, MixedPrecision, precision_for
 from core.session.attached import AttachedSession
 from core.session.handle import RunHandle
 from core.session.session import Session

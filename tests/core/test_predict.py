@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from core.errors import UserError
-from core.predict import BATCH_ROWS, chunk_bounds, predict, read_model_meta
+from core.services.predict import BATCH_ROWS, chunk_bounds, predict, read_model_meta
 from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A digits run and its exports: {"run": run_dir, ".safetensors": path, ".pt2": path, ".onnx": path}."""
-    from core.export import export_run
+    from core.services.export import export_run
 
     root = tmp_path_factory.mktemp("predict")
     run_dir = make_run(root / "runs")
@@ -145,12 +145,12 @@ def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[st
 def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str, Path], inputs: dict[str, Path],
                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A CSV of one line per record is cut into pieces that the workers parse; any other goes whole."""
-    import core.predict.run
+    import core.services.predict.run
 
     model = exported[".safetensors"]
     whole_reads: list[Path] = []
-    read_input = core.predict.run.read_input
-    monkeypatch.setattr(core.predict.run, "read_input",
+    read_input = core.services.predict.run.read_input
+    monkeypatch.setattr(core.services.predict.run, "read_input",
                         lambda path, meta, *a: whole_reads.append(path) or read_input(path, meta, *a))
     lines = inputs["csv"].read_text().splitlines()
     header = lines[0].split(",")
@@ -181,11 +181,11 @@ def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str
 
 def test_no_more_processes_than_batches(exported: dict[str, Path], inputs: dict[str, Path],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import core.predict.pool
+    import core.services.predict.pool
 
     sizes: list[int] = []
-    pool = core.predict.pool.open_pool
-    monkeypatch.setattr(core.predict.pool, "open_pool", lambda model, n: sizes.append(n) or pool(model, n))
+    pool = core.services.predict.pool.open_pool
+    monkeypatch.setattr(core.services.predict.pool, "open_pool", lambda model, n: sizes.append(n) or pool(model, n))
     res = predict(exported[".safetensors"], inputs["csv"], workers=64, batch_rows=100)  # 360 rows: 4 batches
     assert res.workers == 4 and sizes and sizes[0] <= 8  # judged from the file's size before reading it
     one = predict(exported[".safetensors"], inputs["csv"], workers=1, batch_rows=100)
@@ -196,28 +196,28 @@ def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
         exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
-    import core.predict
-    import core.predict.planning
-    import core.predict.pool
+    import core.services.predict
+    import core.services.predict.planning
+    import core.services.predict.pool
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the measured start-up is kept there
-    monkeypatch.setattr(core.predict.planning, "worker_limit", lambda: 2)
-    monkeypatch.setattr(core.predict.planning, "AUTO_MEASURE_S", 0.0)  # judge after the first piece
-    monkeypatch.setattr(core.predict.planning, "busy_cores", lambda: 1.0)  # this process alone
+    monkeypatch.setattr(core.services.predict.planning, "worker_limit", lambda: 2)
+    monkeypatch.setattr(core.services.predict.planning, "AUTO_MEASURE_S", 0.0)  # judge after the first piece
+    monkeypatch.setattr(core.services.predict.planning, "busy_cores", lambda: 1.0)  # this process alone
     started: list[int] = []
-    pool = core.predict.pool.open_pool
-    monkeypatch.setattr(core.predict.pool, "open_pool", lambda model, n: started.append(n) or pool(model, n))
+    pool = core.services.predict.pool.open_pool
+    monkeypatch.setattr(core.services.predict.pool, "open_pool", lambda model, n: started.append(n) or pool(model, n))
     model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
-    kind = core.predict.runtime(model)
+    kind = core.services.predict.runtime(model)
     for name in ("csv", "npz"):  # 360 rows, 23 batches of 16: a pool is considered
         one = predict(model, inputs[name], workers=1, batch_rows=16)
-        core.predict.remember_pool_start(kind, 1000.0)  # a pool slower to start than the input takes
+        core.services.predict.remember_pool_start(kind, 1000.0)  # a pool slower to start than the input takes
         auto = predict(model, inputs[name], batch_rows=16)
         assert started == [] and auto.workers == 1 and auto.csv_text() == one.csv_text(), name
-        core.predict.remember_pool_start(kind, 0.0)  # one that starts at no cost: it always repays
-        monkeypatch.setattr(core.predict.planning, "busy_cores", lambda: 2.0)  # unless other work holds the other core
+        core.services.predict.remember_pool_start(kind, 0.0)  # one that starts at no cost: it always repays
+        monkeypatch.setattr(core.services.predict.planning, "busy_cores", lambda: 2.0)  # unless other work holds the other core
         assert predict(model, inputs[name], batch_rows=16).workers == 1 and started == [], name
-        monkeypatch.setattr(core.predict.planning, "busy_cores", lambda: 1.0)
+        monkeypatch.setattr(core.services.predict.planning, "busy_cores", lambda: 1.0)
         auto = predict(model, inputs[name], batch_rows=16)
         assert started == [2] and auto.csv_text() == one.csv_text(), name  # this process or the pool: same rows
         started.clear()
@@ -229,12 +229,12 @@ def test_an_onnx_model_predicts_without_torch(exported: dict[str, Path], inputs:
     import subprocess
     import sys
 
-    from core.predict import predict_preload
+    from core.services.predict import predict_preload
 
     if ".onnx" not in exported:
         pytest.skip("the onnx extra is not installed")
     assert "torch" not in predict_preload(exported[".onnx"]) and "torch" in predict_preload(exported[".pt2"])
-    code = ("import sys; from core.predict import predict; "
+    code = ("import sys; from core.services.predict import predict; "
             f"r = predict({str(exported['.onnx'])!r}, {str(inputs['csv'])!r}, workers=1); "
             "assert len(r.ids) == 360; print('torch' in sys.modules)")
     root = Path(__file__).resolve().parents[2]
@@ -244,7 +244,7 @@ def test_an_onnx_model_predicts_without_torch(exported: dict[str, Path], inputs:
 
 
 def test_the_automatic_worker_count_judges_the_input_without_reading_it(tmp_path: Path) -> None:
-    from core.predict.planning import looks_large as _looks_large
+    from core.services.predict.planning import looks_large as _looks_large
 
     np.savez(tmp_path / "big.npz", x=np.zeros((16 * 100, 4), np.float32))
     np.savez_compressed(tmp_path / "small.npz", x=np.zeros((16 * 100 - 1, 4), np.float32))
@@ -258,7 +258,7 @@ def test_the_automatic_worker_count_judges_the_input_without_reading_it(tmp_path
 def test_image_folder_input(tmp_path: Path) -> None:
     from PIL import Image
 
-    from core.export import export_run
+    from core.services.export import export_run
 
     rng = np.random.default_rng(1)
     for cls, level in (("dark", 40), ("light", 200)):
@@ -305,7 +305,7 @@ def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict
 
 def test_image_folder_for_a_tabular_model(tmp_path: Path) -> None:
     from core.errors import DataError
-    from core.predict import read_input
+    from core.services.predict import read_input
 
     with pytest.raises(DataError, match="image folder but the model takes 4 tabular features"):
         read_input(tmp_path, {"input": {"shape": [4]}})
@@ -333,7 +333,7 @@ def test_a_labelled_input_is_a_test_set(exported: dict[str, Path], inputs: dict[
 def test_a_model_trained_on_npz_images_takes_a_png_folder(tmp_path: Path) -> None:
     from PIL import Image
 
-    from core.export import export_run
+    from core.services.export import export_run
 
     rng = np.random.default_rng(2)
     x, y = [], []
@@ -358,7 +358,7 @@ def test_a_model_trained_on_npz_images_takes_a_png_folder(tmp_path: Path) -> Non
 @pytest.fixture(scope="module")
 def run_with_best(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A digits run with last.pt and a different best.pt, and each checkpoint's safetensors export."""
-    from core.export import export_run
+    from core.services.export import export_run
     from trained_run import add_best
 
     root = tmp_path_factory.mktemp("bestrun")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.predict import ColumnNamesDiffer, predict, read_model_meta
+from core.services.predict import ColumnNamesDiffer, predict, read_model_meta
 from test_export import raw_validation, run_cli
 from test_predict import exported, inputs  # noqa: F401 - module fixtures: a digits run, its exports, its rows
 

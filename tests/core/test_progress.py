@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from core.progress import note, progress
+from core.host.progress import note, progress
 
 
 class _Terminal(io.StringIO):

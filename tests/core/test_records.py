@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from core import records as R
+from core.runfiles import records as R
 
 
 def _line(rec: dict) -> str:

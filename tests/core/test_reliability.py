@@ -17,10 +17,10 @@ import psutil
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from core.config import Config, apply_overrides
 from core.errors import RunError
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -276,7 +276,7 @@ def test_killed_mid_checkpoint_write_keeps_the_previous_checkpoint(tmp_path: Pat
     save_checkpoint(path, {"model": {"w": torch.zeros(10)}, "round": -1})
     code = textwrap.dedent(f"""
         import torch, sys
-        from core.checkpoint import save_checkpoint
+        from core.training.checkpoint import save_checkpoint
         big = torch.randn(8_000_000)  # ~32 MB: each write takes a while
         i = 0
         print("ready", flush=True)
@@ -337,7 +337,7 @@ def test_a_batch_a_dead_worker_left_half_sent_does_not_hang_the_reader() -> None
     import struct
     import time
 
-    from core.session.receive import QueueBroken, receive
+    from core.session.machinery.receive import QueueBroken, receive
 
     q = multiprocessing.get_context("spawn").Queue()
     try:

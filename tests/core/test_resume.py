@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint
+from core.training.checkpoint import load_checkpoint
 from core.config import Config, apply_overrides
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
 
 ROOT = Path(__file__).resolve().parents[2]

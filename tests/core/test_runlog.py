@@ -1,4 +1,4 @@
-"""core.runlog's atomic writes: whole files or nothing, with the mode a plain open() gives."""
+"""core.runfiles.writing's atomic writes: whole files or nothing, with the mode a plain open() gives."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import IO
 
 import pytest
 
-from core.runlog import atomic_write, atomic_write_text
+from core.runfiles.writing import atomic_write, atomic_write_text
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
@@ -42,7 +42,7 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_fork_names_do_not_nest_the_parents_time_stamp() -> None:
-    from core.runlog import fork_name, run_label
+    from core.runfiles.writing import fork_name, run_label
 
     assert run_label("20261201-201410-hogwild-mlp") == "hogwild-mlp"
     assert fork_name("20261201-201410-hogwild-mlp") == "hogwild-mlp-fork"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.checkpoint import load_checkpoint, model_from_checkpoint
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.config import Config, ConfigError, apply_overrides, parse_toml
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 from core.session import Session
 
 SEARCH = """

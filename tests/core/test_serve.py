@@ -242,7 +242,7 @@ def odd_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def local_probs(model: Path, x: np.ndarray) -> np.ndarray:
-    from core.predict import load_predictor
+    from core.services.predict import load_predictor
 
     return load_predictor(model, threads=1).probabilities(x.astype(np.float32))
 

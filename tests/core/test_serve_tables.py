@@ -14,8 +14,8 @@ import journey_tables as jt  # noqa: E402
 
 from core.data.describe import describe_source  # noqa: E402
 from core.schema import Schema, encode_rows  # noqa: E402
-from core.serve.openapi import openapi  # noqa: E402
-from core.serve.schema import BadRequest, ModelSchema  # noqa: E402
+from core.services.serve.openapi import openapi  # noqa: E402
+from core.services.serve.schema import BadRequest, ModelSchema  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.advisor import advise, candidates
+from core.services.advisor import advise, candidates
 from core.config import Config, apply_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +74,7 @@ def test_optimizers_use_fused_kernels_where_torch_has_them(name: str) -> None:
     import torch
 
     from core.config import OptimConfig
-    from core.workers import make_optimizer
+    from core.worker.trainer import make_optimizer
 
     cpu = torch.nn.Linear(4, 3)
     opt = make_optimizer(cpu.parameters(), OptimConfig(name=name), 0.1)
@@ -97,7 +97,7 @@ def test_workers_keep_the_memory_each_step_frees() -> None:
     code = (
         "import resource, sys\n"
         "import numpy as np\n"
-        "from core.machine import keep_freed_memory\n"
+        "from core.host.machine import keep_freed_memory\n"
         "if sys.argv[1] == 'keep':\n"
         "    assert keep_freed_memory()\n"
         "def steps():\n"

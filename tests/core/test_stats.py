@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from core import records as R
-from core.session.stats import RunStats
+from core.runfiles import records as R
+from core.session.reading.stats import RunStats
 
 
 def _run() -> list[dict]:

@@ -69,7 +69,7 @@ def test_command_line_functions_live_only_in_core_cli() -> None:
 
 
 def test_the_checkpoint_file_name_is_written_in_one_module() -> None:
-    """"last.pt" as a name (not a sentence of help text that mentions the file) only in core/run_dir.py."""
+    """"last.pt" as a name (not a sentence of help text that mentions the file) only in core/runfiles/layout.py."""
     found = []
     for rel, tree, _text in SOURCES:
         docs = _docstrings(tree)
@@ -77,7 +77,7 @@ def test_the_checkpoint_file_name_is_written_in_one_module() -> None:
             if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
                     and "last.pt" in node.value and " " not in node.value.strip()):
                 found.append(f"{rel}:{node.lineno} {node.value!r}")
-    assert {f.split(":")[0] for f in found} <= {"core/run_dir.py"}, found
+    assert {f.split(":")[0] for f in found} <= {"core/runfiles/layout.py"}, found
 
 
 def _strategy_tests(tree: ast.Module) -> list[tuple[int, str]]:

@@ -17,11 +17,11 @@ import pytest
 import torch
 
 from core import cli
-from core.checkpoint import load_checkpoint, model_from_checkpoint
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.config import Config, apply_overrides
 from core.data import load_data
 from core.errors import DataError
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 from core.schema import Schema, embedding_size, encode_columns, encode_rows, read_table
 from core.session import Session
 
@@ -262,7 +262,7 @@ def test_mixed_table_trains_and_predicts_raw_rows_like_the_trained_model(
 def test_onnx_export_takes_raw_columns_in_a_bare_session(mixed_run: Path, tmp_path: Path) -> None:
     import onnxruntime as ort
 
-    from core.export import export_run
+    from core.services.export import export_run
 
     result = export_run(mixed_run, "onnx", tmp_path / "m.onnx", checkpoint="best")
     assert result.max_abs_diff <= 1e-4
@@ -290,7 +290,7 @@ def test_onnx_export_takes_raw_columns_in_a_bare_session(mixed_run: Path, tmp_pa
 
 @pytest.mark.parametrize("fmt", ["safetensors", "state-dict", "torch-export"])
 def test_other_exports_carry_the_schema(fmt: str, mixed_run: Path, tmp_path: Path) -> None:
-    from core.export import export_run
+    from core.services.export import export_run
 
     (tmp_path / "out").mkdir()
     result = export_run(mixed_run, fmt, tmp_path / "out", checkpoint="best")
@@ -330,7 +330,7 @@ def test_easy_regression_reaches_r2_above_0_9(tmp_path: Path) -> None:
     best = json.loads((session.run_dir / "summary.json").read_text())["best"]
     assert best["monitor"] == "val_rmse" and best["value"] == min(r["val_rmse"] for r in evals)
     # a labelled table given to predict is scored with the regression metrics, in the target's units
-    from core.predict import predict
+    from core.services.predict import predict
 
     result = predict(session.run_dir, path, workers=1)
     assert result.classes == ["y"] and result.csv_text().startswith("id,y\n0,")
@@ -391,7 +391,7 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path: Path) -> None:
 def test_onnx_export_verifies_on_random_rows_when_the_table_is_gone(mixed_run: Path, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import core.data
-    from core.export import export_run
+    from core.services.export import export_run
 
     def gone(*args: Any, **kwargs: Any) -> Any:
         raise DataError("data: file not found")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.session.timeline import Timeline
+from core.session.reading.timeline import Timeline
 
 
 def rec(kind: str, t: float, **kw: object) -> dict[str, object]:

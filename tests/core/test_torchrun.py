@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from core.runlog import read_metrics
+from core.runfiles.writing import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",

@@ -10,15 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.checkpoint import load_checkpoint, model_from_checkpoint
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.cli import main
 from core.config import Config, ConfigError, ScheduleConfig, apply_overrides
 from core.data import full_tensors, load_data
-from core.export import export_run
-from core.lr_finder import find_lr, valley
-from core.models import build_model
-from core.runlog import read_metrics
-from core.schedule import Plateau, lr_at, lr_sequence
+from core.services.export import export_run
+from core.services.lr_finder import find_lr, valley
+from core.training.models import build_model
+from core.runfiles.writing import read_metrics
+from core.training.schedule import Plateau, lr_at, lr_sequence
 from core.session import Session
 
 
@@ -161,7 +161,7 @@ def test_lr_find_cli_prints_the_suggestion_last(capsys: pytest.CaptureFixture[st
 # ----------------------------------------------------------------------------- augmentation
 
 def test_augmentation_changes_training_images_only() -> None:
-    from core.augment import make_augment, preview
+    from core.training.augment import make_augment, preview
     from core.config import AugmentConfig
     from core.data import make_batches
 
@@ -183,7 +183,7 @@ def test_augmentation_changes_training_images_only() -> None:
 def test_preview_grid_shows_each_sample_then_its_augmented_copies() -> None:
     import numpy as np
 
-    from core.augment import preview_grid
+    from core.training.augment import preview_grid
     from core.config import AugmentConfig
     from core.data import describe_source
 

@@ -1,0 +1,352 @@
+"""The run on screen: the Run commands, and what the run controller says about the run, shown.
+
+Start, Pause, Resume, Stop and Export act on the run; the controller's signals
+(started, records, state, ended, a failed start) become curves, log lines,
+the progress bar, the throughput and a sweep's winner in the status bar.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Qt, QTimer, Slot
+
+from app.viewmodels.run_data import ProgressTracker, format_duration
+from app.viewmodels.trial_progress import TrialProgress, make_progress, search_end_text
+from app.viewmodels.window_state import STATE_TEXT
+from core.config import Config, ConfigError
+from core.training.validation import result_line
+from core.runfiles.records import STATE
+from core.runfiles.layout import RunDir
+from core.session.reading.stats import RunCount
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+    from core.session.handle import RunHandle
+
+PROGRESS_STEPS = 1000
+
+
+@dataclass
+class Starting:
+    """A run Start asked for that has not started yet: its config, when, and its records so far."""
+
+    cfg: Config
+    t0: float
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LiveRun(QObject):
+    """The window's own run (or an attached one) from Start to its end."""
+
+    def __init__(self, window: "MainWindow", export_available: bool) -> None:
+        super().__init__(window)
+        self.window = window
+        self.export_available = export_available
+        self.progress: ProgressTracker | None = None
+        self._record_error = ""  # the last error a record of the run said (and the log shows)
+        self._starting: Starting | None = None  # Start was pressed and its run has not started yet
+        c = window.controller
+        c.state_changed.connect(self._on_state_changed)
+        c.records.connect(self._on_records)
+        c.start_failed.connect(self._on_start_failed)
+        c.run_started.connect(self._on_run_started)
+        c.run_ended.connect(self._on_run_ended)
+
+    # -- commands --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start a run with the panel's settings; the run on screen stays until the new one has started."""
+        w = self.window
+        if w.controller.active:
+            return
+        cfg = w.panel.try_config()
+        if cfg is None:
+            w.show_input_error(w.panel.config_error())
+            return
+        if w.panel.mode == "view":
+            return
+        w.banner.hide()
+        self._record_error = ""
+        self._starting = Starting(cfg, time.time())
+        w.save_last_config()
+        w.log_pane.add_message("state", f"starting: {cfg.parallel.strategy}, {cfg.parallel.workers} worker(s), "
+                                        f"{cfg.data.source}, {cfg.model.kind}", who="session")
+        w.controller.start(cfg, w.runs_dir)
+
+    def _show_new_run(self, starting: Starting) -> None:
+        """The run Start began has started: it replaces the run on screen, with what it said so far."""
+        w = self.window
+        w.plots.reset(t0=starting.t0)
+        self.apply_run_shape(starting.cfg)
+        self.progress = make_progress(starting.cfg)
+        w.progress_run.setValue(0)
+        w.label_run_dir.setText("")
+        w.label_throughput.setText("")
+        self._draw(starting.records)
+
+    def pause(self) -> None:
+        self.window.controller.pause()
+
+    def resume(self) -> None:
+        """Resume; settings edited while paused apply at the next batch of every worker."""
+        w = self.window
+        session = w.controller.session
+        changes: dict[str, Any] = {}
+        if session is not None and not w.controller.attached:
+            try:
+                changes = w.panel.live_changes(session.config)
+            except ConfigError as exc:
+                w.panel.show_error(str(exc))
+                w.show_input_error(str(exc))
+                return
+        try:
+            w.controller.resume(changes)
+        except ConfigError as exc:  # the run stays paused
+            w.panel.show_error(str(exc))
+            w.show_input_error(str(exc))
+            return
+        if changes:
+            text = ", ".join(f"{k} = {v}" for k, v in changes.items())
+            w.log_pane.add_message("state", f"resumed with {text}", who="session")
+            if self.progress is not None and "train.epochs" in changes:
+                self.progress.epochs = int(changes["train.epochs"])
+        w.banner.hide()
+
+    def stop(self) -> None:
+        self.window.controller.stop()
+
+    def export_run_dir(self) -> Path | None:
+        """The run Export would export: the one on screen (past or just ended), if it has weights."""
+        w = self.window
+        run_dir = w.state.viewing_run or w.controller.run_dir
+        if run_dir is None or not RunDir(run_dir).has_weights():
+            return None
+        return Path(run_dir)
+
+    def export(self) -> None:
+        w = self.window
+        run_dir = self.export_run_dir()
+        if not self.export_available or run_dir is None or w.controller.active:
+            return
+        from app.views.export_dialog import ExportDialog
+
+        dialog = ExportDialog(run_dir, w)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()  # window-modal, without a nested event loop
+
+    def export_tip(self) -> str:
+        target = None if self.window.controller.active else self.export_run_dir()
+        return ("Export is not available yet in this version (Ctrl+E)" if not self.export_available else
+                f"Export the trained model of {target.name} (Ctrl+E)" if target else
+                "Export the trained model: finish a run or open a past one first (Ctrl+E)")
+
+    def active_runs(self) -> set[Path]:
+        run_dir = self.window.controller.run_dir
+        return {Path(run_dir)} if run_dir is not None and self.window.controller.active else set()
+
+    # -- what the controller says ----------------------------------------------------------------
+    @Slot(str)
+    def _on_state_changed(self, state: str) -> None:
+        if state == "paused":
+            self.window.label_throughput.setText("paused")
+        self.window.update_actions()
+        self.update_progress()
+
+    @Slot(str)
+    def _on_start_failed(self, message: str) -> None:
+        w = self.window
+        # Said once: the dataset summary may already show a data error, the log the session's own record of it.
+        logged = message in self._record_error
+        if message in w.panel.data.summary():
+            w.show_input_error("The run did not start: the dataset cannot be used (its summary, on the "
+                               "left, says why)", logged=True)
+            if not logged:
+                w.log_pane.add_message("error", message)
+        else:
+            w.panel.show_error(message)
+            w.show_input_error(message, logged=logged)
+        if self._starting is not None:  # the run on screen before Start stays, its progress with it
+            self._starting = None
+            self.update_progress()
+        else:  # a continue or fork: its parent's curves are drawn, it never ran
+            self.progress = None
+            w.progress_run.setFormat("Not started")
+        w.update_actions()
+
+    @Slot(object)
+    def _on_run_started(self, session: RunHandle) -> None:
+        w = self.window
+        w.state.update(viewing_run=None)  # the run on screen is the new one now (a failed start keeps the old)
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            self._show_new_run(starting)
+        w.plots.set_live(True)
+        info = session.info
+        if info is not None and self.progress is not None:
+            self.progress.workers = session.num_workers
+            self.progress.samples_per_epoch = session.strategy.samples_per_epoch(info.n_train)
+        if w.controller.attached:
+            w.label_run_dir.setText(session.describe())
+            w.log_pane.add_message("state", session.describe(), who="session")
+        elif session.run_dir is not None:
+            w.label_run_dir.setText(str(session.run_dir))
+            w.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")
+            parent = session.parent
+            if parent:
+                w.log_pane.add_message("state", f"fork of {parent['name']} at step {parent['step']}",
+                                       who="session")
+        w.runs_view.refresh()
+        w.update_actions()
+
+    @Slot(list)
+    def _on_records(self, records: list[dict[str, Any]]) -> None:
+        w = self.window
+        errors = w.log_pane.add_records(records)
+        if errors:
+            self._record_error = errors[-1]
+            w.show_error(errors[-1], logged=True)
+        if self._starting is not None:  # drawn once the run has started; until then the old run stays
+            self._starting.records.extend(records)
+            return
+        self._draw(records)
+        rate = w.plots.total_rate()
+        if w.controller.state == "running" and math.isfinite(rate):
+            w.label_throughput.setText(f"{rate:,.0f} samples/s")
+        if w.controller.attached and any(r.get("kind") == STATE for r in records):
+            w.label_run_dir.setText(w.controller.session.describe())
+
+    def _draw(self, records: list[dict[str, Any]]) -> None:
+        w = self.window
+        w.plots.add_records(records)
+        w.search_view.add_records(records)
+        if self.progress is not None:
+            self.progress.add(records)
+            self.update_progress()
+
+    @Slot(str, object, object)
+    def _on_run_ended(self, status: str, summary: Any, error: Any) -> None:
+        w = self.window
+        w.plots.flush()  # every plot complete now, not at the side plots' next turn
+        w.plots.set_live(False)  # and fitted to the whole run
+        if self.progress is not None:
+            self.progress.end(status, summary)
+        ended = self.progress.describe_end() if self.progress is not None else None
+        if summary:
+            final = summary.get("final") or {}
+            count = self.progress.count() if self.progress is not None else RunCount.of_summary(summary)
+            parts = [search_end_text(status, summary) or ended or f"{status} after {count.text()}",
+                     f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
+            figure = result_line(summary)  # the model the run hands on: Evaluate, Export, Predict and Serve's
+            if figure:
+                parts.append(figure)
+            elif final.get("val_accuracy") is not None:
+                parts.append(f"val accuracy {final['val_accuracy']:.3f}")
+            w.log_pane.add_message("error" if status == "failed" else "state", ", ".join(parts), who="session")
+        if status == "failed":
+            w.show_error(f"The run failed: {error or 'see the log'}")
+        w.label_throughput.setText("")
+        self.update_progress()
+        w.update_actions()
+        run_dir = w.controller.run_dir
+        if summary:
+            self.show_winner(summary)
+        closing = w.state.closing
+        if status != "failed" and run_dir is not None and not closing:
+            w.evaluate_view.load_run(run_dir)  # eval.json, written at the end of the run
+        w.runs_view.refresh()
+        if closing:
+            QTimer.singleShot(0, w.close)
+            return
+        after = w.state.take_after_end()
+        if after is not None:
+            after()
+
+    # -- the status bar ----------------------------------------------------------------------------
+    def update_progress(self) -> None:
+        p = self.progress
+        bar = self.window.progress_run
+        if self._starting is not None:  # the previous run's progress comes back if this start fails
+            bar.setValue(0)
+            bar.setFormat("Starting…")
+            return
+        if p is None:
+            return
+        bar.setValue(int(round(p.progress * PROGRESS_STEPS)))
+        state = self.window.controller.state
+        if state in ("finished", "stopped", "failed"):
+            tail = STATE_TEXT[state].lower()
+        elif state == "paused":
+            tail = "paused"
+        elif state == "starting":
+            tail = "starting…"
+        else:
+            tail = f"ETA {format_duration(p.eta_s())}"
+        over = state in ("finished", "stopped", "failed")
+        if isinstance(p, TrialProgress):  # a search counts trials, not epochs
+            bar.setFormat(p.label(tail, ended=over))
+            return
+        ended = p.describe_end()
+        count = p.count()  # the epochs every worker completed: the log's end line, summary.json and Runs say it too
+        if ended:
+            bar.setFormat(f"{ended[0].upper()}{ended[1:]} · %p%")
+        elif over:
+            bar.setFormat(f"{count.text()[0].upper()}{count.text()[1:]} · %p% · {tail}")
+        else:  # the epoch in progress: the one after those done
+            who = " (slowest worker)" if count.slowest else ""
+            epoch = min(p.epochs, count.done + 1) if p.epoch else 0
+            bar.setFormat(f"Epoch {epoch}/{p.epochs}{who} · %p% · {tail}")
+
+    def show_past(self, run_dir: Path, summary: dict[str, Any] | None, epochs: int = 0) -> None:
+        """A past run's end in the status bar, counted as its summary counts it (of ``epochs`` for a summary
+        written before it held its count): no progress to follow."""
+        w = self.window
+        status = (summary or {}).get("status", "")
+        w.label_run_dir.setText(str(run_dir))
+        self.progress = None
+        w.progress_run.setValue(PROGRESS_STEPS if status == "finished" else 0)
+        w.progress_run.setFormat(f"{status or 'no summary'} · {RunCount.of_summary(summary, epochs).text()}")
+
+    def clear(self) -> None:
+        self.progress = None
+        self.window.progress_run.setValue(0)
+        self.window.progress_run.setFormat("No run")
+
+    # -- what the workers are: labels, shared or separate models, a sweep's winner ----------------
+    def apply_run_shape(self, cfg: Config, summary: dict[str, Any] | None = None) -> None:
+        from core.strategies import get_strategy
+
+        w = self.window
+        strategy = get_strategy(cfg)
+        n = strategy.num_workers
+        separate = strategy.num_models > 1
+        sweep = {i: strategy.worker_lr(i) for i in range(n)} if separate and cfg.parallel.sweep_lr else None
+        w.plots.set_run_shape({i: strategy.worker_label(i) for i in range(n)}, separate, sweep,
+                              per_trial=strategy.trial_budget() is not None)
+        w.label_winner.setText("")
+        w.evaluate_view.set_context("")
+        if summary:
+            self.show_winner(summary, announce=False)
+
+    def show_winner(self, summary: dict[str, Any], announce: bool = True) -> None:
+        """Name a sweep's best setting in the status bar, the log and the Evaluate tab; draw it bolder."""
+        w = self.window
+        if w.plots.per_trial and isinstance(summary.get("best_trial"), int):
+            w.plots.set_winner(summary["best_trial"])  # a search's result: its best trial, drawn bolder
+            return
+        best = summary.get("best_worker")
+        sweep = summary.get("sweep")
+        if not isinstance(best, int) or not isinstance(sweep, list) or len(sweep) < 2:
+            return
+        entry = next((e for e in sweep if e.get("worker") == best), {})
+        label = entry.get("label") or w.plots.label(best)
+        acc = entry.get("val_accuracy")
+        text = f"best: {label}" + (f" (val accuracy {acc:.4f})" if isinstance(acc, (int, float)) else "")
+        w.label_winner.setText(text)
+        w.plots.set_winner(best)
+        w.evaluate_view.set_context(f"Sweep winner {label}: the evaluation below is of its model.")
+        if announce:
+            w.log_pane.add_message("state", f"sweep {text}", who="session")

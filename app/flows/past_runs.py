@@ -1,0 +1,134 @@
+"""Runs that are not the window's own: a past run shown as history, a live one of another process followed.
+
+A past run is read off the GUI thread (``read_past_run``: a fork's curves drawn
+on from its parent's) and shown with its settings read-only in the panel and
+its evaluation; the window's model names it (``viewing_run``). A live run is
+attached: the run controller follows it and Pause/Resume/Stop steer it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QFileDialog
+
+from app.viewmodels.run_data import fork_marker
+from app.viewmodels.trial_progress import make_progress
+from core.config import ConfigError, load_config
+from core.runfiles.records import LOG
+from core.services.past_run import PastRun, read_past_run
+from core.runfiles.layout import RunDir, list_runs
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+RECENT_RUNS = 12
+
+
+class PastRuns:
+    """Open, attach to, list and compare runs of the runs folder."""
+
+    def __init__(self, window: "MainWindow") -> None:
+        self.window = window
+
+    def fill_recent(self) -> None:
+        w = self.window
+        menu = w.menu_recent
+        menu.clear()
+        runs = list_runs(Path(w.runs_dir))[:RECENT_RUNS]
+        if not runs:
+            empty = menu.addAction(f"No runs in {w.runs_dir}")
+            empty.setEnabled(False)
+            return
+        for run in runs:
+            status = (run.read_summary() or {}).get("status") or "no summary"
+            action = menu.addAction(f"{run.name}   ({status})")
+            action.triggered.connect(lambda _checked=False, d=run.path: self.open(d))
+
+    def ask_open(self) -> None:
+        w = self.window
+        path = QFileDialog.getExistingDirectory(w, "Open run folder", str(Path(w.runs_dir).resolve()))
+        if path:
+            self.open(path)
+
+    def open(self, run_dir: str | Path) -> None:
+        """Show a run: a live one of another process is followed (attached), any other as history.
+
+        Its curves (a fork's drawn on from its parent's), its settings (read-only in the panel until
+        "Use these settings") and its evaluation. Files are read off the GUI thread.
+        """
+        w = self.window
+        if w.controller.active or w.state.preparing:
+            return
+        run_dir = Path(run_dir)
+        if not RunDir(run_dir).metrics.is_file():
+            w.show_error(f"{run_dir} has no metrics.jsonl: not a run folder")
+            return
+        from core.runfiles.control_file import active_run_pid
+
+        if active_run_pid(run_dir) is not None:
+            self.attach(run_dir)
+            return
+        w.calls.call(lambda: read_past_run(run_dir), lambda past: self._on_loaded(run_dir, past),
+                     lambda exc: w.show_error(f"could not read {run_dir}: {exc}"), name="read-run")
+        w.update_actions()
+
+    def attach(self, run_dir: Path) -> None:
+        """Follow the live run another process runs in ``run_dir``: curves grow, Pause/Resume/Stop steer it."""
+        w = self.window
+        try:
+            cfg = load_config(RunDir(run_dir).config)
+        except ConfigError as exc:
+            w.show_error(str(exc))
+            return
+        w.banner.hide()
+        w.state.update(viewing_run=None)
+        w.plots.reset()
+        w.live.apply_run_shape(cfg)
+        w.live.progress = make_progress(cfg)
+        w.panel.show_run_config(cfg, run_dir.name)  # the run's settings, not the window's
+        w.tabs.setCurrentWidget(w.plots)
+        w.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
+        w.controller.attach(run_dir)
+
+    def _on_loaded(self, run_dir: Path, past: PastRun) -> None:
+        w = self.window
+        if w.controller.active:
+            return  # a run started meanwhile: it owns the plots
+        records, summary, cfg = past.records, past.summary, past.config
+        w.state.update(viewing_run=run_dir, viewing_summary=summary)
+        w.banner.hide()
+        w.plots.reset()
+        if cfg is not None:
+            w.live.apply_run_shape(cfg, summary)
+        parent = (summary or {}).get("parent")
+        if isinstance(parent, dict) and parent.get("name"):  # the parent's curves first, then the fork's
+            w.plots.mark_next_start(fork_marker(str(parent["name"])))
+        w.plots.add_records(records)
+        w.plots.flush()
+        w.tabs.setCurrentWidget(w.plots)  # opened from Runs, a menu or a dialog: its curves are what was asked for
+        w.search_view.reset()
+        w.search_view.add_records(records)
+        w.search_view.show_summary(summary)
+        w.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
+        w.log_pane.add_records([r for r in records if r.get("kind") == LOG])
+        w.live.show_past(run_dir, summary, cfg.train.epochs if cfg is not None else 0)
+        if cfg is not None:
+            w.panel.show_run_config(cfg, run_dir.name)
+        w.update_actions()
+        if RunDir(run_dir).has_weights():
+            w.evaluate_view.load_run(run_dir)
+
+    def show_list(self) -> None:
+        self.window.tabs.setCurrentWidget(self.window.runs_view)
+
+    def compare(self) -> None:
+        w = self.window
+        runs = w.runs_view.selected_runs()
+        if len(runs) < 2:
+            w.show_error("select two or more runs in Runs to compare them")
+            return
+        w.compare_view.compare(runs)
+        w.tabs.setCurrentWidget(w.compare_view)
+

@@ -1,0 +1,316 @@
+"""The configuration panel: every Config key as a widget, and back.
+
+``config()`` builds a validated :class:`core.config.Config` (it raises
+ConfigError with the engine's own one-line message), ``set_config()`` shows
+one. The keys are shown by groups, each binding its keys to widgets built
+from core.config's field table: Data (app.panel.data_group), Model, Parallel and
+Training (app.panel.sections) and Tuning (app.panel.tuning_group). The panel owns
+the modes, the view of a past run's settings, and the background description
+of the dataset and count of the model's parameters. It shows its groups'
+widgets under their own names (``panel.spin_epochs``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QIcon
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDoubleSpinBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
+    QToolButton, QVBoxLayout, QWidget,
+)
+
+from app.panel.data_group import DataGroup
+from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup, available_devices  # noqa: F401
+from app.panel.describe import SourceDescriber
+from app.panel.tuning_group import TuningGroup
+from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
+
+MODES = ("edit", "locked", "live", "view")
+
+
+class ConfigPanel(QWidget):
+    """All settings of a run. Emits ``changed`` on every edit.
+
+    Modes: ``edit`` (everything editable), ``locked`` (a run is starting or
+    running), ``live`` (a paused run: only the live keys), ``view`` (a past run's
+    settings, read-only except what Fork and Continue run may change, until
+    "Use these settings").
+    """
+
+    changed = Signal()
+    browse_requested = Signal(str)  # "csv" | "npz" | "images" | "custom" (the window owns file dialogs)
+    mode_changed = Signal(str)
+    problem_changed = Signal()  # the description of the dataset or model found a problem, or it went away
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._base = Config()
+        self._loading = False
+        self.describer = SourceDescriber(self)
+        self._calls, self._refresh_timer = self.describer.calls, self.describer.timer
+
+        self.mode = "edit"
+        self._own_config: Config | None = None  # the user's settings while a run's are shown
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(8)
+        layout.addWidget(self._build_view_header())
+        self.data, self.model, self.parallel = DataGroup(), ModelGroup(), ParallelGroup()
+        self.training, self.tuning = TrainingGroup(), TuningGroup()
+        self._groups = (self.data, self.model, self.parallel, self.training, self.tuning)
+        # The order of the decisions: what data, what model, how many processes, then details.
+        for group in self._groups:
+            layout.addWidget(group)
+            self._adopt(group)
+        self.data.browse_requested.connect(self.browse_requested)
+        self.model.browse_requested.connect(self.browse_requested)
+        self.data.columns_changed.connect(self._on_widget_changed)
+        self.tuning.augment_preview_requested.connect(self.show_augment_preview)
+        self.augment_preview: Any = None  # the open AugmentPreviewDialog, if any
+        self.label_config_error = QLabel(objectName="label_config_error")
+        self.label_config_error.setWordWrap(True)
+        self.label_config_error.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.label_config_error.hide()
+        layout.addWidget(self.label_config_error)
+        layout.addStretch(1)
+
+        for w in self.findChildren(QWidget):
+            self._connect_change(w)
+        self.set_config(Config())
+
+    def _adopt(self, group: QWidget) -> None:
+        """Show the group's widgets and actions as the panel's own (``panel.combo_dataset``)."""
+        for name, value in vars(group).items():
+            if not name.startswith("_") and isinstance(value, (QWidget, QAction)) and not hasattr(self, name):
+                setattr(self, name, value)
+
+    @property
+    def _images(self) -> tuple[Any, ...]:
+        """The chosen data set's sample images, as described."""
+        return self.data.images
+
+    def _build_view_header(self) -> QWidget:
+        self.frame_view = QGroupBox(objectName="frame_run_settings")
+        row = QVBoxLayout(self.frame_view)
+        row.setContentsMargins(6, 4, 6, 4)
+        self.label_view = QLabel(objectName="label_run_settings")
+        self.label_view.setWordWrap(True)
+        buttons = QHBoxLayout()
+        self.button_use_settings = QPushButton("Use these settings", objectName="button_use_settings")
+        self.button_use_settings.setToolTip("Make the shown run's settings yours, to edit and Start")
+        self.button_use_settings.clicked.connect(self.use_shown_config)
+        self.button_my_settings = QPushButton("Back to mine", objectName="button_my_settings")
+        self.button_my_settings.setToolTip("Show your own settings again")
+        self.button_my_settings.clicked.connect(self.restore_own_config)
+        buttons.addWidget(self.button_use_settings)
+        buttons.addWidget(self.button_my_settings)
+        buttons.addStretch(1)
+        row.addWidget(self.label_view)
+        row.addLayout(buttons)
+        self.frame_view.hide()
+        return self.frame_view
+
+    # -- modes -------------------------------------------------------------------
+    def _inputs(self) -> list[QWidget]:
+        kinds = (QComboBox, QSpinBox, QDoubleSpinBox, QCheckBox, QToolButton)
+        out = []
+        for w in self.findChildren(QWidget):
+            if isinstance(w, kinds) or (isinstance(w, QLineEdit)
+                                        and not isinstance(w.parent(), (QSpinBox, QDoubleSpinBox, QComboBox))):
+                out.append(w)
+        return out
+
+    def live_widgets(self) -> dict[str, QWidget]:
+        """The widget of each key a paused run accepts (and a fork of a shown run may change)."""
+        shown = {k: w for group in self._groups for k, w in group.bindings.widgets.items()}
+        return {key: shown[key] for key in LIVE_KEYS}
+
+    def set_mode(self, mode: str) -> None:
+        """See the class docstring."""
+        assert mode in MODES, mode
+        self.mode = mode
+        self.data.editable = mode == "edit"
+        super().setEnabled(mode != "locked")
+        if mode == "live":
+            allowed = set(self.live_widgets().values())
+        elif mode == "view":
+            allowed = set(self.live_widgets().values())
+        else:
+            allowed = None
+        for w in self._inputs():
+            if w.parent() is self.frame_view or w in (self.button_use_settings, self.button_my_settings):
+                continue
+            w.setEnabled(allowed is None or w in allowed)
+        self.frame_view.setVisible(mode == "view")
+        if mode == "edit":
+            self._update_visibility()
+        self.mode_changed.emit(mode)
+
+    def show_run_config(self, cfg: Config, run_name: str) -> None:
+        """Show a past run's settings, read-only (until use_shown_config); the user's are kept aside."""
+        if self.mode != "view":
+            try:
+                self._own_config = self.config()
+            except ConfigError:
+                self._own_config = self._base
+        self.set_config(cfg)
+        self.label_view.setText(f"Settings of <b>{run_name}</b>. Fork starts from the learning rate, "
+                                "weight decay, batch size and epochs shown here; Continue run uses the epochs.")
+        self.set_mode("view")
+
+    @property
+    def showing_run_config(self) -> bool:
+        """The panel shows a run's settings; the user's own are kept aside (``own_config``)."""
+        return self._own_config is not None
+
+    def own_config(self) -> Config | None:
+        """The user's own settings: those kept aside while a run's are shown, else those shown."""
+        if self._own_config is not None:
+            return self._own_config
+        try:
+            return self.config()
+        except ConfigError:
+            return None
+
+    def use_shown_config(self) -> None:
+        self._own_config = None
+        self.set_mode("edit")
+
+    def restore_own_config(self) -> None:
+        own, self._own_config = self._own_config, None
+        if own is not None:
+            self.set_config(own)
+        self.set_mode("edit")
+
+    def live_changes(self, current: Config) -> dict[str, Any]:
+        """The live keys whose shown values differ from ``current`` (raises ConfigError on a bad value)."""
+        shown = self.config()
+        out = {}
+        for key in LIVE_KEYS:
+            section, name = key.split(".")
+            new, old = getattr(getattr(shown, section), name), getattr(getattr(current, section), name)
+            if new != old:
+                out[key] = new
+        return out
+
+    def _connect_change(self, w: QWidget) -> None:
+        signal = None
+        if isinstance(w, QComboBox) and w.isEditable():  # typed or picked
+            signal = w.currentTextChanged
+        elif isinstance(w, QComboBox):
+            signal = w.currentIndexChanged
+        elif isinstance(w, (QSpinBox, QDoubleSpinBox)):
+            signal = w.valueChanged
+        elif isinstance(w, QLineEdit) and not isinstance(w.parent(), (QSpinBox, QDoubleSpinBox, QComboBox)):
+            signal = w.textChanged
+        elif isinstance(w, QCheckBox):
+            signal = w.toggled
+        if signal is not None:
+            signal.connect(self._on_widget_changed)
+
+    # -- Config <-> widgets ------------------------------------------------------
+    def set_config(self, cfg: Config) -> None:
+        self._loading = self.data.loading = True
+        try:
+            self._base = cfg
+            for group in self._groups:
+                group.show_config(cfg)
+        finally:
+            self._loading = self.data.loading = False
+        self._update_visibility()
+        self.show_error("")
+        self._refresh_timer.start()
+
+    def add_source(self, source: str, select: bool = True) -> None:
+        """Add a csv:/npz:/images: source to the dataset picker (once)."""
+        self.data.add_source(source, select)
+
+    def remove_current_source(self) -> None:
+        """Drop a file/folder source from the picker (e.g. one that failed); built-in ones stay."""
+        self.data.remove_current_source()
+
+    def column_kinds(self) -> dict[str, str]:
+        """Each listed column's kind as its combo shows it."""
+        return self.data.column_kinds()
+
+    def shown_task(self) -> str:
+        """train.task of the config shown (the dataset is described for it)."""
+        return self._base.train.task
+
+    def config(self) -> Config:
+        """The config the widgets show; raises ConfigError naming the bad key."""
+        raw = to_dict(self._base)
+        for group in self._groups:
+            group.take(raw)
+        return from_dict(raw)
+
+    def try_config(self) -> Config | None:
+        """The config, or None after showing its error under the panel."""
+        try:
+            cfg = self.config()
+        except ConfigError as exc:
+            self.show_error(str(exc))
+            return None
+        self.show_error("")
+        return cfg
+
+    def config_error(self) -> str:
+        """Why the shown settings are not a config ("" when they are)."""
+        return self.label_config_error.text()
+
+    def validation_error(self) -> str:
+        """The engine's one line on what is wrong with the shown settings ("" when they are a config)."""
+        try:
+            self.config()
+        except ConfigError as exc:
+            return str(exc)
+        return ""
+
+    def show_error(self, message: str) -> None:
+        self.label_config_error.setText(message)
+        self.label_config_error.setVisible(bool(message))
+
+    # -- reactions -------------------------------------------------------------
+    def _on_widget_changed(self, *_args: Any) -> None:
+        if self._loading:
+            return
+        self._update_visibility()
+        self.show_error(self.validation_error())  # said as it is typed, gone once it is fixed
+        self._refresh_timer.start()
+        self.changed.emit()
+
+    def _update_visibility(self) -> None:
+        self.data.update_visibility()
+        self.model.update_visibility()
+        self.training.update_visibility()
+        self.parallel.update_visibility(editable=self.isEnabled() and self.mode == "edit")
+
+    def setEnabled(self, enabled: bool) -> None:  # noqa: N802 - Qt override
+        super().setEnabled(enabled)
+        if enabled and self.mode == "edit":
+            self._update_visibility()
+
+    def show_augment_preview(self) -> None:
+        """A dialog with augmented copies of the data set's sample images, under the panel's [augment]."""
+        cfg = self.try_config()
+        if cfg is None or not self._images:
+            return
+        from app.panel.augment_preview import AugmentPreviewDialog
+
+        if self.augment_preview is not None:
+            self.augment_preview.close()
+        self.augment_preview = AugmentPreviewDialog(cfg.augment, self._images, self)
+        self.augment_preview.show()
+
+    def set_icons(self, folder: QIcon) -> None:
+        for button in (self.button_browse_data, self.button_browse_model):
+            button.setIcon(folder)
+            button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
+
+    def shutdown(self, timeout_s: float = 5.0) -> None:
+        """Wait for background description jobs (at window close)."""
+        self.describer.shutdown(timeout_s)
+        if self.augment_preview is not None:
+            self.augment_preview.wait(timeout_s)

@@ -1,0 +1,1 @@
+"""The live plots (pyqtgraph): their widgets, axes, pacing and text."""

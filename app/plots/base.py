@@ -1,0 +1,295 @@
+"""One plot widget fed from a RunData: colours, legends, markers and pauses, saving as PNG or CSV.
+
+The plots of app.plots.curves subclass :class:`BasePlot` and draw their own series;
+``refresh`` pushes changed series to the curves (app.plots.pacing decides when).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QFileDialog, QWidget
+
+from app.plots.axes import LiveViewBox, ValueAxis
+from app.plots.text import CompactAxis, compact_axis, set_fitting_title
+from app.viewmodels.run_data import Changes, RunData
+from app.viewmodels.series import Series
+from app.shell.settings import open_settings
+from app.shell.theme import PlotColors
+
+# Tableau 10: distinct and readable on both a light and a dark background.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+           "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+MAX_LEGEND_ROWS = 12  # more rows than this would not fit beside a plot
+LEGEND_ROW_PX = 15  # about what a legend row adds to a plot's height (8pt labels)
+
+
+def worker_color(worker: int) -> QColor:
+    if worker < len(PALETTE):
+        return QColor(PALETTE[worker])
+    return pg.intColor(worker, hues=17, values=1, maxValue=220)
+
+
+
+class BasePlot(pg.GraphicsLayoutWidget):
+    """A GraphicsLayoutWidget of one or more PlotItems fed from a RunData."""
+
+    x_label = {"step": "step", "time": "wall time (s)"}
+    whole_x = {"step": True, "time": False}  # x counts (steps, epochs): ticks at whole numbers only
+
+    def __init__(self, object_name: str, data: RunData, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(object_name)
+        self.data = data
+        self.x_mode = "step"
+        self.colors = PlotColors()
+        self.items: list[pg.PlotItem] = []
+        self.legends: list[pg.LegendItem] = []
+        self.ci.setContentsMargins(4, 4, 8, 4)
+        self._marks: dict[int, list[Any]] = {}  # plot item -> marker items drawn on it
+        self.paint_cpu_s = 0.0  # CPU seconds spent painting, read by PlotsPanel to pace redraws
+
+    def paintEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        start = time.thread_time()
+        super().paintEvent(event)
+        self.paint_cpu_s += time.thread_time() - start
+
+    def _add_plot(self, col: int, title: str, y_label: str, legend: bool = False) -> pg.PlotItem:
+        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left"),
+                                                                    "bottom": compact_axis()},
+                                         viewBox=LiveViewBox())
+        set_fitting_title(item, title)
+        item.setLabel("left", y_label)
+        item.getAxis("left").enableAutoSIPrefix(False)  # "loss (x0.001)" reads worse than 0.002
+        item.setDownsampling(auto=True, mode="peak")
+        item.setClipToView(True)
+        item.hideButtons()
+        menu = item.getViewBox().menu
+        menu.addSeparator()
+        menu.addAction("Save plot as PNG…", self._on_save_png)
+        menu.addAction("Save data as CSV…", self._on_save_csv)
+        self.items.append(item)
+        if legend:
+            self._add_legend(col + 1)
+        return item
+
+    def _add_legend(self, col: int) -> pg.LegendItem:
+        """A legend in its own column beside the plots: it never covers a curve."""
+        legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, horSpacing=6)
+        legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Fixed)
+        self.ci.addItem(legend, row=0, col=col)
+        self.ci.layout.setColumnAlignment(col, Qt.AlignmentFlag.AlignTop)
+        self.legends.append(legend)
+        return legend
+
+    def _add_markers(self, item: pg.PlotItem, labels: bool = True) -> None:
+        """Draw the run's markers (vertical lines) and pauses (shaded spans) on ``item``; ``labels``: with their
+        text (the loss plot's; on a side plot the text would cover its curves, and the line's tooltip says it)."""
+        for old in self._marks.get(id(item), []):
+            item.removeItem(old)
+        drawn: list[Any] = []
+        data = self.data
+        time_axis = self._marker_x_is_time()
+        fg = QColor(self.colors.foreground)
+        shade = QColor(fg)
+        shade.setAlpha(28)
+        for span in data.pauses:
+            if time_axis:
+                end = span.end if math.isfinite(span.end) else data.now()
+                region = pg.LinearRegionItem((span.start, max(end, span.start)), movable=False,
+                                             brush=pg.mkBrush(shade), pen=pg.mkPen(None))
+                region.setZValue(-10)
+                region.setToolTip("paused")
+                item.addItem(region, ignoreBounds=True)
+                drawn.append(region)
+            else:
+                line = pg.InfiniteLine(span.step, angle=90, movable=False,
+                                       pen=pg.mkPen(shade.darker(100), width=6))
+                line.setToolTip("paused here")
+                item.addItem(line, ignoreBounds=True)
+                drawn.append(line)
+        for marker in data.markers:
+            x = marker.t if time_axis else marker.step
+            text = {"label": marker.text,
+                    "labelOpts": {"position": 0.92, "color": fg, "anchors": [(1, 0), (1, 0)],
+                                  "fill": pg.mkBrush(self.colors.legend_background)}} if labels else {}
+            line = pg.InfiniteLine(x, angle=90, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.PenStyle.DashLine),
+                                   **text)
+            line.setToolTip(marker.text)
+            item.addItem(line, ignoreBounds=True)
+            drawn.append(line)
+        self._marks[id(item)] = drawn
+
+    def _marker_x_is_time(self) -> bool:
+        return self.x_mode == "time"
+
+    # -- appearance ------------------------------------------------------------
+    def apply_colors(self, colors: PlotColors) -> None:
+        self.colors = colors
+        self.setBackground(colors.background)
+        for item in self.items:
+            for name in ("left", "bottom"):
+                axis = item.getAxis(name)
+                axis.setPen(colors.foreground)
+                axis.setTextPen(colors.foreground)
+            item.titleLabel.setText(item.titleLabel.text, color=colors.foreground, size="10pt")
+        for legend in self.legends:
+            legend.setLabelTextColor(colors.foreground)
+            legend.setBrush(pg.mkBrush(colors.legend_background))
+            legend.setPen(pg.mkPen(None))
+            for _sample, label in legend.items:  # existing rows keep their old colour otherwise
+                label.setText(label.text, color=colors.foreground)
+        self._restyle()
+        self.refresh(Changes(events=True))
+
+    def _restyle(self) -> None:
+        """Re-apply pens that depend on the colours (the mean/total curves use the foreground)."""
+
+    def _relegend(self, legend: pg.LegendItem, entries: list[tuple[Any, str]]) -> None:
+        """Legend rows in worker order whatever order workers first reported in (rebuilt only if they changed:
+        a rebuild lays out every label's text again, 10-15 ms of a live frame)."""
+        entries = [(item, name) for item, name in entries if item is not None]
+        if len(entries) > MAX_LEGEND_ROWS:  # a search's many trials: the newest (the curves keep their colours)
+            entries = entries[-MAX_LEGEND_ROWS:]
+        key = [(id(item), name) for item, name in entries]
+        if getattr(legend, "_traindesk_key", None) == key:
+            return
+        legend.clear()
+        for item, name in entries:
+            legend.addItem(item, name)
+        legend._traindesk_key = key
+        legend._traindesk_entries = entries
+        self._fit_legend(legend)
+
+    def _layout_height(self) -> float:
+        """The height the plot's layout needs at least (its plots, axes and legends)."""
+        return float(self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).height())
+
+    def _fit_legend(self, legend: pg.LegendItem) -> None:
+        """Leave a legend's oldest rows out while the layout would be taller than the plot: a legend taller
+        than its plot pushes the plot's x axis out of view (a search's trials beside a short side plot)."""
+        height = self.height()
+        if len(legend.items) <= 1 or self._layout_height() <= height:
+            return
+        while len(legend.items) > 1 and self._layout_height() > height:
+            legend.removeItem(legend.items[0][0].item)
+        pg.GraphicsView.resizeEvent(self, None)  # the layout takes the view's height again, now that it fits
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        height = self.height()
+        for legend in getattr(self, "legends", ()):  # pyqtgraph calls this before our __init__ has run
+            entries = getattr(legend, "_traindesk_entries", None)
+            if not entries:
+                continue
+            shown = len(legend.items)
+            needed = self._layout_height()
+            if (shown > 1 and needed > height) or (shown < len(entries) and needed + LEGEND_ROW_PX <= height):
+                legend._traindesk_key = None  # the rows that fit changed: lay them out again
+                self._relegend(legend, entries)
+
+    def prepare_workers(self, workers: list[int]) -> None:
+        """Make the curves (and legend rows) of workers about to report, before the stream starts."""
+
+    def set_x_mode(self, mode: str) -> None:
+        self.x_mode = mode
+        self._update_x_label()
+        self.refresh(None)
+
+    def _update_x_label(self) -> None:
+        for item in self.items:
+            item.setLabel("bottom", self.x_label[self.x_mode])
+            axis = item.getAxis("bottom")
+            if isinstance(axis, CompactAxis):
+                axis.set_whole(self.whole_x[self.x_mode])
+
+    def set_log_y(self, on: bool) -> None:
+        for item in self.items:
+            item.setLogMode(y=on)
+            # a loss is never below zero (log view coordinates are log10, unbounded)
+            item.setLimits(yMin=-1e307 if on else 0.0)
+
+    def set_live(self, live: bool) -> None:
+        """A live run's axes hold still between jumps (``LiveViewBox``); a finished one is fitted tightly."""
+        for item in self.items:
+            item.getViewBox().set_live(live)
+
+    def reset(self, data: RunData) -> None:
+        self.data = data
+        for item in self.items:
+            item.clear()
+            vb = item.getViewBox()
+            vb.set_live(vb.live)  # forget the held bounds of the old data
+        for legend in self.legends:
+            legend.clear()
+            legend._traindesk_key = None
+            legend._traindesk_entries = None
+        self._marks.clear()
+        self._forget_curves()
+
+    def _pen(self, w: int, color: QColor | None = None, alpha: int | None = None) -> Any:
+        """A worker's pen: the run's result (a sweep's winner) drawn bolder."""
+        c = QColor(color or worker_color(w))
+        if alpha is not None:
+            c.setAlpha(alpha)
+        return pg.mkPen(c, width=3 if self.data.winner == w and alpha is None else 1)
+
+    def _forget_curves(self) -> None:
+        raise NotImplementedError
+
+    def refresh(self, changes: Changes | None) -> None:
+        """Push changed series to their curves; ``None`` means everything."""
+        raise NotImplementedError
+
+    # -- saving ----------------------------------------------------------------
+    def save_png(self, path: str | Path) -> None:
+        if not self.grab().save(str(path), "PNG"):
+            raise OSError(f"could not write {path}")
+
+    def save_csv(self, path: str | Path) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(self.csv_header())
+            for label, series, cols in self.csv_series():
+                rows = series.rows() if isinstance(series, Series) else series
+                for row in rows[:, cols]:
+                    writer.writerow([label, *(_csv_num(v) for v in row)])
+
+    def csv_header(self) -> list[str]:
+        raise NotImplementedError
+
+    def csv_series(self) -> Iterable[tuple[str, Series | np.ndarray, list[int]]]:
+        raise NotImplementedError
+
+    def _on_save_png(self) -> None:
+        path = ask_save_path(self, f"{self.objectName()}.png", "PNG image (*.png)")
+        if path:
+            self.save_png(path)
+
+    def _on_save_csv(self) -> None:
+        path = ask_save_path(self, f"{self.objectName()}.csv", "CSV file (*.csv)")
+        if path:
+            self.save_csv(path)
+
+
+def _csv_num(v: float) -> str:
+    if not math.isfinite(v):
+        return ""
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e15 else repr(float(v))
+
+
+def ask_save_path(parent: QWidget, default_name: str, filt: str) -> str:
+    settings = open_settings()
+    folder = str(settings.value("dirs/plots", "") or "")
+    path, _ = QFileDialog.getSaveFileName(parent, "Save", str(Path(folder) / default_name), filt)
+    if path:
+        settings.setValue("dirs/plots", str(Path(path).parent))
+    return path

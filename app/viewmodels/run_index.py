@@ -1,0 +1,189 @@
+"""Every run of a runs directory as a row: what ran, how it ended, the user's notes (no Qt: testable).
+
+``RunIndex.scan()`` reads each run's summary, config and notes through its
+:class:`~core.runfiles.layout.RunDir` and, for the best validation accuracy and a live
+run's count of epochs or trials done, folds its ``metrics.jsonl`` into a
+:class:`~core.session.reading.stats.RunStats` incrementally (a live run's log is read
+from where the last scan stopped). An ended run's count is its summary's.
+It is called off the GUI thread. Notes, tags and the display name live in
+the run directory (``notes.json``), so they travel with the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import to_dict
+from core.services.past_run import read_config
+from core.runfiles.layout import RunDir, list_runs
+from core.runfiles.writing import MetricsTail, atomic_write_json
+from core.session.reading.stats import RunCount, RunStats, run_count
+
+TRASH_DIR = ".trash"
+_STAMP = re.compile(r"^(\d{8})-(\d{6})")
+
+
+@dataclass
+class RunRow:
+    path: Path
+    name: str                 # the display name (notes.json) or the folder's name
+    started: float            # unix time
+    status: str               # finished | stopped | failed | running | incomplete
+    dataset: str = ""
+    model: str = ""
+    strategy: str = ""
+    workers: int = 0
+    epochs_done: int = 0      # what ``count`` says is done (epochs or trials), for sorting
+    epochs: int = 0
+    count: RunCount = field(default_factory=lambda: RunCount(0))  # how far it got, as every view says it
+    best_val_accuracy: float = math.nan
+    final_val_accuracy: float = math.nan
+    samples_per_s: float = math.nan
+    wall_s: float = math.nan
+    notes: str = ""
+    tags: list[str] = field(default_factory=list)
+    parent: str = ""          # the parent run's folder name, for a fork
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> str:
+        return self.path.name
+
+
+def read_notes(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(RunDir(run_dir).notes.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_notes(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Update the run's notes.json (``notes``, ``tags``, ``name``); returns what it now holds."""
+    data = read_notes(run_dir)
+    data.update(fields)
+    if "tags" in data:
+        data["tags"] = sorted({str(t).strip() for t in data["tags"] if str(t).strip()})
+    atomic_write_json(RunDir(run_dir).notes, data)
+    return data
+
+
+def parse_tags(text: str) -> list[str]:
+    return sorted({t.strip() for t in re.split(r"[,;]", text) if t.strip()})
+
+
+def trash_run(run_dir: Path) -> Path:
+    """Move a run into the runs directory's trash folder (not deleted: the user can take it back)."""
+    run_dir = Path(run_dir)
+    trash = run_dir.parent / TRASH_DIR
+    trash.mkdir(exist_ok=True)
+    target = trash / run_dir.name
+    n = 1
+    while target.exists():
+        target = trash / f"{run_dir.name}-{n}"
+        n += 1
+    shutil.move(str(run_dir), str(target))
+    return target
+
+
+def started_at(run_dir: Path) -> float:
+    m = _STAMP.match(run_dir.name)
+    if m:
+        try:
+            return time.mktime(time.strptime(m.group(1) + m.group(2), "%Y%m%d%H%M%S"))
+        except ValueError:
+            pass
+    try:
+        return RunDir(run_dir).config.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+class _RecordsTail:
+    """One run's records folded into its RunStats, read incrementally."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.tail = MetricsTail(run.metrics)
+        self.stats = RunStats()
+
+    def update(self) -> RunStats:
+        self.stats.add(self.tail.read())
+        return self.stats
+
+
+class RunIndex:
+    """Rows for the runs table; keeps per-run readers between scans so live logs are read incrementally."""
+
+    def __init__(self, runs_dir: Path | str) -> None:
+        self.runs_dir = Path(runs_dir)
+        self._tails: dict[Path, _RecordsTail] = {}
+
+    def scan(self, active: set[Path] | None = None) -> list[RunRow]:
+        """Every run directory, newest first. ``active``: runs known to be live (else asked of the lock)."""
+        from core.runfiles.control_file import active_run_pid
+
+        rows = []
+        seen = set()
+        for run in list_runs(self.runs_dir):
+            d = run.path
+            seen.add(d)
+            live = (d in active) if active is not None else active_run_pid(d) is not None
+            rows.append(self.row(d, live or active_run_pid(d) is not None))
+        for gone in set(self._tails) - seen:
+            del self._tails[gone]
+        return rows
+
+    def row(self, d: Path, live: bool = False) -> RunRow:
+        run = RunDir(d)
+        summary = run.read_summary() or {}
+        notes = read_notes(d)
+        cfg = read_config(run)
+        cfg_dict = to_dict(cfg) if cfg is not None else {}
+        status = "running" if live else (summary.get("status") or "incomplete")
+        row = RunRow(path=d, name=str(notes.get("name") or d.name), started=started_at(d), status=status,
+                     notes=str(notes.get("notes") or ""), tags=list(notes.get("tags") or []), config=cfg_dict)
+        if cfg is not None:
+            row.dataset = str(summary.get("dataset") or cfg.data.source.split("/")[-1])
+            row.model = cfg.model.kind.split(":")[0] if cfg.model.kind.startswith("custom:") else cfg.model.kind
+            row.strategy = cfg.parallel.strategy
+            row.workers = int(summary.get("workers") or cfg.parallel.workers)
+            row.epochs = cfg.train.epochs
+        final = summary.get("final") or {}
+        if isinstance(final.get("val_accuracy"), (int, float)):
+            row.final_val_accuracy = float(final["val_accuracy"])
+        for key in ("samples_per_s", "wall_s"):
+            if isinstance(summary.get(key), (int, float)):
+                setattr(row, key, float(summary[key]))
+        parent = summary.get("parent")
+        if isinstance(parent, dict):
+            row.parent = str(parent.get("name") or "")
+        tail = self._tails.get(d)
+        if tail is None:
+            tail = self._tails[d] = _RecordsTail(run)
+        stats = tail.update()
+        if (live or not summary) and cfg is not None:  # no summary (yet): the records say how far it got
+            from core.strategies import get_strategy
+
+            row.count = run_count(stats, get_strategy(cfg))
+        else:
+            row.count = RunCount.of_summary(summary, row.epochs)
+        row.epochs_done = row.count.done
+        result = summary.get("result") or {}
+        if isinstance(result.get("val_accuracy"), (int, float)):
+            # the model the run hands on (best.pt, chosen by its select_by), measured on those weights
+            row.best_val_accuracy = float(result["val_accuracy"])
+        elif stats.best_accuracy:
+            row.best_val_accuracy = max(stats.best_accuracy.values())
+        if stats.best_accuracy:
+            if live or math.isnan(row.final_val_accuracy):
+                best_worker = summary.get("best_worker")
+                last = stats.last_accuracy.get(best_worker) if isinstance(best_worker, int) else None
+                row.final_val_accuracy = last if last is not None else max(stats.last_accuracy.values())
+        return row

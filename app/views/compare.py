@@ -1,0 +1,436 @@
+"""Compare runs: their curves overlaid (one colour per run), the settings that differ, the best marked.
+
+``CompareView.compare(paths)`` reads the runs on a background thread
+(``load_runs``, no Qt) and then draws ``plot_compare``: validation accuracy,
+validation loss and training loss against step, epoch or wall time. The
+result's worker stands for each run (a sweep's best model; hogwild's and
+ddp's evaluating worker); its training loss is the mean over workers when
+they share one model. ``table_compare_diff`` lists only the config keys whose
+values differ; ``table_compare`` the best value of each metric per run, the
+best of all in bold.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+import pyqtgraph.exporters  # noqa: F401 - registers pg.exporters
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter, QTableWidget,
+    QTableWidgetItem, QVBoxLayout, QWidget,
+)
+
+from app.plots.text import compact_axis, distinct_names, set_fitting_title, table_height
+from app.plots.base import ask_save_path
+from app.plots.live import PlotColors, worker_color
+from app.viewmodels.series import ema
+from app.shell.tasks import BackgroundCalls
+
+# metric key, title, higher is better
+METRICS = [("val_accuracy", "Validation accuracy", True), ("val_loss", "Validation loss", False),
+           ("train_loss", "Training loss", False)]
+X_LABELS = {"step": "step", "epoch": "epoch", "time": "wall time (s)"}
+
+
+@dataclass
+class CompareRun:
+    path: Path
+    name: str
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    # curve name -> {"step", "epoch", "time", "y"} arrays
+    curves: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+    def best(self, metric: str, higher: bool) -> tuple[float, int] | None:
+        """(best value, index in the curve) or None."""
+        c = self.curves.get(metric)
+        if c is None or not len(c["y"]) or not np.isfinite(c["y"]).any():
+            return None
+        i = int(np.nanargmax(c["y"]) if higher else np.nanargmin(c["y"]))
+        return float(c["y"][i]), i
+
+
+def flatten(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def differing_keys(configs: list[dict[str, Any]]) -> list[str]:
+    """Config keys ("optim.lr") whose values are not the same in every config."""
+    flat = [flatten(c) for c in configs]
+    keys = sorted(set().union(*flat)) if flat else []
+    return [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+
+
+def load_run(path: Path) -> CompareRun:
+    """One run's comparable curves (background thread): its own records, without a fork's parent's."""
+    from core.config import load_config, to_dict
+    from core.services.past_run import read_past_run
+    from core.strategies import get_strategy
+
+    from app.viewmodels.run_index import read_notes
+
+    path = Path(path)
+    past = read_past_run(path, with_parent=False)
+    cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
+    run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
+    strategy = get_strategy(cfg, task=str(run.summary.get("task") or "classification"))
+    run.curves = run_curves(past.records, run.summary, separate=strategy.model_per_worker,
+                            result_worker=strategy.result_worker_of(past.records))
+    return run
+
+
+def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate: bool,
+               result_worker: int = 0, smoothing: float = 0.6) -> dict[str, dict[str, np.ndarray]]:
+    """The curves that stand for a run, every point placed by the run's Timeline.
+
+    The result's worker stands for the run: the summary's best_worker, else the one its strategy picks from
+    the records (``result_worker``: a sweep's best model, the evaluating worker of a shared one), and of a
+    search its best trial. Its training loss is the mean over the workers at each step when they
+    share one model, else its own. Each curve's x values never go backwards on any axis.
+    """
+    from core.runfiles.records import EVAL, STEP
+    from core.session.reading.timeline import Timeline
+
+    placed = Timeline.of(records).place(records)
+    evals = [(r, p) for r, p in placed if r.get("kind") == EVAL]
+    workers = sorted({p.worker for _r, p in evals})
+    w = summary.get("best_worker")
+    if not isinstance(w, int) or w not in workers:
+        w = result_worker if result_worker in workers else (workers[0] if workers else 0)
+    trials = {p.trial for _r, p in evals if p.worker == w}
+    trial = max(trials, key=lambda k: _best_acc(evals, w, k)) if len(trials) > 1 else next(iter(trials), None)
+    steps = [(r, p) for r, p in placed if r.get("kind") == STEP and p.trial == trial
+             and (p.worker == w or not separate) and isinstance(r.get("loss"), (int, float))]
+    by_step: dict[float, list[tuple[float, float, float]]] = {}
+    for r, p in steps:  # workers of one model: the mean of their losses at each step
+        by_step.setdefault(p.step, []).append((p.epoch, p.time, float(r["loss"])))
+    order = sorted(by_step)
+    rows = np.array([[s, max(e for e, _t, _l in by_step[s]), max(t for _e, t, _l in by_step[s]),
+                      float(np.mean([loss for _e, _t, loss in by_step[s]]))] for s in order]).reshape(-1, 4)
+    curves = {"train_loss": _monotone(rows[:, 0], rows[:, 1], rows[:, 2], ema(rows[:, 3], smoothing))}
+    mine = [(r, p) for r, p in evals if p.worker == w and p.trial == trial]
+    for metric in ("val_accuracy", "val_loss"):
+        pts = [(p.step, p.epoch, p.time, _value(r.get(metric))) for r, p in mine]
+        arr = np.array(pts, dtype=np.float64).reshape(-1, 4)
+        curves[metric] = _monotone(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
+    return curves
+
+
+def _best_acc(evals: list[tuple[dict[str, Any], Any]], worker: int, trial: Any) -> float:
+    values = [_value(r.get("val_accuracy")) for r, p in evals if p.worker == worker and p.trial == trial]
+    finite = [v for v in values if math.isfinite(v)]
+    return max(finite) if finite else -math.inf
+
+
+def _value(v: Any) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+
+def _monotone(step: np.ndarray, epoch: np.ndarray, time: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """A curve's columns in step order, each x kept from going back (workers' clocks differ slightly)."""
+    if not len(step):
+        return {"step": step.copy(), "epoch": epoch.copy(), "time": time.copy(), "y": y.copy()}
+    order = np.argsort(step, kind="stable")
+    return {"step": np.maximum.accumulate(step[order]), "epoch": np.maximum.accumulate(epoch[order]),
+            "time": np.maximum.accumulate(time[order]), "y": y[order].copy()}
+
+
+def load_runs(paths: list[Path]) -> list[CompareRun]:
+    return [load_run(p) for p in paths]
+
+
+ROWS_SHOWN = 3  # table rows a short window keeps in view
+LEGEND_MIN_WIDTH = 700  # narrower, the plots need the legend's column
+
+
+class CompareView(QWidget):
+    compared = Signal(list)  # the CompareRuns shown
+    failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("compare_view")
+        self.runs: list[CompareRun] = []
+        self.colors = PlotColors()
+        self._calls = BackgroundCalls(self)
+        self.curves: dict[str, list[pg.PlotDataItem]] = {m: [] for m, _t, _h in METRICS}
+
+        self.label_title = QLabel("Select two or more runs in Runs and choose Compare.", objectName="label_compare")
+        self.label_title.setWordWrap(True)
+        self.combo_x = QComboBox(objectName="combo_compare_x")
+        for key, text in (("step", "Step"), ("epoch", "Epoch"), ("time", "Wall time")):
+            self.combo_x.addItem(text, key)
+        self.combo_x.currentIndexChanged.connect(lambda _i: self._draw())
+        self.button_csv = QPushButton("Save CSV…", objectName="button_compare_csv")
+        self.button_csv.clicked.connect(self._on_save_csv)
+        self.button_png = QPushButton("Save PNG…", objectName="button_compare_png")
+        self.button_png.clicked.connect(self._on_save_png)
+
+        self.plot = pg.GraphicsLayoutWidget()
+        self.plot.setObjectName("plot_compare")
+        self.plot.ci.setContentsMargins(4, 4, 8, 4)
+        self.items: dict[str, pg.PlotItem] = {}
+        for col, (metric, title, _higher) in enumerate(METRICS):
+            item = self.plot.addPlot(row=0, col=col, axisItems={"bottom": compact_axis()})
+            set_fitting_title(item, title)
+            item.getAxis("left").enableAutoSIPrefix(False)
+            item.hideButtons()
+            item.setLimits(yMin=-0.01, yMax=1.01) if metric == "val_accuracy" else item.setLimits(yMin=0.0)
+            self.items[metric] = item
+        self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6)
+        self.legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Fixed)
+        self.plot.ci.addItem(self.legend, row=0, col=len(METRICS))
+        self.plot.ci.layout.setColumnAlignment(len(METRICS), Qt.AlignmentFlag.AlignTop)
+        self.best_marks: dict[str, pg.ScatterPlotItem] = {}
+
+        self.table_diff = QTableWidget(objectName="table_compare_diff")
+        self.table_diff.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table_diff.setToolTip("The settings that differ between the compared runs")
+        self.table_best = QTableWidget(objectName="table_compare")
+        self.table_best.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table_best.setToolTip("Each run's best value of each metric; the best of all in bold")
+        for table in (self.table_best, self.table_diff):  # a short window still shows a few rows of each
+            table.setMinimumHeight(table_height(table, ROWS_SHOWN))
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(4, 0, 4, 0)
+        bar.addWidget(self.label_title, 1)
+        bar.addWidget(QLabel("X axis"))
+        bar.addWidget(self.combo_x)
+        bar.addWidget(self.button_csv)
+        bar.addWidget(self.button_png)
+        tables = QSplitter(Qt.Orientation.Horizontal)
+        tables.addWidget(self.table_best)
+        tables.addWidget(self.table_diff)
+        tables.setChildrenCollapsible(False)
+        body = QSplitter(Qt.Orientation.Vertical)
+        body.addWidget(self.plot)
+        body.addWidget(tables)
+        body.setStretchFactor(0, 3)
+        body.setStretchFactor(1, 2)
+        body.setChildrenCollapsible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 4, 0, 0)
+        layout.addLayout(bar)
+        layout.addWidget(body, 1)
+        self._update_buttons()
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        """A narrow view drops the legend column (the tables name each run in its colour) rather than clip
+        the plots and the legend's names."""
+        super().resizeEvent(event)
+        wide = event.size().width() >= LEGEND_MIN_WIDTH
+        shown = self.legend in self.plot.ci.items
+        if wide and not shown:
+            self.plot.ci.addItem(self.legend, row=0, col=len(METRICS))
+        elif not wide and shown:
+            self.plot.ci.removeItem(self.legend)
+
+    # -- loading ---------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._calls.busy
+
+    def compare(self, paths: list[Path]) -> None:
+        paths = [Path(p) for p in paths]
+        self.label_title.setText(f"Reading {len(paths)} runs…")
+        self._calls.call(lambda: load_runs(paths), self.show_runs,
+                         lambda exc: self._on_failed(f"could not compare: {exc}"), name="compare-runs")
+
+    def _on_failed(self, message: str) -> None:
+        self.label_title.setText(message)
+        self.failed.emit(message)
+
+    def wait(self, timeout_s: float = 10.0) -> bool:
+        self._calls.forget_all()
+        return self._calls.wait_all(timeout_s)
+
+    def show_runs(self, runs: list[CompareRun]) -> None:
+        self.runs = runs
+        self.label_title.setText(f"Comparing {len(runs)} runs: " + ", ".join(r.name for r in runs))
+        self._draw()
+        self._fill_best()
+        self._fill_diff()
+        self._update_buttons()
+        self.compared.emit(runs)
+
+    def _update_buttons(self) -> None:
+        self.button_csv.setEnabled(bool(self.runs))
+        self.button_png.setEnabled(bool(self.runs))
+
+    # -- drawing ---------------------------------------------------------------------------------
+    @property
+    def x_mode(self) -> str:
+        return str(self.combo_x.currentData())
+
+    def _draw(self) -> None:
+        x_mode = self.x_mode
+        self.legend.clear()
+        names = distinct_names([run.name for run in self.runs])  # elided, yet never two alike
+        for metric, _title, higher in METRICS:
+            item = self.items[metric]
+            item.clear()
+            item.setLabel("bottom", X_LABELS[x_mode])
+            item.getAxis("bottom").set_whole(x_mode != "time")  # steps and epochs are counted in whole numbers
+            self.curves[metric] = []
+            best: tuple[float, float, int] | None = None  # value, x, run
+            for i, run in enumerate(self.runs):
+                c = run.curves.get(metric)
+                if c is None:
+                    continue
+                color = worker_color(i)
+                style: dict[str, Any] = {"pen": pg.mkPen(color, width=2)}
+                if metric != "train_loss":
+                    style.update(symbol="o", symbolSize=5, symbolBrush=color, symbolPen=None)
+                curve = item.plot(c[x_mode], c["y"], **style)
+                self.curves[metric].append(curve)
+                if metric == "val_accuracy":
+                    self.legend.addItem(curve, names[i])
+                b = run.best(metric, higher)
+                if b is not None and (best is None or (b[0] > best[0] if higher else b[0] < best[0])):
+                    best = (b[0], float(c[x_mode][b[1]]), i)
+            if best is not None:  # the best value of all runs: a star on its point
+                mark = pg.ScatterPlotItem([best[1]], [best[0]], symbol="star", size=16,
+                                          brush=pg.mkBrush(worker_color(best[2])), pen=pg.mkPen(self.colors.foreground))
+                mark.setToolTip(f"best: {best[0]:.4g} ({self.runs[best[2]].name})")
+                mark.setZValue(20)
+                item.addItem(mark)
+                self.best_marks[metric] = mark
+        self.apply_colors(self.colors)
+
+    def apply_colors(self, colors: PlotColors) -> None:
+        self.colors = colors
+        self.plot.setBackground(colors.background)
+        for item in self.items.values():
+            for name in ("left", "bottom"):
+                axis = item.getAxis(name)
+                axis.setPen(colors.foreground)
+                axis.setTextPen(colors.foreground)
+            item.titleLabel.setText(item.titleLabel.text, color=colors.foreground, size="10pt")
+        self.legend.setLabelTextColor(colors.foreground)
+        for _sample, label in self.legend.items:
+            label.setText(label.text, color=colors.foreground)
+
+    def _fill_best(self) -> None:
+        t = self.table_best
+        headers = ["run", "best val acc", "final val acc", "lowest val loss", "lowest train loss", "samples/s"]
+        t.clear()
+        t.setColumnCount(len(headers))
+        t.setHorizontalHeaderLabels(headers)
+        t.setRowCount(len(self.runs))
+        values: list[list[float]] = []
+        for r, run in enumerate(self.runs):
+            acc = run.best("val_accuracy", True)
+            result = (run.summary.get("result") or {}).get("val_accuracy")
+            if isinstance(result, (int, float)):  # the model the run hands on, measured on its weights
+                acc = (float(result), acc[1] if acc else 0)
+            vloss = run.best("val_loss", False)
+            tloss = run.best("train_loss", False)
+            final = (run.summary.get("final") or {}).get("val_accuracy")
+            rate = run.summary.get("samples_per_s")
+            row = [acc[0] if acc else math.nan, final if isinstance(final, (int, float)) else math.nan,
+                   vloss[0] if vloss else math.nan, tloss[0] if tloss else math.nan,
+                   rate if isinstance(rate, (int, float)) else math.nan]
+            values.append(row)
+            name = QTableWidgetItem(run.name)
+            name.setForeground(worker_color(r))
+            name.setToolTip(str(run.path))
+            t.setItem(r, 0, name)
+            for c, v in enumerate(row, start=1):
+                item = QTableWidgetItem("" if math.isnan(v) else (f"{v:,.0f}" if c == 5 else f"{v:.4f}"))
+                item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+                t.setItem(r, c, item)
+        higher = [True, True, False, False, True]
+        for c in range(5):
+            col = [row[c] for row in values]
+            finite = [v for v in col if not math.isnan(v)]
+            if len(finite) < 2:
+                continue
+            best = max(finite) if higher[c] else min(finite)
+            for r, v in enumerate(col):
+                if v == best:
+                    item = t.item(r, c + 1)
+                    font = QFont(item.font())
+                    font.setBold(True)
+                    item.setFont(font)
+                    item.setText(item.text() + " ★")
+        t.resizeColumnsToContents()
+
+    def _fill_diff(self) -> None:
+        t = self.table_diff
+        keys = differing_keys([r.config for r in self.runs])
+        flat = [flatten(r.config) for r in self.runs]
+        t.clear()
+        t.setColumnCount(len(self.runs))
+        t.setHorizontalHeaderLabels([r.name for r in self.runs])
+        t.setRowCount(len(keys))
+        t.setVerticalHeaderLabels(keys)
+        t.setToolTip("The settings that differ between the compared runs" if keys
+                     else "These runs ran with the same settings")
+        for r, key in enumerate(keys):
+            for c, f in enumerate(flat):
+                value = f.get(key)
+                item = QTableWidgetItem(_value_text(value))
+                item.setForeground(QColor(worker_color(c)))
+                t.setItem(r, c, item)
+        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+
+    def diff_keys(self) -> list[str]:
+        return [self.table_diff.verticalHeaderItem(r).text() for r in range(self.table_diff.rowCount())]
+
+    # -- saving ----------------------------------------------------------------------------------
+    def save_csv(self, path: Path | str) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(["run", "metric", "step", "epoch", "time_s", "value"])
+            for run in self.runs:
+                for metric, c in run.curves.items():
+                    for i in range(len(c["y"])):
+                        writer.writerow([run.name, metric, *(_num(c[k][i]) for k in ("step", "epoch", "time", "y"))])
+
+    def save_png(self, path: Path | str) -> None:
+        exporter = pg.exporters.ImageExporter(self.plot.scene())
+        exporter.parameters()["width"] = max(800, self.plot.width())
+        exporter.export(str(path))
+        if not Path(path).is_file():
+            raise OSError(f"could not write {path}")
+
+    def _on_save_csv(self) -> None:
+        path = ask_save_path(self, "comparison.csv", "CSV file (*.csv)")
+        if path:
+            self.save_csv(path)
+
+    def _on_save_png(self) -> None:
+        path = ask_save_path(self, "comparison.png", "PNG image (*.png)")
+        if path:
+            self.save_png(path)
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    return "" if value is None else str(value)
+
+
+def _num(v: float) -> str:
+    v = float(v)
+    if not math.isfinite(v):
+        return ""
+    return str(int(v)) if v.is_integer() else repr(v)

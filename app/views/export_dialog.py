@@ -1,0 +1,182 @@
+"""Export dialog: choose a format and a file; the export runs and verifies itself off the GUI thread.
+
+``ExportDialog(run_dir, parent=None)``; ``exported`` (an ``ExportResult``) or
+``failed`` (one line) is emitted when the export ends. ``combo_checkpoint``
+chooses the run's best evaluation (the default once checkpoints/best.pt
+exists) or its last checkpoint. The verification figure
+(max absolute difference between the reloaded file and the trained model) is
+shown in the dialog.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+    QPushButton, QVBoxLayout, QWidget,
+)
+
+from app.views.checkpoint_choice import CheckpointCombo
+from app.shell.tasks import BackgroundCalls
+from core.services.formats import EXPORT_FORMATS, ONNX, ModelFormat
+from core.services.formats.onnx import missing_extra as onnx_extra_missing
+from core.runfiles.layout import RunDir
+
+
+def error_text(exc: BaseException) -> str:
+    """One line for the user: input errors as they are, anything else with its type."""
+    from core.errors import INPUT_ERRORS
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if isinstance(exc, INPUT_ERRORS) else f"{type(exc).__name__}: {text}"
+
+
+class ExportDialog(QDialog):
+    exported = Signal(object)   # core.services.export.ExportResult
+    failed = Signal(str)
+
+    def __init__(self, run_dir: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.run_dir = Path(run_dir)
+        self.result: Any = None
+        self.setObjectName("dialog_export")
+        self.setWindowTitle(f"Export model: {self.run_dir.name}")
+        self._calls = BackgroundCalls(self)
+
+        self.combo_format = QComboBox(objectName="combo_export_format")
+        missing = onnx_extra_missing()
+        for name, fmt in EXPORT_FORMATS.items():
+            self.combo_format.addItem(fmt.label, name)
+            if fmt is ONNX and missing:
+                index = self.combo_format.count() - 1
+                self.combo_format.model().item(index).setEnabled(False)  # type: ignore[attr-defined]
+                self.combo_format.setItemData(
+                    index, f"needs the optional extra 'onnx' ({missing} is missing): pip install 'traindesk[onnx]'",
+                    Qt.ItemDataRole.ToolTipRole,
+                )
+        self.combo_checkpoint = CheckpointCombo()
+        self.combo_checkpoint.set_run(self.run_dir)
+        self.combo_output = QComboBox(objectName="combo_export_output")
+        self.combo_output.addItem("class probabilities", "probabilities")
+        self.combo_output.addItem("logits", "logits")
+        self.combo_output.setToolTip("what the torch.export and ONNX graphs return (they take raw features)")
+        self.edit_path = QLineEdit(objectName="edit_export_path")
+        self.button_browse = QPushButton("Browse…", objectName="button_export_browse")
+        self.label_result = QLabel(objectName="label_export_result")
+        self.label_result.setWordWrap(True)
+        self.label_result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        self.button_export = self.buttons.addButton("Export", QDialogButtonBox.ButtonRole.ApplyRole)
+        self.button_export.setObjectName("button_export")
+        self.button_export.setDefault(True)
+        self._layout()
+
+        self.combo_format.currentIndexChanged.connect(self._on_format_changed)
+        self.button_browse.clicked.connect(self._on_browse)
+        self.button_export.clicked.connect(self.start_export)
+        self.buttons.rejected.connect(self.reject)
+        self._on_format_changed()
+
+    def _layout(self) -> None:
+        form = QFormLayout()
+        form.addRow("Weights", self.combo_checkpoint)
+        form.addRow("Format", self.combo_format)
+        form.addRow("Graph output", self.combo_output)
+        path_row = QHBoxLayout()
+        path_row.addWidget(self.edit_path, 1)
+        path_row.addWidget(self.button_browse)
+        form.addRow("File", path_row)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.label_result)
+        layout.addWidget(self.buttons)
+        self.resize(560, 200)
+
+    # -- state ------------------------------------------------------------------------
+    @property
+    def format(self) -> str:
+        return str(self.combo_format.currentData())
+
+    @property
+    def model_format(self) -> ModelFormat:
+        return EXPORT_FORMATS[self.format]
+
+    def set_format(self, fmt: str) -> None:
+        self.combo_format.setCurrentIndex(self.combo_format.findData(fmt))
+
+    def set_path(self, path: Path) -> None:
+        self.edit_path.setText(str(path))
+
+    @property
+    def busy(self) -> bool:
+        return self._calls.busy
+
+    def _on_format_changed(self) -> None:
+        fmt = self.model_format
+        self.combo_output.setEnabled(fmt.graph)
+        text = self.edit_path.text().strip()
+        current = Path(text) if text else RunDir(self.run_dir).exports / "model"
+        if current.suffix in {f.suffix for f in EXPORT_FORMATS.values()}:
+            current = current.with_suffix("")
+        self.edit_path.setText(str(current.with_suffix(fmt.suffix)))
+
+    def _on_browse(self) -> None:
+        suffix = self.model_format.suffix
+        path, _ = QFileDialog.getSaveFileName(self, "Export to", self.edit_path.text(), f"{self.format} (*{suffix})")
+        if path:
+            self.set_path(Path(path) if path.endswith(suffix) else Path(path + suffix))
+
+    # -- export -------------------------------------------------------------------------
+    def start_export(self) -> None:
+        """Export and verify on a background thread; the result arrives in ``_on_done``/``_on_error``."""
+        if self.busy:
+            return
+        from core.services.export import export_run  # the export stack loads only when used
+
+        run_dir, fmt, output = self.run_dir, self.format, str(self.combo_output.currentData())
+        which = self.combo_checkpoint.which
+        out = Path(self.edit_path.text().strip()) if self.edit_path.text().strip() else None
+        self._set_busy(True)
+        self.label_result.setText("Exporting, then reloading the file to verify it…")
+        self._calls.call(lambda: export_run(run_dir, fmt, out, output, which), self._on_done, self._on_error,
+                         name="export")
+
+    def _on_done(self, result: Any) -> None:
+        self._set_busy(False)
+        self.result = result
+        self.label_result.setProperty("level", "ok")
+        self.label_result.setText(
+            f"✓ Verified: {result.path} ({self.combo_checkpoint.currentText()})\n"
+            f"Reloaded with {result.verifier}: max abs difference "
+            f"{result.max_abs_diff:.3g} on {result.checked_on}; {result.agree}/{result.rows_checked} "
+            f"predictions agree.\nOutput: {result.output}. Wrote: " + ", ".join(p.name for p in result.files)
+        )
+        self.exported.emit(result)
+
+    def _on_error(self, exc: BaseException) -> None:
+        self._set_busy(False)
+        message = error_text(exc)
+        self.label_result.setProperty("level", "error")
+        self.label_result.setText(f"✗ Export failed: {message}")
+        self.failed.emit(message)
+
+    def _set_busy(self, busy: bool) -> None:
+        for w in (self.combo_format, self.edit_path, self.button_browse, self.button_export):
+            w.setEnabled(not busy)
+        self.combo_checkpoint.setEnabled(not busy and self.combo_checkpoint.count() > 1)
+        self.combo_output.setEnabled(not busy and self.model_format.graph)
+        self.buttons.button(QDialogButtonBox.StandardButton.Close).setEnabled(not busy)
+
+    def reject(self) -> None:
+        # an export cannot be interrupted half-way (it would leave a staging folder): let it end
+        if self.busy:
+            self.label_result.setText("Export in progress: the dialog closes once it has finished.")
+            return
+        super().reject()
+
+    def wait(self, timeout_s: float = 60.0) -> bool:
+        """Block until a running export has returned (shutdown and tests)."""
+        return self._calls.wait_all(timeout_s) and self.combo_checkpoint.wait(timeout_s)

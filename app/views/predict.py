@@ -1,0 +1,342 @@
+"""Predict view: choose an exported model and an input file or folder, see the predictions, save them.
+
+``PredictView()``; ``set_model(path)``, ``set_input(path)``, ``run()`` and
+``save(path)`` do what the buttons do. Prediction runs on a background thread
+(``core.services.predict.predict``, with ``--workers``-style processes when asked);
+``predicted`` (a ``Predictions``), ``saved`` (the path) or ``failed`` (one line)
+follow. The table reads the result arrays lazily, so 200,000 rows cost nothing
+until they are scrolled to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter, QTableView,
+    QVBoxLayout, QWidget,
+)
+
+from app.views.class_tables import ConfusionTable, PerClassTable
+from app.views.export_dialog import error_text
+from app.shell.tasks import BackgroundCalls
+from core.services.formats import RUNNABLE_SUFFIXES
+from core.services.formats.description import SIDECAR
+
+MODEL_FILTER = "Exported models (" + " ".join(f"*{s}" for s in RUNNABLE_SUFFIXES) + f" {SIDECAR})"
+INPUT_FILTER = "Features (*.csv *.npz)"
+# A labelled input (a CSV "label"/"target" column, an NPZ "y", class folders) is scored as a test set.
+
+Index = QModelIndex | QPersistentModelIndex
+
+
+class PredictionsModel(QAbstractTableModel):
+    """id, predicted class, then one probability column per class, straight from the result arrays."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: Any = None
+        self._best: list[int] = []
+
+    def set_result(self, result: Any) -> None:
+        self.beginResetModel()
+        self.result = result
+        self._best = result.probs.argmax(axis=1).tolist() if result is not None else []
+        self.endResetModel()
+
+    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if self.result is None or parent.isValid() else len(self.result.ids)
+
+    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+        return 0 if self.result is None or parent.isValid() else 2 + len(self.result.classes)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if self.result is None or not index.isValid():
+            return None
+        r, c = index.row(), index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if c == 0:
+                return self.result.ids[r]
+            if c == 1:
+                return self.result.classes[self._best[r]]
+            return f"{float(self.result.probs[r, c - 2]):.4f}"
+        if role == Qt.ItemDataRole.TextAlignmentRole and c >= 2:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt API
+                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role != Qt.ItemDataRole.DisplayRole or self.result is None:
+            return None
+        if orientation == Qt.Orientation.Vertical:
+            return section + 1
+        return ["id", "predicted"][section] if section < 2 else f"p({self.result.classes[section - 2]})"
+
+
+class PredictView(QWidget):
+    predicted = Signal(object)   # core.services.predict.Predictions
+    saved = Signal(str)
+    failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("predict_view")
+        self.result: Any = None
+        self._calls = BackgroundCalls(self)
+
+        self.edit_model = QLineEdit(objectName="edit_predict_model")
+        self.edit_model.setPlaceholderText(".safetensors, .pt2 or .onnx from Export")
+        self.button_model = QPushButton("Browse…", objectName="button_predict_model_browse")
+        self.edit_input = QLineEdit(objectName="edit_predict_input")
+        self.edit_input.setPlaceholderText("CSV or NPZ with the training features, or an image folder")
+        self.button_input_file = QPushButton("File…", objectName="button_predict_input_file")
+        self.button_input_folder = QPushButton("Folder…", objectName="button_predict_input_folder")
+        self.spin_workers = QSpinBox(objectName="spin_predict_workers")
+        from core.services.predict.planning import worker_limit
+
+        self.spin_workers.setRange(1, worker_limit())
+        self.spin_workers.setValue(self.spin_workers.maximum())
+        self.spin_workers.setToolTip("processes to split the input across, one compute thread each "
+                                     "(the result is the same)")
+        self.button_predict = QPushButton("Predict", objectName="button_predict")
+        self.button_save = QPushButton("Save CSV…", objectName="button_predict_save")
+        self.button_save.setEnabled(False)
+        self.label_status = QLabel(objectName="label_predict_status")
+        self.label_status.setWordWrap(True)
+        # what the model takes, once it is chosen: a CSV's columns are matched to these names
+        self.label_columns = QLabel(objectName="label_predict_columns")
+        self.label_columns.setWordWrap(True)
+        self.label_columns.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.check_by_position = QCheckBox("Use the input's columns by position (in the training order)",
+                                           objectName="check_predict_by_position")
+        self.check_by_position.setToolTip("for a CSV with as many feature columns as the model takes, "
+                                          "named differently (traindesk predict --by-position)")
+        self.check_by_position.hide()  # offered when a CSV's names differ but its column count fits
+        self._meta_calls = BackgroundCalls(self)
+        self.model_predictions = PredictionsModel(self)
+        self.table = QTableView(objectName="table_predictions")
+        self.table.setModel(self.model_predictions)
+        self.label_test = QLabel(objectName="label_test_metrics")
+        self.label_test.setWordWrap(True)
+        self.table_test_confusion = ConfusionTable(objectName="table_test_confusion")
+        self.table_test_per_class = PerClassTable(objectName="table_test_per_class")
+        self.test_panel = QWidget(objectName="test_panel")
+        self.evaluation: dict[str, Any] | None = None
+        self._layout()
+
+        self.button_model.clicked.connect(self._on_browse_model)
+        self.button_input_file.clicked.connect(self._on_browse_input_file)
+        self.button_input_folder.clicked.connect(self._on_browse_input_folder)
+        self.button_predict.clicked.connect(self.run)
+        self.button_save.clicked.connect(self._on_save_clicked)
+        self.edit_model.editingFinished.connect(self._describe_model)
+        self.edit_input.textChanged.connect(lambda _t: self.check_by_position.hide())
+
+    def _layout(self) -> None:
+        form = QFormLayout()
+        row = QHBoxLayout()
+        row.addWidget(self.edit_model, 1)
+        row.addWidget(self.button_model)
+        form.addRow("Model", row)
+        form.addRow("", self.label_columns)
+        row = QHBoxLayout()
+        row.addWidget(self.edit_input, 1)
+        row.addWidget(self.button_input_file)
+        row.addWidget(self.button_input_folder)
+        form.addRow("Input", row)
+        form.addRow("", self.check_by_position)
+        form.addRow("Workers", self.spin_workers)
+        actions = QHBoxLayout()
+        actions.addWidget(self.button_predict)
+        actions.addWidget(self.button_save)
+        actions.addWidget(self.label_status, 1)
+        test = QVBoxLayout(self.test_panel)
+        test.setContentsMargins(0, 0, 0, 0)
+        test.addWidget(self.label_test)
+        tables = QSplitter(Qt.Orientation.Horizontal)
+        tables.addWidget(self.table_test_confusion)
+        tables.addWidget(self.table_test_per_class)
+        test.addWidget(tables, 1)
+        self.test_panel.hide()
+        body = QSplitter(Qt.Orientation.Vertical)
+        body.addWidget(self.table)
+        body.addWidget(self.test_panel)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addLayout(actions)
+        layout.addWidget(body, 1)
+
+    # -- inputs -------------------------------------------------------------------------------
+    def set_model(self, path: Path | str) -> None:
+        self.edit_model.setText(str(path))
+        self._describe_model()
+
+    def _describe_model(self) -> None:
+        """Say what the chosen model takes (its feature columns), read off the GUI thread."""
+        model = self.edit_model.text().strip()
+        if not model:
+            self.label_columns.setText("")
+            return
+
+        def read() -> dict[str, Any]:
+            from core.services.predict import read_model_meta, resolve_model_path
+
+            return read_model_meta(resolve_model_path(Path(model)))
+
+        self._meta_calls.call(read, lambda meta: self._on_model_described(model, meta),
+                              lambda exc: self._on_model_described(model, None), name="predict-model-meta")
+
+    def _on_model_described(self, model: str, meta: dict[str, Any] | None) -> None:
+        if model != self.edit_model.text().strip():
+            return  # an older choice's answer
+        self.label_columns.setText(expected_columns_text(meta) if meta else "")
+        self.label_columns.setToolTip(", ".join(expected_columns(meta or {})))
+
+    def set_input(self, path: Path | str) -> None:
+        self.edit_input.setText(str(path))
+
+    def _on_browse_model(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Exported model", self.edit_model.text(), MODEL_FILTER)
+        if path:
+            self.set_model(path)
+
+    def _on_browse_input_file(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Input features", self.edit_input.text(), INPUT_FILTER)
+        if path:
+            self.set_input(path)
+
+    def _on_browse_input_folder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Image folder", self.edit_input.text())
+        if path:
+            self.set_input(path)
+
+    # -- work ---------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self._calls.busy
+
+    def run(self) -> None:
+        """Predict on a background thread (a labelled input is also scored as a test set)."""
+        if self.busy:
+            return
+        model, inp = self.edit_model.text().strip(), self.edit_input.text().strip()
+        if not model or not inp:
+            self._fail("choose an exported model and an input file or folder first")
+            return
+        from core.services.predict import predict
+
+        workers = self.spin_workers.value()
+        by_position = not self.check_by_position.isHidden() and self.check_by_position.isChecked()
+        self._set_busy(True)
+        self.label_status.setText("Predicting…")
+        self._calls.call(lambda: predict(Path(model), Path(inp), workers, by_position=by_position),
+                         self._on_done, self._on_error, name="predict")
+
+    def _on_done(self, result: Any) -> None:
+        self._set_busy(False)
+        self.result = result
+        self.model_predictions.set_result(result)
+        self.table.resizeColumnsToContents()
+        rate = len(result.ids) / max(result.seconds, 1e-9)
+        self.label_status.setText(f"{len(result.ids):,} rows predicted with {result.model_path.name} in "
+                                  f"{result.seconds:.2f} s ({rate:,.0f} rows/s)")
+        self.button_save.setEnabled(True)
+        self.show_test_evaluation(result.evaluation() if hasattr(result, "evaluation") else None)
+        self.predicted.emit(result)
+
+    def show_test_evaluation(self, ev: dict[str, Any] | None) -> None:
+        """Accuracy, per-class metrics and the confusion matrix of a labelled input; hidden otherwise."""
+        self.evaluation = ev
+        self.test_panel.setVisible(ev is not None)
+        if ev is None:
+            return
+        if "per_class" not in ev:  # a regression model scored on a table with its target column
+            self.label_test.setText(f"Test set: RMSE {ev['rmse']:.4g} · MAE {ev['mae']:.4g} · R² {ev['r2']:.3f} "
+                                    f"on {ev['n']:,} labelled samples")
+            self.table_test_confusion.show_matrix([], [])
+            self.table_test_per_class.show_classes([])
+            return
+        self.label_test.setText(f"Test set: accuracy {ev['accuracy']:.2%} on {ev['n']:,} labelled samples · "
+                                f"macro F1 {ev['macro']['f1']:.3f}")
+        self.table_test_confusion.show_matrix([c["class"] for c in ev["per_class"]], ev["confusion"])
+        self.table_test_per_class.show_classes(ev["per_class"])
+
+    def _on_error(self, exc: BaseException) -> None:
+        self._set_busy(False)
+        # an old result next to a new error would read as the answer to this input
+        self.result = None
+        self.model_predictions.set_result(None)
+        self.show_test_evaluation(None)
+        self.button_save.setEnabled(False)
+        from core.services.predict import ColumnNamesDiffer
+
+        if isinstance(exc, ColumnNamesDiffer):  # usable as they are, in order: offer it instead of the CLI's flag
+            self.check_by_position.setChecked(False)
+            self.check_by_position.show()
+            self._fail(f"the input's {len(exc.found)} columns are named {_names(exc.found)}, the model's "
+                       f"{_names(exc.expected)}: tick \"{self.check_by_position.text()}\" and Predict again "
+                       "if they are the same columns in the same order")
+            return
+        self._fail(error_text(exc))
+
+    def _on_save_error(self, exc: BaseException) -> None:
+        self._set_busy(False)
+        self._fail(error_text(exc))
+
+    def _fail(self, message: str) -> None:
+        self.label_status.setText(f"✗ {message}")
+        self.failed.emit(message)
+
+    def _set_busy(self, busy: bool) -> None:
+        for w in (self.button_predict, self.edit_model, self.edit_input, self.button_model,
+                  self.button_input_file, self.button_input_folder, self.spin_workers):
+            w.setEnabled(not busy)
+        self.button_save.setEnabled(not busy and self.result is not None)
+
+    def _on_save_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save predictions", "predictions.csv", "CSV (*.csv)")
+        if path:
+            self.save(Path(path))
+
+    def save(self, path: Path) -> None:
+        """Write the predictions CSV (the same text as ``traindesk predict --out``), atomically, off-thread."""
+        if self.result is None or self.busy:
+            return
+        result = self.result
+        self._set_busy(True)
+        self._calls.call(lambda: result.save(Path(path)), lambda _r: self._on_saved(Path(path)), self._on_save_error,
+                         name="save-predictions")
+
+    def _on_saved(self, path: Path) -> None:
+        self._set_busy(False)
+        self.label_status.setText(f"Saved {path}")
+        self.saved.emit(str(path))
+
+    def wait(self, timeout_s: float = 60.0) -> bool:
+        """Block until background work has returned (shutdown and tests)."""
+        return self._calls.wait_all(timeout_s) and self._meta_calls.wait_all(timeout_s)
+
+
+def _names(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" … {names[-1]}" if len(names) > limit else "")
+
+
+def expected_columns(meta: dict[str, Any]) -> list[str]:
+    """The columns a model takes by name: a table model's raw columns (its schema's, the ignored ones left out;
+    never the encoded features such as ``*_missing`` indicators), else its input's feature names."""
+    schema = meta.get("schema") or {}
+    if schema.get("columns"):
+        return [str(c["name"]) for c in schema["columns"] if c.get("kind") != "ignore"]
+    return [str(f) for f in (meta.get("input") or {}).get("features") or []]
+
+
+def expected_columns_text(meta: dict[str, Any]) -> str:
+    """What a model takes, in a line: its columns (a CSV's names) or its input's shape."""
+    features = expected_columns(meta)
+    shape = "×".join(str(s) for s in (meta.get("input") or {}).get("shape") or [])
+    if features:
+        return f"Takes {len(features)} columns: {_names(features, 6)} (a CSV is matched by these names)"
+    return f"Takes samples of shape {shape}: an NPZ or an image folder" if shape else ""

@@ -1,0 +1,222 @@
+"""The Serve tab's try-it form: fields built from a server's ``/openapi.json``, the body they make, the answer.
+
+A table model's description carries ``x-traindesk`` (its task, target and raw
+columns, each with its kind, levels and an example): the form then has a
+combo per category column (its levels and "(missing)", editable so an unseen
+value can be typed), a true/false/(missing) combo per bool column and a
+number field per number column (empty: missing), pre-filled with the
+example, and sends ``{"rows": [{column: value or null}]}``. Other models keep
+a field per named input (``rows``) or one field of comma-separated values
+(``inputs``). :func:`curl_line` is the shell line that sends the same body;
+:func:`answer_text` says what came back (the class and its probabilities, or
+the value).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QFormLayout, QLineEdit, QSizePolicy, QWidget
+
+from app.shell.elided_label import ElidedLabel
+from core.schema import FALSE_WORDS, TRUE_WORDS
+
+MISSING = "(missing)"
+FIELD_CHARS = 8          # a field's width at least, in characters; fields grow with the form
+LABEL_SHARE = 0.45       # a column's name takes at most this share of the form's width (then elides)
+SHOWN_CLASSES = 10       # probabilities listed in the answer at most
+
+
+@dataclass(frozen=True)
+class FormField:
+    """One field of the form: a raw column (``number``, ``category``, ``bool``), a named input (``value``) or
+    a sample's comma-separated values (``values``)."""
+
+    name: str
+    kind: str
+    levels: tuple[str, ...] = ()
+    example: Any = None
+
+
+def form_fields(spec: dict[str, Any]) -> tuple[list[FormField], dict[str, Any] | None]:
+    """The fields a server's OpenAPI description asks for, and its ``x-traindesk`` (None without one)."""
+    table = spec.get("x-traindesk")
+    if isinstance(table, dict) and table.get("columns"):
+        rows = ((table.get("example") or {}).get("rows") or [{}])
+        example_row = rows[0] if rows and isinstance(rows[0], dict) else {}
+        fields = []
+        for col in table["columns"]:
+            name, kind = str(col["name"]), str(col.get("kind", "number"))
+            example = col["example"] if "example" in col else example_row.get(name)
+            fields.append(FormField(name, kind if kind in ("number", "category", "bool") else "number",
+                                    tuple(str(v) for v in col.get("levels") or ()), example))
+        return fields, table
+    choices = spec["components"]["schemas"]["PredictRequest"]["oneOf"]
+    rows_choice = next((c for c in choices if "rows" in c["properties"]), None)
+    if rows_choice is not None:
+        names = rows_choice["properties"]["rows"]["items"]["properties"]
+        return [FormField(str(n), "value", example=0) for n in names], None
+    inputs = next(c for c in choices if "inputs" in c["properties"])
+    return [FormField(str(inputs["properties"]["inputs"].get("description", "values")), "values")], None
+
+
+def _bool_text(value: Any) -> str:
+    if value is None:
+        return MISSING
+    word = str(value).strip().lower()
+    return "true" if word in TRUE_WORDS or word == "1" else "false" if word in FALSE_WORDS or word == "0" else MISSING
+
+
+def _number_text(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text  # sent as it is: the server names what is wrong with it
+
+
+class TryItForm(QWidget):
+    """The fields of one model's request; ``changed`` whenever the body they make changes."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("form_serve")
+        self.form = QFormLayout(self)
+        self.form.setContentsMargins(2, 2, 2, 2)
+        self.form.setVerticalSpacing(3)
+        self.form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)  # long names elide: one line a field
+        self.specs: list[FormField] = []
+        self.fields: list[tuple[str, QWidget]] = []  # (column or input name, its widget); "" for a values list
+        self.table: dict[str, Any] | None = None     # x-traindesk, for a table model
+
+    def clear(self) -> None:
+        while self.form.rowCount():
+            self.form.removeRow(0)
+        self.specs, self.fields, self.table = [], [], None
+
+    def build(self, spec: dict[str, Any]) -> None:
+        """The fields of the model this OpenAPI description is of."""
+        self.clear()
+        self.specs, self.table = form_fields(spec)
+        for f in self.specs:
+            widget = self._widget(f)
+            widget.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+            label = ElidedLabel(f.name if f.kind != "values" else "values (comma-separated)")
+            label.setMaximumWidth(self._label_width())
+            label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)  # centred on its field
+            self.form.addRow(label, widget)
+            self.fields.append((f.name if f.kind != "values" else "", widget))
+        self.changed.emit()
+
+    def _label_width(self) -> int:
+        return max(60, int(self.width() * LABEL_SHARE))
+
+    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        for r in range(self.form.rowCount()):
+            item = self.form.itemAt(r, QFormLayout.ItemRole.LabelRole)
+            if item is not None and item.widget() is not None:
+                item.widget().setMaximumWidth(self._label_width())
+
+    def _widget(self, f: FormField) -> QWidget:
+        if f.kind in ("category", "bool"):
+            combo = QComboBox(objectName=f"combo_serve_field_{f.name}")
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(FIELD_CHARS)
+            if f.kind == "bool":
+                combo.addItems(["true", "false", MISSING])
+                combo.setCurrentText(_bool_text(f.example))
+                combo.setToolTip(f"{f.name}: true, false or missing")
+                combo.currentTextChanged.connect(self.changed)
+                return combo
+            combo.setEditable(True)  # a value training did not see may be typed: the server counts it as unseen
+            combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+            combo.addItems([*f.levels, MISSING])
+            combo.setCurrentText(MISSING if f.example is None else str(f.example))
+            combo.setToolTip(f"{f.name}: one of {len(f.levels)} levels, another value (unseen) or {MISSING}")
+            combo.currentTextChanged.connect(self.changed)
+            return combo
+        if f.kind == "values":
+            edit = QLineEdit(objectName="edit_serve_field_inputs", placeholderText=f.name)
+        else:
+            text = _number_text(f.example) if f.kind == "number" else "0"
+            edit = QLineEdit(text, objectName=f"edit_serve_field_{f.name}")
+            if f.kind == "number":
+                edit.setPlaceholderText(MISSING)
+                edit.setToolTip(f"{f.name}: a number; empty is a missing cell")
+        edit.setMinimumWidth(edit.fontMetrics().averageCharWidth() * FIELD_CHARS)
+        edit.textChanged.connect(self.changed)
+        return edit
+
+    def title(self) -> str:
+        """What the form predicts, in a line ("" for a model without x-traindesk)."""
+        if self.table is None:
+            return ""
+        task, target = self.table.get("task", ""), self.table.get("target", "")
+        return f"{target} ({task}) from {len(self.specs)} columns; empty or {MISSING}: a missing cell"
+
+    def body(self) -> dict[str, Any]:
+        """The request the fields make."""
+        if not self.fields:
+            return {"inputs": [[]]}
+        if self.fields[0][0] == "":
+            edit = self.fields[0][1]
+            assert isinstance(edit, QLineEdit)
+            return {"inputs": [[_number(v.strip()) for v in edit.text().split(",") if v.strip()]]}
+        row: dict[str, Any] = {}
+        for f, (name, widget) in zip(self.specs, self.fields):
+            if isinstance(widget, QComboBox):
+                text = widget.currentText().strip()
+                if text in ("", MISSING):
+                    row[name] = None
+                else:
+                    row[name] = (text == "true") if f.kind == "bool" else text
+            else:
+                assert isinstance(widget, QLineEdit)
+                text = widget.text().strip()
+                row[name] = None if text == "" and f.kind == "number" else _number(text)
+        return {"rows": [row]}
+
+
+def curl_line(url: str, body: dict[str, Any]) -> str:
+    """The shell line that sends ``body`` to ``url``'s /predict (quoted for a POSIX shell)."""
+    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return f"curl -s {url or 'http://HOST:PORT'}/predict -H 'Content-Type: application/json' -d {shlex.quote(data)}"
+
+
+def answer_text(status: int, data: bytes) -> str:
+    """What a /predict answer says: the class and its probabilities, or the value; else the error."""
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return f"HTTP {status}\n{data.decode(errors='replace')}"
+    lines = [f"HTTP {status}"]
+    predictions = obj.get("predictions") if isinstance(obj, dict) else None
+    if status == 200 and isinstance(predictions, list):
+        for p in predictions:
+            if "value" in p:
+                lines.append(f"value: {float(p['value']):.6g}")
+                continue
+            lines.append(f"class: {p.get('class')}")
+            ranked = sorted((p.get("probabilities") or {}).items(), key=lambda kv: -float(kv[1]))
+            lines += [f"  {name}  {float(prob):.3f}" for name, prob in ranked[:SHOWN_CLASSES]]
+            if len(ranked) > SHOWN_CLASSES:
+                lines.append(f"  … {len(ranked) - SHOWN_CLASSES} more")
+        if obj.get("model_version"):
+            lines.append(f"model version {obj['model_version']}")
+        return "\n".join(lines)
+    error = obj.get("error") if isinstance(obj, dict) else None
+    lines.append(str(error) if error else json.dumps(obj, indent=1))
+    return "\n".join(lines)

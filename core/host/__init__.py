@@ -1,0 +1,1 @@
+"""The machine and its processes: devices, cores, lifelines, exit codes, progress bars."""

@@ -1,0 +1,54 @@
+"""Batch prediction with an exported model: ``predict(MODEL, INPUT)`` (the command: ``core.cli.predict``).
+
+MODEL is an export that runs on its own: ``.safetensors`` (core rebuilds the
+module from the metadata it carries, or the ``model.json`` beside it), a
+``.pt2`` torch.export program or an ``.onnx`` graph (onnxruntime); a ``.pt``
+state dict is accepted when a ``model.json`` beside it describes it. MODEL may
+also be a run directory (its best or last checkpoint, ``checkpoint``) or a
+checkpoint file, rebuilt the way a ``.safetensors`` export is, so the
+predictions are those of an export then ``predict``, byte for byte. The
+formats themselves are ``core.services.formats``. INPUT is a CSV, an NPZ or an image
+folder with the training features, raw (unscaled): every predictor
+standardises with the statistics it carries.
+
+The package's parts:
+
+- ``inputs``: reading an input into ids, features (or image paths) and true labels;
+- ``table``: an input of a model trained on a table, encoded by its schema;
+- ``batches``: fixed batches of rows predicted and formatted, wherever they run;
+- ``output``: ``Predictions`` and its CSV text;
+- ``planning``: how many processes (the limits, the input's size, ``AutoPool``);
+- ``pool``: the pool's processes and the tasks they run; ``runner``: where pieces go;
+- ``run``: ``predict`` itself.
+
+With ``workers`` N the rows are cut into fixed batches (the same batches
+whatever N is) and whole batches go to a pool of N processes, each with one
+compute thread and the model loaded once (N = 1: this process, one thread);
+a CSV with one line per record goes in pieces of whole batches that the
+processes parse themselves, and an uncompressed NPZ's rows are read by the
+processes from the file. The output is identical for every N, byte for
+byte. Without ``workers`` this process predicts as with 1 and starts one
+process per CPU core for the rest only when the rate it measured says they
+repay their start-up. Nothing here imports torch at module level (an ONNX
+model never does).
+"""
+
+from __future__ import annotations
+
+from core.services.formats import is_run_dir, load_predictor, needs_torch, read_model_meta, resolve_model_path, runtime
+from core.services.formats.module import load_state_dict_file, rebuild_module, standardized
+from core.services.formats.predictor import Predictor
+from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk
+from core.services.predict.inputs import ColumnNamesDiffer, PredictInput, RowNumbers, read_input
+from core.services.predict.output import Predictions, csv_header, format_rows
+from core.services.predict.planning import MAX_WORKERS, busy_cores, pool_start_s, remember_pool_start, worker_limit
+from core.services.predict.pool import predict_preload
+from core.services.predict.run import predict
+
+__all__ = [
+    "BATCH_ROWS", "ColumnNamesDiffer", "MAX_WORKERS", "PredictInput", "Predictions", "Predictor", "RowNumbers",
+    "busy_cores", "chunk_bounds", "csv_header", "format_rows", "is_run_dir", "load_predictor",
+    "load_state_dict_file", "needs_torch", "pool_start_s", "predict", "predict_chunk", "predict_preload",
+    "read_input", "read_model_meta", "rebuild_module", "remember_pool_start", "resolve_model_path", "runtime",
+    "standardized", "worker_limit",
+]

@@ -1,0 +1,49 @@
+"""Predicting a stretch of rows, wherever it runs (this process or a pool process): fixed batches in,
+probabilities and their CSV lines out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from core.services.formats.predictor import Predictor
+from core.services.predict.inputs import PredictInput, RowNumbers
+from core.services.predict.output import format_rows
+
+if TYPE_CHECKING:
+    import numpy as np
+
+BATCH_ROWS = 2048                      # fixed batch boundaries: results do not depend on --workers
+
+
+def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, int]]:
+    """Fixed row ranges of one batch each: the same whatever the worker count, so the output is too."""
+    return [(lo, min(lo + batch_rows, n_rows)) for lo in range(0, n_rows, batch_rows)]
+
+
+def predict_chunk(predictor: Predictor, inp: PredictInput, start: int, stop: int,
+                  batch_rows: int = BATCH_ROWS) -> tuple[np.ndarray, str]:
+    """Probabilities and CSV lines for rows ``start:stop``, in batches of ``batch_rows`` from ``start``."""
+    import numpy as np
+
+    out = np.empty((stop - start, len(predictor.classes)), dtype=np.float32)
+    for b in range(start, stop, batch_rows):
+        e = min(b + batch_rows, stop)
+        out[b - start:e - start] = predictor.probabilities(inp.rows(b, e, predictor.input_shape))
+    return out, format_rows(inp.ids[start:stop], out, predictor.classes)
+
+
+def predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None,
+                  batch_rows: int) -> tuple[np.ndarray, str, list[str], list[str]] | None:
+    """Parse one CSV piece (core.readers.CsvRows) on this thread and predict it: probabilities, CSV lines,
+    the id column's values and the true labels (empty when the CSV has none); None if it needs the whole read."""
+    from core.readers import read_csv_rows
+
+    table = read_csv_rows(piece)
+    if table is None:
+        return None
+    rows = range(piece.first, piece.first + piece.count)
+    ids = table.text[id_col].tolist() if id_col is not None else RowNumbers(rows)
+    inp = PredictInput(ids, x=table.x.reshape((piece.count, *predictor.input_shape)))
+    probs, text = predict_chunk(predictor, inp, 0, piece.count, batch_rows)
+    labels = [str(v) for v in table.text[label_col].tolist()] if label_col is not None else []
+    return probs, text, ids if id_col is not None else [], labels

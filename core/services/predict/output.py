@@ -1,0 +1,113 @@
+"""What prediction gives: ``Predictions`` (classes and probabilities in input order) and its CSV text.
+
+The CSV is ``id,predicted,prob_<class>...`` (a regression model's: ``id,<target>``), each
+probability the shortest decimal that reads back as the same float32; rows are formatted by
+pyarrow in C++, by the pool's processes when there are several.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Sequence
+
+from core.errors import UserError
+from core.services.predict.inputs import RowNumbers
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_CSV_SPECIAL = (",", '"', "\r", "\n")
+
+
+def _csv_field(text: str) -> str:
+    """Quoted as the csv module does (QUOTE_MINIMAL) when it holds a comma, a quote or a line break."""
+    if any(c in text for c in _CSV_SPECIAL):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _csv_fields(texts: Sequence[str]) -> Sequence[str]:
+    joined = "\x00".join(texts)  # one scan for the common case: no id needs quoting
+    if not any(c in joined for c in _CSV_SPECIAL):
+        return texts
+    return [_csv_field(t) for t in texts]
+
+
+def csv_header(classes: Sequence[str]) -> str:
+    if len(classes) == 1:  # regression: one predicted number per row, named after the target
+        return f"id,{_csv_field(classes[0])}\n"
+    return ",".join(["id", "predicted"] + [_csv_field(f"prob_{c}") for c in classes]) + "\n"
+
+
+def format_rows(ids: Sequence[str], probs: np.ndarray, classes: Sequence[str]) -> str:
+    """CSV lines ``id,predicted,prob_...`` for these rows, formatted by pyarrow in C++.
+
+    Each probability is the shortest decimal that reads back as the same
+    float32 (``0.61903375``, ``5.7675044e-7``): nothing is lost.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if len(ids) == 0:
+        return ""
+    names = pa.array([_csv_field(c) for c in classes], pa.string())
+    if isinstance(ids, RowNumbers):  # numbered in C++, not one Python string each
+        id_column = pc.cast(pa.array(np.arange(ids.rows.start, ids.rows.stop, ids.rows.step)), pa.string())
+    else:
+        id_column = pa.array(_csv_fields(ids), pa.string())
+    columns = [id_column, pc.take(names, pa.array(probs.argmax(axis=1)))] if len(classes) != 1 else [id_column]
+    columns += [pc.cast(pa.array(np.ascontiguousarray(probs[:, j])), pa.string()) for j in range(probs.shape[1])]
+    lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*columns, ","), "\n", "")
+    _, offsets, data = lines.buffers()  # one string array: its data buffer is the lines end to end
+    bounds = np.frombuffer(offsets, np.int32)[lines.offset:lines.offset + len(lines) + 1]
+    return memoryview(data)[bounds[0]:bounds[-1]].tobytes().decode("utf-8")
+
+
+@dataclass
+class Predictions:
+    """Predicted classes and probabilities for every input row, in input order."""
+
+    ids: Sequence[str]
+    classes: list[str]
+    probs: np.ndarray
+    chunks: list[str]  # the CSV body, already formatted (by the workers when there are several)
+    model_path: Path
+    workers: int
+    seconds: float
+    labels: list[str] | None = None  # true classes of a labelled input (a test set)
+    notes: tuple[str, ...] = ()      # what reading the input met (unseen category values)
+
+    @property
+    def predicted(self) -> list[str]:
+        return [self.classes[k] for k in self.probs.argmax(axis=1).tolist()]
+
+    def evaluation(self) -> dict[str, Any] | None:
+        """The test set's scores against the true labels (``core.training.scores``, as a run's evaluation):
+        accuracy, per-class precision/recall/F1, macro and weighted averages and the confusion matrix;
+        a regression model's RMSE, MAE and R²."""
+        from core.training.scores import label_scores, regression_report
+
+        if self.labels is None:
+            return None
+        if len(self.classes) == 1:  # regression: the true values against the predicted ones
+            return regression_report(self.probs[:, 0].astype(float).tolist(), [float(v) for v in self.labels])
+        return label_scores(self.labels, self.predicted, self.classes)
+
+    def csv_text(self) -> str:
+        return csv_header(self.classes) + "".join(self.chunks)
+
+    def write_csv(self, fh: IO[str]) -> None:
+        fh.write(csv_header(self.classes))
+        for chunk in self.chunks:
+            fh.write(chunk)
+
+    def save(self, path: Path) -> None:
+        """Write the CSV atomically: a failed write leaves no partial file."""
+        from core.runfiles.writing import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(path, self.csv_text().encode("utf-8"))
+        except OSError as exc:
+            raise UserError(f"predict: cannot write {path}: {exc.strerror or exc}") from None

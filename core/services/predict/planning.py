@@ -1,0 +1,185 @@
+"""How many processes predict an input: the limits, the input's size judged without reading it, and
+the automatic choice (``AutoPool``) with the pool start-up it measured, kept in the user's cache.
+
+Without ``--workers`` this process predicts and measures its rate; when the rows left would take
+long enough that a pool of one process per core saves ``AUTO_REPAY`` times its start-up (as last
+measured on this machine) and the other cores are not busy, a pool starts on a thread and takes
+the rest once every process has loaded the model. So a pool is never waited for, and a small
+input never starts one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.services.formats import runtime
+from core.services.predict import pool as pools
+
+if TYPE_CHECKING:
+    from core.services.predict.runner import Runner
+
+MAX_WORKERS = 256
+AUTO_POOL_BATCHES = 16  # an automatic worker count considers a pool from this many batches of rows on
+AUTO_POOL_IMAGE_BATCHES = 2  # or of images, whose decoding is slow Python work a pool spreads
+AUTO_MEASURE_S = 0.3   # this process predicts this long before it judges the work left
+AUTO_REPAY = 2.0       # a pool is started when it would save this many times its start-up
+POOL_START_S = {"onnx": 1.5, "torch": 3.0}  # a pool's start-up until it is measured here (forkserver cold)
+PIECE_BATCHES = 4      # a CSV piece (what one process parses and predicts at a time) is at most this many batches
+PIECES_PER_WORKER = 4  # and pieces are cut small enough that each worker gets several: the last ones even out
+TAIL_BATCHES = 2       # batches per worker at the end of the input that go out one at a time
+
+
+def worker_limit() -> int:
+    """The most ``--workers`` that make sense here: this process's usable cores, at most MAX_WORKERS."""
+    from core.host.machine import usable_cores
+
+    return max(1, min(MAX_WORKERS, usable_cores()))
+
+
+def looks_large(path: Path, batch_rows: int) -> bool:
+    """Whether an input probably holds enough rows for a pool, judged without reading it all."""
+    enough = batch_rows * (AUTO_POOL_IMAGE_BATCHES if path.is_dir() else AUTO_POOL_BATCHES)
+    return (estimated_rows(path, enough) or 0) >= enough
+
+
+def estimated_rows(path: Path, cap: int) -> int | None:
+    """About how many rows an input holds (counted up to ``cap`` for an image folder), without reading it all;
+    None when that cannot be told this way (reading the input then says what is wrong, if anything).
+
+    An image folder by its image files; an NPZ by the shape in its ``x``
+    header; a CSV by its size over its first row's length.
+    """
+    try:
+        if path.is_dir():
+            from core.data import IMAGE_SUFFIXES
+
+            images = (f for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
+            return sum(1 for _ in zip(range(cap), images))
+        if path.suffix.lower() == ".npz":
+            import numpy as np
+
+            with zipfile.ZipFile(path) as zf, zf.open("x.npy") as fh:
+                major, _ = np.lib.format.read_magic(fh)
+                read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+                shape = read_header(fh)[0]
+            return int(shape[0]) if shape else None
+        with path.open("rb") as fh:
+            header = len(fh.readline(1 << 20))
+            line = len(fh.readline(1 << 20)) or header or 1  # the first row's length, else the header's
+        return max(0, path.stat().st_size - header) // line
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+
+
+def busy_cores() -> float:
+    """How many cores are busy now, this process included (the 1-minute load average; 0 where unknown)."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return 0.0
+
+
+def _start_file() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "traindesk" / "predict-pool.json"
+
+
+def pool_start_s(kind: str) -> float:
+    """A prediction pool's start-up for this runtime ("onnx", "torch"): as last measured here, else a guess."""
+    try:
+        kept = json.loads(_start_file().read_text(encoding="utf-8")).get(kind)
+        if isinstance(kept, (int, float)) and 0 <= kept < 3600:
+            return float(kept)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return POOL_START_S[kind]
+
+
+def remember_pool_start(kind: str, seconds: float) -> None:
+    """Keep a measured pool start-up for the next automatic choice; a cache that cannot be written is skipped."""
+    from core.runfiles.writing import atomic_write_json
+
+    path = _start_file()
+    try:
+        try:
+            kept = json.loads(path.read_text(encoding="utf-8"))
+            kept = kept if isinstance(kept, dict) else {}
+        except (OSError, ValueError):
+            kept = {}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {**kept, kind: round(seconds, 3)})
+    except OSError:
+        pass
+
+
+class AutoPool:
+    """The automatic worker count: this process predicts and measures its rate; when the rows left would
+    take long enough that ``processes`` processes save ``AUTO_REPAY`` times the pool's start-up (as last
+    measured on this machine, kept in the user's cache) and the other cores are not busy with other work
+    (the load average), a pool starts, on a thread: starting a process
+    waits until the forkserver has imported its preloads (seconds, with torch). This process goes on
+    predicting meanwhile, and hands the pool the rest once every process has loaded the model."""
+
+    def __init__(self, total_rows: int, processes: int) -> None:
+        self.total_rows = total_rows
+        self.processes = processes
+        self.rows = 0
+        self.seconds = 0.0
+        self.decided = False
+        self._thread: threading.Thread | None = None
+        self._pool: Any = None       # the context manager of the pool, once the thread made it
+        self._executor: Any = None
+        self._ready: list[Any] = []
+        self._started = 0.0
+
+    def hand_over(self, runner: Runner, rows: int, seconds: float) -> bool:
+        """Account a piece this process predicted; True once the pool (``runner.pool``) is ready for the rest."""
+        self.rows += rows
+        self.seconds += seconds
+        if not self.decided:
+            if self.seconds >= AUTO_MEASURE_S:
+                self._decide(runner)
+            return False
+        if self._thread is None or self._thread.is_alive() or self._executor is None:
+            return False  # not asked for, still starting, or it could not start (this process goes on)
+        if not all(f.done() for f in self._ready):
+            return False
+        remember_pool_start(runtime(runner.model_path), time.perf_counter() - self._started)
+        runner.pool = self._executor
+        return True
+
+    def _decide(self, runner: Runner) -> None:
+        self.decided = True
+        if busy_cores() > self.processes - 0.5:  # other work holds the other cores: a pool would share them
+            return                                 # (2 workers on a loaded 2-core machine ran 0.69-1.10x)
+        left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
+        if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(runtime(runner.model_path)):
+            return
+        self._started = time.perf_counter()
+        self._thread = threading.Thread(target=self._start, args=(runner.model_path,), name="traindesk-pool-start",
+                                        daemon=True)
+        self._thread.start()
+
+    def _start(self, model_path: Path) -> None:
+        try:
+            pool = pools.open_pool(model_path, self.processes)
+            executor = pool.__enter__()
+            self._pool = pool
+            self._ready = [executor.submit(pools.ready) for _ in range(self.processes)]  # done once all are up
+            self._executor = executor
+        except Exception:  # noqa: BLE001 - no pool: this process predicts the rest, as it would have anyway
+            return
+
+    def close(self) -> None:
+        """Wait for a pool still starting, and end it (its processes are idle by now)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._pool is not None:
+            self._pool.__exit__(None, None, None)
+            self._pool = self._executor = None

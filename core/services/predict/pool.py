@@ -1,0 +1,150 @@
+"""The prediction pool: processes that each load the model once, with one compute thread, and predict
+whole batches (or parse and predict CSV pieces) sent to them; results come back in input order.
+
+A pool process's state (its predictor, or the error loading it met) lives in the one
+``PoolProcess`` of that process, set by the pool's initializer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from core.errors import UserError
+from core.services.formats import load_predictor, runtime
+from core.services.formats.predictor import Predictor
+from core.services.predict.batches import predict_chunk, predict_piece
+from core.services.predict.inputs import PredictInput
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# what a pool process needs, imported once by the forkserver: a CSV piece parsed and its rows formatted
+# (pyarrow alone takes 0.13 s to import), and the model's runtime: onnxruntime for an ONNX graph (torch is
+# not imported at all then: 1.3-2.5 s of the pool's start here), torch and the model builders otherwise
+PREDICT_PRELOAD = ["core.services.predict", "core.readers", "core.host.lifeline", "core.host.machine", "pyarrow.csv", "pyarrow.compute"]
+RUNTIME_PRELOAD = {"onnx": ["onnxruntime"], "torch": ["torch", "core.training.models", "core.training.checkpoint", "safetensors.torch"]}
+
+
+def predict_preload(model_path: Path) -> list[str]:
+    """The modules a pool process for this model imports, preloaded once by the forkserver."""
+    return PREDICT_PRELOAD + RUNTIME_PRELOAD[runtime(model_path)]
+
+
+class PoolProcess:
+    """What one pool process holds: the model, loaded once, or why it could not be."""
+
+    def __init__(self) -> None:
+        self.predictor: Predictor | None = None
+        self.error: BaseException | None = None
+
+    def start(self, model_path: str, parent_pid: int) -> None:
+        """Pool process start: one compute thread, the model loaded once for every batch it gets."""
+        from core.host.lifeline import die_with_parent
+        from core.host.machine import keep_freed_memory
+
+        die_with_parent(parent_pid)
+        keep_freed_memory()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us cleanly
+        try:
+            self.predictor = load_predictor(Path(model_path), threads=1)
+        except BaseException as exc:  # reported by the first batch: an initializer error would only break the pool
+            self.error = exc
+
+    def ready(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def call(self, start: int, stop: int, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(predictor, *args)``; an unexpected error comes back as one line."""
+        self.ready()
+        assert self.predictor is not None
+        try:
+            return fn(self.predictor, *args)
+        except UserError:
+            raise
+        except Exception as exc:  # the parent reports it as one line
+            first = (str(exc).splitlines() or [""])[0]
+            raise RuntimeError(f"predict: rows {start}-{stop}: {type(exc).__name__}: {first[:200]}") from None
+
+
+_process = PoolProcess()  # this process's part in a pool (unused outside pool processes)
+
+
+def _init_worker(model_path: str, parent_pid: int) -> None:
+    _process.start(model_path, parent_pid)
+
+
+def ready() -> None:
+    """A pool task that returns once this process has loaded the model (or raises why it could not)."""
+    _process.ready()
+
+
+def predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int,
+                 stored: Any = None) -> tuple[np.ndarray, str]:
+    """One batch in a pool process; ``inp`` holds just this batch's rows (ids, features or paths), or
+    ``stored`` (core.readers.StoredArray) says where in the input file its features are."""
+    if stored is not None:
+        inp = replace(inp, x=_process.call(start, stop, _stored_rows, stored, start, stop))
+    return _process.call(start, stop, predict_chunk, inp, 0, stop - start, batch_rows)
+
+
+def _stored_rows(predictor: Predictor, stored: Any, start: int, stop: int) -> np.ndarray:
+    return stored.rows(start, stop).reshape((stop - start, *predictor.input_shape))
+
+
+def piece_task(piece: Any, id_col: int | None, label_col: int | None, batch_rows: int) -> Any:
+    """One CSV piece in a pool process, parsed there (see ``predict_piece``)."""
+    return _process.call(piece.first, piece.first + piece.count, predict_piece, piece, id_col, label_col,
+                         batch_rows)
+
+
+@contextlib.contextmanager
+def open_pool(model_path: Path, workers: int) -> Iterator[Any]:
+    """A pool of ``workers`` processes, each started at once and loading the model while the caller reads."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from core.launchers import local as launcher
+
+    # the forkserver boots with what this model needs alone (inference needs neither torch._dynamo nor, for
+    # ONNX, torch), unless a training run of this process started it already; no tensors pass: no torch here
+    launcher.warm_up(preload=predict_preload(model_path), tensors=False)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(tensors=False),
+                               initializer=_init_worker, initargs=(str(model_path), os.getpid()))
+    try:
+        for _ in range(workers):  # a process starts per task submitted while none is idle: all of them now
+            pool.submit(ready)
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)  # a failed batch makes the rest pointless
+        raise
+    pool.shutdown(wait=True)
+
+
+def gather(futures: list[Any], bar: Any, cancel: bool = False) -> list[Any] | None:
+    """The futures' results in their order, advancing ``bar`` by each result's rows; None as soon as one
+    gives None (or at once when ``cancel``), the others cancelled."""
+    from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    order = {future: k for k, future in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    try:
+        for future in [] if cancel else as_completed(order):
+            k = order[future]
+            results[k] = future.result()
+            if results[k] is None:
+                cancel = True
+                break
+            bar.update(len(results[k][0]))
+    except BrokenProcessPool:
+        raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
+    if cancel:
+        for future in futures:
+            future.cancel()
+        return None
+    return results

@@ -1,0 +1,41 @@
+"""Reading a raw table for a model trained on one: its schema encodes the columns, in any order.
+
+Extra columns are ignored, a missing column is a one-line error naming it, a
+value of the wrong kind names its column and row; values a category column
+never saw in training go to its unseen level and are counted in the input's
+notes. An ``id`` column (not a feature) names the rows; the target column,
+when present, makes the input a labelled test set.
+
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.schema import Schema, _category_text, encode_table, read_table, unseen_note
+
+
+def read_table_input(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a ``core.services.predict.inputs.PredictInput``: ``ids`` (None: number the rows), ``x``, ``labels``, ``notes``."""
+    schema = Schema.from_json(meta["schema"])
+    scheme = "parquet" if path.suffix.lower() == ".parquet" else "csv"
+    table = read_table(path, scheme, "predict", schema.missing_values)
+    enc = encode_table(schema, table)
+    used = {c.name for c in schema.used}
+    ids: Any = None
+    if "id" in table.columns and "id" not in used:
+        ids = ["" if v is None else str(v) for v in table.columns["id"].tolist()]
+    labels = None
+    if schema.target in table.columns and schema.target not in used:
+        values = table.columns[schema.target]
+        texts = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else _category_text(v)
+                 for v in values.tolist()]  # 1.0 read from a file is class "1", as in training
+        if all(texts):
+            labels = texts
+    note = unseen_note(enc)
+    shape = tuple(int(s) for s in meta["input"]["shape"])
+    return {"ids": ids, "x": enc.x.reshape((len(enc.x), *shape)), "labels": labels, "notes": (note,) if note else ()}

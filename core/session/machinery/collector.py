@@ -1,0 +1,170 @@
+"""The session's collector thread: the workers' records in, the run's reactions out.
+
+It drains the workers' queue, passes every public record on (``metrics.jsonl``,
+listeners) and acts on what only the session reads: a worker's end, its
+checkpoint part, the weights of a new best evaluation, a divergence that
+pauses the run. It tracks the run's best evaluation (early stopping), asks
+:mod:`core.session.machinery.health` after the processes, the checkpoint coordinator for
+its schedule, and polls the control file. When every worker has ended it
+finishes the run (:mod:`core.session.machinery.ending`); if the collector itself breaks,
+the run ends ``failed`` rather than leaving its callers waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from core.worker.channels import PAUSE
+from core.training.checkpoint import state_from_bytes
+from core.config import to_dict
+from core.runfiles.control_file import ControlWatcher
+from core.metric_names import selection_metric
+from core.runfiles.records import BEST, DONE, EVAL, INTERNAL, SNAPSHOT, STATE, log_record
+from core.training.schedule import improved
+
+if TYPE_CHECKING:
+    from core.session.session import Session
+
+CONTROL_POLL_S = 0.2  # how often the control file is looked at
+
+
+class Collector:
+    def __init__(self, session: "Session", control: ControlWatcher | None) -> None:
+        self.session = session
+        self._control = control
+        self._control_polled = 0.0
+
+    def run(self) -> None:
+        """The thread's body: collect until every worker has ended, then finish the run."""
+        s = self.session
+        try:
+            self._collect()
+            s._end.finish()
+        except Exception as exc:  # never leave the caller waiting forever
+            s.error = s.error or f"session: {type(exc).__name__}: {exc}"
+            s._procs.join(0.1)
+            try:
+                s._end.write_summary("failed")
+            except Exception:
+                pass
+            s._run.move("failed", s.error)
+            s._end.close()
+
+    def _collect(self) -> None:
+        s = self.session
+        n = len(s._procs)
+        queue = s._channels.queue
+        while len(s.stats.done) < n:
+            batch = s._health.receive(queue, 0.05)
+            if batch:
+                self.handle(batch)
+            s._health.check_processes()
+            s._health.check_stalls()
+            if s._stop_deadline is not None:
+                s._procs.escalate(s._stop_deadline)
+            s._checkpoints.schedule()
+            self._poll_control()
+
+    def handle(self, batch: list[dict[str, Any]]) -> None:
+        s = self.session
+        public: list[dict[str, Any]] = []
+        now = time.monotonic()
+        for rec in batch:
+            worker = rec.get("worker")
+            if worker is not None and s._health.heard(worker, now):
+                public.append(log_record(worker, "info", f"worker {worker} is progressing again"))
+            if rec["kind"] == EVAL:  # may end the run early; a _best record may follow it
+                public.append(rec)
+                s._emit(public)
+                public = []
+                self._on_eval(rec)
+                continue
+            if rec["kind"] not in INTERNAL:
+                public.append(rec)
+                continue
+            # these may change the session's state: what the worker said before comes first
+            if public:
+                s._emit(public)
+                public = []
+            if rec["kind"] == DONE:
+                self.worker_done(rec)
+            elif rec["kind"] == SNAPSHOT:
+                s._checkpoints.on_part(rec)
+            elif rec["kind"] == BEST:
+                self._on_best(rec)
+            else:
+                self._on_diverged(rec)
+        if public:
+            s._emit(public)
+        if s._run.value == "starting" and any(r["kind"] == STATE and r["state"] == "running" for r in batch):
+            s._run.move("running")
+
+    def worker_done(self, rec: dict[str, Any]) -> None:
+        s = self.session
+        s.stats.add([rec])
+        s._checkpoints.on_part(rec)
+        if rec["status"] == "failed":
+            if s.error is None:
+                s.error = rec["error"]
+                s._health.failed()
+            s.request_stop()
+
+    def _on_eval(self, rec: dict[str, Any]) -> None:
+        """Track the run's best evaluation; stop early after ``train.early_stop_patience`` epochs without one."""
+        s = self.session
+        if not s.strategy.keeps_best:
+            return
+        train = s.config.train
+        monitor = selection_metric(s.config, s.info.task if s.info else "classification",
+                                   s.info.imbalanced if s.info else False)
+        value = rec[monitor]
+        if improved(value, s.best["value"] if s.best else None, monitor, train.early_stop_min_delta):
+            s.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
+            return
+        patience = train.early_stop_patience
+        if not patience or s.best is None or s.stop_reason is not None:
+            return
+        if rec["epoch"] - s.best["epoch"] >= patience:
+            s.stop_reason = (f"early stop: {monitor} did not improve for {patience} epoch(s) "
+                             f"(best {s.best['value']:.4g} at epoch {s.best['epoch']})")
+            s._log("info", s.stop_reason)
+            s.request_stop()
+
+    def _on_best(self, rec: dict[str, Any]) -> None:
+        """A worker's weights of an evaluation: checkpoints/best.pt when it is the run's best."""
+        s = self.session
+        best = s.best
+        if best is None or (best["worker"], best["epoch"]) != (rec["worker"], rec["epoch"]) or s.info is None:
+            return
+        s._recorder.best({"config": to_dict(s.config), "info": s.info.as_dict(),
+                          "model": state_from_bytes(rec["weights"]), "models": None,
+                          "epoch": rec["epoch"], "steps": rec["step"], "best_worker": rec["worker"],
+                          "monitor": best["monitor"], "value": best["value"]})
+
+    def _on_diverged(self, rec: dict[str, Any]) -> None:
+        """A worker paused the run on a non-finite loss (``train.on_divergence = "pause"``)."""
+        s = self.session
+        with s._run.lock:
+            if s._run.value in ("running", "starting") and s._run.move("paused", f"diverged: {rec['message']}"):
+                s._desired = PAUSE
+                s._apply_word()
+
+    def _poll_control(self) -> None:
+        """Act on a request in the run's control file (``traindesk pause|resume|stop``, an attached window)."""
+        now = time.monotonic()
+        if self._control is None or now - self._control_polled < CONTROL_POLL_S:
+            return
+        self._control_polled = now
+        request = self._control.poll()
+        if request is None:
+            return
+        s = self.session
+        command = request["command"]
+        s._log("info", f"{command} asked from outside (pid {request.get('pid')})")
+        if command == "pause":
+            s.pause()
+        elif command == "resume":
+            s.resume()
+        else:
+            s.request_stop()

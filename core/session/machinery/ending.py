@@ -1,0 +1,197 @@
+"""The end of a run: its status, the final checkpoint, ``summary.json``, the evaluation, releasing it.
+
+Every way a run ends comes through here: the collector's ``finish`` once the
+workers have ended, a failure or a stop before any worker was spawned, and the
+collector's own failure. The summary reads the run's records through
+:class:`~core.session.reading.stats.RunStats` (its count of how far the run got
+among them: ``epochs_done`` and ``progress``) and each worker's last
+:class:`~core.worker.position.Position`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from core.worker.channels import STOP
+from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
+from core.training.validation import attach_evaluation
+from core.metric_names import selection_metric
+from core.training.models import build_model
+from core.worker.position import Position
+from core.runfiles.layout import RunDir
+from core.session.machinery.processes import TERMINATE_GRACE_S
+from core.session.reading.stats import run_count
+
+if TYPE_CHECKING:
+    from core.session.session import Session
+
+
+class RunEnd:
+    def __init__(self, session: "Session") -> None:
+        self.session = session
+
+    def finish(self) -> None:
+        """Every worker has ended: join them, write the last checkpoint, the summary and the evaluation."""
+        s = self.session
+        with s._run.lock:
+            s._run.move("finishing")
+        s._procs.join(TERMINATE_GRACE_S)
+        status = self._status()
+        parts = [s.stats.done.get(r, {}) for r in range(s.num_workers)]
+        self._adopt_result()
+        complete = all(p.get("optimizer") is not None for p in parts)
+        if status != "failed" and complete:
+            try:
+                s._checkpoints.write(parts)
+            except OSError as exc:
+                status = "failed"
+                s.error = s.error or f"checkpoint: cannot write {RunDir(s.run_dir).last}: {exc.strerror}"
+        else:
+            s._log("info", "the last consistent checkpoint was kept: Continue run resumes from it")
+        self.write_summary(status)
+        # the model the run hands on (best.pt once kept, else the final weights) on the validation split:
+        # eval.json, and summary.json's evaluation and result, the run's figure everywhere
+        s.summary = attach_evaluation(s.run_dir, self._handed_on, s._data, s.summary, self._select_by())
+        s._run.move(status, s.error or "")
+        self.close()
+
+    def _handed_on(self) -> tuple[Any, str, Any]:
+        """The model Evaluate, Export, Predict and Serve take by default, which checkpoint it is, its epoch."""
+        s = self.session
+        run = RunDir(s.run_dir)
+        if run.default_checkpoint() == "best":
+            ckpt = load_checkpoint(run.best)
+            return model_from_checkpoint(ckpt, f"checkpoint: {run.best}"), "best", ckpt.get("epoch")
+        return s.final_model(), "last", min((p.epoch - 1 for p in self.progress()), default=0)
+
+    def _select_by(self) -> str:
+        s = self.session
+        if s.best:
+            return str(s.best["monitor"])
+        info = s.info
+        return selection_metric(s.config, info.task if info else "classification", info.imbalanced if info else False)
+
+    def _status(self) -> str:
+        s = self.session
+        statuses = [d["status"] for d in s.stats.done.values()]
+        if "failed" in statuses or s.error:
+            return "failed"
+        if s.stop_reason is not None:
+            return "finished"  # stopped early on purpose
+        if "stopped" in statuses or s._desired == STOP:
+            return "stopped"
+        return "finished"
+
+    def fail_before_spawn(self, exc: BaseException) -> None:
+        s = self.session
+        s.error = " ".join(str(exc).splitlines()) or type(exc).__name__
+        with s._run.lock:
+            self.write_summary("failed")
+            s._run.move("failed", s.error)
+        self.close()
+
+    def stopped_before_spawn(self) -> None:
+        s = self.session
+        with s._run.lock:
+            s._run.move("stopping")
+            self.write_summary("stopped")
+            s._run.move("stopped", "stopped before the workers started")
+        self.close()
+
+    def _adopt_result(self) -> None:
+        """A strategy whose result is not the shared model (search: the best trial) hands it over here."""
+        s = self.session
+        if s.run_dir is None or s.info is None:
+            return
+        path = s.strategy.result_checkpoint(s.run_dir)
+        if path is None:
+            return
+        ckpt = load_checkpoint(path)
+        config = check_checkpoint(ckpt, f"checkpoint: {path}")[0]
+        info = s.info
+        model = build_model(config.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
+        load_weights(model, ckpt["model"], f"checkpoint: {path}")
+        s.config, s._models = config, [model]
+
+    def progress(self) -> list[Position]:
+        """Per worker, for the summary: its final position, else its last step record, else its start."""
+        s = self.session
+        out = []
+        per_epoch = s.strategy.batches_per_epoch(s.info.n_train) if s.info else 1
+        for rank in range(s.num_workers):
+            done = s.stats.done.get(rank, {})
+            rec = s.stats.last_step.get(rank)
+            if Position.holds(done):
+                out.append(Position(**{k: int(done[k]) for k in Position.COUNTERS}))
+            elif rec is not None:
+                epoch = int(rec["epoch"])
+                batch = min(per_epoch, max(0, rec["step"] - (epoch - 1) * per_epoch))
+                if batch >= per_epoch:
+                    epoch, batch = epoch + 1, 0
+                out.append(Position(epoch=epoch, batch=batch, step=rec["step"], samples=rec["samples"]))
+            else:
+                out.append(Position(**s._start.position(rank).counters()))
+        return out
+
+    def write_summary(self, status: str) -> None:
+        s = self.session
+        if s.run_dir is None:
+            return
+        summary = self._summary(status)
+        s.summary = summary
+        s._recorder.summary(summary)
+
+    def _summary(self, status: str) -> dict[str, Any]:
+        s = self.session
+        stats, info, strategy = s.stats, s.info, s.strategy
+        result = s.best["worker"] if s.best and strategy.num_models > 1 else strategy.result_worker(stats.last_eval)
+        progress = self.progress()
+        samples = sum(p.samples for p in progress)
+        start = sum(s._start.position(r).samples for r in range(s.num_workers))
+        train_s = stats.train_seconds()
+        own_models = strategy.num_models > 1
+        ev = stats.last_eval.get(result) or (next(iter(stats.last_eval.values())) if stats.last_eval else None)
+        reached = {rank: p.epoch - 1 for rank, p in enumerate(progress)}  # a worker's last position, at least
+        count = run_count(stats, strategy, start=reached)
+        return {
+            "status": status,
+            "strategy": s.config.parallel.strategy,
+            "workers": s.num_workers,
+            "epochs_done": stats.epochs_done(range(s.num_workers), start=reached),
+            "progress": count.as_dict(),
+            "steps": sum(p.step for p in progress),
+            "samples": samples,
+            "wall_s": round(time.time() - s._t_start, 4),
+            "train_s": round(train_s, 4),
+            "samples_per_s": round((samples - start) / train_s, 2) if train_s > 0 else 0.0,
+            "final": {
+                "train_loss": stats.train_loss([result] if own_models and result in stats.epoch_loss else None),
+                "val_loss": ev["val_loss"] if ev else None,
+                "val_accuracy": ev.get("val_accuracy") if ev else None,
+                **({k: v for k, v in ev.items() if k.startswith("val_") and k not in ("val_loss", "val_accuracy")}
+                   if ev else {}),
+            },
+            **({"task": info.task} if info else {}),
+            **({"dropped_rows": info.dropped_rows} if info and info.dropped_rows else {}),
+            "error": s.error,
+            "parameters": s.num_parameters,
+            "dataset": info.name if info else None,
+            "launcher": s.launcher.name,
+            **({"stop_reason": s.stop_reason} if s.stop_reason else {}),
+            **({"best": s.best} if s.best else {}),
+            **s.launcher.summary_extra(stats.nodes()),
+            **({"parent": s.parent} if s.parent else {}),
+            **strategy.summary_extra(stats.last_eval, s.run_dir, result if s.best else None),
+        }
+
+    def close(self) -> None:
+        """Release the run directory, its lock and the channels; only then is the run over for waiters."""
+        s = self.session
+        s._recorder.close()
+        s.launcher.cleanup()
+        ch = s._channels
+        if ch is not None:
+            ch.queue.close()
+            ch.queue.cancel_join_thread()
+        s._run.ended.set()

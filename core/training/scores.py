@@ -1,0 +1,74 @@
+"""Scores of predictions against the truth, as scikit-learn defines them; torch-free.
+
+``classification_scores`` is the one place classification figures are computed
+(accuracy, per-class precision/recall/F1/support, macro and weighted averages,
+the confusion matrix): a run's evaluation (eval.json) and a labelled prediction
+input (a test set) both report it. ``regression_report`` gives RMSE, MAE and R².
+The training loop's own running figures (``core.training.losses``) are sums over batches
+and ranks, computed on tensors; these are for whole prediction sets.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
+
+CONFUSION_AXES = "rows: true class, columns: predicted class"
+
+
+def classification_scores(y_true: np.ndarray | Sequence[int], y_pred: np.ndarray | Sequence[int],
+                          classes: Sequence[str]) -> dict[str, Any]:
+    """Accuracy, per-class precision/recall/F1/support, macro and weighted averages, confusion matrix.
+
+    ``y_true`` and ``y_pred`` index ``classes``. ``zero_division=0``: a class never predicted has
+    precision 0, not NaN (JSON has no NaN).
+    """
+    import numpy as np
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+    labels = list(range(len(classes)))
+    y_true = np.asarray(y_true, dtype=np.int64)
+    y_pred = np.asarray(y_pred, dtype=np.int64)
+    n = int(len(y_true))
+    if n == 0:
+        cm = np.zeros((len(classes), len(classes)), dtype=np.int64)
+        zeros = {"precision": 0.0, "recall": 0.0, "f1": 0.0}
+        return {"n": 0, "accuracy": 0.0,
+                "per_class": [{"class": str(c), **zeros, "support": 0} for c in classes],
+                "macro": dict(zeros), "weighted": dict(zeros), "confusion": cm.tolist(),
+                "confusion_axes": CONFUSION_AXES}
+    cm = confusion_matrix(y_true, y_pred, labels=labels)
+    p, r, f, support = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    per_class = [{"class": str(name), "precision": float(p[k]), "recall": float(r[k]), "f1": float(f[k]),
+                  "support": int(support[k])} for k, name in enumerate(classes)]
+
+    def average(how: str) -> dict[str, float]:
+        ap, ar, af, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average=how, zero_division=0)
+        return {"precision": float(ap), "recall": float(ar), "f1": float(af)}
+
+    return {
+        "n": n,
+        "accuracy": float(np.trace(cm)) / n,
+        "per_class": per_class,
+        "macro": average("macro"),
+        "weighted": average("weighted"),
+        "confusion": cm.astype(int).tolist(),
+        "confusion_axes": CONFUSION_AXES,
+    }
+
+
+def label_scores(truth: Sequence[str], predicted: Sequence[str], classes: Sequence[str]) -> dict[str, Any]:
+    """``classification_scores`` of class names; true classes the model does not know are added, sorted."""
+    known = list(classes) + sorted(set(truth) - set(classes))
+    index = {c: k for k, c in enumerate(known)}
+    return classification_scores([index[t] for t in truth], [index[p] for p in predicted], known)
+
+
+def regression_report(pred: Sequence[float], true: Sequence[float]) -> dict[str, float]:
+    """RMSE, MAE and R² of predictions (scikit-learn's definitions)."""
+    from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
+
+    return {"rmse": float(mean_squared_error(true, pred) ** 0.5), "mae": float(mean_absolute_error(true, pred)),
+            "r2": float(r2_score(true, pred)), "n": len(true)}
