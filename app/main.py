@@ -6,8 +6,8 @@ import argparse
 import logging
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication

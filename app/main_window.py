@@ -22,32 +22,43 @@ from typing import Any
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
-    QApplication, QDialog, QLabel, QMainWindow, QMenu, QMessageBox, QProgressBar, QScrollArea, QSplitter,
-    QTabWidget, QToolButton, QVBoxLayout, QWidget,
+    QApplication,
+    QDialog,
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QProgressBar,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
-from app.shell import icons
 from app.flows.advisor import AdvisorFlow, advice_table
-from app.shell.banner import Banner
+from app.flows.continue_fork import ContinueForkFlow
+from app.flows.live_run import PROGRESS_STEPS, LiveRun
+from app.flows.past_runs import PastRuns
+from app.flows.run_controller import RunController
 from app.panel.files import ConfigFiles
 from app.panel.panel import ConfigPanel
-from app.flows.continue_fork import ContinueForkFlow
+from app.plots.live import PlotsPanel
+from app.shell import icons
+from app.shell.actions import apply_enablement, build_menus, build_toolbar, make_actions, show_about
+from app.shell.banner import Banner
 from app.shell.elided_label import ElidedLabel
 from app.shell.gc_policy import GuiGarbageCollector
-from app.flows.live_run import PROGRESS_STEPS, LiveRun
 from app.shell.log_pane import LogPane
-from app.views.lr_finder import LRFinderDialog
-from app.flows.past_runs import PastRuns
-from app.plots.live import PlotsPanel
-from app.flows.run_controller import RunController
-from app.views.runs import RunsView
-from app.views.search import SearchView
 from app.shell.settings import AppSettings
 from app.shell.tasks import BackgroundCalls
 from app.shell.theme import Theme, apply_theme, get_theme, style_plot_widget
 from app.shell.toolbar_fit import ToolbarFit
-from app.shell.actions import apply_enablement, build_menus, build_toolbar, make_actions, show_about
 from app.viewmodels.window_state import WindowModel, WindowState, derive
+from app.views.lr_finder import LRFinderDialog
+from app.views.runs import RunsView
+from app.views.search import SearchView
 from core.config import ConfigError, parse_toml
 
 DESCRIBED_PROBLEM = "the dataset or model cannot be used (its ⚠ line on the left says why)"
@@ -97,16 +108,30 @@ class MainWindow(QMainWindow):
         self.config_files = ConfigFiles(self)
         self.past_runs = PastRuns(self)
 
-        self.actions_by_name = make_actions(self, {
-            "action_start": self.live.start, "action_pause": self.live.pause, "action_resume": self.live.resume,
-            "action_stop": self.live.stop, "action_export": self.live.export,
-            "action_open_config": self.config_files.ask_open, "action_save_config": self.config_files.ask_save,
-            "action_open_run": self.past_runs.ask_open, "action_runs_dir": self.config_files.ask_runs_dir,
-            "action_quit": self.close, "action_dark": self._on_toggle_theme, "action_clear": self._on_clear,
-            "action_about": lambda: show_about(self), "action_continue_run": self.continue_fork.continue_run,
-            "action_lr_find": self._on_lr_find, "action_find_fastest": self.advisor.start,
-            "action_compare": self.past_runs.compare, "action_fork": self.continue_fork.fork,
-            "action_show_runs": self.past_runs.show_list})
+        self.actions_by_name = make_actions(
+            self,
+            {
+                "action_start": self.live.start,
+                "action_pause": self.live.pause,
+                "action_resume": self.live.resume,
+                "action_stop": self.live.stop,
+                "action_export": self.live.export,
+                "action_open_config": self.config_files.ask_open,
+                "action_save_config": self.config_files.ask_save,
+                "action_open_run": self.past_runs.ask_open,
+                "action_runs_dir": self.config_files.ask_runs_dir,
+                "action_quit": self.close,
+                "action_dark": self._on_toggle_theme,
+                "action_clear": self._on_clear,
+                "action_about": lambda: show_about(self),
+                "action_continue_run": self.continue_fork.continue_run,
+                "action_lr_find": self._on_lr_find,
+                "action_find_fastest": self.advisor.start,
+                "action_compare": self.past_runs.compare,
+                "action_fork": self.continue_fork.fork,
+                "action_show_runs": self.past_runs.show_list,
+            },
+        )
         for attr, action in self.actions_by_name.items():
             setattr(self, attr, action)
         self._build_central()
@@ -139,8 +164,7 @@ class MainWindow(QMainWindow):
         # inside itself); were something to widen it anyway, a scroll bar reaches it rather than clipping it.
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         # Wide enough for the panel and a vertical scroll bar: never clip it sideways.
-        scroll.setMinimumWidth(self.panel.minimumSizeHint().width()
-                               + scroll.verticalScrollBar().sizeHint().width() + 4)
+        scroll.setMinimumWidth(self.panel.minimumSizeHint().width() + scroll.verticalScrollBar().sizeHint().width() + 4)
         scroll.setMaximumWidth(520)
 
         self.banner = Banner()
@@ -151,10 +175,9 @@ class MainWindow(QMainWindow):
         top_layout.setContentsMargins(0, 6, 0, 0)
         top_layout.setSpacing(6)
         top_layout.addWidget(self.banner)
+        from app.views.compare import CompareView
         from app.views.evaluate import EvaluateView
         from app.views.predict import PredictView
-
-        from app.views.compare import CompareView
 
         self.evaluate_view = EvaluateView()
         self.predict_view = PredictView()
@@ -226,7 +249,6 @@ class MainWindow(QMainWindow):
         status.addPermanentWidget(self.label_throughput)
         status.addPermanentWidget(self.progress_run)
 
-
     # -- settings --------------------------------------------------------------
     @property
     def runs_dir(self) -> str:
@@ -237,8 +259,11 @@ class MainWindow(QMainWindow):
         geometry = s.geometry
         if geometry is None or not self.restoreGeometry(geometry):
             self.resize(1280, 800)
-        for name, splitter in (("main_splitter", self.main_splitter), ("right_splitter", self.right_splitter),
-                               ("plots_splitter", self.plots.splitter)):
+        for name, splitter in (
+            ("main_splitter", self.main_splitter),
+            ("right_splitter", self.right_splitter),
+            ("plots_splitter", self.plots.splitter),
+        ):
             state = s.splitter_state(name)
             if state is not None:
                 splitter.restoreState(state)
@@ -292,9 +317,12 @@ class MainWindow(QMainWindow):
         self.plots.apply_colors(t.plot)
         self.compare_view.apply_colors(t.plot)
         self.serve_view.apply_colors(t.plot)
-        for widget in (self.search_view.plot_search_parallel, self.evaluate_view.plot_actual,
-                       self.evaluate_view.plot_residuals,
-                       *([self.lr_finder.plot_lr_finder] if self.lr_finder is not None else [])):
+        for widget in (
+            self.search_view.plot_search_parallel,
+            self.evaluate_view.plot_actual,
+            self.evaluate_view.plot_residuals,
+            *([self.lr_finder.plot_lr_finder] if self.lr_finder is not None else []),
+        ):
             style_plot_widget(widget, t.plot)
         self.evaluate_view.refresh_colors()
         self.log_pane.set_colors(t.error, t.warning, t.muted)
@@ -308,7 +336,10 @@ class MainWindow(QMainWindow):
         """The facts every action's enablement is derived from (see app/viewmodels/window_state.py)."""
         c = self.controller
         return WindowState(
-            run_state=c.state, run_active=c.active, attached=c.attached, **self.state.facts(),
+            run_state=c.state,
+            run_active=c.active,
+            attached=c.attached,
+            **self.state.facts(),
             loading=self.calls.running("read-run"),
             run_config_shown=self.panel.mode == "view" or self.panel.showing_run_config,
             # the config's own error, else what describing its dataset or counting its model found: the ⚠ lines
@@ -317,19 +348,27 @@ class MainWindow(QMainWindow):
             selected_runs=len(self.runs_view.selected_runs()),
             continuable=self.continue_fork.continuable_run() is not None,
             fork_source=self.continue_fork.fork_source() is not None,
-            export_target=self.live.export_run_dir() is not None, export_available=EXPORT_AVAILABLE)
+            export_target=self.live.export_run_dir() is not None,
+            export_available=EXPORT_AVAILABLE,
+        )
 
     def update_actions(self) -> None:
         """Apply what the window's state allows; called after every change, failures included."""
         facts = self.window_state()
         derived = derive(facts)
         apply_enablement(self, derived, self.menu_recent)
-        problem = derived.panel_mode == "edit" and facts.config_error \
+        problem = (
+            derived.panel_mode == "edit"
+            and facts.config_error
             and (self.panel.validation_error() or self.panel.describer.error)
-        self.action_start.setToolTip("Use these settings or go back to yours first (Ctrl+R, F5)"
-                                     if derived.panel_mode == "view" else
-                                     f"Fix the settings first: {problem}" if problem else
-                                     "Start training with these settings (Ctrl+R, F5)")
+        )
+        self.action_start.setToolTip(
+            "Use these settings or go back to yours first (Ctrl+R, F5)"
+            if derived.panel_mode == "view"
+            else f"Fix the settings first: {problem}"
+            if problem
+            else "Start training with these settings (Ctrl+R, F5)"
+        )
         self.action_export.setToolTip(self.live.export_tip())
         self.label_state.setText(derived.status)
         if derived.panel_mode != self.panel.mode:
@@ -342,7 +381,7 @@ class MainWindow(QMainWindow):
 
     @property
     def advising(self) -> bool:
-        """"Find fastest" is probing."""
+        """ "Find fastest" is probing."""
         return bool(self.state.advising)
 
     @property
@@ -408,8 +447,10 @@ class MainWindow(QMainWindow):
         box.setTextFormat(Qt.TextFormat.RichText)
         table = advice_table(result)
         if result.get("is_current"):
-            box.setText(f"{table}<p><b>{best['strategy']}</b> with <b>{best['workers']}</b> worker(s) is fastest: "
-                        "that is already your setting.</p>")
+            box.setText(
+                f"{table}<p><b>{best['strategy']}</b> with <b>{best['workers']}</b> worker(s) is fastest: "
+                "that is already your setting.</p>"
+            )
             box.setStandardButtons(QMessageBox.StandardButton.Ok)
             box.exec()
             return False
@@ -420,13 +461,16 @@ class MainWindow(QMainWindow):
     def confirm_stop_on_close(self) -> bool:
         """Ask whether to stop the active run (or set ask_before_close)."""
         answer = QMessageBox.question(
-            self, "Stop the run?", "A run is in progress. Stop it and close TrainDesk?\n"
-            "A checkpoint and summary are written first.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+            self,
+            "Stop the run?",
+            "A run is in progress. Stop it and close TrainDesk?\nA checkpoint and summary are written first.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
         return answer == QMessageBox.StandardButton.Yes
 
     # -- closing ---------------------------------------------------------------
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.state.update(cancelling=True)  # a probe in progress stops at once
         if self.controller.active and not self.controller.attached:  # an attached run goes on without us
             if not self.state.closing:

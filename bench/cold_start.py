@@ -36,8 +36,13 @@ def import_torch_s() -> float:
 def first_record_s() -> float:
     with tempfile.TemporaryDirectory(prefix="traindesk-bench-") as runs:
         t0 = time.time()
-        subprocess.run([*TRAINDESK, "train", "--epochs", "1", "--runs-dir", runs, "--quiet"], check=True,
-                       cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [*TRAINDESK, "train", "--epochs", "1", "--runs-dir", runs, "--quiet"],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         metrics = next(Path(runs).glob("*/metrics.jsonl"))
         for line in metrics.read_text().splitlines():
             record = json.loads(line)

@@ -24,15 +24,15 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.config import DataConfig  # noqa: E402
-from core.data import fit_table, read_source  # noqa: E402
+from core.config import DataConfig
+from core.data import fit_table, read_source
 
 
 def traindesk_read(path: Path) -> np.ndarray:
@@ -64,9 +64,9 @@ def make_mixed_csv(path: Path, rows: int, features: int = 24) -> None:
     with path.open("w") as fh:
         fh.write(",".join([f"f{i}" for i in range(features)] + ["word", "label"]) + "\n")
         for lo in range(0, rows, 50_000):
-            numbers = np.char.mod("%.6g", x[lo:lo + 50_000])
+            numbers = np.char.mod("%.6g", x[lo : lo + 50_000])
             lines = [",".join(r) for r in numbers.tolist()]
-            fh.write("".join(f"{a},{w},{b}\n" for a, w, b in zip(lines, words[lo:lo + 50_000], y[lo:lo + 50_000])))
+            fh.write("".join(f"{a},{w},{b}\n" for a, w, b in zip(lines, words[lo : lo + 50_000], y[lo : lo + 50_000])))
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -98,8 +98,10 @@ def compare(path: Path, numeric: bool, repeat: int) -> None:
     fast_median = min(median[n] for n in libraries)
     print(f"{'':<36} {'best s':>7} {'median s':>9}   vs fastest library reader (best / median)")
     for name in cases:
-        print(f"{name:<36} {best[name]:>7.2f} {median[name]:>9.2f}   "
-              f"{best[name] / fast_best:>5.2f}x / {median[name] / fast_median:.2f}x")
+        print(
+            f"{name:<36} {best[name]:>7.2f} {median[name]:>9.2f}   "
+            f"{best[name] / fast_best:>5.2f}x / {median[name] / fast_median:.2f}x"
+        )
 
 
 def main() -> int:

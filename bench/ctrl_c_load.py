@@ -36,8 +36,9 @@ def make_csv(path: Path, rows: int) -> None:
     cols["label"] = rng.integers(0, 5, rows)
     with path.open("wb") as fh:
         fh.write((",".join(cols) + "\n").encode())
-        pacsv.write_csv(pa.table(cols), fh, write_options=pacsv.WriteOptions(include_header=False,
-                                                                              quoting_style="none"))
+        pacsv.write_csv(
+            pa.table(cols), fh, write_options=pacsv.WriteOptions(include_header=False, quoting_style="none")
+        )
 
 
 def group_alive(pgid: int) -> bool:
@@ -49,10 +50,25 @@ def group_alive(pgid: int) -> bool:
 
 
 def interrupt_at(csv: Path, runs: Path, delay: float) -> tuple[int, float, bool, bool]:
-    proc = subprocess.Popen([sys.executable, "-m", "core", "train", "--epochs", "5", "--runs-dir", str(runs),
-                             "--set", f"data.source=csv:{csv}"], cwd=runs.parent, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--epochs",
+            "5",
+            "--runs-dir",
+            str(runs),
+            "--set",
+            f"data.source=csv:{csv}",
+        ],
+        cwd=runs.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     time.sleep(delay)
     os.killpg(proc.pid, signal.SIGINT)
     sent = time.perf_counter()

@@ -21,28 +21,31 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from core.launchers import local as launcher  # noqa: E402
-from core.config import Config, apply_overrides  # noqa: E402
-from core.data import load_data  # noqa: E402
-from core.training.models import build_model  # noqa: E402
-from core.session import Session  # noqa: E402
-from core.worker.trainer import epoch_indices, make_optimizer  # noqa: E402
+from core.config import Config, apply_overrides
+from core.data import load_data
+from core.launchers import local as launcher
+from core.session import Session
+from core.training.models import build_model
+from core.worker.trainer import epoch_indices, make_optimizer
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 WORKLOADS: dict[str, list[str]] = {
-    "digits-mlp": ["data.source=builtin:digits", "model.hidden=[256,256]", "train.epochs=150",
-                   "train.batch_size=64"],
-    "synthetic-mlp1024": ["data.source=builtin:synthetic?n=48000&features=128&classes=10",
-                          "model.hidden=[1024,1024]", "train.epochs=1", "train.batch_size=128"],
+    "digits-mlp": ["data.source=builtin:digits", "model.hidden=[256,256]", "train.epochs=150", "train.batch_size=64"],
+    "synthetic-mlp1024": [
+        "data.source=builtin:synthetic?n=48000&features=128&classes=10",
+        "model.hidden=[1024,1024]",
+        "train.epochs=1",
+        "train.batch_size=128",
+    ],
 }
 
 
@@ -63,7 +66,7 @@ def bare_loop(cfg: Config, threads: int) -> float:
             model.train()
             perm = epoch_indices(len(y), epoch, cfg.train.seed, 0, 1)
             for start in range(0, len(perm), bs):
-                idx = perm[start:start + bs]
+                idx = perm[start : start + bs]
                 xb, yb = x.index_select(0, idx), y.index_select(0, idx)
                 opt.zero_grad(set_to_none=True)
                 loss = F.cross_entropy(model(xb), yb)

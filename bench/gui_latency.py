@@ -24,8 +24,8 @@ from typing import Any
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from PySide6.QtCore import QSettings, QTimer  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtCore import QSettings, QTimer
+from PySide6.QtWidgets import QApplication
 
 
 def pump(app: QApplication, seconds: float, until: Any = None) -> None:
@@ -44,8 +44,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def live_run(app: QApplication, workers: int, epochs: int, runs_dir: str) -> dict[str, float]:
     from app.main_window import MainWindow
-    from core.launchers import local as launcher
     from core.config import Config
+    from core.launchers import local as launcher
 
     launcher.warm_up(block=True)
     window = MainWindow(runs_dir=runs_dir)
@@ -126,8 +126,17 @@ def redraw_rate(app: QApplication, points: int, seconds: float) -> dict[str, flo
         recs = []
         for i in range(start, min(steps, start + chunk)):
             rng_state = (rng_state * 1103515245 + 12345) & 0x7FFFFFFF
-            recs.append({"kind": "step", "t": t0 + i * 0.001, "worker": 0, "epoch": 1, "step": i + 1,
-                         "samples": (i + 1) * 64, "loss": 2.0 / (1 + i * 1e-4) + (rng_state / 2**31) * 0.1})
+            recs.append(
+                {
+                    "kind": "step",
+                    "t": t0 + i * 0.001,
+                    "worker": 0,
+                    "epoch": 1,
+                    "step": i + 1,
+                    "samples": (i + 1) * 64,
+                    "loss": 2.0 / (1 + i * 1e-4) + (rng_state / 2**31) * 0.1,
+                }
+            )
         panel.add_records(recs)
     panel.flush()
     pump(app, 0.5)
@@ -136,8 +145,18 @@ def redraw_rate(app: QApplication, points: int, seconds: float) -> dict[str, flo
     n = steps
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:
-        recs = [{"kind": "step", "t": t0 + (n + k) * 0.001, "worker": 0, "epoch": 1, "step": n + k + 1,
-                 "samples": (n + k + 1) * 64, "loss": 0.5} for k in range(3)]
+        recs = [
+            {
+                "kind": "step",
+                "t": t0 + (n + k) * 0.001,
+                "worker": 0,
+                "epoch": 1,
+                "step": n + k + 1,
+                "samples": (n + k + 1) * 64,
+                "loss": 0.5,
+            }
+            for k in range(3)
+        ]
         n += 3
         panel.add_records(recs)
         panel.flush()
@@ -148,8 +167,11 @@ def redraw_rate(app: QApplication, points: int, seconds: float) -> dict[str, flo
     panel.close()
     panel.deleteLater()
     pump(app, 0.2)
-    return {"points": panel.data.loss[0].__len__(), "redraws_per_s": frames / elapsed,
-            "ms_per_redraw": elapsed / frames * 1000}
+    return {
+        "points": panel.data.loss[0].__len__(),
+        "redraws_per_s": frames / elapsed,
+        "ms_per_redraw": elapsed / frames * 1000,
+    }
 
 
 def main() -> int:
@@ -168,12 +190,16 @@ def main() -> int:
 
     print(f"GUI latency benchmark (offscreen, {os.cpu_count()} cores, {args.workers} hogwild workers, digits MLP)")
     print(f"  first point on screen after Start   {live['first_point_s']:.2f} s")
-    print(f"  record -> plot data latency         median {live['latency_median_ms']:.0f} ms,"
-          f" p95 {live['latency_p95_ms']:.0f} ms  ({live['records']:,} step records)")
+    print(
+        f"  record -> plot data latency         median {live['latency_median_ms']:.0f} ms,"
+        f" p95 {live['latency_p95_ms']:.0f} ms  ({live['records']:,} step records)"
+    )
     print(f"  event loop longest stall            {live['stall_max_ms']:.0f} ms (p99 {live['stall_p99_ms']:.0f} ms)")
     print(f"  training during the run             {live['samples_per_s']:,.0f} samples/s over {live['train_s']:.1f} s")
-    print(f"  redraw with {redraw['points']:,} points         {redraw['redraws_per_s']:.1f} redraws/s"
-          f" ({redraw['ms_per_redraw']:.1f} ms each)")
+    print(
+        f"  redraw with {redraw['points']:,} points         {redraw['redraws_per_s']:.1f} redraws/s"
+        f" ({redraw['ms_per_redraw']:.1f} ms each)"
+    )
     return 0
 
 

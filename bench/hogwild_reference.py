@@ -32,31 +32,40 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
+from engine_vs_bare import engine
 
-from core.config import Config, apply_overrides  # noqa: E402
-from core.data import load_data  # noqa: E402
-from core.launchers import local as launcher  # noqa: E402
-from core.host.machine import keep_freed_memory  # noqa: E402
-from core.training.models import build_model  # noqa: E402
-from core.worker.trainer import epoch_indices  # noqa: E402
-from engine_vs_bare import engine  # noqa: E402 - the same engine run, measured the same way
+from core.config import Config, apply_overrides
+from core.data import load_data
+from core.host.machine import keep_freed_memory
+from core.launchers import local as launcher
+from core.training.models import build_model
+from core.worker.trainer import epoch_indices
 
 HERE = Path(__file__).resolve().parent
-MLP = ["data.source=builtin:synthetic?n=25000&features=64&classes=10", "model.hidden=[256,256]",
-       "train.epochs=10", "train.batch_size=64", "optim.lr=0.05", "optim.momentum=0.9", "data.val_fraction=0.2"]
+MLP = [
+    "data.source=builtin:synthetic?n=25000&features=64&classes=10",
+    "model.hidden=[256,256]",
+    "train.epochs=10",
+    "train.batch_size=64",
+    "optim.lr=0.05",
+    "optim.momentum=0.9",
+    "data.val_fraction=0.2",
+]
 
 
 # -- a plain shared-memory Hogwild, the way a person writes it --------------------------------------
-def _hand_worker(rank: int, world: int, cfg: Config, model: Any, x: Any, y: Any, vx: Any, vy: Any,
-                 out: Any, fused: bool) -> None:
+def _hand_worker(
+    rank: int, world: int, cfg: Config, model: Any, x: Any, y: Any, vx: Any, vy: Any, out: Any, fused: bool
+) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(cfg.train.seed + rank)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.optim.lr, momentum=cfg.optim.momentum, fused=fused or None)
@@ -65,7 +74,7 @@ def _hand_worker(rank: int, world: int, cfg: Config, model: Any, x: Any, y: Any,
         model.train()
         perm = epoch_indices(len(y), epoch, cfg.train.seed, rank, world)
         for start in range(0, len(perm), cfg.train.batch_size):
-            idx = perm[start:start + cfg.train.batch_size]
+            idx = perm[start : start + cfg.train.batch_size]
             xb, yb = x.index_select(0, idx), y.index_select(0, idx)
             opt.zero_grad()
             loss = F.cross_entropy(model(xb), yb)
@@ -77,12 +86,12 @@ def _hand_worker(rank: int, world: int, cfg: Config, model: Any, x: Any, y: Any,
             model.eval()
             with torch.no_grad():
                 (model(vx).argmax(1) == vy).float().mean().item()
-    out[3 * rank:3 * rank + 3] = [samples, t0, time.perf_counter()]
+    out[3 * rank : 3 * rank + 3] = [samples, t0, time.perf_counter()]
 
 
 def _rate(out: Any, workers: int) -> float:
     """All samples over the wall time from the first process's start to the last one's end."""
-    rows = [out[3 * r:3 * r + 3] for r in range(workers)]
+    rows = [out[3 * r : 3 * r + 3] for r in range(workers)]
     return sum(r[0] for r in rows) / (max(r[2] for r in rows) - min(r[1] for r in rows))
 
 
@@ -94,8 +103,13 @@ def hand_hogwild(cfg: Config, workers: int = 2, fused: bool = False) -> float:
     model.share_memory()
     ctx = launcher.get_context()
     out = ctx.Array("d", 3 * workers)
-    procs = [ctx.Process(target=_hand_worker, args=(r, workers, cfg, model, data.train.x, data.train.y,
-                                                     data.val.x, data.val.y, out, fused)) for r in range(workers)]
+    procs = [
+        ctx.Process(
+            target=_hand_worker,
+            args=(r, workers, cfg, model, data.train.x, data.train.y, data.val.x, data.val.y, out, fused),
+        )
+        for r in range(workers)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -115,8 +129,9 @@ class _Images(torch.utils.data.Dataset):  # type: ignore[type-arg]
         return self.x[i], self.y[i]
 
 
-def _mnist_train(rank: int, model: Any, x: Any, y: Any, threads: int, epochs: int, out: Any,
-                 keep: bool = False) -> None:
+def _mnist_train(
+    rank: int, model: Any, x: Any, y: Any, threads: int, epochs: int, out: Any, keep: bool = False
+) -> None:
     if keep:
         keep_freed_memory()
     if threads:
@@ -133,7 +148,7 @@ def _mnist_train(rank: int, model: Any, x: Any, y: Any, threads: int, epochs: in
             loss.backward()
             opt.step()
             samples += len(target)
-    out[3 * rank:3 * rank + 3] = [samples, t0, time.perf_counter()]
+    out[3 * rank : 3 * rank + 3] = [samples, t0, time.perf_counter()]
 
 
 def mnist_reference(npz: Path, threads: int, epochs: int, processes: int = 2, keep: bool = False) -> float:
@@ -148,8 +163,9 @@ def mnist_reference(npz: Path, threads: int, epochs: int, processes: int = 2, ke
     model.share_memory()
     ctx = launcher.get_context()
     out = ctx.Array("d", 3 * processes)
-    procs = [ctx.Process(target=_mnist_train, args=(r, model, x, y, threads, epochs, out, keep))
-             for r in range(processes)]
+    procs = [
+        ctx.Process(target=_mnist_train, args=(r, model, x, y, threads, epochs, out, keep)) for r in range(processes)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -162,7 +178,7 @@ def make_mnist(path: Path, n: int = 60_000) -> None:
     y = rng.integers(0, 10, n)
     x = rng.random((n, 1, 28, 28), dtype=np.float32) * 0.2
     for c in range(10):  # a faint class-dependent stripe: learnable
-        x[y == c, 0, 2 * c:2 * c + 3, :] += 0.8
+        x[y == c, 0, 2 * c : 2 * c + 3, :] += 0.8
     np.savez(path, x=x, y=y)
 
 
@@ -197,34 +213,62 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp) / "runs"
         if args.only in (None, "mlp"):
-            cfg = apply_overrides(Config(), MLP + ["parallel.strategy=hogwild", "parallel.workers=2",
-                                                   "parallel.threads_per_worker=1"])
-            results = rounds({"engine hogwild x2 (1 thread each)": lambda: engine(cfg, runs),
-                              "hand-written hogwild x2 (1 thread each)": lambda: hand_hogwild(cfg),
-                              "hand-written, fused SGD as the engine's": lambda: hand_hogwild(cfg, fused=True)},
-                             args.repeats)
-            report("mlp: " + " ".join(MLP), results, ["hand-written hogwild x2 (1 thread each)",
-                                                       "hand-written, fused SGD as the engine's"])
+            cfg = apply_overrides(
+                Config(), MLP + ["parallel.strategy=hogwild", "parallel.workers=2", "parallel.threads_per_worker=1"]
+            )
+            results = rounds(
+                {
+                    "engine hogwild x2 (1 thread each)": lambda: engine(cfg, runs),
+                    "hand-written hogwild x2 (1 thread each)": lambda: hand_hogwild(cfg),
+                    "hand-written, fused SGD as the engine's": lambda: hand_hogwild(cfg, fused=True),
+                },
+                args.repeats,
+            )
+            report(
+                "mlp: " + " ".join(MLP),
+                results,
+                ["hand-written hogwild x2 (1 thread each)", "hand-written, fused SGD as the engine's"],
+            )
         if args.only in (None, "mnist"):
             npz = Path(tmp) / "mnist.npz"
             make_mnist(npz)
-            cfg = apply_overrides(Config(), [
-                f"data.source=npz:{npz}", f"model.kind=custom:{HERE / '_mnist_net.py'}:make",
-                # 2 epochs of the engine, whose workers each train half of every epoch, give each worker as
-                # many samples as a reference process trains in 1 (it walks the whole set): equal stretches
-                "data.standardize=false", "data.val_fraction=0.0", f"train.epochs={2 * args.mnist_epochs}",
-                "train.batch_size=64", "optim.lr=0.01", "optim.momentum=0.5", "parallel.strategy=hogwild",
-                "parallel.workers=2", "parallel.threads_per_worker=1"])
+            cfg = apply_overrides(
+                Config(),
+                [
+                    f"data.source=npz:{npz}",
+                    f"model.kind=custom:{HERE / '_mnist_net.py'}:make",
+                    # 2 epochs of the engine, whose workers each train half of every epoch, give each worker as
+                    # many samples as a reference process trains in 1 (it walks the whole set): equal stretches
+                    "data.standardize=false",
+                    "data.val_fraction=0.0",
+                    f"train.epochs={2 * args.mnist_epochs}",
+                    "train.batch_size=64",
+                    "optim.lr=0.01",
+                    "optim.momentum=0.5",
+                    "parallel.strategy=hogwild",
+                    "parallel.workers=2",
+                    "parallel.threads_per_worker=1",
+                ],
+            )
             e = args.mnist_epochs
-            results = rounds({
-                "engine hogwild x2 (1 thread each)": lambda: engine(cfg, runs),
-                "mnist_hogwild shape, default threads": lambda: mnist_reference(npz, 0, e),
-                "mnist_hogwild shape, 1 thread per process": lambda: mnist_reference(npz, 1, e),
-                "the same, keeping freed memory as the engine": lambda: mnist_reference(npz, 1, e, keep=True),
-            }, args.repeats)
-            report("mnist: 60,000 x 1x28x28, mnist_hogwild network, batch 64, SGD 0.01/0.5", results,
-                   ["mnist_hogwild shape, default threads", "mnist_hogwild shape, 1 thread per process",
-                    "the same, keeping freed memory as the engine"])
+            results = rounds(
+                {
+                    "engine hogwild x2 (1 thread each)": lambda: engine(cfg, runs),
+                    "mnist_hogwild shape, default threads": lambda: mnist_reference(npz, 0, e),
+                    "mnist_hogwild shape, 1 thread per process": lambda: mnist_reference(npz, 1, e),
+                    "the same, keeping freed memory as the engine": lambda: mnist_reference(npz, 1, e, keep=True),
+                },
+                args.repeats,
+            )
+            report(
+                "mnist: 60,000 x 1x28x28, mnist_hogwild network, batch 64, SGD 0.01/0.5",
+                results,
+                [
+                    "mnist_hogwild shape, default threads",
+                    "mnist_hogwild shape, 1 thread per process",
+                    "the same, keeping freed memory as the engine",
+                ],
+            )
 
 
 if __name__ == "__main__":

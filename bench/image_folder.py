@@ -31,14 +31,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
+from engine_vs_bare import engine
 
-from core.config import Config, apply_overrides  # noqa: E402
-from core.launchers import local as launcher  # noqa: E402
-from core.training.models import build_model  # noqa: E402
-from engine_vs_bare import engine  # noqa: E402 - the same engine run, measured the same way
+from core.config import Config, apply_overrides
+from core.launchers import local as launcher
+from core.training.models import build_model
 
 BATCH, LR, MOMENTUM = 64, 0.05, 0.9
 
@@ -50,7 +50,7 @@ def make_folder(root: Path, n: int) -> None:
     for i in range(n):
         c = i % 10
         pixels = rng.integers(0, 50, (28, 28), dtype=np.uint8)
-        pixels[2 * c:2 * c + 3, :] += 180
+        pixels[2 * c : 2 * c + 3, :] += 180
         folder = root / f"class{c}"
         folder.mkdir(parents=True, exist_ok=True)
         Image.fromarray(pixels, mode="L").save(folder / f"{i:06d}.png")
@@ -80,8 +80,13 @@ def bare(root: Path, cfg: Config, loader_workers: int, epochs: int) -> float:
     torch.manual_seed(0)
     model = build_model(cfg.model, (1, 28, 28), 10)
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    loader = torch.utils.data.DataLoader(FolderDataset(root, 0.2, 0.3), batch_size=BATCH, shuffle=True,
-                                         num_workers=loader_workers, persistent_workers=loader_workers > 0)
+    loader = torch.utils.data.DataLoader(
+        FolderDataset(root, 0.2, 0.3),
+        batch_size=BATCH,
+        shuffle=True,
+        num_workers=loader_workers,
+        persistent_workers=loader_workers > 0,
+    )
     samples, first, last = 0, None, 0.0
     for _ in range(epochs):
         for xb, yb in loader:
@@ -110,14 +115,27 @@ def main() -> int:
         root = Path(tmp) / "images"
         t0 = time.perf_counter()
         make_folder(root, args.images)
-        print(f"{args.images:,} PNG images (28x28 grey, 10 classes) written in {time.perf_counter() - t0:.1f} s; "
-              f"batch {BATCH}, cnn [16, 32], SGD {LR}/{MOMENTUM}, {args.epochs} epochs, "
-              f"{args.loader_workers} DataLoader workers, 1 compute thread\n")
-        cfg = apply_overrides(Config(), [
-            f"data.source=images:{root}", "data.val_fraction=0.0", f"data.loader_workers={args.loader_workers}",
-            "model.kind=cnn", f"train.epochs={args.epochs}", f"train.batch_size={BATCH}", f"optim.lr={LR}",
-            f"optim.momentum={MOMENTUM}", "parallel.strategy=single", "parallel.workers=1",
-            "parallel.threads_per_worker=1"])
+        print(
+            f"{args.images:,} PNG images (28x28 grey, 10 classes) written in {time.perf_counter() - t0:.1f} s; "
+            f"batch {BATCH}, cnn [16, 32], SGD {LR}/{MOMENTUM}, {args.epochs} epochs, "
+            f"{args.loader_workers} DataLoader workers, 1 compute thread\n"
+        )
+        cfg = apply_overrides(
+            Config(),
+            [
+                f"data.source=images:{root}",
+                "data.val_fraction=0.0",
+                f"data.loader_workers={args.loader_workers}",
+                "model.kind=cnn",
+                f"train.epochs={args.epochs}",
+                f"train.batch_size={BATCH}",
+                f"optim.lr={LR}",
+                f"optim.momentum={MOMENTUM}",
+                "parallel.strategy=single",
+                "parallel.workers=1",
+                "parallel.threads_per_worker=1",
+            ],
+        )
         runs = Path(tmp) / "runs"
         results: dict[str, list[float]] = {"engine (single, images:DIR)": [], "bare DataLoader loop": []}
         for _ in range(args.repeats):

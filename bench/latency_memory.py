@@ -62,8 +62,14 @@ def start_latency(method: str, repeats: int, tmp: Path) -> tuple[float, list[flo
     script = tmp / "child.py"
     script.write_text(CHILD)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINDESK_START_METHOD": method}
-    res = subprocess.run([sys.executable, str(script), str(tmp / f"runs-{method}"), str(repeats + 1)],
-                         capture_output=True, text=True, env=env, timeout=600, check=True)
+    res = subprocess.run(
+        [sys.executable, str(script), str(tmp / f"runs-{method}"), str(repeats + 1)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=True,
+    )
     times = json.loads(res.stdout.strip().splitlines()[-1])
     return times[0], times[1:]
 
@@ -109,8 +115,10 @@ def pause_stop_latency(repeats: int, tmp: Path) -> tuple[list[float], list[float
         pids = s.worker_pids()
         t0 = time.perf_counter()
         s.stop(10)
-        while any(Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1][:3]
-                  for p in pids):
+        while any(
+            Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1][:3]
+            for p in pids
+        ):
             time.sleep(0.001)
         stops.append(time.perf_counter() - t0)
     return pauses, stops
@@ -120,9 +128,14 @@ def memory(tmp: Path) -> list[dict[str, Any]]:
     """One fresh process per worker count, so no run inherits another's memory."""
     rows = []
     for workers in (1, 2, 4):
-        res = subprocess.run([sys.executable, __file__, "--memory-row", str(workers), str(tmp)],
-                             capture_output=True, text=True, timeout=600, check=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        res = subprocess.run(
+            [sys.executable, __file__, "--memory-row", str(workers), str(tmp)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         rows.append(json.loads(res.stdout.strip().splitlines()[-1]))
     return rows
 
@@ -131,9 +144,15 @@ def memory_row(workers: int, tmp: Path) -> dict[str, Any]:
     from core.config import Config, apply_overrides
     from core.session import RecordBuffer, Session
 
-    cfg = apply_overrides(Config(), ["train.epochs=100000", f"parallel.workers={workers}",
-                                     "data.source=builtin:synthetic?n=20000&features=256&classes=10",
-                                     "model.hidden=[2048,2048]"])
+    cfg = apply_overrides(
+        Config(),
+        [
+            "train.epochs=100000",
+            f"parallel.workers={workers}",
+            "data.source=builtin:synthetic?n=20000&features=256&classes=10",
+            "model.hidden=[2048,2048]",
+        ],
+    )
     s = Session(cfg, runs_dir=tmp / f"runs-mem-{workers}")
     buf = RecordBuffer()
     s.add_listener(buf.put)
@@ -145,8 +164,10 @@ def memory_row(workers: int, tmp: Path) -> dict[str, Any]:
     parent = pss_rss_kib(os.getpid())
     s.stop(10)
     return {
-        "workers": workers, "parameters": s.num_parameters,
-        "parent_pss_mib": parent[0] / 1024, "parent_rss_mib": parent[1] / 1024,
+        "workers": workers,
+        "parameters": s.num_parameters,
+        "parent_pss_mib": parent[0] / 1024,
+        "parent_rss_mib": parent[1] / 1024,
         "worker_pss_mib": statistics.mean(m[0] for m in workers_mem) / 1024,
         "worker_rss_mib": statistics.mean(m[1] for m in workers_mem) / 1024,
         "total_pss_mib": (parent[0] + sum(m[0] for m in workers_mem)) / 1024,
@@ -174,24 +195,37 @@ def main() -> None:
         for method in ("forkserver", "spawn"):
             cold, warm = start_latency(method, args.repeats, tmp)
             print(f"| start -> first record, cold, {method} | {cold * 1000:.0f} ms | {cold:.3f} |")
-            print(f"| start -> first record, warm, {method} | {statistics.median(warm) * 1000:.0f} ms | "
-                  + ", ".join(f"{w:.3f}" for w in warm) + " |")
+            print(
+                f"| start -> first record, warm, {method} | {statistics.median(warm) * 1000:.0f} ms | "
+                + ", ".join(f"{w:.3f}" for w in warm)
+                + " |"
+            )
         launcher.warm_up(block=True)
         pauses, stops = pause_stop_latency(args.repeats, tmp)
-        print(f"| pause() -> all workers paused (2 workers) | {statistics.median(pauses) * 1000:.1f} ms | "
-              + ", ".join(f"{p:.4f}" for p in pauses) + " |")
-        print(f"| stop() -> all workers exited (2 workers) | {statistics.median(stops) * 1000:.0f} ms | "
-              + ", ".join(f"{p:.3f}" for p in stops) + " |")
+        print(
+            f"| pause() -> all workers paused (2 workers) | {statistics.median(pauses) * 1000:.1f} ms | "
+            + ", ".join(f"{p:.4f}" for p in pauses)
+            + " |"
+        )
+        print(
+            f"| stop() -> all workers exited (2 workers) | {statistics.median(stops) * 1000:.0f} ms | "
+            + ", ".join(f"{p:.3f}" for p in stops)
+            + " |"
+        )
         print()
         print_memory(tmp)
 
 
 def print_memory(tmp: Path) -> None:
-    print("| hogwild workers | parameters | session PSS / RSS (MiB) | per worker PSS / RSS (MiB) | all processes PSS (MiB) |")
+    print(
+        "| hogwild workers | parameters | session PSS / RSS (MiB) | per worker PSS / RSS (MiB) | all processes PSS (MiB) |"
+    )
     print("|---:|---:|---:|---:|---:|")
     for row in memory(tmp):
-        print(f"| {row['workers']} | {row['parameters']:,} | {row['parent_pss_mib']:.0f} / {row['parent_rss_mib']:.0f} | "
-              f"{row['worker_pss_mib']:.0f} / {row['worker_rss_mib']:.0f} | {row['total_pss_mib']:.0f} |")
+        print(
+            f"| {row['workers']} | {row['parameters']:,} | {row['parent_pss_mib']:.0f} / {row['parent_rss_mib']:.0f} | "
+            f"{row['worker_pss_mib']:.0f} / {row['worker_rss_mib']:.0f} | {row['total_pss_mib']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -23,16 +23,15 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
+import torch
 
-from core.launchers import local as launcher  # noqa: E402
-from core.config import Config, apply_overrides  # noqa: E402
-from core.data import load_data  # noqa: E402
-from core.session import Session  # noqa: E402
+from core.config import Config, apply_overrides
+from core.data import load_data
+from core.launchers import local as launcher
+from core.session import Session
 
 OVERRIDES = ["data.source=builtin:digits", "model.hidden=[256,256]", "train.epochs=40", "train.batch_size=64"]
 
@@ -41,22 +40,30 @@ def lightning_run(cfg: Config, devices: int, strategy: str) -> tuple[float, floa
     # Imported here, not at the top: TrainDesk's workers re-import this script as their
     # __main__, and a top-level `import lightning` would cost each of them a second.
     import lightning as L
-
     from _lightning_module import BenchModule
 
     data = load_data(cfg.data, seed=cfg.train.seed, share=False)
     train = torch.utils.data.TensorDataset(data.train.x, data.train.y)
     val = torch.utils.data.TensorDataset(data.val.x, data.val.y)
     trainer = L.Trainer(
-        accelerator="cpu", devices=devices, strategy=strategy, max_epochs=cfg.train.epochs, logger=False,
-        enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False,
+        accelerator="cpu",
+        devices=devices,
+        strategy=strategy,
+        max_epochs=cfg.train.epochs,
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
         num_sanity_val_steps=0,
     )
     module = BenchModule(OVERRIDES)
     module.sync = devices > 1
     t0 = time.perf_counter()
-    trainer.fit(module, torch.utils.data.DataLoader(train, batch_size=cfg.train.batch_size, shuffle=True),
-                torch.utils.data.DataLoader(val, batch_size=2048))
+    trainer.fit(
+        module,
+        torch.utils.data.DataLoader(train, batch_size=cfg.train.batch_size, shuffle=True),
+        torch.utils.data.DataLoader(val, batch_size=2048),
+    )
     wall = time.perf_counter() - t0
     samples = len(train) * cfg.train.epochs
     train_s = float(trainer.callback_metrics["bench_train_s"])
@@ -90,9 +97,12 @@ def main() -> None:
             "Lightning, single device": lambda: lightning_run(cfg, 1, "auto"),
             "Lightning, ddp_spawn, 2 devices": lambda: lightning_run(cfg, 2, "ddp_spawn"),
             "TrainDesk single": lambda: traindesk_run(apply_overrides(cfg, ["parallel.strategy=single"]), Path(tmp)),
-            "TrainDesk hogwild, 2 workers": lambda: traindesk_run(apply_overrides(cfg, ["parallel.workers=2"]), Path(tmp)),
+            "TrainDesk hogwild, 2 workers": lambda: traindesk_run(
+                apply_overrides(cfg, ["parallel.workers=2"]), Path(tmp)
+            ),
             "TrainDesk ddp, 2 workers": lambda: traindesk_run(
-                apply_overrides(cfg, ["parallel.strategy=ddp", "parallel.workers=2"]), Path(tmp)),
+                apply_overrides(cfg, ["parallel.strategy=ddp", "parallel.workers=2"]), Path(tmp)
+            ),
         }
         for name, fn in cases.items():
             results = [fn() for _ in range(args.repeats)]
@@ -100,11 +110,15 @@ def main() -> None:
     ref_ddp = next(r for r in rows if r[0].startswith("Lightning, ddp"))
     ref_single = next(r for r in rows if r[0] == "Lightning, single device")
     print(f"workload: {' '.join(OVERRIDES)}; median of {args.repeats}")
-    print("| run | training samples/s | samples/s incl. start-up | vs Lightning ddp_spawn (training / incl. start-up) | vs Lightning single |")
+    print(
+        "| run | training samples/s | samples/s incl. start-up | vs Lightning ddp_spawn (training / incl. start-up) | vs Lightning single |"
+    )
     print("|---|---:|---:|---:|---:|")
     for name, train_rate, wall_rate in rows:
-        print(f"| {name} | {train_rate:,.0f} | {wall_rate:,.0f} | {train_rate / ref_ddp[1]:.2f}x / {wall_rate / ref_ddp[2]:.2f}x "
-              f"| {train_rate / ref_single[1]:.2f}x |")
+        print(
+            f"| {name} | {train_rate:,.0f} | {wall_rate:,.0f} | {train_rate / ref_ddp[1]:.2f}x / {wall_rate / ref_ddp[2]:.2f}x "
+            f"| {train_rate / ref_single[1]:.2f}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -16,17 +16,18 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.config import Config, OptimConfig  # noqa: E402
-from core.training.models import build_model  # noqa: E402
-from core.worker.trainer import make_optimizer  # noqa: E402
+from core.config import Config, OptimConfig
+from core.training.models import build_model
+from core.worker.trainer import make_optimizer
 
 DEFAULTS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.9),
@@ -53,8 +54,10 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s); default MLP, batch 64; "
-          f"median of {args.rounds} rounds of {args.steps} steps\n")
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s); default MLP, batch 64; "
+        f"median of {args.rounds} rounds of {args.steps} steps\n"
+    )
     print(f"{'optimizer':<10} {'default us/step':>16} {'TrainDesk us/step':>18} {'speed-up':>9}")
     x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))
     for name, default in DEFAULTS.items():

@@ -29,8 +29,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -38,14 +38,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.launchers import local as launcher  # noqa: E402
-from core.training.checkpoint import save_checkpoint  # noqa: E402
-from core.config import Config, to_dict, to_toml  # noqa: E402
-from core.services.export import export_run  # noqa: E402
-from core.host.machine import keep_freed_memory  # noqa: E402
-from core.training.models import build_model  # noqa: E402
-from core.services.predict import BATCH_ROWS, predict, predict_preload  # noqa: E402
-from core.runfiles.writing import atomic_write_text, make_run_dir  # noqa: E402
+from core.config import Config, to_dict, to_toml
+from core.host.machine import keep_freed_memory
+from core.launchers import local as launcher
+from core.runfiles.writing import atomic_write_text, make_run_dir
+from core.services.export import export_run
+from core.services.predict import BATCH_ROWS, predict, predict_preload
+from core.training.checkpoint import save_checkpoint
+from core.training.models import build_model
 
 FEATURES, CLASSES = 64, 10
 
@@ -57,14 +57,26 @@ def make_checkpoint(root: Path) -> Path:
     run_dir = make_run_dir(root, "bench")
     atomic_write_text(run_dir / "config.toml", to_toml(cfg))
     rng = np.random.default_rng(0)
-    save_checkpoint(run_dir / "checkpoints" / "last.pt", {
-        "config": to_dict(cfg),
-        "info": {"name": "synthetic", "input_shape": [FEATURES], "num_classes": CLASSES,
-                 "class_names": [f"class{i}" for i in range(CLASSES)],
-                 "feature_names": [f"f{i}" for i in range(FEATURES)], "image_shape": None,
-                 "mean": rng.normal(0, 1, FEATURES).tolist(), "std": rng.uniform(0.5, 2, FEATURES).tolist()},
-        "model": model.state_dict(), "optimizers": None, "epoch": 0, "steps": 0,
-    })
+    save_checkpoint(
+        run_dir / "checkpoints" / "last.pt",
+        {
+            "config": to_dict(cfg),
+            "info": {
+                "name": "synthetic",
+                "input_shape": [FEATURES],
+                "num_classes": CLASSES,
+                "class_names": [f"class{i}" for i in range(CLASSES)],
+                "feature_names": [f"f{i}" for i in range(FEATURES)],
+                "image_shape": None,
+                "mean": rng.normal(0, 1, FEATURES).tolist(),
+                "std": rng.uniform(0.5, 2, FEATURES).tolist(),
+            },
+            "model": model.state_dict(),
+            "optimizers": None,
+            "epoch": 0,
+            "steps": 0,
+        },
+    )
     return run_dir
 
 
@@ -79,8 +91,11 @@ def make_input(root: Path, rows: int, kind: str) -> Path:
 
     with path.open("wb") as fh:  # pyarrow writes it in seconds where np.savetxt takes minutes
         fh.write((",".join(f"f{i}" for i in range(FEATURES)) + "\n").encode())
-        pacsv.write_csv(pa.table({f"f{i}": c for i, c in enumerate(x.T)}), fh,
-                        write_options=pacsv.WriteOptions(include_header=False, quoting_style="none"))
+        pacsv.write_csv(
+            pa.table({f"f{i}": c for i, c in enumerate(x.T)}),
+            fh,
+            write_options=pacsv.WriteOptions(include_header=False, quoting_style="none"),
+        )
     return path
 
 
@@ -102,15 +117,19 @@ def run_command(cmd: list[str]) -> float:
 
 def end_to_end(models: dict[str, Path], inputs: list[Path], workers: list[str], repeat: int, out: Path) -> None:
     """The headline: each command's wall time, median (best) of ``repeat`` round-robin rounds."""
-    cases = {(fmt, inp, w): command(model, inp, out, w) for inp in inputs for fmt, model in models.items()
-             for w in workers}
+    cases = {
+        (fmt, inp, w): command(model, inp, out, w) for inp in inputs for fmt, model in models.items() for w in workers
+    }
     times: dict[tuple[str, Path, str], list[float]] = {case: [] for case in cases}
     for _ in range(repeat):
         for case, cmd in cases.items():
             times[case].append(run_command(cmd))
     print(f"\nend to end (the command as a user runs it), seconds: median of {repeat} (best)")
-    print(f"{'input':<24} {'model':<12} " + " ".join(f"{'--workers ' + w if w != 'auto' else 'no --workers':>20}"
-                                                   for w in workers) + "   ratios to --workers 1 (median)")
+    print(
+        f"{'input':<24} {'model':<12} "
+        + " ".join(f"{'--workers ' + w if w != 'auto' else 'no --workers':>20}" for w in workers)
+        + "   ratios to --workers 1 (median)"
+    )
     for inp in inputs:
         for fmt in models:
             med = {w: statistics.median(times[(fmt, inp, w)]) for w in workers}
@@ -167,12 +186,15 @@ def predict_to_null(model: Path, inp: Path, workers: int) -> None:
         result.write_csv(fh)
 
 
-def warm_pool(root: Path, run_dir: Path, models: dict[str, Path], rows: int, kind: str, workers: list[str],
-              repeat: int) -> None:
+def warm_pool(
+    root: Path, run_dir: Path, models: dict[str, Path], rows: int, kind: str, workers: list[str], repeat: int
+) -> None:
     """The in-process figures, pool started first: what prediction itself costs, not what a user waits."""
     inp = make_input(root, rows, kind)
-    print(f"\nwarm pool, in this process: {rows:,} rows ({kind}); the first worker process (forkserver and its "
-          f"preloads) ran after {first_process_s(next(iter(models.values()))):.2f} s (not counted below)")
+    print(
+        f"\nwarm pool, in this process: {rows:,} rows ({kind}); the first worker process (forkserver and its "
+        f"preloads) ran after {first_process_s(next(iter(models.values()))):.2f} s (not counted below)"
+    )
     cases: dict[str, Callable[[], None]] = {"bare model(x) loop, 1 process": bare_loop(rows)}
     for fmt, model in models.items():
         for w in [w for w in workers if w != "auto"]:
@@ -197,8 +219,10 @@ def main() -> int:
     keep_freed_memory()  # as `traindesk predict` does before it predicts
     workers = [w.strip() for w in args.workers.split(",") if w.strip()]
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
-    print(f"machine: {os.cpu_count()} CPU cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"machine: {os.cpu_count()} CPU cores, torch {torch.__version__}, {torch.get_num_threads()} threads; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     with tempfile.TemporaryDirectory(prefix="traindesk-bench-") as tmp:
         root = Path(tmp)
         run_dir = make_checkpoint(root / "runs")
@@ -211,11 +235,14 @@ def main() -> int:
                 print(f"{fmt}: skipped ({exc})")
         inputs = [make_input(root, int(r), k) for r in args.rows.split(",") for k in args.input.split(",")]
         for inp in inputs:
-            print(f"input: {inp.name}: {inp.stat().st_size / 1e6:,.1f} MB, {FEATURES} features; batches of {BATCH_ROWS}")
+            print(
+                f"input: {inp.name}: {inp.stat().st_size / 1e6:,.1f} MB, {FEATURES} features; batches of {BATCH_ROWS}"
+            )
         end_to_end(models, inputs, workers, args.repeat, root / "out.csv")
         if args.warm:
-            warm_pool(root, run_dir, models, int(args.rows.split(",")[-1]), args.input.split(",")[0], workers,
-                      args.repeat)
+            warm_pool(
+                root, run_dir, models, int(args.rows.split(",")[-1]), args.input.split(",")[0], workers, args.repeat
+            )
     return 0
 
 

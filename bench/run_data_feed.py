@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.viewmodels.run_data import RunData  # noqa: E402
+from app.viewmodels.run_data import RunData
 
 
 def records(steps: int, workers: int) -> list[dict[str, object]]:
@@ -26,8 +26,18 @@ def records(steps: int, workers: int) -> list[dict[str, object]]:
     for i in range(1, steps + 1):
         for w in range(workers):
             t += 0.0001
-            out.append({"kind": "step", "t": t, "worker": w, "epoch": 1 + i // 1000, "step": i,
-                        "samples": 64 * i, "loss": 1.0 / i, "lr": 0.05})
+            out.append(
+                {
+                    "kind": "step",
+                    "t": t,
+                    "worker": w,
+                    "epoch": 1 + i // 1000,
+                    "step": i,
+                    "samples": 64 * i,
+                    "loss": 1.0 / i,
+                    "lr": 0.05,
+                }
+            )
     return out
 
 
@@ -44,7 +54,7 @@ def main() -> None:
         data.expected_workers = args.workers
         t0 = time.perf_counter()
         for k in range(0, len(recs), 1000):
-            data.add(recs[k:k + 1000])
+            data.add(recs[k : k + 1000])
         best = min(best, time.perf_counter() - t0)
     print(f"records: {len(recs):,}  best of {args.repeat}: {best:.2f} s  {len(recs) / best:,.0f} records/s")
 

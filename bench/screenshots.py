@@ -18,8 +18,8 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QCoreApplication, QSettings  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+from PySide6.QtCore import QCoreApplication, QSettings
+from PySide6.QtWidgets import QApplication
 
 
 def wait(app: QApplication, cond, timeout_s: float = 300.0) -> None:  # type: ignore[no-untyped-def]
@@ -77,16 +77,20 @@ def main() -> int:
     window.action_dark.trigger()
 
     # 2. A sweep of three learning rates.
-    window.panel.set_config(Config().replace("train", epochs=8).replace(
-        "parallel", strategy="sweep", workers=3, sweep_lr=[0.2, 0.05, 0.005]))
+    window.panel.set_config(
+        Config()
+        .replace("train", epochs=8)
+        .replace("parallel", strategy="sweep", workers=3, sweep_lr=[0.2, 0.05, 0.005])
+    )
     window.action_start.trigger()
     wait(app, lambda: window.controller.ended)
     settle(app, 1.0)
     window.grab().save(str(out / "screenshot-sweep.png"))
 
     # 3. Compare: the first run and a rerun with another learning rate and momentum.
-    window.panel.set_config(Config().replace("train", epochs=200).replace("optim", lr=0.1, momentum=0.5)
-                            .replace("parallel", workers=3))
+    window.panel.set_config(
+        Config().replace("train", epochs=200).replace("optim", lr=0.1, momentum=0.5).replace("parallel", workers=3)
+    )
     window.action_start.trigger()
     wait(app, lambda: window.controller.ended)
     window.runs_view.refresh()

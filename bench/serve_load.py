@@ -52,11 +52,11 @@ def make_models(root: Path) -> dict[str, Path]:
     """Run directories of the two models, trained a few steps in this process."""
     import torch
 
-    from core.training.checkpoint import save_checkpoint
     from core.config import Config, to_dict, to_toml
     from core.data import full_tensors, load_data
-    from core.training.models import build_model
     from core.runfiles.writing import atomic_write_json, atomic_write_text, make_run_dir
+    from core.training.checkpoint import save_checkpoint
+    from core.training.models import build_model
 
     rng = np.random.default_rng(0)
     images = root / "images28.npz"
@@ -77,10 +77,19 @@ def make_models(root: Path) -> dict[str, Path]:
             opt.step()
         run_dir = make_run_dir(root, name)
         atomic_write_text(run_dir / "config.toml", to_toml(cfg))
-        save_checkpoint(run_dir / "checkpoints" / "last.pt", {
-            "config": to_dict(cfg), "info": info.as_dict(),
-            "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
-            "optimizers": None, "epoch": 1, "steps": 20, "best_worker": 0, "worker_lrs": [cfg.optim.lr]})
+        save_checkpoint(
+            run_dir / "checkpoints" / "last.pt",
+            {
+                "config": to_dict(cfg),
+                "info": info.as_dict(),
+                "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+                "optimizers": None,
+                "epoch": 1,
+                "steps": 20,
+                "best_worker": 0,
+                "worker_lrs": [cfg.optim.lr],
+            },
+        )
         atomic_write_json(run_dir / "summary.json", {"status": "finished", "final": {}, "error": None})
         out[name] = run_dir
     return out
@@ -115,11 +124,34 @@ def free_port() -> int:
 
 def start(kind: str, run_dir: Path, port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SERVE_MODEL": str(run_dir)}
-    uvicorn = [PY, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning",
-               "--no-access-log"]
+    uvicorn = [
+        PY,
+        "-m",
+        "uvicorn",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--no-access-log",
+    ]
     if kind == "traindesk":
-        cmd = [PY, "-m", "core", "serve", str(run_dir), "--port", str(port), "--workers", str(args.workers),
-               "--max-batch", str(args.max_batch), "--max-wait-ms", str(args.max_wait_ms)]
+        cmd = [
+            PY,
+            "-m",
+            "core",
+            "serve",
+            str(run_dir),
+            "--port",
+            str(port),
+            "--workers",
+            str(args.workers),
+            "--max-batch",
+            str(args.max_batch),
+            "--max-wait-ms",
+            str(args.max_wait_ms),
+        ]
     elif kind == "litserve":
         cmd = [PY, str(ROOT / "bench" / "_serve_peers.py"), "litserve", str(run_dir), str(port), str(args.workers)]
     elif kind == "fastapi":
@@ -128,8 +160,9 @@ def start(kind: str, run_dir: Path, port: int, args: argparse.Namespace) -> subp
         cmd = [*uvicorn, "bench._serve_peers:constant_app"]
     else:
         raise SystemExit(f"unknown server {kind!r}")
-    return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    return subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -216,8 +249,13 @@ def load(url: str, bodies: list[bytes], clients: int, seconds: float, warmup: fl
 
     elapsed = asyncio.run(main())
     lat = np.sort(np.array(latencies)) if latencies else np.array([float("nan")])
-    return {"rps": len(latencies) / max(elapsed, 1e-9), "p50": float(np.percentile(lat, 50)) * 1e3,
-            "p99": float(np.percentile(lat, 99)) * 1e3, "n": len(latencies), "statuses": statuses}
+    return {
+        "rps": len(latencies) / max(elapsed, 1e-9),
+        "p50": float(np.percentile(lat, 50)) * 1e3,
+        "p99": float(np.percentile(lat, 99)) * 1e3,
+        "n": len(latencies),
+        "statuses": statuses,
+    }
 
 
 def bodies_for(run_dir: Path, n: int = 64) -> list[bytes]:
@@ -245,17 +283,23 @@ def main() -> int:
     args = p.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     servers = args.servers.split(",")
-    print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start; {args.duration:g} s per "
-          f"point; {args.workers} workers per server; traindesk --max-batch {args.max_batch} "
-          f"--max-wait-ms {args.max_wait_ms:g}", flush=True)
+    print(
+        f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start; {args.duration:g} s per "
+        f"point; {args.workers} workers per server; traindesk --max-batch {args.max_batch} "
+        f"--max-wait-ms {args.max_wait_ms:g}",
+        flush=True,
+    )
     results: dict[tuple[str, str, int], dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="serve-load-") as tmp:
         runs = make_models(Path(tmp))
         for model in args.models.split(","):
             run_dir = runs[model]
             rates = in_process(run_dir, [1, 16, 64])
-            print(f"\n## {model}: in-process batched throughput, one thread: "
-                  + ", ".join(f"batch {n}: {r:,.0f} rows/s" for n, r in rates.items()), flush=True)
+            print(
+                f"\n## {model}: in-process batched throughput, one thread: "
+                + ", ".join(f"batch {n}: {r:,.0f} rows/s" for n, r in rates.items()),
+                flush=True,
+            )
             bodies = bodies_for(run_dir)
             print(f"{'server':<10} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'batch':>6}  statuses")
             for kind in servers:
@@ -272,8 +316,11 @@ def main() -> int:
                             after = batch_stats(url)
                             batch = f"{(after[1] - before[1]) / max(after[0] - before[0], 1):.1f}"
                         results[(model, kind, c)] = r
-                        print(f"{kind:<10} {c:>7} {r['rps']:>8,.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {batch:>6}  "
-                              f"{r['statuses']}", flush=True)
+                        print(
+                            f"{kind:<10} {c:>7} {r['rps']:>8,.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} {batch:>6}  "
+                            f"{r['statuses']}",
+                            flush=True,
+                        )
                 finally:
                     stop(proc)
     print_ratios(results, clients)
@@ -301,8 +348,10 @@ def print_ratios(results: dict[tuple[str, str, int], dict[str, Any]], clients: l
         if 1 in clients:
             p50, fast50 = get(model, "traindesk", 1, "p50"), get(model, "fastapi", 1, "p50")
             if p50 is not None and fast50 is not None:
-                lines.append(f"{model} at 1 client: p50 traindesk {p50:.2f} ms, fastapi {fast50:.2f} ms "
-                             f"(difference {p50 - fast50:+.2f} ms)")
+                lines.append(
+                    f"{model} at 1 client: p50 traindesk {p50:.2f} ms, fastapi {fast50:.2f} ms "
+                    f"(difference {p50 - fast50:+.2f} ms)"
+                )
     if lines:
         print("\n## ratios\n" + "\n".join(lines))
 

@@ -35,18 +35,57 @@ def free_port() -> int:
 
 
 def local_run(args: list[str], runs: Path) -> dict:
-    out = subprocess.run([sys.executable, "-m", "core", "train", "--quiet", "--strategy", "ddp", "--workers", "2",
-                          "--runs-dir", str(runs), *args], capture_output=True, text=True, env=ENV, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--quiet",
+            "--strategy",
+            "ddp",
+            "--workers",
+            "2",
+            "--runs-dir",
+            str(runs),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=True,
+    )
     return json.loads((Path(out.stdout.strip().splitlines()[-1]) / "summary.json").read_text())
 
 
 def torchrun_run(args: list[str], runs: Path) -> dict:
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-                               "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=bench-{port}",
-                               "-m", "core", "train", "--quiet", "--runs-dir", str(runs), *args],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc-per-node=1",
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint=127.0.0.1:{port}",
+                f"--rdzv-id=bench-{port}",
+                "-m",
+                "core",
+                "train",
+                "--quiet",
+                "--runs-dir",
+                str(runs),
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=ENV,
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate()[0].strip() for p in procs]
     if any(p.returncode for p in procs):
         raise SystemExit(f"torchrun failed: exit codes {[p.returncode for p in procs]}")
@@ -60,8 +99,10 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=40)
     opts = parser.parse_args()
     args = ["--epochs", str(opts.epochs), "--set", "parallel.threads_per_worker=1"]
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-          f"digits, MLP [256, 256], batch 64, {opts.epochs} epochs, 2 ranks, 1 thread each")
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+        f"digits, MLP [256, 256], batch 64, {opts.epochs} epochs, 2 ranks, 1 thread each"
+    )
     local, elastic = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(opts.repeats):  # interleaved: both see the same machine load

@@ -40,10 +40,15 @@ def main() -> int:
 
         search = run(load_config(ROOT / "resources/configs/search-digits.toml"), runs)
         s = search.summary or {}
-        out["search"] = {"status": s.get("status"), "best_val_accuracy": s["final"]["val_accuracy"],
-                         "best_params": s.get("best_params"), "trials": len(s.get("trials", [])),
-                         "pruned": s.get("trials_pruned"), "wall_s": s.get("wall_s"),
-                         "importance": s.get("importance")}
+        out["search"] = {
+            "status": s.get("status"),
+            "best_val_accuracy": s["final"]["val_accuracy"],
+            "best_params": s.get("best_params"),
+            "trials": len(s.get("trials", [])),
+            "pruned": s.get("trials_pruned"),
+            "wall_s": s.get("wall_s"),
+            "importance": s.get("importance"),
+        }
         more = Session.from_run(search.run_dir)  # type: ignore[arg-type]
         more.start()
         more.wait()
@@ -51,15 +56,21 @@ def main() -> int:
 
         found = find_lr(Config())
         lr_run = run(apply_overrides(Config(), [f"optim.lr={found.suggestion}"]), runs)
-        out["lr_find"] = {"suggestion": found.suggestion,
-                          "val_accuracy_with_it": lr_run.summary["final"]["val_accuracy"]}  # type: ignore[index]
+        out["lr_find"] = {
+            "suggestion": found.suggestion,
+            "val_accuracy_with_it": lr_run.summary["final"]["val_accuracy"],
+        }  # type: ignore[index]
 
         for precision in ("32", "bf16-mixed"):
-            cfg = apply_overrides(Config(), ["parallel.strategy=single", f"train.epochs={args.epochs}",
-                                             f'parallel.precision="{precision}"'])
+            cfg = apply_overrides(
+                Config(),
+                ["parallel.strategy=single", f"train.epochs={args.epochs}", f'parallel.precision="{precision}"'],
+            )
             r = run(cfg, runs).summary or {}
-            out[f"precision_{precision}"] = {"samples_per_s": r.get("samples_per_s"),
-                                             "val_accuracy": r["final"]["val_accuracy"]}
+            out[f"precision_{precision}"] = {
+                "samples_per_s": r.get("samples_per_s"),
+                "val_accuracy": r["final"]["val_accuracy"],
+            }
     print(json.dumps(out, indent=2))
     return 0
 

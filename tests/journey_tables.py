@@ -50,8 +50,15 @@ def gems(n: int, seed: int = 0) -> tuple[list[str], list[list[Any]]]:
     x = 6.45 * carat ** (1 / 3) + rng.normal(0, 0.05, n)
     y = x + rng.normal(0, 0.05, n)
     z = 0.618 * x + rng.normal(0, 0.03, n)
-    log_price = (7.75 + 1.7 * np.log(carat) + 0.05 * cut - 0.07 * colour + 0.09 * clarity
-                 - 0.02 * np.abs(depth - 61.7) + rng.normal(0, 0.12, n))
+    log_price = (
+        7.75
+        + 1.7 * np.log(carat)
+        + 0.05 * cut
+        - 0.07 * colour
+        + 0.09 * clarity
+        - 0.02 * np.abs(depth - 61.7)
+        + rng.normal(0, 0.12, n)
+    )
     price = np.exp(log_price)
     # what real exports hold: a few typing errors far out, rows whose dimensions were never measured
     out = rng.random(n) < 0.002
@@ -59,8 +66,21 @@ def gems(n: int, seed: int = 0) -> tuple[list[str], list[list[Any]]]:
     table = np.where(rng.random(n) < 0.002, 57.4 + 40 * 2.2, table)
     zeros = rng.random(n) < 0.003
     x, y, z = (np.where(zeros, 0.0, v) for v in (x, y, z))
-    rows = [[f"{carat[i]:.2f}", CUTS[cut[i]], COLOURS[colour[i]], CLARITIES[clarity[i]], f"{depth[i]:.1f}",
-             f"{table[i]:.1f}", f"{x[i]:.2f}", f"{y[i]:.2f}", f"{z[i]:.2f}", f"{price[i]:.0f}"] for i in range(n)]
+    rows = [
+        [
+            f"{carat[i]:.2f}",
+            CUTS[cut[i]],
+            COLOURS[colour[i]],
+            CLARITIES[clarity[i]],
+            f"{depth[i]:.1f}",
+            f"{table[i]:.1f}",
+            f"{x[i]:.2f}",
+            f"{y[i]:.2f}",
+            f"{z[i]:.2f}",
+            f"{price[i]:.0f}",
+        ]
+        for i in range(n)
+    ]
     _blank(rng, rows, [4, 5], 0.02)
     return ["carat", "cut", "color", "clarity", "depth", "table", "x", "y", "z", "price"], rows
 
@@ -79,8 +99,19 @@ def census(n: int, seed: int = 0) -> tuple[list[str], list[list[Any]]]:
     mass = np.array([3700.0, 3730.0, 5070.0])[species] + np.where(male, 300.0, -300.0) + rng.normal(0, 350, n)
     adult = rng.random(n) < 0.8
     names = ("Adelie", "Chinstrap", "Gentoo")
-    rows = [[f"p{i:06d}", ISLANDS[island[i]], f"{bill[i]:.1f}", f"{flipper[i]:.0f}", f"{mass[i]:.0f}",
-             "male" if male[i] else "female", "yes" if adult[i] else "no", names[species[i]]] for i in range(n)]
+    rows = [
+        [
+            f"p{i:06d}",
+            ISLANDS[island[i]],
+            f"{bill[i]:.1f}",
+            f"{flipper[i]:.0f}",
+            f"{mass[i]:.0f}",
+            "male" if male[i] else "female",
+            "yes" if adult[i] else "no",
+            names[species[i]],
+        ]
+        for i in range(n)
+    ]
     _blank(rng, rows, [1, 2, 3, 4, 5, 6], 0.05)
     return ["id", "island", "bill_length_mm", "flipper_length_mm", "body_mass_g", "sex", "adult", "species"], rows
 
@@ -94,8 +125,16 @@ def skewed(n: int, seed: int = 0) -> tuple[list[str], list[list[Any]]]:
     paying = rng.random(n) < 0.6
     score = -0.08 * visits + 0.9 * (plan == 0) - 0.7 * paying + 0.02 * (age - 45) + rng.normal(0, 0.7, n)
     churned = score > np.quantile(score, 1 - 1 / 11)
-    rows = [[f"{age[i]:.0f}", ("basic", "plus", "pro")[plan[i]], str(visits[i]), "yes" if paying[i] else "no",
-             "yes" if churned[i] else "no"] for i in range(n)]
+    rows = [
+        [
+            f"{age[i]:.0f}",
+            ("basic", "plus", "pro")[plan[i]],
+            str(visits[i]),
+            "yes" if paying[i] else "no",
+            "yes" if churned[i] else "no",
+        ]
+        for i in range(n)
+    ]
     _blank(rng, rows, [0, 1], 0.03)
     return ["age", "plan", "visits", "paying", "churned"], rows
 

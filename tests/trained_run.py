@@ -6,19 +6,26 @@ from pathlib import Path
 
 import torch
 
-from core.training.checkpoint import save_checkpoint
 from core.config import Config, to_dict, to_toml
 from core.data import full_tensors, load_data
-from core.training.models import build_model
 from core.runfiles.writing import atomic_write_json, atomic_write_text, make_run_dir
+from core.training.checkpoint import save_checkpoint
+from core.training.models import build_model
 
 
-def make_run(root: Path, source: str = "builtin:digits", kind: str = "mlp", steps: int = 60,
-             hidden: tuple[int, ...] = (32,), image_size: int = 0) -> Path:
+def make_run(
+    root: Path,
+    source: str = "builtin:digits",
+    kind: str = "mlp",
+    steps: int = 60,
+    hidden: tuple[int, ...] = (32,),
+    image_size: int = 0,
+) -> Path:
     """A finished run directory with a checkpoint, trained in this process (no workers: quick)."""
     cfg = Config()
-    cfg = cfg.replace("data", source=source, image_size=image_size).replace("model", kind=kind, hidden=hidden,
-                                                                            channels=(4,))
+    cfg = cfg.replace("data", source=source, image_size=image_size).replace(
+        "model", kind=kind, hidden=hidden, channels=(4,)
+    )
     data = load_data(cfg.data, seed=cfg.train.seed, share=False)
     info = data.info
     torch.manual_seed(0)
@@ -33,12 +40,19 @@ def make_run(root: Path, source: str = "builtin:digits", kind: str = "mlp", step
         opt.step()
     run_dir = make_run_dir(root, "test")
     atomic_write_text(run_dir / "config.toml", to_toml(cfg))
-    save_checkpoint(run_dir / "checkpoints" / "last.pt", {
-        "config": to_dict(cfg),
-        "info": info.as_dict(),
-        "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
-        "optimizers": None, "epoch": 1, "steps": steps, "best_worker": 0, "worker_lrs": [cfg.optim.lr],
-    })
+    save_checkpoint(
+        run_dir / "checkpoints" / "last.pt",
+        {
+            "config": to_dict(cfg),
+            "info": info.as_dict(),
+            "model": {k: v.detach().clone() for k, v in model.state_dict().items()},
+            "optimizers": None,
+            "epoch": 1,
+            "steps": steps,
+            "best_worker": 0,
+            "worker_lrs": [cfg.optim.lr],
+        },
+    )
     atomic_write_json(run_dir / "summary.json", {"status": "finished", "final": {}, "error": None})
     return run_dir
 
@@ -50,7 +64,18 @@ def add_best(run_dir: Path, epoch: int = 1, value: float = 0.25, monitor: str = 
     data = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     model = {k: (v * 0.5 if v.is_floating_point() else v.clone()) for k, v in data["model"].items()}
     path = run_dir / "checkpoints" / "best.pt"
-    save_checkpoint(path, {"config": data["config"], "info": data["info"], "model": model, "models": None,
-                           "epoch": epoch, "steps": data["steps"], "best_worker": 0,
-                           "monitor": monitor, "value": value})
+    save_checkpoint(
+        path,
+        {
+            "config": data["config"],
+            "info": data["info"],
+            "model": model,
+            "models": None,
+            "epoch": epoch,
+            "steps": data["steps"],
+            "best_worker": 0,
+            "monitor": monitor,
+            "value": value,
+        },
+    )
     return path

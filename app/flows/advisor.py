@@ -24,7 +24,7 @@ class AdvisorFlow(QObject):
 
     line = Signal(str)  # a probe's line, from the advisor's thread to the GUI thread
 
-    def __init__(self, window: "MainWindow") -> None:
+    def __init__(self, window: MainWindow) -> None:
         super().__init__(window)
         self.window = window
         self._done = 0
@@ -48,8 +48,8 @@ class AdvisorFlow(QObject):
         if cfg is None:
             w.show_error(w.panel.config_error())
             return
-        from core.services.advisor import advise, candidates
         from core.host.machine import usable_cores
+        from core.services.advisor import advise, candidates
 
         w.state.update(advising=True, cancelling=False)
         n = len(candidates(usable_cores()))
@@ -59,12 +59,16 @@ class AdvisorFlow(QObject):
         self.progress.show()
         self.button_cancel.setEnabled(True)
         self.button_cancel.show()
-        w.log_pane.add_message("state", f"find fastest: {n} probes of {ADVISOR_SECONDS:g} s on this config",
-                               who="advisor")
+        w.log_pane.add_message(
+            "state", f"find fastest: {n} probes of {ADVISOR_SECONDS:g} s on this config", who="advisor"
+        )
         state = w.state
         w.calls.call(
             lambda: advise(cfg, seconds=ADVISOR_SECONDS, report=self.line.emit, cancelled=lambda: state.cancelling),
-            self._on_advice, self._on_failed, name="advisor")
+            self._on_advice,
+            self._on_failed,
+            name="advisor",
+        )
 
     @Slot(str)
     def _on_line(self, text: str) -> None:
@@ -88,14 +92,20 @@ class AdvisorFlow(QObject):
         w = self.window
         best = result.get("suggestion")
         if result.get("cancelled") or best is None:
-            w.log_pane.add_message("state", "find fastest: cancelled" if result.get("cancelled")
-                                   else "find fastest: no suggestion", who="advisor")
+            w.log_pane.add_message(
+                "state",
+                "find fastest: cancelled" if result.get("cancelled") else "find fastest: no suggestion",
+                who="advisor",
+            )
             return
         text = f"{best['strategy']} with {best['workers']} worker(s): {best['samples_per_s']:,.0f} samples/s"
         current = w.panel.config().parallel
         result["is_current"] = (current.strategy, current.workers) == (best["strategy"], best["workers"])
-        w.log_pane.add_message("state", f"find fastest suggests {text}"
-                               + (": that is the current setting" if result["is_current"] else ""), who="advisor")
+        w.log_pane.add_message(
+            "state",
+            f"find fastest suggests {text}" + (": that is the current setting" if result["is_current"] else ""),
+            who="advisor",
+        )
         if w.ask_use_advice(result) and not result["is_current"]:
             self.apply(result)
 
@@ -107,8 +117,9 @@ class AdvisorFlow(QObject):
         """Take the suggestion into the panel (a sweep's rates go: the suggestion is one setting)."""
         best = result["suggestion"]
         panel = self.window.panel
-        panel.set_config(panel.config().replace("parallel", strategy=best["strategy"], workers=best["workers"],
-                                                sweep_lr=[]))
+        panel.set_config(
+            panel.config().replace("parallel", strategy=best["strategy"], workers=best["workers"], sweep_lr=[])
+        )
 
 
 def advice_table(result: dict[str, Any]) -> str:
@@ -116,5 +127,7 @@ def advice_table(result: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{p['strategy']} ×{p['workers']}</td><td align=right>{p['samples_per_s']:,.0f}</td>"
         f"<td align=right>{'no epoch in the probe' if p['best_accuracy'] is None else format(p['best_accuracy'], '.3f')}"
-        f"</td></tr>" for p in result["probes"])
+        f"</td></tr>"
+        for p in result["probes"]
+    )
     return f"<table cellspacing=6><tr><th>strategy</th><th>samples/s</th><th>val acc</th></tr>{rows}</table>"

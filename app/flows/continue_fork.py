@@ -18,9 +18,9 @@ from app.flows.fork_dialog import ForkDialog
 from app.viewmodels.run_data import ProgressTracker, fork_marker
 from app.viewmodels.trial_progress import make_progress
 from core.config import Config, ConfigError, load_config
+from core.runfiles.layout import RunDir
 from core.runfiles.records import CONFIG, EVAL, STEP
 from core.services.past_run import PastRun, read_past_run
-from core.runfiles.layout import RunDir
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 class ContinueForkFlow:
     """Continue run and Fork, from choosing the source run to handing it to the run controller."""
 
-    def __init__(self, window: "MainWindow") -> None:
+    def __init__(self, window: MainWindow) -> None:
         self.window = window
 
     def _on_screen(self) -> RunDir | None:
@@ -59,10 +59,12 @@ class ContinueForkFlow:
         wanted = w.panel.training.epochs()
         epochs = wanted if wanted > summary.get("epochs_done", 0) else None
         w.state.update(preparing=True)  # nothing else starts while the history is read
-        w.calls.call(lambda: read_past_run(run_dir),
-                     lambda past: self._continue_with_history(run_dir, epochs, past),
-                     lambda exc: self._continue_with_history(run_dir, epochs, PastRun(RunDir(run_dir))),
-                     name="read-run")
+        w.calls.call(
+            lambda: read_past_run(run_dir),
+            lambda past: self._continue_with_history(run_dir, epochs, past),
+            lambda exc: self._continue_with_history(run_dir, epochs, PastRun(RunDir(run_dir))),
+            name="read-run",
+        )
 
     def _continue_with_history(self, run_dir: Path, epochs: int | None, past: PastRun) -> None:
         """The earlier curves stay; the continued run's go on from them, with a marker where it resumed."""
@@ -155,9 +157,12 @@ class ContinueForkFlow:
     def _start_fork(self, run_dir: Path, changes: dict[str, Any]) -> None:
         w = self.window
         w.state.update(preparing=True)
-        w.calls.call(lambda: read_past_run(run_dir), lambda past: self._fork_with_history(run_dir, changes, past),
-                     lambda exc: self._fork_with_history(run_dir, changes, PastRun(RunDir(run_dir))),
-                     name="read-run")
+        w.calls.call(
+            lambda: read_past_run(run_dir),
+            lambda past: self._fork_with_history(run_dir, changes, past),
+            lambda exc: self._fork_with_history(run_dir, changes, PastRun(RunDir(run_dir))),
+            name="read-run",
+        )
 
     def _fork_with_history(self, run_dir: Path, changes: dict[str, Any], past: PastRun) -> None:
         """The parent's curves first, the fork's branching from them."""

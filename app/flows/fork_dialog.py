@@ -32,15 +32,24 @@ def _widget(key: str) -> QWidget:
 class ForkDialog(QDialog):
     """Edit the parent's live keys; ``changes()`` are the ones that differ from the parent's config."""
 
-    def __init__(self, run_name: str, parent_cfg: Config, proposed: dict[str, Any] | None = None,
-                 min_epochs: int = 1, note: str = "", parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        run_name: str,
+        parent_cfg: Config,
+        proposed: dict[str, Any] | None = None,
+        min_epochs: int = 1,
+        note: str = "",
+        parent: QWidget | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("dialog_fork")
         self.setWindowTitle(f"Fork {run_name}")
         self.parent_cfg = parent_cfg
         layout = QVBoxLayout(self)
-        intro = QLabel(f"A new run from the last checkpoint of <b>{run_name}</b>, with its settings "
-                       "but for what you change here." + (f"<br>{note}" if note else ""))
+        intro = QLabel(
+            f"A new run from the last checkpoint of <b>{run_name}</b>, with its settings "
+            "but for what you change here." + (f"<br>{note}" if note else "")
+        )
         intro.setWordWrap(True)
         layout.addWidget(intro)
         box = QWidget()
@@ -64,7 +73,7 @@ class ForkDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
         for widget in self.widgets.values():
-            signal = getattr(widget, "valueChanged", None) or getattr(widget, "textChanged")
+            signal = getattr(widget, "valueChanged", None) or widget.textChanged
             signal.connect(self._check)
         self._check()
 

@@ -19,10 +19,10 @@ from app.viewmodels.run_data import ProgressTracker, format_duration
 from app.viewmodels.trial_progress import TrialProgress, make_progress, search_end_text
 from app.viewmodels.window_state import STATE_TEXT
 from core.config import Config, ConfigError
-from core.training.validation import result_line
-from core.runfiles.records import STATE
 from core.runfiles.layout import RunDir
+from core.runfiles.records import STATE
 from core.session.reading.stats import RunCount
+from core.training.validation import result_line
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -43,7 +43,7 @@ class Starting:
 class LiveRun(QObject):
     """The window's own run (or an attached one) from Start to its end."""
 
-    def __init__(self, window: "MainWindow", export_available: bool) -> None:
+    def __init__(self, window: MainWindow, export_available: bool) -> None:
         super().__init__(window)
         self.window = window
         self.export_available = export_available
@@ -73,8 +73,11 @@ class LiveRun(QObject):
         self._record_error = ""
         self._starting = Starting(cfg, time.time())
         w.save_last_config()
-        w.log_pane.add_message("state", f"starting: {cfg.parallel.strategy}, {cfg.parallel.workers} worker(s), "
-                                        f"{cfg.data.source}, {cfg.model.kind}", who="session")
+        w.log_pane.add_message(
+            "state",
+            f"starting: {cfg.parallel.strategy}, {cfg.parallel.workers} worker(s), {cfg.data.source}, {cfg.model.kind}",
+            who="session",
+        )
         w.controller.start(cfg, w.runs_dir)
 
     def _show_new_run(self, starting: Starting) -> None:
@@ -140,9 +143,13 @@ class LiveRun(QObject):
 
     def export_tip(self) -> str:
         target = None if self.window.controller.active else self.export_run_dir()
-        return ("Export is not available yet in this version (Ctrl+E)" if not self.export_available else
-                f"Export the trained model of {target.name} (Ctrl+E)" if target else
-                "Export the trained model: finish a run or open a past one first (Ctrl+E)")
+        return (
+            "Export is not available yet in this version (Ctrl+E)"
+            if not self.export_available
+            else f"Export the trained model of {target.name} (Ctrl+E)"
+            if target
+            else "Export the trained model: finish a run or open a past one first (Ctrl+E)"
+        )
 
     def active_runs(self) -> set[Path]:
         run_dir = self.window.controller.run_dir
@@ -162,8 +169,9 @@ class LiveRun(QObject):
         # Said once: the dataset summary may already show a data error, the log the session's own record of it.
         logged = message in self._record_error
         if message in w.panel.data.summary():
-            w.show_input_error("The run did not start: the dataset cannot be used (its summary, on the "
-                               "left, says why)", logged=True)
+            w.show_input_error(
+                "The run did not start: the dataset cannot be used (its summary, on the left, says why)", logged=True
+            )
             if not logged:
                 w.log_pane.add_message("error", message)
         else:
@@ -197,8 +205,7 @@ class LiveRun(QObject):
             w.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")
             parent = session.parent
             if parent:
-                w.log_pane.add_message("state", f"fork of {parent['name']} at step {parent['step']}",
-                                       who="session")
+                w.log_pane.add_message("state", f"fork of {parent['name']} at step {parent['step']}", who="session")
         w.runs_view.refresh()
         w.update_actions()
 
@@ -238,8 +245,10 @@ class LiveRun(QObject):
         if summary:
             final = summary.get("final") or {}
             count = self.progress.count() if self.progress is not None else RunCount.of_summary(summary)
-            parts = [search_end_text(status, summary) or ended or f"{status} after {count.text()}",
-                     f"{summary.get('samples_per_s', 0):,.0f} samples/s"]
+            parts = [
+                search_end_text(status, summary) or ended or f"{status} after {count.text()}",
+                f"{summary.get('samples_per_s', 0):,.0f} samples/s",
+            ]
             figure = result_line(summary)  # the model the run hands on: Evaluate, Export, Predict and Serve's
             if figure:
                 parts.append(figure)
@@ -324,8 +333,12 @@ class LiveRun(QObject):
         n = strategy.num_workers
         separate = strategy.num_models > 1
         sweep = {i: strategy.worker_lr(i) for i in range(n)} if separate and cfg.parallel.sweep_lr else None
-        w.plots.set_run_shape({i: strategy.worker_label(i) for i in range(n)}, separate, sweep,
-                              per_trial=strategy.trial_budget() is not None)
+        w.plots.set_run_shape(
+            {i: strategy.worker_label(i) for i in range(n)},
+            separate,
+            sweep,
+            per_trial=strategy.trial_budget() is not None,
+        )
         w.label_winner.setText("")
         w.evaluate_view.set_context("")
         if summary:

@@ -16,9 +16,9 @@ from PySide6.QtWidgets import QFileDialog
 from app.viewmodels.run_data import fork_marker
 from app.viewmodels.trial_progress import make_progress
 from core.config import ConfigError, load_config
+from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.records import LOG
 from core.services.past_run import PastRun, read_past_run
-from core.runfiles.layout import RunDir, list_runs
 
 if TYPE_CHECKING:
     from app.main_window import MainWindow
@@ -29,7 +29,7 @@ RECENT_RUNS = 12
 class PastRuns:
     """Open, attach to, list and compare runs of the runs folder."""
 
-    def __init__(self, window: "MainWindow") -> None:
+    def __init__(self, window: MainWindow) -> None:
         self.window = window
 
     def fill_recent(self) -> None:
@@ -70,8 +70,12 @@ class PastRuns:
         if active_run_pid(run_dir) is not None:
             self.attach(run_dir)
             return
-        w.calls.call(lambda: read_past_run(run_dir), lambda past: self._on_loaded(run_dir, past),
-                     lambda exc: w.show_error(f"could not read {run_dir}: {exc}"), name="read-run")
+        w.calls.call(
+            lambda: read_past_run(run_dir),
+            lambda past: self._on_loaded(run_dir, past),
+            lambda exc: w.show_error(f"could not read {run_dir}: {exc}"),
+            name="read-run",
+        )
         w.update_actions()
 
     def attach(self, run_dir: Path) -> None:
@@ -131,4 +135,3 @@ class PastRuns:
             return
         w.compare_view.compare(runs)
         w.tabs.setCurrentWidget(w.compare_view)
-

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt, Signal, Slot
 
@@ -71,14 +72,17 @@ class RunController(QObject):
     state records as the reader delivers them.
     """
 
-    state_changed = Signal(str)          # idle|starting|running|paused|stopping|finishing|finished|stopped|failed
-    records = Signal(list)               # batches of metric records, at most ~30 a second
-    start_failed = Signal(str)           # one line: bad config/data/model, the run did not start
-    run_started = Signal(object)         # the Session, once start() returned
+    state_changed = Signal(str)  # idle|starting|running|paused|stopping|finishing|finished|stopped|failed
+    records = Signal(list)  # batches of metric records, at most ~30 a second
+    start_failed = Signal(str)  # one line: bad config/data/model, the run did not start
+    run_started = Signal(object)  # the Session, once start() returned
     run_ended = Signal(str, object, object)  # status, summary dict or None, error line or None
 
-    def __init__(self, parent: QObject | None = None,
-                 session_factory: Callable[[Config, str, str | None], tuple[Any, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        parent: QObject | None = None,
+        session_factory: Callable[[Config, str, str | None], tuple[Any, Any]] | None = None,
+    ) -> None:
         super().__init__(parent)
         self._factory = session_factory or _default_session_factory
         self._calls = BackgroundCalls(self)
@@ -116,7 +120,7 @@ class RunController(QObject):
             return []
         try:
             return list(self.session.worker_pids())
-        except Exception:  # noqa: BLE001 - only informative
+        except Exception:
             return []
 
     # -- commands --------------------------------------------------------------
@@ -149,7 +153,7 @@ class RunController(QObject):
         except INPUT_ERRORS as exc:
             self.start_failed.emit(str(exc))
             return
-        except Exception as exc:  # noqa: BLE001 - e.g. a broken engine install: say so, stay usable
+        except Exception as exc:
             log.exception("creating the session failed")
             self.start_failed.emit(f"could not create the run: {type(exc).__name__}: {exc}")
             return
@@ -198,7 +202,7 @@ class RunController(QObject):
         if self.session is not None and self.session.active:
             try:
                 self.session.stop(timeout=STOP_TIMEOUT_S)
-            except Exception:  # noqa: BLE001 - exiting anyway
+            except Exception:
                 log.exception("stopping the session at exit failed")
         self._stop_reader()
 
@@ -231,8 +235,12 @@ class RunController(QObject):
         # start() may have spawned some workers before failing: make sure none stays.
         self._ending = True  # reported as start_failed, not as a run that ended
         session = self.session
-        self._calls.call(lambda: _stop_quietly(session), lambda _r: self._after_start_failure(message),
-                         lambda _e: self._after_start_failure(message), name="session-cleanup")
+        self._calls.call(
+            lambda: _stop_quietly(session),
+            lambda _r: self._after_start_failure(message),
+            lambda _e: self._after_start_failure(message),
+            name="session-cleanup",
+        )
 
     def _after_start_failure(self, message: str) -> None:
         self._stop_reader()
@@ -258,8 +266,12 @@ class RunController(QObject):
             return  # a start still running reports through _on_started / _on_start_error
         self._ending = True
         session = self.session
-        self._calls.call(lambda: session.wait(timeout=STOP_TIMEOUT_S) or session.stop(timeout=STOP_TIMEOUT_S),
-                         self._on_joined, self._on_join_error, name="session-wait")
+        self._calls.call(
+            lambda: session.wait(timeout=STOP_TIMEOUT_S) or session.stop(timeout=STOP_TIMEOUT_S),
+            self._on_joined,
+            self._on_join_error,
+            name="session-wait",
+        )
 
     def _on_join_error(self, exc: BaseException) -> None:
         log.error("ending the run failed:\n%s", "".join(traceback.format_exception(exc)))
@@ -296,5 +308,5 @@ def _stop_quietly(session: RunHandle | None) -> None:
     try:
         if session is not None and session.active:
             session.stop(timeout=STOP_TIMEOUT_S)
-    except Exception:  # noqa: BLE001 - best effort after a failed start
+    except Exception:
         log.exception("cleanup after a failed start")

@@ -8,15 +8,16 @@ sample: the image as it is, then its augmented copies. ``shown`` follows.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from app.shell.tasks import BackgroundCalls
 from app.views.evaluate import to_pixmap
 from app.views.export_dialog import error_text
-from app.shell.tasks import BackgroundCalls
 
 SAMPLES = 6
 COPIES = 6
@@ -81,7 +82,7 @@ class AugmentPreviewDialog(QDialog):
     def wait(self, timeout_s: float = 30.0) -> bool:
         return self._calls.wait_all(timeout_s)
 
-    def done(self, result: int) -> None:  # noqa: D102 - closing waits for a preview in progress
+    def done(self, result: int) -> None:
         self._calls.forget_all()
         self._calls.wait_all(5.0)
         super().done(result)

@@ -17,8 +17,19 @@ import numpy as np
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QMenu, QSizePolicy, QStackedWidget,
-    QTableWidget, QTableWidgetItem, QToolButton, QWidget,
+    QCheckBox,
+    QComboBox,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QToolButton,
+    QWidget,
 )
 
 from app.panel.fields import Bindings, float_spin, form_of, int_spin
@@ -27,9 +38,9 @@ from core.data import BUILTIN_DATASETS, propose_target
 
 THUMB = 32  # preview thumbnail size in pixels
 TABLES = ("csv:", "parquet:")
-COLUMN_ROWS = 10       # rows of the column list in view; more scroll inside it
-NAME_WIDTH = 150       # the column list's name column at most (longer names elide; the tooltip has them whole)
-LEVELS_IN_TIP = 200    # level names a tooltip lists at most
+COLUMN_ROWS = 10  # rows of the column list in view; more scroll inside it
+NAME_WIDTH = 150  # the column list's name column at most (longer names elide; the tooltip has them whole)
+LEVELS_IN_TIP = 200  # level names a tooltip lists at most
 
 
 def narrow_combo(combo: QComboBox, chars: int) -> QComboBox:
@@ -43,7 +54,7 @@ class DataGroup(QGroupBox):
     """[data]: where the samples come from and how they are split, read and shown."""
 
     browse_requested = Signal(str)  # "csv" | "npz" | "images"
-    columns_changed = Signal()      # a column's kind was picked (data.columns changed)
+    columns_changed = Signal()  # a column's kind was picked (data.columns changed)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Data", parent)
@@ -68,7 +79,7 @@ class DataGroup(QGroupBox):
         form.addRow("Target column", self.combo_target)
         self.label_target_task = QLabel(objectName="label_target_task")
         self.label_target_task.setWordWrap(True)
-        self.label_target_task.setToolTip("The task the target implies (train.task = \"auto\")")
+        self.label_target_task.setToolTip('The task the target implies (train.task = "auto")')
         form.addRow("", self.label_target_task)
         self.spin_image_size = int_spin("data.image_size", "spin_image_size")
         self.spin_image_size.setSpecialValueText("original")
@@ -79,10 +90,15 @@ class DataGroup(QGroupBox):
         form.addRow("Loader processes", self.spin_loader_workers)
         self.check_standardize = QCheckBox(FIELDS["data.standardize"].help, objectName="check_standardize")
         form.addRow("", self.check_standardize)
-        self.bindings = Bindings({"data.target": self.combo_target, "data.image_size": self.spin_image_size,
-                                  "data.val_fraction": self.spin_val_fraction,
-                                  "data.loader_workers": self.spin_loader_workers,
-                                  "data.standardize": self.check_standardize})
+        self.bindings = Bindings(
+            {
+                "data.target": self.combo_target,
+                "data.image_size": self.spin_image_size,
+                "data.val_fraction": self.spin_val_fraction,
+                "data.loader_workers": self.spin_loader_workers,
+                "data.standardize": self.check_standardize,
+            }
+        )
 
     def _build_picker(self) -> QHBoxLayout:
         self.combo_dataset = narrow_combo(QComboBox(objectName="combo_dataset"), 8)
@@ -102,8 +118,11 @@ class DataGroup(QGroupBox):
         menu.addSeparator()
         self.action_remove_source = menu.addAction("Remove this source from the list", self.remove_current_source)
         self.action_remove_source.setObjectName("action_remove_source")
-        menu.aboutToShow.connect(lambda: self.action_remove_source.setEnabled(
-            not str(self.combo_dataset.currentData() or "").startswith("builtin:")))
+        menu.aboutToShow.connect(
+            lambda: self.action_remove_source.setEnabled(
+                not str(self.combo_dataset.currentData() or "").startswith("builtin:")
+            )
+        )
         browse.setMenu(menu)
         row = QHBoxLayout()
         row.setSpacing(4)
@@ -233,7 +252,7 @@ class DataGroup(QGroupBox):
     def show_info(self, info: Any, key: tuple[Any, ...]) -> None:
         text, listed = info.summary, f"; columns: {info.columns_summary}"
         if info.columns_summary and text.endswith(listed):
-            text = text[:-len(listed)]  # the column list below shows each column
+            text = text[: -len(listed)]  # the column list below shows each column
         self.label_dataset_summary.setText(text)
         self.clear_preview()
         self.show_columns(info, key)
@@ -260,8 +279,11 @@ class DataGroup(QGroupBox):
         self.table_preview.setRowCount(len(info.preview_rows))
         self.table_preview.setHorizontalHeaderLabels(headers)
         for r, row in enumerate(info.preview_rows):
-            cells = [f"{v:.3g}" if isinstance(v, (int, float)) else str(v) for v in row[:shown]] \
-                + (["…"] if len(names) > shown else []) + [str(row[-1])]  # a table's text cells as they are
+            cells = (
+                [f"{v:.3g}" if isinstance(v, (int, float)) else str(v) for v in row[:shown]]
+                + (["…"] if len(names) > shown else [])
+                + [str(row[-1])]
+            )  # a table's text cells as they are
             for c, text in enumerate(cells):
                 self.table_preview.setItem(r, c, QTableWidgetItem(text))
         self.preview.setCurrentWidget(self.table_preview)
@@ -283,8 +305,13 @@ class DataGroup(QGroupBox):
             self.set_target_choices(tuple(info.table_columns))
         self.label_target_task.setText(self._task_text(info))
         self.form.setRowVisible(self.label_target_task, bool(self.label_target_task.text()))
-        if (info is not None and info.needs_target and self.editable and not self.loading
-                and self.target() not in info.table_columns):
+        if (
+            info is not None
+            and info.needs_target
+            and self.editable
+            and not self.loading
+            and self.target() not in info.table_columns
+        ):
             proposed = propose_target(columns)
             if proposed:
                 self.combo_target.setCurrentText(proposed)  # the panel describes the table again, for it
@@ -321,8 +348,11 @@ class DataGroup(QGroupBox):
             t.resizeColumnToContents(0)
             t.setColumnWidth(0, min(t.columnWidth(0), NAME_WIDTH))
         shown = max(1, min(rows, COLUMN_ROWS))
-        height = (t.horizontalHeader().sizeHint().height() + shown * t.verticalHeader().defaultSectionSize()
-                  + 2 * t.frameWidth())
+        height = (
+            t.horizontalHeader().sizeHint().height()
+            + shown * t.verticalHeader().defaultSectionSize()
+            + 2 * t.frameWidth()
+        )
         t.setFixedHeight(height)
 
     def _task_text(self, info: Any) -> str:
@@ -368,5 +398,6 @@ def _pixmap(array: np.ndarray, size: int) -> QPixmap:
     else:
         image = QImage(a.data, a.shape[1], a.shape[0], a.strides[0], QImage.Format.Format_RGB888)
     # Small images (digits are 8x8) stay crisp scaled up without smoothing.
-    return QPixmap.fromImage(image.copy()).scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio,
-                                                  Qt.TransformationMode.FastTransformation)
+    return QPixmap.fromImage(image.copy()).scaled(
+        size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation
+    )

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 class SourceDescriber(QObject):
     """Describes the panel's dataset and counts its model's parameters, into the panel's labels."""
 
-    def __init__(self, panel: "ConfigPanel") -> None:
+    def __init__(self, panel: ConfigPanel) -> None:
         super().__init__(panel)
         self.panel = panel
         self.calls = BackgroundCalls(panel)
@@ -67,8 +67,12 @@ class SourceDescriber(QObject):
             source, target, size, task, columns = key
             return describe_source(source, target, size, task=task, columns=dict(columns))
 
-        self.calls.call(describe, lambda info: self._on_described(key, info),
-                        lambda exc: self._on_describe_failed(key, exc), name="describe-source")
+        self.calls.call(
+            describe,
+            lambda info: self._on_described(key, info),
+            lambda exc: self._on_describe_failed(key, exc),
+            name="describe-source",
+        )
 
     def _on_described(self, key: tuple[Any, ...], info: Any) -> None:
         self._info_cache[key] = info
@@ -87,7 +91,7 @@ class SourceDescriber(QObject):
         self._set_error("data", str(exc))
         self._clear_preview()
         if key[0] != self.panel.data.columns_of:  # the same table (a kind or target the engine refuses): its list
-            self._show_columns(None)               # stays, to undo the change or pick another target
+            self._show_columns(None)  # stays, to undo the change or pick another target
             if str(key[0]).startswith(TABLES):
                 self._list_columns(key)  # another table: its columns still, to set the kind the error asks for
 

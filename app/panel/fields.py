@@ -10,11 +10,20 @@ so Open then Save writes the same TOML.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QAbstractSpinBox, QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLineEdit, QSpinBox, QWidget,
+    QAbstractSpinBox,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QLineEdit,
+    QSpinBox,
+    QWidget,
 )
 
 from core.config import FIELDS, Config
@@ -73,7 +82,7 @@ def choice_combo(key: str, name: str, labels: Sequence[str] = ()) -> QComboBox:
     """A combo box of the key's choices (each item's data the choice), labelled or as they are."""
     combo = QComboBox(objectName=name)
     choices = FIELDS[key].choices
-    for choice, label in zip(choices, list(labels) + list(choices[len(labels):])):
+    for choice, label in zip(choices, list(labels) + list(choices[len(labels) :])):
         combo.addItem(label, choice)
     if FIELDS[key].help:
         combo.setToolTip(FIELDS[key].help)
@@ -103,7 +112,7 @@ def value_of(cfg: Config, key: str) -> Any:
 
 
 class Bindings:
-    """"section.key" -> the widget that shows it; show a Config, take the widgets' values back."""
+    """ "section.key" -> the widget that shows it; show a Config, take the widgets' values back."""
 
     def __init__(self, widgets: dict[str, QWidget]) -> None:
         self.widgets = widgets
@@ -124,8 +133,13 @@ class Bindings:
             elif isinstance(w, QCheckBox):
                 w.setChecked(value)
             elif isinstance(w, QLineEdit):
-                w.setText(list_text(value) if isinstance(value, tuple) else
-                          float_text(value) if isinstance(value, float) else str(value))
+                w.setText(
+                    list_text(value)
+                    if isinstance(value, tuple)
+                    else float_text(value)
+                    if isinstance(value, float)
+                    else str(value)
+                )
 
     def take(self, raw: dict[str, dict[str, Any]]) -> None:
         """Write each widget's value into ``raw`` (validated by the caller's from_dict)."""
@@ -145,6 +159,12 @@ class Bindings:
                 raw[section][name] = w.isChecked()
             elif isinstance(w, QLineEdit):
                 text = w.text()
-                raw[section][name] = (parse_list(text, int) if kind == "ints" else
-                                      parse_list(text, float) if kind == "floats" else
-                                      parse_number(text) if kind == "float" else text.strip())
+                raw[section][name] = (
+                    parse_list(text, int)
+                    if kind == "ints"
+                    else parse_list(text, float)
+                    if kind == "floats"
+                    else parse_number(text)
+                    if kind == "float"
+                    else text.strip()
+                )

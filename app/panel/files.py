@@ -22,7 +22,7 @@ DATA_FILTERS = {"csv": "CSV files (*.csv)", "npz": "NumPy archives (*.npz)", "cu
 class ConfigFiles:
     """Open and save config files, choose data files and the runs folder."""
 
-    def __init__(self, window: "MainWindow") -> None:
+    def __init__(self, window: MainWindow) -> None:
         self.window = window
 
     def open(self, path: str | Path) -> bool:
@@ -55,8 +55,9 @@ class ConfigFiles:
 
     def ask_open(self) -> None:
         w = self.window
-        path, _ = QFileDialog.getOpenFileName(w, "Open config", w.settings.last_dir("config"),
-                                              "TOML config (*.toml);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            w, "Open config", w.settings.last_dir("config"), "TOML config (*.toml);;All files (*)"
+        )
         if path:
             self.open(path)
 

@@ -17,13 +17,23 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QIcon
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDoubleSpinBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox,
-    QToolButton, QVBoxLayout, QWidget,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.panel.data_group import DataGroup
-from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup, available_devices  # noqa: F401
 from app.panel.describe import SourceDescriber
+from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup, available_devices  # noqa: F401
 from app.panel.tuning_group import TuningGroup
 from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
 
@@ -117,8 +127,9 @@ class ConfigPanel(QWidget):
         kinds = (QComboBox, QSpinBox, QDoubleSpinBox, QCheckBox, QToolButton)
         out = []
         for w in self.findChildren(QWidget):
-            if isinstance(w, kinds) or (isinstance(w, QLineEdit)
-                                        and not isinstance(w.parent(), (QSpinBox, QDoubleSpinBox, QComboBox))):
+            if isinstance(w, kinds) or (
+                isinstance(w, QLineEdit) and not isinstance(w.parent(), (QSpinBox, QDoubleSpinBox, QComboBox))
+            ):
                 out.append(w)
         return out
 
@@ -156,8 +167,10 @@ class ConfigPanel(QWidget):
             except ConfigError:
                 self._own_config = self._base
         self.set_config(cfg)
-        self.label_view.setText(f"Settings of <b>{run_name}</b>. Fork starts from the learning rate, "
-                                "weight decay, batch size and epochs shown here; Continue run uses the epochs.")
+        self.label_view.setText(
+            f"Settings of <b>{run_name}</b>. Fork starts from the learning rate, "
+            "weight decay, batch size and epochs shown here; Continue run uses the epochs."
+        )
         self.set_mode("view")
 
     @property
@@ -287,7 +300,7 @@ class ConfigPanel(QWidget):
         self.training.update_visibility()
         self.parallel.update_visibility(editable=self.isEnabled() and self.mode == "edit")
 
-    def setEnabled(self, enabled: bool) -> None:  # noqa: N802 - Qt override
+    def setEnabled(self, enabled: bool) -> None:
         super().setEnabled(enabled)
         if enabled and self.mode == "edit":
             self._update_visibility()

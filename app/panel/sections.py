@@ -8,7 +8,8 @@ are asked of its class.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
@@ -67,14 +68,20 @@ class ModelGroup(QGroupBox):
         form.addRow("Dropout", self.spin_dropout)
         self.label_model_params = QLabel(objectName="label_model_params")
         form.addRow(self.label_model_params)
-        self.bindings = Bindings({"model.hidden": self.edit_hidden, "model.channels": self.edit_channels,
-                                  "model.activation": self.combo_activation, "model.dropout": self.spin_dropout})
+        self.bindings = Bindings(
+            {
+                "model.hidden": self.edit_hidden,
+                "model.channels": self.edit_channels,
+                "model.activation": self.combo_activation,
+                "model.dropout": self.spin_dropout,
+            }
+        )
 
     def show_config(self, cfg: Config) -> None:
         kind = cfg.model.kind
         custom = kind.startswith("custom:")
         self.combo_model.setCurrentIndex(self.combo_model.findData("custom" if custom else kind))
-        self.edit_custom_model.setText(kind[len("custom:"):] if custom else "")
+        self.edit_custom_model.setText(kind[len("custom:") :] if custom else "")
         self.bindings.show(cfg)
 
     def take(self, raw: dict[str, dict[str, Any]]) -> None:
@@ -117,11 +124,17 @@ class TrainingGroup(QGroupBox):
         form.addRow("Batch size", self.spin_batch_size)
         self.spin_seed = int_spin("train.seed", "spin_seed")
         form.addRow("Seed", self.spin_seed)
-        self.bindings = Bindings({
-            "optim.name": self.combo_optimizer, "optim.lr": self.edit_lr, "optim.momentum": self.spin_momentum,
-            "optim.weight_decay": self.edit_weight_decay, "train.epochs": self.spin_epochs,
-            "train.batch_size": self.spin_batch_size, "train.seed": self.spin_seed,
-        })
+        self.bindings = Bindings(
+            {
+                "optim.name": self.combo_optimizer,
+                "optim.lr": self.edit_lr,
+                "optim.momentum": self.spin_momentum,
+                "optim.weight_decay": self.edit_weight_decay,
+                "train.epochs": self.spin_epochs,
+                "train.batch_size": self.spin_batch_size,
+                "train.seed": self.spin_seed,
+            }
+        )
 
     def show_config(self, cfg: Config) -> None:
         self.bindings.show(cfg)
@@ -165,9 +178,14 @@ class ParallelGroup(QGroupBox):
         self.edit_sweep_lr = line_edit("parallel.sweep_lr", "edit_sweep_lr")
         self.edit_sweep_lr.setPlaceholderText("one per worker, e.g. 0.1, 0.05")
         form.addRow("Sweep rates", self.edit_sweep_lr)
-        self.bindings = Bindings({"parallel.strategy": self.combo_strategy, "parallel.workers": self.spin_workers,
-                                  "parallel.threads_per_worker": self.spin_threads,
-                                  "parallel.sweep_lr": self.edit_sweep_lr})
+        self.bindings = Bindings(
+            {
+                "parallel.strategy": self.combo_strategy,
+                "parallel.workers": self.spin_workers,
+                "parallel.threads_per_worker": self.spin_threads,
+                "parallel.sweep_lr": self.edit_sweep_lr,
+            }
+        )
 
     def show_config(self, cfg: Config) -> None:
         self.bindings.show(cfg)

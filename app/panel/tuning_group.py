@@ -59,26 +59,38 @@ class TuningGroup(QGroupBox):
         self.spin_jitter = float_spin("augment.jitter", 2, 0.05, "spin_jitter")
         form.addRow("Colour jitter", self.spin_jitter)
         self.button_augment_preview = QPushButton("Preview augmentation…", objectName="button_augment_preview")
-        self.button_augment_preview.setToolTip("a grid of augmented samples of the chosen data set "
-                                               "(training images only are augmented)")
+        self.button_augment_preview.setToolTip(
+            "a grid of augmented samples of the chosen data set (training images only are augmented)"
+        )
         form.addRow("", self.button_augment_preview)
         for spin in (self.spin_crop_scale, self.spin_rotation, self.spin_jitter):
             spin.valueChanged.connect(self._update_preview_button)
         self.check_hflip.toggled.connect(self._update_preview_button)
         self.button_augment_preview.clicked.connect(self.augment_preview_requested)
         self._update_preview_button()
-        self.bindings = Bindings({
-            "schedule.kind": self.combo_schedule, "schedule.warmup_steps": self.spin_warmup_steps,
-            "schedule.min_lr": self.edit_min_lr, "train.early_stop_patience": self.spin_early_stop,
-            "train.monitor": self.combo_monitor, "parallel.precision": self.combo_precision,
-            "augment.crop_scale": self.spin_crop_scale, "augment.hflip": self.check_hflip,
-            "augment.rotation": self.spin_rotation, "augment.jitter": self.spin_jitter,
-        })
+        self.bindings = Bindings(
+            {
+                "schedule.kind": self.combo_schedule,
+                "schedule.warmup_steps": self.spin_warmup_steps,
+                "schedule.min_lr": self.edit_min_lr,
+                "train.early_stop_patience": self.spin_early_stop,
+                "train.monitor": self.combo_monitor,
+                "parallel.precision": self.combo_precision,
+                "augment.crop_scale": self.spin_crop_scale,
+                "augment.hflip": self.check_hflip,
+                "augment.rotation": self.spin_rotation,
+                "augment.jitter": self.spin_jitter,
+            }
+        )
 
     @property
     def augment_on(self) -> bool:
-        return (self.spin_crop_scale.value() < 1.0 or self.check_hflip.isChecked()
-                or self.spin_rotation.value() > 0 or self.spin_jitter.value() > 0)
+        return (
+            self.spin_crop_scale.value() < 1.0
+            or self.check_hflip.isChecked()
+            or self.spin_rotation.value() > 0
+            or self.spin_jitter.value() > 0
+        )
 
     def set_images_available(self, available: bool) -> None:
         """Whether the chosen data set has sample images to augment."""

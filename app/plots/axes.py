@@ -26,10 +26,10 @@ class ValueAxis(pg.AxisItem):
 
     _linear_labels = False
 
-    def logTickValues(self, minVal: float, maxVal: float, size: float, stdTicks: Any) -> Any:  # noqa: N802,N803
+    def logTickValues(self, minVal: float, maxVal: float, size: float, stdTicks: Any) -> Any:
         self._linear_labels = maxVal - minVal < 1.0
         if self._linear_labels:
-            lo, hi = 10.0 ** minVal, 10.0 ** maxVal
+            lo, hi = 10.0**minVal, 10.0**maxVal
             levels = []
             for spacing, offset in self.tickSpacing(lo, hi, size):
                 first = math.ceil((lo - offset) / spacing) * spacing + offset
@@ -43,9 +43,9 @@ class ValueAxis(pg.AxisItem):
             return [(None, major), (None, [v for v in minor if v not in major])]
         return levels
 
-    def logTickStrings(self, values: Any, scale: float, spacing: Any) -> list[str]:  # noqa: N802
+    def logTickStrings(self, values: Any, scale: float, spacing: Any) -> list[str]:
         if self._linear_labels:
-            return [f"{10.0 ** v * scale:.3g}" for v in values]
+            return [f"{10.0**v * scale:.3g}" for v in values]
         return super().logTickStrings(values, scale, spacing)
 
 
@@ -76,13 +76,14 @@ class LiveViewBox(pg.ViewBox):
         self._held = [None, None]
         self.queueUpdateAutoRange()
 
-    def childrenBounds(  # noqa: N802 - pyqtgraph's name
-            self, frac: Any = None, orthoRange: Any = (None, None), items: Any = None) -> Any:  # noqa: N803
+    def childrenBounds(self, frac: Any = None, orthoRange: Any = (None, None), items: Any = None) -> Any:
         bounds = super().childrenBounds(frac=frac, orthoRange=orthoRange, items=items)
         if self.robust_y and bounds[1] is not None:
             curves = [i for i in self.addedItems if isinstance(i, pg.PlotDataItem) and i.isVisible()]
-            fit = robust_range((c.getData()[1] for c in curves if c.yData is not None and len(c.yData)),
-                               log_values=any(c.opts["logMode"][1] for c in curves))
+            fit = robust_range(
+                (c.getData()[1] for c in curves if c.yData is not None and len(c.yData)),
+                log_values=any(c.opts["logMode"][1] for c in curves),
+            )
             if fit is not None:  # the pens' padding of the full range would be far too wide as well
                 span = fit[1] - fit[0]
                 bounds[1] = [fit[0] - 0.02 * span, fit[1] + 0.05 * span]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import csv
 import math
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -20,14 +21,13 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from app.plots.axes import LiveViewBox, ValueAxis
 from app.plots.text import CompactAxis, compact_axis, set_fitting_title
-from app.viewmodels.run_data import Changes, RunData
-from app.viewmodels.series import Series
 from app.shell.settings import open_settings
 from app.shell.theme import PlotColors
+from app.viewmodels.run_data import Changes, RunData
+from app.viewmodels.series import Series
 
 # Tableau 10: distinct and readable on both a light and a dark background.
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-           "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 MAX_LEGEND_ROWS = 12  # more rows than this would not fit beside a plot
 LEGEND_ROW_PX = 15  # about what a legend row adds to a plot's height (8pt labels)
 
@@ -36,7 +36,6 @@ def worker_color(worker: int) -> QColor:
     if worker < len(PALETTE):
         return QColor(PALETTE[worker])
     return pg.intColor(worker, hues=17, values=1, maxValue=220)
-
 
 
 class BasePlot(pg.GraphicsLayoutWidget):
@@ -57,15 +56,18 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self._marks: dict[int, list[Any]] = {}  # plot item -> marker items drawn on it
         self.paint_cpu_s = 0.0  # CPU seconds spent painting, read by PlotsPanel to pace redraws
 
-    def paintEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+    def paintEvent(self, event: Any) -> None:
         start = time.thread_time()
         super().paintEvent(event)
         self.paint_cpu_s += time.thread_time() - start
 
     def _add_plot(self, col: int, title: str, y_label: str, legend: bool = False) -> pg.PlotItem:
-        item: pg.PlotItem = self.addPlot(row=0, col=col, axisItems={"left": ValueAxis(orientation="left"),
-                                                                    "bottom": compact_axis()},
-                                         viewBox=LiveViewBox())
+        item: pg.PlotItem = self.addPlot(
+            row=0,
+            col=col,
+            axisItems={"left": ValueAxis(orientation="left"), "bottom": compact_axis()},
+            viewBox=LiveViewBox(),
+        )
         set_fitting_title(item, title)
         item.setLabel("left", y_label)
         item.getAxis("left").enableAutoSIPrefix(False)  # "loss (x0.001)" reads worse than 0.002
@@ -104,25 +106,36 @@ class BasePlot(pg.GraphicsLayoutWidget):
         for span in data.pauses:
             if time_axis:
                 end = span.end if math.isfinite(span.end) else data.now()
-                region = pg.LinearRegionItem((span.start, max(end, span.start)), movable=False,
-                                             brush=pg.mkBrush(shade), pen=pg.mkPen(None))
+                region = pg.LinearRegionItem(
+                    (span.start, max(end, span.start)), movable=False, brush=pg.mkBrush(shade), pen=pg.mkPen(None)
+                )
                 region.setZValue(-10)
                 region.setToolTip("paused")
                 item.addItem(region, ignoreBounds=True)
                 drawn.append(region)
             else:
-                line = pg.InfiniteLine(span.step, angle=90, movable=False,
-                                       pen=pg.mkPen(shade.darker(100), width=6))
+                line = pg.InfiniteLine(span.step, angle=90, movable=False, pen=pg.mkPen(shade.darker(100), width=6))
                 line.setToolTip("paused here")
                 item.addItem(line, ignoreBounds=True)
                 drawn.append(line)
         for marker in data.markers:
             x = marker.t if time_axis else marker.step
-            text = {"label": marker.text,
-                    "labelOpts": {"position": 0.92, "color": fg, "anchors": [(1, 0), (1, 0)],
-                                  "fill": pg.mkBrush(self.colors.legend_background)}} if labels else {}
-            line = pg.InfiniteLine(x, angle=90, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.PenStyle.DashLine),
-                                   **text)
+            text = (
+                {
+                    "label": marker.text,
+                    "labelOpts": {
+                        "position": 0.92,
+                        "color": fg,
+                        "anchors": [(1, 0), (1, 0)],
+                        "fill": pg.mkBrush(self.colors.legend_background),
+                    },
+                }
+                if labels
+                else {}
+            )
+            line = pg.InfiniteLine(
+                x, angle=90, movable=False, pen=pg.mkPen(fg, width=1, style=Qt.PenStyle.DashLine), **text
+            )
             line.setToolTip(marker.text)
             item.addItem(line, ignoreBounds=True)
             drawn.append(line)
@@ -183,7 +196,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
             legend.removeItem(legend.items[0][0].item)
         pg.GraphicsView.resizeEvent(self, None)  # the layout takes the view's height again, now that it fits
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+    def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
         height = self.height()
         for legend in getattr(self, "legends", ()):  # pyqtgraph calls this before our __init__ has run

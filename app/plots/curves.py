@@ -5,7 +5,8 @@ result, the learning rate. Each keeps its curves in step with its series of the 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
@@ -15,7 +16,22 @@ from PySide6.QtWidgets import QWidget
 from app.plots.base import BasePlot, worker_color
 from app.plots.text import set_fitting_title
 from app.viewmodels.run_data import (
-    EPOCH, LOSS, LR, LSTEP, LTIME, RATE, RSTEP, RTIME, SMOOTH, STEP, TIME, VAL_ACC, VAL_LOSS, VTIME, Changes, RunData,
+    EPOCH,
+    LOSS,
+    LR,
+    LSTEP,
+    LTIME,
+    RATE,
+    RSTEP,
+    RTIME,
+    SMOOTH,
+    STEP,
+    TIME,
+    VAL_ACC,
+    VAL_LOSS,
+    VTIME,
+    Changes,
+    RunData,
 )
 from app.viewmodels.series import Series, flat_range
 
@@ -191,8 +207,9 @@ class ValPlot(BasePlot):
                 style = dict(pen=self._pen(w), symbolBrush=color, symbolPen=None, symbolSize=5)
                 self.loss_curves[w] = self.loss_plot.plot(**style)
                 self.acc_curves[w] = self.acc_plot.plot(**style)
-                self._relegend(self.legends[0], [(self.loss_curves[k], self.data.label(k))
-                                                 for k in sorted(self.loss_curves)])
+                self._relegend(
+                    self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)]
+                )
             s = self.data.val[w]
             x = s.column(EPOCH)
             symbol = "o" if len(s) <= self.SYMBOLS_UP_TO else None
@@ -205,7 +222,13 @@ class ValPlot(BasePlot):
         self._show_legend(len(self.loss_curves) > 1)
 
     def csv_header(self) -> list[str]:
-        return ["worker", "epoch", "time_s", "val_loss", "val_rmse" if self.data.task == "regression" else "val_accuracy"]
+        return [
+            "worker",
+            "epoch",
+            "time_s",
+            "val_loss",
+            "val_rmse" if self.data.task == "regression" else "val_accuracy",
+        ]
 
     def csv_series(self) -> Iterable[tuple[str, Series, list[int]]]:
         for w in sorted(self.data.val):
@@ -247,8 +270,10 @@ class ThroughputPlot(BasePlot):
 
     def relabel(self) -> None:
         if self.curves:
-            self._relegend(self.legends[0], [(self.curves[k], self.data.worker_label(k)) for k in sorted(self.curves)]
-                           + [(self.total, "total")])
+            self._relegend(
+                self.legends[0],
+                [(self.curves[k], self.data.worker_label(k)) for k in sorted(self.curves)] + [(self.total, "total")],
+            )
         # the plot keeps its width beside a legend of long labels ("worker 0 (trials)") rather than be squeezed
         width = self.MIN_WIDTH + (int(self.legends[0].boundingRect().width()) if self.curves else 0)
         if self.minimumWidth() != width:
@@ -344,9 +369,17 @@ class SweepPlot(BasePlot):
         x = np.log10([r[1] for r in rows])
         y = np.array([r[2] for r in rows])
         self.line.setData(x, y)
-        self.points.setData([{"pos": (math.log10(v), a), "brush": pg.mkBrush(worker_color(w)),
-                              "size": 14 if w == self.data.winner else 9, "data": w}
-                             for w, v, a in rows])
+        self.points.setData(
+            [
+                {
+                    "pos": (math.log10(v), a),
+                    "brush": pg.mkBrush(worker_color(w)),
+                    "size": 14 if w == self.data.winner else 9,
+                    "data": w,
+                }
+                for w, v, a in rows
+            ]
+        )
         self.plot.getAxis("bottom").setTicks([[(math.log10(v), f"{v:g}") for _w, v, _a in rows]])
         pad = max(0.15, 0.1 * float(x.max() - x.min()))
         self.plot.setXRange(float(x.min()) - pad, float(x.max()) + pad, padding=0)

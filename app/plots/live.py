@@ -14,8 +14,18 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel, QMenu, QScrollArea, QSlider, QSplitter, QToolButton,
-    QVBoxLayout, QWidget,
+    QCheckBox,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QScrollArea,
+    QSlider,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
 from app.plots.base import BasePlot, PlotColors, worker_color
@@ -24,8 +34,17 @@ from app.plots.pacing import FramePacer
 from app.viewmodels.run_data import Changes, RunData
 
 # The views take the plots' colours and helpers from here.
-__all__ = ["BasePlot", "LRPlot", "LossPlot", "PlotColors", "PlotsPanel", "SweepPlot", "ThroughputPlot", "ValPlot",
-           "worker_color"]
+__all__ = [
+    "BasePlot",
+    "LRPlot",
+    "LossPlot",
+    "PlotColors",
+    "PlotsPanel",
+    "SweepPlot",
+    "ThroughputPlot",
+    "ValPlot",
+    "worker_color",
+]
 
 
 class PlotsPanel(QWidget):
@@ -69,8 +88,12 @@ class PlotsPanel(QWidget):
         save.setToolTip("Save a plot as PNG or its data as CSV")
         save.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu = QMenu(save)
-        for plot, title in ((self.loss, "Loss"), (self.val, "Validation"), (self.throughput, "Throughput"),
-                            (self.lr, "Learning rate")):
+        for plot, title in (
+            (self.loss, "Loss"),
+            (self.val, "Validation"),
+            (self.throughput, "Throughput"),
+            (self.lr, "Learning rate"),
+        ):
             menu.addAction(QAction(f"{title} plot as PNG…", menu, triggered=plot._on_save_png))
             menu.addAction(QAction(f"{title} data as CSV…", menu, triggered=plot._on_save_csv))
         save.setMenu(menu)
@@ -137,15 +160,20 @@ class PlotsPanel(QWidget):
         for plot in self.plots:
             plot.set_live(live)
 
-    def set_run_shape(self, labels: dict[int, str], separate_models: bool,
-                      sweep_values: dict[int, float] | None = None, per_trial: bool = False) -> None:
+    def set_run_shape(
+        self,
+        labels: dict[int, str],
+        separate_models: bool,
+        sweep_values: dict[int, float] | None = None,
+        per_trial: bool = False,
+    ) -> None:
         """What the workers are: their legend labels, whether each has its own model, a sweep's values;
         ``per_trial``: a search, whose loss and validation curves are its trials, not its workers."""
         self.data.labels = dict(labels)
         self.data.per_trial = per_trial
         self.data.separate_models = separate_models or per_trial
         self.data.expected_workers = len(labels)
-        for plot in ((self.throughput,) if per_trial else (self.loss, self.throughput)):
+        for plot in (self.throughput,) if per_trial else (self.loss, self.throughput):
             plot.prepare_workers(sorted(labels))  # legends complete at once, not rebuilt in the first frames
         for plot in (self.loss, self.val, self.throughput):
             plot.relabel()

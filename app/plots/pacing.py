@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from PySide6.QtCore import QObject, QTimer
 
 from app.viewmodels.run_data import Changes
 
-MIN_FRAME_MS = 33    # at most ~30 redraws a second
-MAX_FRAME_MS = 500   # and at least 2, however slow painting is
+MIN_FRAME_MS = 33  # at most ~30 redraws a second
+MAX_FRAME_MS = 500  # and at least 2, however slow painting is
 FRAME_BUDGET = 0.2  # share of one core the live plots may use
 SIDE_EVERY_S = 0.25  # the plots beside the loss (validation, throughput, lr) redraw at most this often
 

@@ -13,13 +13,13 @@ range of all their points.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
-FENCE = 5.0        # robust standard deviations (1.4826 x MAD) above the median peak
+FENCE = 5.0  # robust standard deviations (1.4826 x MAD) above the median peak
 MIN_DECADES = 1.0  # the fence is at least this far above the median peak (peaks that agree have no spread)
-MIN_CURVES = 3     # fewer curves than this cannot say which of them is far out
+MIN_CURVES = 3  # fewer curves than this cannot say which of them is far out
 
 
 def robust_range(arrays: Iterable[np.ndarray], log_values: bool = False) -> tuple[float, float] | None:

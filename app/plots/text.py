@@ -17,7 +17,7 @@ TITLE_SIZE = "10pt"
 def set_fitting_title(item: pg.PlotItem, title: str) -> None:
     """Give ``item`` a title that is elided ("Validation acc…") whenever its plot is narrower than the text;
     the whole title is its tooltip."""
-    item._full_title = title  # noqa: SLF001 - our own attribute on the pyqtgraph item
+    item._full_title = title
     item.titleLabel.setToolTip(title)
     item.setTitle(title, size=TITLE_SIZE)
     item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
@@ -62,7 +62,7 @@ class CompactAxis(pg.AxisItem):
             self.picture = None  # the ticks are drawn again
             self.update()
 
-    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> Any:  # noqa: N802,N803
+    def tickSpacing(self, minVal: float, maxVal: float, size: float) -> Any:
         levels = super().tickSpacing(minVal, maxVal, size)
         span = abs(maxVal - minVal)
         if not levels or size <= 0 or span <= 0 or self.logMode:
@@ -80,15 +80,16 @@ class CompactAxis(pg.AxisItem):
             major = next(m * scale for m in (2.0, 5.0, 10.0) if m * scale > major * (1 + 1e-9))
         return [(major, 0.0)]
 
-    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:  # noqa: N802
+    def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:
         top = max((abs(v * scale) for v in values), default=0.0)
         if self.logMode:
             return super().tickStrings(values, scale, spacing)
         if top < 10_000:
             if self.whole:
                 return [f"{v * scale:.0f}" for v in values]
-            return [_zero_reads_zero(t, v, spacing) for t, v in zip(super().tickStrings(values, scale, spacing),
-                                                                      values)]
+            return [
+                _zero_reads_zero(t, v, spacing) for t, v in zip(super().tickStrings(values, scale, spacing), values)
+            ]
         unit, suffix = (1e6, "M") if top >= 1e6 else (1e3, "k")
         step = spacing * scale / unit
         digits = max(0, -int(math.floor(math.log10(step)))) if step > 0 else 0
@@ -109,7 +110,7 @@ def short_name(name: str, limit: int = 24) -> str:
     if len(name) <= limit:
         return name
     head = (limit - 1) // 2
-    return f"{name[:head]}…{name[-(limit - 1 - head):]}"
+    return f"{name[:head]}…{name[-(limit - 1 - head) :]}"
 
 
 def distinct_names(names: list[str], limit: int = 24) -> list[str]:
@@ -131,14 +132,14 @@ def distinct_names(names: list[str], limit: int = 24) -> list[str]:
         for i in same:
             rest = names[i][cut:]
             text_i = ("…" if cut else "") + rest
-            shown[i] = text_i if len(text_i) <= limit else text_i[:limit - 1] + "…"
+            shown[i] = text_i if len(text_i) <= limit else text_i[: limit - 1] + "…"
     counts = Counter(shown)
     seen: Counter[str] = Counter()
     for i, text in enumerate(shown):
         if counts[text] > 1:
             seen[text] += 1
             suffix = f" ({seen[text]})"
-            shown[i] = (text if len(text) + len(suffix) <= limit else text[:limit - len(suffix) - 1] + "…") + suffix
+            shown[i] = (text if len(text) + len(suffix) <= limit else text[: limit - len(suffix) - 1] + "…") + suffix
     return shown
 
 

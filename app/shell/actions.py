@@ -6,8 +6,9 @@ The actions are declared in one table; the window supplies the slot of each.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -18,60 +19,159 @@ from app.viewmodels.window_state import Enablement
 
 @dataclass(frozen=True)
 class ActionSpec:
-    attr: str                  # the window's attribute
-    name: str                  # the object name (DESIGN's GUI object names)
+    attr: str  # the window's attribute
+    name: str  # the object name (DESIGN's GUI object names)
     text: str
     shortcuts: tuple[str, ...]
     tip: str
-    icon: str | None = None    # app.shell.icons name, re-coloured with the theme
+    icon: str | None = None  # app.shell.icons name, re-coloured with the theme
 
 
 ACTIONS = (
-    ActionSpec("action_start", "action_start", "Start", ("Ctrl+R", "F5"), "Start training with these settings",
-               "start"),
-    ActionSpec("action_pause", "action_pause", "Pause", ("Ctrl+P",), "Pause every worker after its current batch",
-               "pause"),
+    ActionSpec(
+        "action_start", "action_start", "Start", ("Ctrl+R", "F5"), "Start training with these settings", "start"
+    ),
+    ActionSpec(
+        "action_pause", "action_pause", "Pause", ("Ctrl+P",), "Pause every worker after its current batch", "pause"
+    ),
     ActionSpec("action_resume", "action_resume", "Resume", ("Ctrl+Shift+R",), "Resume the paused run", "resume"),
-    ActionSpec("action_stop", "action_stop", "Stop", ("Ctrl+.", "Shift+F5"),
-               "Stop the run (a checkpoint and summary are written)", "stop"),
-    ActionSpec("action_export", "action_export", "Export…", ("Ctrl+E",), "Export the trained model of the last run",
-               "export"),
-    ActionSpec("action_open_config", "action_open_config", "Open config…", ("Ctrl+O",),
-               "Load settings from a TOML file", "open"),
-    ActionSpec("action_save_config", "action_save_config", "Save config…", ("Ctrl+S",),
-               "Save these settings as TOML (the command line runs it unchanged)", "save"),
-    ActionSpec("action_open_run", "action_open_run", "Open run…", ("Ctrl+Shift+O",),
-               "Show the curves of a past run (its folder under runs/)", "runs"),
+    ActionSpec(
+        "action_stop",
+        "action_stop",
+        "Stop",
+        ("Ctrl+.", "Shift+F5"),
+        "Stop the run (a checkpoint and summary are written)",
+        "stop",
+    ),
+    ActionSpec(
+        "action_export", "action_export", "Export…", ("Ctrl+E",), "Export the trained model of the last run", "export"
+    ),
+    ActionSpec(
+        "action_open_config",
+        "action_open_config",
+        "Open config…",
+        ("Ctrl+O",),
+        "Load settings from a TOML file",
+        "open",
+    ),
+    ActionSpec(
+        "action_save_config",
+        "action_save_config",
+        "Save config…",
+        ("Ctrl+S",),
+        "Save these settings as TOML (the command line runs it unchanged)",
+        "save",
+    ),
+    ActionSpec(
+        "action_open_run",
+        "action_open_run",
+        "Open run…",
+        ("Ctrl+Shift+O",),
+        "Show the curves of a past run (its folder under runs/)",
+        "runs",
+    ),
     ActionSpec("action_runs_dir", "action_runs_dir", "Runs folder…", (), "Choose where new runs are written"),
     ActionSpec("action_quit", "action_quit", "Quit", ("Ctrl+Q",), "Close TrainDesk"),
     ActionSpec("action_dark", "action_dark_theme", "Dark theme", ("Ctrl+Shift+T",), "Switch between light and dark"),
     ActionSpec("action_clear", "action_clear_plots", "Clear plots", (), "Remove the curves shown"),
     ActionSpec("action_about", "action_about", "About TrainDesk", (), "About"),
-    ActionSpec("action_continue_run", "action_continue_run", "Continue run", ("Ctrl+Shift+C",),
-               "Continue the stopped or failed run on screen from its checkpoint", "resume"),
-    ActionSpec("action_lr_find", "action_lr_find", "Find learning rate…", (),
-               "Run a learning-rate range test on this config and suggest a rate"),
-    ActionSpec("action_find_fastest", "action_find_fastest", "Find fastest…", (),
-               "Probe each strategy and worker count on this config for a few seconds and suggest the fastest"),
-    ActionSpec("action_compare", "action_compare", "Compare", ("Ctrl+Shift+M",),
-               "Overlay the curves of the runs selected in Runs and list the settings that differ", "runs"),
-    ActionSpec("action_fork", "action_fork", "Fork…", ("Ctrl+Shift+F",),
-               "Start a new run from this run's checkpoint and settings, with the learning rate, weight decay, "
-               "batch size or epochs you edit first (a paused run is stopped first)", "start"),
-    ActionSpec("action_show_runs", "action_show_runs", "Runs", ("Ctrl+Shift+L",),
-               "Every run of the runs folder: sort, filter, notes, compare"),
+    ActionSpec(
+        "action_continue_run",
+        "action_continue_run",
+        "Continue run",
+        ("Ctrl+Shift+C",),
+        "Continue the stopped or failed run on screen from its checkpoint",
+        "resume",
+    ),
+    ActionSpec(
+        "action_lr_find",
+        "action_lr_find",
+        "Find learning rate…",
+        (),
+        "Run a learning-rate range test on this config and suggest a rate",
+    ),
+    ActionSpec(
+        "action_find_fastest",
+        "action_find_fastest",
+        "Find fastest…",
+        (),
+        "Probe each strategy and worker count on this config for a few seconds and suggest the fastest",
+    ),
+    ActionSpec(
+        "action_compare",
+        "action_compare",
+        "Compare",
+        ("Ctrl+Shift+M",),
+        "Overlay the curves of the runs selected in Runs and list the settings that differ",
+        "runs",
+    ),
+    ActionSpec(
+        "action_fork",
+        "action_fork",
+        "Fork…",
+        ("Ctrl+Shift+F",),
+        "Start a new run from this run's checkpoint and settings, with the learning rate, weight decay, "
+        "batch size or epochs you edit first (a paused run is stopped first)",
+        "start",
+    ),
+    ActionSpec(
+        "action_show_runs",
+        "action_show_runs",
+        "Runs",
+        ("Ctrl+Shift+L",),
+        "Every run of the runs folder: sort, filter, notes, compare",
+    ),
 )
 
 MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (  # None: a separator; "menu_recent_runs": the submenu
-    ("&File", ("action_open_config", "action_save_config", None, "action_open_run", "action_show_runs",
-               "action_compare", "menu_recent_runs", "action_runs_dir", None, "action_export", None, "action_quit")),
-    ("&Run", ("action_start", "action_pause", "action_resume", "action_stop", None, "action_continue_run",
-              "action_fork", "action_find_fastest", "action_lr_find")),
+    (
+        "&File",
+        (
+            "action_open_config",
+            "action_save_config",
+            None,
+            "action_open_run",
+            "action_show_runs",
+            "action_compare",
+            "menu_recent_runs",
+            "action_runs_dir",
+            None,
+            "action_export",
+            None,
+            "action_quit",
+        ),
+    ),
+    (
+        "&Run",
+        (
+            "action_start",
+            "action_pause",
+            "action_resume",
+            "action_stop",
+            None,
+            "action_continue_run",
+            "action_fork",
+            "action_find_fastest",
+            "action_lr_find",
+        ),
+    ),
     ("&View", ("action_dark", "action_clear")),
     ("&Help", ("action_about",)),
 )
-TOOLBAR = ("action_start", "action_pause", "action_resume", "action_stop", "action_fork", "action_find_fastest",
-           None, "action_open_config", "action_save_config", "action_open_run", None, "action_export")
+TOOLBAR = (
+    "action_start",
+    "action_pause",
+    "action_resume",
+    "action_stop",
+    "action_fork",
+    "action_find_fastest",
+    None,
+    "action_open_config",
+    "action_save_config",
+    "action_open_run",
+    None,
+    "action_export",
+)
 
 
 def make_action(parent: QWidget, spec: ActionSpec, slot: Callable[..., Any]) -> QAction:
@@ -128,5 +228,8 @@ def apply_enablement(window: QWidget, derived: Enablement, recent: QMenu) -> Non
 
 
 def show_about(parent: QWidget) -> None:
-    QMessageBox.about(parent, "About TrainDesk",
-                      "<b>TrainDesk</b><br>Train PyTorch models with several processes and watch them live.")
+    QMessageBox.about(
+        parent,
+        "About TrainDesk",
+        "<b>TrainDesk</b><br>Train PyTorch models with several processes and watch them live.",
+    )

@@ -13,7 +13,7 @@ MIN_WIDTH = 40  # what a layout must leave the label at least; the rest of its t
 class ElidedLabel(QLabel):
     """``setText`` keeps the whole text (``text()`` returns it); the label shows as much as fits, then "…"."""
 
-    def __init__(self, text: str = "", parent: QWidget | None = None, objectName: str = "") -> None:  # noqa: N803
+    def __init__(self, text: str = "", parent: QWidget | None = None, objectName: str = "") -> None:
         super().__init__(parent)
         if objectName:
             self.setObjectName(objectName)
@@ -21,7 +21,7 @@ class ElidedLabel(QLabel):
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         self.setText(text)
 
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def setText(self, text: str) -> None:
         self._full = " ".join(str(text).split("\n"))
         self._elide()
         self.updateGeometry()
@@ -29,15 +29,15 @@ class ElidedLabel(QLabel):
     def text(self) -> str:
         return self._full
 
-    def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
+    def sizeHint(self) -> QSize:
         margins = self.contentsMargins()
         width = self.fontMetrics().horizontalAdvance(self._full) + margins.left() + margins.right() + 2
         return QSize(width, super().sizeHint().height())
 
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+    def minimumSizeHint(self) -> QSize:
         return QSize(MIN_WIDTH, super().minimumSizeHint().height())
 
-    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._elide()
 

@@ -60,8 +60,12 @@ class LogPane(QPlainTextEdit):
 
     def _line(self, level: str, text: str, t: Any, who: str) -> str:
         stamp = time.strftime("%H:%M:%S", time.localtime(t if isinstance(t, (int, float)) else None))
-        color = {"error": self.error_color, "critical": self.error_color,
-                 "warning": self.warning_color, "state": self.muted_color}.get(level)
+        color = {
+            "error": self.error_color,
+            "critical": self.error_color,
+            "warning": self.warning_color,
+            "state": self.muted_color,
+        }.get(level)
         body = html.escape(f"{stamp}  {who + ': ' if who else ''}{text}").replace("\n", "<br>")
         return f'<span style="color:{color}">{body}</span>' if color else f"<span>{body}</span>"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 # The shared libraries Qt 6's libqxcb.so and libQt6XcbQpa.so load (ldd), each with the
 # Debian/Ubuntu package that holds it.
@@ -60,8 +60,9 @@ def qt_platform(environ: Mapping[str, str], platform: str = sys.platform) -> str
     return "xcb"
 
 
-def missing_packages(environ: Mapping[str, str] | None = None, platform: str | None = None,
-                     loadable: Callable[[str], bool] | None = None) -> list[str]:
+def missing_packages(
+    environ: Mapping[str, str] | None = None, platform: str | None = None, loadable: Callable[[str], bool] | None = None
+) -> list[str]:
     """The Debian packages to install before Qt's xcb plugin can load; [] when nothing is
     missing or when the platform will not be xcb (offscreen, wayland, macOS, Windows).
     Unset arguments mean this process's environment, platform and loader."""
@@ -74,13 +75,16 @@ def missing_packages(environ: Mapping[str, str] | None = None, platform: str | N
 
 def install_hint(packages: list[str]) -> str:
     """The message for missing packages: what is wrong, and the one line that fixes it."""
-    return ("traindesk-gui: Qt's X11 platform plugin (xcb) needs system libraries this machine lacks; "
-            f"install them with:\n  sudo apt-get install {' '.join(packages)}\n"
-            "(or run with QT_QPA_PLATFORM=wayland in a Wayland session, or offscreen without a display)")
+    return (
+        "traindesk-gui: Qt's X11 platform plugin (xcb) needs system libraries this machine lacks; "
+        f"install them with:\n  sudo apt-get install {' '.join(packages)}\n"
+        "(or run with QT_QPA_PLATFORM=wayland in a Wayland session, or offscreen without a display)"
+    )
 
 
-def check_platform_libraries(environ: Mapping[str, str] | None = None, platform: str | None = None,
-                             loadable: Callable[[str], bool] | None = None) -> str | None:
+def check_platform_libraries(
+    environ: Mapping[str, str] | None = None, platform: str | None = None, loadable: Callable[[str], bool] | None = None
+) -> str | None:
     """None when the window can start; otherwise the message to print before exiting with 2."""
     packages = missing_packages(environ, platform, loadable)
     return install_hint(packages) if packages else None

@@ -7,9 +7,10 @@ queued call into the GUI thread, so callbacks may touch widgets.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from PySide6.QtCore import QObject, QThread, Qt, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from app.shell.gc_policy import GuiGarbageCollector
 
@@ -27,7 +28,7 @@ class _CallThread(QThread):
     def run(self) -> None:
         try:
             result = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+        except BaseException as exc:
             self.finished_call.emit(self, False, exc)
         else:
             self.finished_call.emit(self, True, result)
@@ -56,8 +57,13 @@ class BackgroundCalls(QObject):
         """Whether a call of this name has not reported back yet."""
         return any(thread.objectName() == name for thread in self._threads)
 
-    def call(self, fn: Callable[[], Any], on_done: Callable[[Any], None],
-             on_error: Callable[[BaseException], None] | None = None, name: str = "call") -> None:
+    def call(
+        self,
+        fn: Callable[[], Any],
+        on_done: Callable[[Any], None],
+        on_error: Callable[[BaseException], None] | None = None,
+        name: str = "call",
+    ) -> None:
         thread = _CallThread(fn, name)
         thread.finished_call.connect(self._on_finished_call, Qt.ConnectionType.QueuedConnection)
         self._threads[thread] = (on_done, on_error)

@@ -33,22 +33,40 @@ class Theme:
     button: str
     highlight: str
     border: str
-    icon: str       # colour the bundled SVG icons are drawn in
+    icon: str  # colour the bundled SVG icons are drawn in
     error: str
     warning: str
     plot: PlotColors
 
 
 LIGHT = Theme(
-    name="light", window="#f4f5f7", base="#ffffff", alt_base="#f0f2f5", text="#1f2328",
-    muted="#646c76", button="#ffffff", highlight="#2f6fde", border="#c9ced6", icon="#3a4350",
-    error="#c62828", warning="#b26a00",
+    name="light",
+    window="#f4f5f7",
+    base="#ffffff",
+    alt_base="#f0f2f5",
+    text="#1f2328",
+    muted="#646c76",
+    button="#ffffff",
+    highlight="#2f6fde",
+    border="#c9ced6",
+    icon="#3a4350",
+    error="#c62828",
+    warning="#b26a00",
     plot=PlotColors(background="#ffffff", foreground="#3a4350", legend_background="#ffffffd8"),
 )
 DARK = Theme(
-    name="dark", window="#1e2127", base="#262a31", alt_base="#2c3038", text="#e6e8eb",
-    muted="#9aa3ad", button="#30353d", highlight="#4c8dff", border="#3d434d", icon="#d5d9df",
-    error="#ff6b6b", warning="#ffb454",
+    name="dark",
+    window="#1e2127",
+    base="#262a31",
+    alt_base="#2c3038",
+    text="#e6e8eb",
+    muted="#9aa3ad",
+    button="#30353d",
+    highlight="#4c8dff",
+    border="#3d434d",
+    icon="#d5d9df",
+    error="#ff6b6b",
+    warning="#ffb454",
     plot=PlotColors(background="#1b1e23", foreground="#c9ced6", legend_background="#1b1e23d8"),
 )
 
@@ -60,12 +78,25 @@ def get_theme(name: str) -> Theme:
 def _palette(t: Theme) -> QPalette:
     p = QPalette()
     role = QPalette.ColorRole
-    for r, c in ((role.Window, t.window), (role.WindowText, t.text), (role.Base, t.base),
-                 (role.AlternateBase, t.alt_base), (role.Text, t.text), (role.Button, t.button),
-                 (role.ButtonText, t.text), (role.ToolTipBase, t.base), (role.ToolTipText, t.text),
-                 (role.Highlight, t.highlight), (role.HighlightedText, "#ffffff"),
-                 (role.PlaceholderText, t.muted), (role.Link, t.highlight), (role.Mid, t.border),
-                 (role.Dark, t.border), (role.Light, t.base), (role.Midlight, t.alt_base)):
+    for r, c in (
+        (role.Window, t.window),
+        (role.WindowText, t.text),
+        (role.Base, t.base),
+        (role.AlternateBase, t.alt_base),
+        (role.Text, t.text),
+        (role.Button, t.button),
+        (role.ButtonText, t.text),
+        (role.ToolTipBase, t.base),
+        (role.ToolTipText, t.text),
+        (role.Highlight, t.highlight),
+        (role.HighlightedText, "#ffffff"),
+        (role.PlaceholderText, t.muted),
+        (role.Link, t.highlight),
+        (role.Mid, t.border),
+        (role.Dark, t.border),
+        (role.Light, t.base),
+        (role.Midlight, t.alt_base),
+    ):
         p.setColor(r, QColor(c))
     disabled = QPalette.ColorGroup.Disabled
     for r in (role.WindowText, role.Text, role.ButtonText):

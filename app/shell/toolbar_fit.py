@@ -24,7 +24,7 @@ class ToolbarFit(QObject):
         self._buttons_styled = False
         window.installEventFilter(self)
 
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if watched is self.window and event.type() in (QEvent.Type.Resize, QEvent.Type.Show):
             self.fit()  # before the toolbar lays itself out for the new width
         return False

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -58,10 +59,17 @@ class Changes:
     def __bool__(self) -> bool:
         return bool(self.loss or self.mean or self.val or self.rate or self.total or self.events or self.lr)
 
-    def merge(self, other: "Changes") -> "Changes":
-        return Changes(self.loss | other.loss, self.mean or other.mean, self.val | other.val,
-                       self.rate | other.rate, self.total or other.total, self.new_workers | other.new_workers,
-                       self.events or other.events, self.lr | other.lr)
+    def merge(self, other: Changes) -> Changes:
+        return Changes(
+            self.loss | other.loss,
+            self.mean or other.mean,
+            self.val | other.val,
+            self.rate | other.rate,
+            self.total or other.total,
+            self.new_workers | other.new_workers,
+            self.events or other.events,
+            self.lr | other.lr,
+        )
 
 
 @dataclass
@@ -69,9 +77,9 @@ class Marker:
     """A labelled moment of the run: settings changed, resumed, forked."""
 
     step: float
-    t: float      # run time (see the Timeline)
+    t: float  # run time (see the Timeline)
     text: str
-    kind: str     # "config" | "resume" | "fork" | "recovery"
+    kind: str  # "config" | "resume" | "fork" | "recovery"
 
 
 @dataclass
@@ -86,18 +94,17 @@ class PauseSpan:
 class RunData:
     """Per-worker loss, validation and throughput series plus their mean/total."""
 
-    def __init__(self, t0: float | None = None, smoothing: float = 0.6,
-                 max_points: int = DEFAULT_MAX_POINTS) -> None:
+    def __init__(self, t0: float | None = None, smoothing: float = 0.6, max_points: int = DEFAULT_MAX_POINTS) -> None:
         self.t0 = t0
         self.timeline = Timeline()  # where each record lies in run time
-        self.stats = RunStats()     # what the records say about the run (its task, whether it is paused)
+        self.stats = RunStats()  # what the records say about the run (its task, whether it is paused)
         # Each worker trains its own model (a sweep): a mean across them means nothing.
         self.separate_models = False
         self.labels: dict[int, str] = {}  # worker -> legend label ("lr 0.05"); default "worker N"
         # A search: each trial is its own model and its own curve, keyed by the records' "trial"
         # (loss, validation, lr); throughput stays per worker process.
         self.per_trial = False
-        self.winner: int | None = None    # the worker whose model is the result, once known
+        self.winner: int | None = None  # the worker whose model is the result, once known
         self.markers: list[Marker] = []
         self.pauses: list[PauseSpan] = []
         self.next_start = ("resumed", "resume")  # label and kind of the marker where the next segment starts
@@ -260,7 +267,7 @@ class RunData:
 
     @property
     def task(self) -> str:
-        """"regression" once an eval record carries val_rmse and no accuracy: its VAL_ACC column holds the RMSE."""
+        """ "regression" once an eval record carries val_rmse and no accuracy: its VAL_ACC column holds the RMSE."""
         return self.stats.task
 
     def _on_state(self, rec: dict[str, Any], t: float, ch: Changes, was_paused: bool) -> None:
@@ -320,8 +327,11 @@ class RunData:
 
     def _on_config(self, rec: dict[str, Any], t: float, ch: Changes) -> None:
         changes = rec.get("changes") or {}
-        parts = [f"{key.split('.')[-1]} {_short(v.get('from'))}→{_short(v.get('to'))}"
-                 for key, v in changes.items() if isinstance(v, dict)]
+        parts = [
+            f"{key.split('.')[-1]} {_short(v.get('from'))}→{_short(v.get('to'))}"
+            for key, v in changes.items()
+            if isinstance(v, dict)
+        ]
         steps = [float(v) for v in (rec.get("steps") or {}).values() if isinstance(v, (int, float))]
         step = max(steps) if steps else self.max_step
         self.markers.append(Marker(step, self.timeline.time(t), ", ".join(parts) or "settings changed", "config"))
@@ -332,8 +342,10 @@ class RunData:
         step = float(rec.get("step") or 0)
         workers = max(self.expected_workers, len(self.loss))
         who = f"{self.worker_label(int(rec['worker']))}: " if workers > 1 and "worker" in rec else ""
-        text = (f"{who}lr {_short(rec.get('lr_from'))}→{_short(rec.get('lr_to'))} after the loss diverged at "
-                f"step {int(step) + 1}")
+        text = (
+            f"{who}lr {_short(rec.get('lr_from'))}→{_short(rec.get('lr_to'))} after the loss diverged at "
+            f"step {int(step) + 1}"
+        )
         self.markers.append(Marker(step, self.timeline.time(t), text, "recovery"))
         ch.events = True
 
@@ -351,8 +363,14 @@ class RunData:
         arr[:, SMOOTH] = ema(arr[:, LOSS], self.smoothing, prev)
         s.append(arr)
 
-    def _on_step(self, rec: dict[str, Any], t: float, loss_rows: dict[int, list[tuple[float, float, float]]],
-                 ch: Changes, rel: float) -> None:
+    def _on_step(
+        self,
+        rec: dict[str, Any],
+        t: float,
+        loss_rows: dict[int, list[tuple[float, float, float]]],
+        ch: Changes,
+        rel: float,
+    ) -> None:
         w = int(rec.get("worker") or 0)
         c = self._curve(rec)
         step = float(rec.get("step", 0))
@@ -394,8 +412,9 @@ class RunData:
         self.total.truncate(len(self.total) - drawn)
         start, end = min(v[0] for v in short.values()), max(v[1] for v in short.values())
         rate = sum(v[2] for v in short.values())
-        self.total.append([(self.max_step, self.timeline.time(start), rate),
-                           (self.max_step, self.timeline.time(end), rate)])
+        self.total.append(
+            [(self.max_step, self.timeline.time(start), rate), (self.max_step, self.timeline.time(end), rate)]
+        )
         ch.total = True
 
     def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
@@ -412,8 +431,7 @@ class RunData:
         self._rate_point(w, t, step, max(0.0, (samples - anchor[1]) / dt), ch)
         self._anchor[w] = (t, samples, step)
 
-    def _rate_point(self, w: int, t: float, step: float, rate: float, ch: Changes,
-                    total: bool | None = None) -> None:
+    def _rate_point(self, w: int, t: float, step: float, rate: float, ch: Changes, total: bool | None = None) -> None:
         """A worker's rate at ``t``; the total follows every RATE_WINDOW_S (``total``: now, or not at all)."""
         rel = self.timeline.time(t)
         s = self.rate.get(w)
@@ -453,8 +471,11 @@ class RunData:
             # The smoothed mean is the mean of the workers' smoothed curves at the mean's steps (smoothing the
             # mean again would make it lag behind them).
             grid = self.mean.column(STEP)
-            curves = [np.interp(grid, s.column(STEP), s.column(SMOOTH), left=np.nan, right=np.nan)
-                      for s in self.loss.values() if len(s)]
+            curves = [
+                np.interp(grid, s.column(STEP), s.column(SMOOTH), left=np.nan, right=np.nan)
+                for s in self.loss.values()
+                if len(s)
+            ]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns: before any worker's first point
                 self.mean.rows()[:, SMOOTH] = np.nanmean(np.vstack(curves), axis=0) if curves else np.nan

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from core.config import to_dict
-from core.services.past_run import read_config
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.writing import MetricsTail, atomic_write_json
+from core.services.past_run import read_config
 from core.session.reading.stats import RunCount, RunStats, run_count
 
 TRASH_DIR = ".trash"
@@ -33,14 +33,14 @@ _STAMP = re.compile(r"^(\d{8})-(\d{6})")
 @dataclass
 class RunRow:
     path: Path
-    name: str                 # the display name (notes.json) or the folder's name
-    started: float            # unix time
-    status: str               # finished | stopped | failed | running | incomplete
+    name: str  # the display name (notes.json) or the folder's name
+    started: float  # unix time
+    status: str  # finished | stopped | failed | running | incomplete
     dataset: str = ""
     model: str = ""
     strategy: str = ""
     workers: int = 0
-    epochs_done: int = 0      # what ``count`` says is done (epochs or trials), for sorting
+    epochs_done: int = 0  # what ``count`` says is done (epochs or trials), for sorting
     epochs: int = 0
     count: RunCount = field(default_factory=lambda: RunCount(0))  # how far it got, as every view says it
     best_val_accuracy: float = math.nan
@@ -49,7 +49,7 @@ class RunRow:
     wall_s: float = math.nan
     notes: str = ""
     tags: list[str] = field(default_factory=list)
-    parent: str = ""          # the parent run's folder name, for a fork
+    parent: str = ""  # the parent run's folder name, for a fork
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -147,8 +147,15 @@ class RunIndex:
         cfg = read_config(run)
         cfg_dict = to_dict(cfg) if cfg is not None else {}
         status = "running" if live else (summary.get("status") or "incomplete")
-        row = RunRow(path=d, name=str(notes.get("name") or d.name), started=started_at(d), status=status,
-                     notes=str(notes.get("notes") or ""), tags=list(notes.get("tags") or []), config=cfg_dict)
+        row = RunRow(
+            path=d,
+            name=str(notes.get("name") or d.name),
+            started=started_at(d),
+            status=status,
+            notes=str(notes.get("notes") or ""),
+            tags=list(notes.get("tags") or []),
+            config=cfg_dict,
+        )
         if cfg is not None:
             row.dataset = str(summary.get("dataset") or cfg.data.source.split("/")[-1])
             row.model = cfg.model.kind.split(":")[0] if cfg.model.kind.startswith("custom:") else cfg.model.kind

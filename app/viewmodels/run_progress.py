@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from core.runfiles.records import EVAL, STATE, STEP
 from core.session.reading.stats import RunCount, RunStats
@@ -32,8 +33,9 @@ class ProgressTracker:
     slowest one's.
     """
 
-    def __init__(self, epochs: int, workers: int, samples_per_epoch: float | None = None,
-                 slowest: bool = False) -> None:
+    def __init__(
+        self, epochs: int, workers: int, samples_per_epoch: float | None = None, slowest: bool = False
+    ) -> None:
         self.epochs = max(1, epochs)
         self.workers = max(1, workers)
         self.samples_per_epoch = samples_per_epoch

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class Series:
         while self._n + k > self.max_points and self._n >= 2:
             self._halve()
         if self._n + k > self.max_points:  # one block larger than the cap: keep its tail
-            block = block[-(self.max_points - self._n):]
+            block = block[-(self.max_points - self._n) :]
             k = block.shape[0]
         if self._n + k > self.capacity:
             new_cap = self.capacity
@@ -128,16 +128,17 @@ def ema(values: np.ndarray, alpha: float, prev: float | None = None) -> np.ndarr
     powers = alpha ** np.arange(block + 1, dtype=np.float64)  # a^0 .. a^block
     inverse = 1.0 / powers[:-1]  # a^-m
     for start in range(0, x.size, block):
-        chunk = x[start:start + block]
+        chunk = x[start : start + block]
         k = chunk.size
         acc = np.cumsum(chunk * inverse[:k])
-        out[start:start + k] = powers[1:k + 1] * prev + (1.0 - alpha) * powers[:k] * acc
+        out[start : start + k] = powers[1 : k + 1] * prev + (1.0 - alpha) * powers[:k] * acc
         prev = float(out[start + k - 1])
     return out
 
 
-def mean_on_grid(curves: Sequence[Series], x: int, cols: Sequence[int], after: float = -math.inf,
-                 density: int = 2) -> np.ndarray | None:
+def mean_on_grid(
+    curves: Sequence[Series], x: int, cols: Sequence[int], after: float = -math.inf, density: int = 2
+) -> np.ndarray | None:
     """The mean of ``curves`` on a common grid of their column ``x`` (steps), past ``after``; None if nothing new.
 
     The grid is every x any curve has a point at, within the range every curve
@@ -154,7 +155,7 @@ def mean_on_grid(curves: Sequence[Series], x: int, cols: Sequence[int], after: f
     if hi < start or (hi == start == after):
         return None
     side = "right" if start == after else "left"  # ``after`` is on the grid already
-    pieces = [v[np.searchsorted(v, start, side):np.searchsorted(v, hi, "right")] for v in xs]
+    pieces = [v[np.searchsorted(v, start, side) : np.searchsorted(v, hi, "right")] for v in xs]
     grid = np.unique(np.concatenate(pieces))
     cap = density * max(1, max(len(p) for p in pieces))
     if len(grid) > cap:

@@ -29,8 +29,15 @@ def parse_metrics(text: str) -> dict[str, Any]:
     """What the tab shows from /metrics: counters and histograms (cumulative buckets) by name."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    out: dict[str, Any] = {"ok": 0.0, "latency": [], "batch": [], "batches": 0.0, "restarts": 0.0, "queue": 0.0,
-                           "version": ""}
+    out: dict[str, Any] = {
+        "ok": 0.0,
+        "latency": [],
+        "batch": [],
+        "batches": 0.0,
+        "restarts": 0.0,
+        "queue": 0.0,
+        "version": "",
+    }
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             if s.name == "traindesk_serve_requests_total" and s.labels.get("endpoint") == "predict":

@@ -8,7 +8,8 @@ running ones' epochs, over the run's budget of trials.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from app.viewmodels.run_data import ProgressTracker
 from core.runfiles.records import EVAL, TRIAL
@@ -23,9 +24,9 @@ class TrialProgress(ProgressTracker):
     def __init__(self, trials: int, epochs: int, workers: int) -> None:
         super().__init__(epochs, workers)
         self.trials = max(1, trials)
-        self.states: dict[int, str] = {}       # trial -> its latest state, for trials of this part of the run
-        self._epochs_of: dict[int, int] = {}   # running trial -> epochs it has evaluated
-        self._earlier: set[int] = set()        # trials of an earlier part (a continued search): not counted
+        self.states: dict[int, str] = {}  # trial -> its latest state, for trials of this part of the run
+        self._epochs_of: dict[int, int] = {}  # running trial -> epochs it has evaluated
+        self._earlier: set[int] = set()  # trials of an earlier part (a continued search): not counted
 
     @property
     def done_trials(self) -> int:
@@ -106,5 +107,8 @@ def make_progress(cfg: Any, epochs: int | None = None, workers: int | None = Non
     strategy = get_strategy(cfg)
     workers = strategy.num_workers if workers is None else workers
     budget = strategy.trial_budget()
-    return (TrialProgress(budget, epochs, workers) if budget else
-            ProgressTracker(epochs, workers, slowest=strategy.num_models > 1))
+    return (
+        TrialProgress(budget, epochs, workers)
+        if budget
+        else ProgressTracker(epochs, workers, slowest=strategy.num_models > 1)
+    )

@@ -11,42 +11,64 @@ can leave the toolbar stuck.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 STATE_TEXT = {
-    "idle": "Ready", "starting": "Starting…", "running": "Running", "paused": "Paused", "stopping": "Stopping…",
-    "finishing": "Saving…", "finished": "Finished", "stopped": "Stopped", "failed": "Failed",
+    "idle": "Ready",
+    "starting": "Starting…",
+    "running": "Running",
+    "paused": "Paused",
+    "stopping": "Stopping…",
+    "finishing": "Saving…",
+    "finished": "Finished",
+    "stopped": "Stopped",
+    "failed": "Failed",
 }
 END_STATES = ("finished", "stopped", "failed")
 
 # every action the window switches, by object name
-ACTIONS = ("action_start", "action_pause", "action_resume", "action_stop", "action_export", "action_open_config",
-           "action_save_config", "action_open_run", "action_runs_dir", "action_clear_plots", "action_continue_run",
-           "action_find_fastest", "action_fork", "action_compare", "menu_recent_runs")
+ACTIONS = (
+    "action_start",
+    "action_pause",
+    "action_resume",
+    "action_stop",
+    "action_export",
+    "action_open_config",
+    "action_save_config",
+    "action_open_run",
+    "action_runs_dir",
+    "action_clear_plots",
+    "action_continue_run",
+    "action_find_fastest",
+    "action_fork",
+    "action_compare",
+    "menu_recent_runs",
+)
 
 
 @dataclass(frozen=True)
 class WindowState:
     """The facts the actions depend on."""
 
-    run_state: str = "idle"          # the run controller's state
-    run_active: bool = False         # a run of ours or an attached one is going on
-    attached: bool = False           # that run is another process's
-    advising: bool = False           # "Find fastest" is probing
-    cancelling: bool = False         # ... and was asked to stop
-    preparing: bool = False          # reading a run's history just before continuing or forking it
-    loading: bool = False            # reading a past run to show it
-    closing: bool = False            # the window closes once the run has ended
-    run_config_shown: bool = False   # the panel shows a run's settings, read-only
-    config_error: str = ""           # why the panel's settings cannot start a run ("" when they can)
-    viewing: str = ""                # the past run on screen (its folder's name), if any
-    selected_runs: int = 0           # rows selected in Runs
-    continuable: bool = False        # the run on screen can continue from its checkpoint
-    fork_source: bool = False        # there is a run to fork from (a paused one of ours, or one on screen)
-    export_target: bool = False      # there is a trained model on screen to export
-    export_available: bool = True    # the export feature is installed
+    run_state: str = "idle"  # the run controller's state
+    run_active: bool = False  # a run of ours or an attached one is going on
+    attached: bool = False  # that run is another process's
+    advising: bool = False  # "Find fastest" is probing
+    cancelling: bool = False  # ... and was asked to stop
+    preparing: bool = False  # reading a run's history just before continuing or forking it
+    loading: bool = False  # reading a past run to show it
+    closing: bool = False  # the window closes once the run has ended
+    run_config_shown: bool = False  # the panel shows a run's settings, read-only
+    config_error: str = ""  # why the panel's settings cannot start a run ("" when they can)
+    viewing: str = ""  # the past run on screen (its folder's name), if any
+    selected_runs: int = 0  # rows selected in Runs
+    continuable: bool = False  # the run on screen can continue from its checkpoint
+    fork_source: bool = False  # there is a run to fork from (a paused one of ours, or one on screen)
+    export_target: bool = False  # there is a trained model on screen to export
+    export_available: bool = True  # the export feature is installed
 
     @property
     def busy(self) -> bool:
@@ -57,7 +79,7 @@ class WindowState:
 @dataclass(frozen=True)
 class Enablement:
     enabled: dict[str, bool] = field(default_factory=dict)
-    panel_mode: str = "edit"         # edit | live | locked | view (see ConfigPanel)
+    panel_mode: str = "edit"  # edit | live | locked | view (see ConfigPanel)
     status: str = "Ready"
 
 
@@ -108,13 +130,13 @@ def status_text(s: WindowState) -> str:
 class Activity:
     """What the window is doing besides the run (the run controller owns the run's state)."""
 
-    advising: bool = False                         # "Find fastest" is probing
-    cancelling: bool = False                       # ... and was asked to stop
-    preparing: bool = False                        # reading a run's history before continuing or forking it
-    closing: bool = False                          # the window closes once the run has ended
-    viewing_run: Path | None = None                # the past run on screen
+    advising: bool = False  # "Find fastest" is probing
+    cancelling: bool = False  # ... and was asked to stop
+    preparing: bool = False  # reading a run's history before continuing or forking it
+    closing: bool = False  # the window closes once the run has ended
+    viewing_run: Path | None = None  # the past run on screen
     viewing_summary: dict[str, Any] | None = None  # ... and its summary
-    after_end: Callable[[], None] | None = None    # what to do once the run on screen has ended (fork a paused run)
+    after_end: Callable[[], None] | None = None  # what to do once the run on screen has ended (fork a paused run)
 
 
 class WindowModel:
@@ -158,6 +180,10 @@ class WindowModel:
     def facts(self) -> dict[str, Any]:
         """The fields of a :class:`WindowState` this model holds."""
         a = self._now
-        return {"advising": a.advising, "cancelling": a.cancelling, "preparing": a.preparing,
-                "closing": a.closing, "viewing": a.viewing_run.name if a.viewing_run is not None else ""}
-
+        return {
+            "advising": a.advising,
+            "cancelling": a.cancelling,
+            "preparing": a.preparing,
+            "closing": a.closing,
+            "viewing": a.viewing_run.name if a.viewing_run is not None else "",
+        }

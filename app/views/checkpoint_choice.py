@@ -67,8 +67,12 @@ class CheckpointCombo(QComboBox):
         if has_best:
             assert self.run_dir is not None
             token, run = self._token, self.run_dir
-            self._calls.call(lambda: _best_facts(run), lambda facts: self._on_facts(token, facts),
-                             lambda _exc: None, name="checkpoint-facts")
+            self._calls.call(
+                lambda: _best_facts(run),
+                lambda facts: self._on_facts(token, facts),
+                lambda _exc: None,
+                name="checkpoint-facts",
+            )
 
     def stale_for(self, run_dir: Path) -> bool:
         """Whether the list is not that of ``run_dir`` as it is now (another run, or its best checkpoint appeared)."""

@@ -40,7 +40,7 @@ class _SortItem(QTableWidgetItem):
 class ConfusionTable(QTableWidget):
     """Rows: true class, columns: predicted class."""
 
-    def __init__(self, parent: QWidget | None = None, objectName: str = "") -> None:  # noqa: N803 - Qt's name
+    def __init__(self, parent: QWidget | None = None, objectName: str = "") -> None:
         super().__init__(parent)
         self.setObjectName(objectName)
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -72,7 +72,7 @@ class ConfusionTable(QTableWidget):
 class PerClassTable(QTableWidget):
     """One row per class: precision, recall, F1 and support."""
 
-    def __init__(self, parent: QWidget | None = None, objectName: str = "") -> None:  # noqa: N803 - Qt's name
+    def __init__(self, parent: QWidget | None = None, objectName: str = "") -> None:
         super().__init__(0, len(PER_CLASS_COLUMNS), parent)
         self.setObjectName(objectName)
         self.setHorizontalHeaderLabels(PER_CLASS_COLUMNS)

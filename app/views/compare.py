@@ -20,23 +20,35 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-import pyqtgraph.exporters  # noqa: F401 - registers pg.exporters
+import pyqtgraph.exporters
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter, QTableWidget,
-    QTableWidgetItem, QVBoxLayout, QWidget,
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
 )
 
-from app.plots.text import compact_axis, distinct_names, set_fitting_title, table_height
 from app.plots.base import ask_save_path
 from app.plots.live import PlotColors, worker_color
-from app.viewmodels.series import ema
+from app.plots.text import compact_axis, distinct_names, set_fitting_title, table_height
 from app.shell.tasks import BackgroundCalls
+from app.viewmodels.series import ema
 
 # metric key, title, higher is better
-METRICS = [("val_accuracy", "Validation accuracy", True), ("val_loss", "Validation loss", False),
-           ("train_loss", "Training loss", False)]
+METRICS = [
+    ("val_accuracy", "Validation accuracy", True),
+    ("val_loss", "Validation loss", False),
+    ("train_loss", "Training loss", False),
+]
 X_LABELS = {"step": "step", "epoch": "epoch", "time": "wall time (s)"}
 
 
@@ -78,24 +90,32 @@ def differing_keys(configs: list[dict[str, Any]]) -> list[str]:
 
 def load_run(path: Path) -> CompareRun:
     """One run's comparable curves (background thread): its own records, without a fork's parent's."""
+    from app.viewmodels.run_index import read_notes
     from core.config import load_config, to_dict
     from core.services.past_run import read_past_run
     from core.strategies import get_strategy
-
-    from app.viewmodels.run_index import read_notes
 
     path = Path(path)
     past = read_past_run(path, with_parent=False)
     cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
     run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
     strategy = get_strategy(cfg, task=str(run.summary.get("task") or "classification"))
-    run.curves = run_curves(past.records, run.summary, separate=strategy.model_per_worker,
-                            result_worker=strategy.result_worker_of(past.records))
+    run.curves = run_curves(
+        past.records,
+        run.summary,
+        separate=strategy.model_per_worker,
+        result_worker=strategy.result_worker_of(past.records),
+    )
     return run
 
 
-def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate: bool,
-               result_worker: int = 0, smoothing: float = 0.6) -> dict[str, dict[str, np.ndarray]]:
+def run_curves(
+    records: list[dict[str, Any]],
+    summary: dict[str, Any],
+    separate: bool,
+    result_worker: int = 0,
+    smoothing: float = 0.6,
+) -> dict[str, dict[str, np.ndarray]]:
     """The curves that stand for a run, every point placed by the run's Timeline.
 
     The result's worker stands for the run: the summary's best_worker, else the one its strategy picks from
@@ -114,14 +134,29 @@ def run_curves(records: list[dict[str, Any]], summary: dict[str, Any], separate:
         w = result_worker if result_worker in workers else (workers[0] if workers else 0)
     trials = {p.trial for _r, p in evals if p.worker == w}
     trial = max(trials, key=lambda k: _best_acc(evals, w, k)) if len(trials) > 1 else next(iter(trials), None)
-    steps = [(r, p) for r, p in placed if r.get("kind") == STEP and p.trial == trial
-             and (p.worker == w or not separate) and isinstance(r.get("loss"), (int, float))]
+    steps = [
+        (r, p)
+        for r, p in placed
+        if r.get("kind") == STEP
+        and p.trial == trial
+        and (p.worker == w or not separate)
+        and isinstance(r.get("loss"), (int, float))
+    ]
     by_step: dict[float, list[tuple[float, float, float]]] = {}
     for r, p in steps:  # workers of one model: the mean of their losses at each step
         by_step.setdefault(p.step, []).append((p.epoch, p.time, float(r["loss"])))
     order = sorted(by_step)
-    rows = np.array([[s, max(e for e, _t, _l in by_step[s]), max(t for _e, t, _l in by_step[s]),
-                      float(np.mean([loss for _e, _t, loss in by_step[s]]))] for s in order]).reshape(-1, 4)
+    rows = np.array(
+        [
+            [
+                s,
+                max(e for e, _t, _l in by_step[s]),
+                max(t for _e, t, _l in by_step[s]),
+                float(np.mean([loss for _e, _t, loss in by_step[s]])),
+            ]
+            for s in order
+        ]
+    ).reshape(-1, 4)
     curves = {"train_loss": _monotone(rows[:, 0], rows[:, 1], rows[:, 2], ema(rows[:, 3], smoothing))}
     mine = [(r, p) for r, p in evals if p.worker == w and p.trial == trial]
     for metric in ("val_accuracy", "val_loss"):
@@ -146,8 +181,12 @@ def _monotone(step: np.ndarray, epoch: np.ndarray, time: np.ndarray, y: np.ndarr
     if not len(step):
         return {"step": step.copy(), "epoch": epoch.copy(), "time": time.copy(), "y": y.copy()}
     order = np.argsort(step, kind="stable")
-    return {"step": np.maximum.accumulate(step[order]), "epoch": np.maximum.accumulate(epoch[order]),
-            "time": np.maximum.accumulate(time[order]), "y": y[order].copy()}
+    return {
+        "step": np.maximum.accumulate(step[order]),
+        "epoch": np.maximum.accumulate(epoch[order]),
+        "time": np.maximum.accumulate(time[order]),
+        "y": y[order].copy(),
+    }
 
 
 def load_runs(paths: list[Path]) -> list[CompareRun]:
@@ -230,7 +269,7 @@ class CompareView(QWidget):
         layout.addWidget(body, 1)
         self._update_buttons()
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+    def resizeEvent(self, event: Any) -> None:
         """A narrow view drops the legend column (the tables name each run in its colour) rather than clip
         the plots and the legend's names."""
         super().resizeEvent(event)
@@ -249,8 +288,12 @@ class CompareView(QWidget):
     def compare(self, paths: list[Path]) -> None:
         paths = [Path(p) for p in paths]
         self.label_title.setText(f"Reading {len(paths)} runs…")
-        self._calls.call(lambda: load_runs(paths), self.show_runs,
-                         lambda exc: self._on_failed(f"could not compare: {exc}"), name="compare-runs")
+        self._calls.call(
+            lambda: load_runs(paths),
+            self.show_runs,
+            lambda exc: self._on_failed(f"could not compare: {exc}"),
+            name="compare-runs",
+        )
 
     def _on_failed(self, message: str) -> None:
         self.label_title.setText(message)
@@ -305,8 +348,14 @@ class CompareView(QWidget):
                 if b is not None and (best is None or (b[0] > best[0] if higher else b[0] < best[0])):
                     best = (b[0], float(c[x_mode][b[1]]), i)
             if best is not None:  # the best value of all runs: a star on its point
-                mark = pg.ScatterPlotItem([best[1]], [best[0]], symbol="star", size=16,
-                                          brush=pg.mkBrush(worker_color(best[2])), pen=pg.mkPen(self.colors.foreground))
+                mark = pg.ScatterPlotItem(
+                    [best[1]],
+                    [best[0]],
+                    symbol="star",
+                    size=16,
+                    brush=pg.mkBrush(worker_color(best[2])),
+                    pen=pg.mkPen(self.colors.foreground),
+                )
                 mark.setToolTip(f"best: {best[0]:.4g} ({self.runs[best[2]].name})")
                 mark.setZValue(20)
                 item.addItem(mark)
@@ -343,9 +392,13 @@ class CompareView(QWidget):
             tloss = run.best("train_loss", False)
             final = (run.summary.get("final") or {}).get("val_accuracy")
             rate = run.summary.get("samples_per_s")
-            row = [acc[0] if acc else math.nan, final if isinstance(final, (int, float)) else math.nan,
-                   vloss[0] if vloss else math.nan, tloss[0] if tloss else math.nan,
-                   rate if isinstance(rate, (int, float)) else math.nan]
+            row = [
+                acc[0] if acc else math.nan,
+                final if isinstance(final, (int, float)) else math.nan,
+                vloss[0] if vloss else math.nan,
+                tloss[0] if tloss else math.nan,
+                rate if isinstance(rate, (int, float)) else math.nan,
+            ]
             values.append(row)
             name = QTableWidgetItem(run.name)
             name.setForeground(worker_color(r))
@@ -380,8 +433,9 @@ class CompareView(QWidget):
         t.setHorizontalHeaderLabels([r.name for r in self.runs])
         t.setRowCount(len(keys))
         t.setVerticalHeaderLabels(keys)
-        t.setToolTip("The settings that differ between the compared runs" if keys
-                     else "These runs ran with the same settings")
+        t.setToolTip(
+            "The settings that differ between the compared runs" if keys else "These runs ran with the same settings"
+        )
         for r, key in enumerate(keys):
             for c, f in enumerate(flat):
                 value = f.get(key)

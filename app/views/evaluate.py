@@ -21,24 +21,33 @@ import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QIcon, QImage, QPixmap
 from PySide6.QtWidgets import (
-    QAbstractItemView, QHBoxLayout, QLabel, QListView, QListWidget, QListWidgetItem, QPushButton, QSplitter,
-    QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QListView,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
 )
 
-from app.views.checkpoint_choice import CheckpointCombo
-from app.views.class_tables import ConfusionTable, PerClassTable, heat_color  # noqa: F401 - heat_color: one place
-from app.views.export_dialog import error_text
 from app.plots.live import PlotColors
 from app.shell.tasks import BackgroundCalls
 from app.shell.theme import style_plot_widget
+from app.views.checkpoint_choice import CheckpointCombo
+from app.views.class_tables import ConfusionTable, PerClassTable, heat_color  # noqa: F401 - heat_color: one place
+from app.views.export_dialog import error_text
 from core.runfiles.layout import RunDir
 
 GALLERY_LIMIT = 48
 THUMB = 72
 
 
-def _load(run_dir: Path, recompute: bool,
-          which: str = "last") -> tuple[dict[str, Any], list[tuple[np.ndarray, str]]]:
+def _load(run_dir: Path, recompute: bool, which: str = "last") -> tuple[dict[str, Any], list[tuple[np.ndarray, str]]]:
     """Background thread: the evaluation of checkpoint ``which`` and the images of its mistakes."""
     from core.services.evaluate_run import evaluate_run, misclassified_images
 
@@ -114,7 +123,9 @@ class EvaluateView(QWidget):
         self.list_misclassified.setMovement(QListView.Movement.Static)
         self._build_regression()
         self._layout()
-        self.button_reevaluate.clicked.connect(lambda: self.load_run(self.run_dir, recompute=True) if self.run_dir else None)
+        self.button_reevaluate.clicked.connect(
+            lambda: self.load_run(self.run_dir, recompute=True) if self.run_dir else None
+        )
         self.combo_checkpoint.currentIndexChanged.connect(self._on_checkpoint_changed)
 
     def _build_regression(self) -> None:
@@ -125,11 +136,21 @@ class EvaluateView(QWidget):
         self.table_metrics.verticalHeader().setVisible(False)
         self.line_identity = pg.PlotCurveItem(pen=pg.mkPen("#7f7f7f", style=Qt.PenStyle.DashLine))
         self.plot_actual, self.scatter_actual = _scatter_plot(
-            "plot_predicted_vs_actual", "Predicted vs actual", "actual", "predicted", (31, 119, 180, 150),
-            self.line_identity)
+            "plot_predicted_vs_actual",
+            "Predicted vs actual",
+            "actual",
+            "predicted",
+            (31, 119, 180, 150),
+            self.line_identity,
+        )
         self.plot_residuals, self.scatter_residuals = _scatter_plot(
-            "plot_residuals", "Residuals", "predicted", "actual − predicted", (255, 127, 14, 150),
-            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#7f7f7f")))
+            "plot_residuals",
+            "Residuals",
+            "predicted",
+            "actual − predicted",
+            (255, 127, 14, 150),
+            pg.InfiniteLine(pos=0, angle=0, pen=pg.mkPen("#7f7f7f")),
+        )
         self.regression_panel = QSplitter(Qt.Orientation.Horizontal, objectName="regression_panel")
         self.regression_panel.addWidget(self.table_metrics)
         self.regression_panel.addWidget(self.plot_actual)
@@ -177,9 +198,12 @@ class EvaluateView(QWidget):
         self.button_reevaluate.setEnabled(False)
         self.label_summary.setText(f"Evaluating {self.run_dir.name} ({which} checkpoint) on its validation split…")
         run_dir_ = self.run_dir
-        self._calls.call(lambda: _load(run_dir_, recompute, which),
-                         lambda res: self._on_done(token, res), lambda exc: self._on_error(token, exc),
-                         name="evaluate")
+        self._calls.call(
+            lambda: _load(run_dir_, recompute, which),
+            lambda res: self._on_done(token, res),
+            lambda exc: self._on_error(token, exc),
+            name="evaluate",
+        )
 
     def _on_checkpoint_changed(self) -> None:
         if self.run_dir is not None:
@@ -226,7 +250,8 @@ class EvaluateView(QWidget):
         if regression:  # no classes: the regression figures, the class tables left empty
             self.label_summary.setText(
                 f"RMSE {full['rmse']:.4g} · MAE {full['mae']:.4g} · R² {full['r2']:.3f} on {full['n']:,} "
-                f"validation samples · {(full.get('checkpoint') or {}).get('which', 'last')} checkpoint")
+                f"validation samples · {(full.get('checkpoint') or {}).get('which', 'last')} checkpoint"
+            )
             self._fill_confusion([], [])
             self._fill_per_class([])
             self._fill_gallery([])
@@ -244,8 +269,11 @@ class EvaluateView(QWidget):
         self._fill_gallery(images or [])
 
     def _fill_regression(self, full: dict[str, Any] | None) -> None:
-        rows = [] if full is None else [("RMSE", full["rmse"]), ("MAE", full["mae"]), ("R²", full["r2"]),
-                                        ("samples", full["n"])]
+        rows = (
+            []
+            if full is None
+            else [("RMSE", full["rmse"]), ("MAE", full["mae"]), ("R²", full["r2"]), ("samples", full["n"])]
+        )
         self.table_metrics.setRowCount(len(rows))
         for i, (name, value) in enumerate(rows):
             self.table_metrics.setItem(i, 0, QTableWidgetItem(name))
@@ -263,8 +291,9 @@ class EvaluateView(QWidget):
         else:
             self.line_identity.setData([], [])
         n_all = int((full or {}).get("n", 0))
-        self.plot_actual.setTitle("Predicted vs actual" + (f" (a random {len(pairs):,} of {n_all:,})"
-                                                           if 0 < len(pairs) < n_all else ""))
+        self.plot_actual.setTitle(
+            "Predicted vs actual" + (f" (a random {len(pairs):,} of {n_all:,})" if 0 < len(pairs) < n_all else "")
+        )
 
     def _fill_confusion(self, classes: list[str], cm: list[list[int]]) -> None:
         self.table_confusion.show_matrix(classes, cm)
@@ -282,13 +311,15 @@ class EvaluateView(QWidget):
         self.list_misclassified.setVisible(has)
         total = (self.evaluation or {}).get("misclassified_total", 0)
         self.label_gallery.setText(
-            f"Misclassified samples (the {len(images)} most confident mistakes of {total})" if has
+            f"Misclassified samples (the {len(images)} most confident mistakes of {total})"
+            if has
             else "No misclassified images to show (tabular data, or no mistakes)."
         )
 
 
-def _scatter_plot(name: str, title: str, x_label: str, y_label: str, color: tuple[int, int, int, int],
-                  guide: Any) -> tuple[pg.PlotWidget, pg.ScatterPlotItem]:
+def _scatter_plot(
+    name: str, title: str, x_label: str, y_label: str, color: tuple[int, int, int, int], guide: Any
+) -> tuple[pg.PlotWidget, pg.ScatterPlotItem]:
     """A gridded plot named ``name`` with a scatter of points in ``color`` over a ``guide`` line."""
     plot = pg.PlotWidget(objectName=name)
     plot.setTitle(title)

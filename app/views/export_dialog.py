@@ -15,15 +15,24 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
-    QPushButton, QVBoxLayout, QWidget,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
 )
 
-from app.views.checkpoint_choice import CheckpointCombo
 from app.shell.tasks import BackgroundCalls
+from app.views.checkpoint_choice import CheckpointCombo
+from core.runfiles.layout import RunDir
 from core.services.formats import EXPORT_FORMATS, ONNX, ModelFormat
 from core.services.formats.onnx import missing_extra as onnx_extra_missing
-from core.runfiles.layout import RunDir
 
 
 def error_text(exc: BaseException) -> str:
@@ -35,7 +44,7 @@ def error_text(exc: BaseException) -> str:
 
 
 class ExportDialog(QDialog):
-    exported = Signal(object)   # core.services.export.ExportResult
+    exported = Signal(object)  # core.services.export.ExportResult
     failed = Signal(str)
 
     def __init__(self, run_dir: Path, parent: QWidget | None = None) -> None:
@@ -54,7 +63,8 @@ class ExportDialog(QDialog):
                 index = self.combo_format.count() - 1
                 self.combo_format.model().item(index).setEnabled(False)  # type: ignore[attr-defined]
                 self.combo_format.setItemData(
-                    index, f"needs the optional extra 'onnx' ({missing} is missing): pip install 'traindesk[onnx]'",
+                    index,
+                    f"needs the optional extra 'onnx' ({missing} is missing): pip install 'traindesk[onnx]'",
                     Qt.ItemDataRole.ToolTipRole,
                 )
         self.combo_checkpoint = CheckpointCombo()
@@ -141,8 +151,9 @@ class ExportDialog(QDialog):
         out = Path(self.edit_path.text().strip()) if self.edit_path.text().strip() else None
         self._set_busy(True)
         self.label_result.setText("Exporting, then reloading the file to verify it…")
-        self._calls.call(lambda: export_run(run_dir, fmt, out, output, which), self._on_done, self._on_error,
-                         name="export")
+        self._calls.call(
+            lambda: export_run(run_dir, fmt, out, output, which), self._on_done, self._on_error, name="export"
+        )
 
     def _on_done(self, result: Any) -> None:
         self._set_busy(False)

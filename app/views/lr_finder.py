@@ -40,9 +40,10 @@ class LRFinderDialog(QDialog):
         self._marker.hide()
         self.plot_lr_finder.addItem(self._marker)
         layout.addWidget(self.plot_lr_finder, 1)
-        self.label_lr_suggestion = QLabel("The range test trains a copy of the model for "
-                                          f"{STEPS} batches; the model's weights stay as they are.",
-                                          objectName="label_lr_suggestion")
+        self.label_lr_suggestion = QLabel(
+            f"The range test trains a copy of the model for {STEPS} batches; the model's weights stay as they are.",
+            objectName="label_lr_suggestion",
+        )
         self.label_lr_suggestion.setWordWrap(True)
         layout.addWidget(self.label_lr_suggestion)
         row = QHBoxLayout()
@@ -78,8 +79,12 @@ class LRFinderDialog(QDialog):
         self.button_lr_use.setEnabled(False)
         self.label_lr_suggestion.setText("Running the range test…")
         cfg, emit = self.config, self._progress.emit
-        self._calls.call(lambda: find_lr(cfg, steps=STEPS, progress=emit, should_stop=lambda: self._cancel),
-                         self._on_done, self._on_failed, name="lr-find")
+        self._calls.call(
+            lambda: find_lr(cfg, steps=STEPS, progress=emit, should_stop=lambda: self._cancel),
+            self._on_done,
+            self._on_failed,
+            name="lr-find",
+        )
 
     @Slot(int, float, float)
     def _on_progress(self, step: int, lr: float, loss: float) -> None:
@@ -93,8 +98,10 @@ class LRFinderDialog(QDialog):
         self._curve.setData(np.asarray(result.lrs), np.asarray(result.losses))
         self._marker.setValue(np.log10(result.suggestion))
         self._marker.show()
-        self.label_lr_suggestion.setText(f"Suggested learning rate: {result.suggestion:.3g} (fastai's valley; "
-                                         f"loss {result.losses[result.index]:.4f})")
+        self.label_lr_suggestion.setText(
+            f"Suggested learning rate: {result.suggestion:.3g} (fastai's valley; "
+            f"loss {result.losses[result.index]:.4f})"
+        )
         self.button_lr_find_run.setEnabled(True)
         self.button_lr_use.setEnabled(True)
 
@@ -111,6 +118,6 @@ class LRFinderDialog(QDialog):
         self._cancel = True
         self._calls.wait_all(timeout_s)
 
-    def done(self, code: int) -> None:  # noqa: D401 - Qt override: closing stops the test
+    def done(self, code: int) -> None:
         self.shutdown()
         super().done(code)

@@ -15,13 +15,23 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter, QTableView,
-    QVBoxLayout, QWidget,
+    QCheckBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
 )
 
+from app.shell.tasks import BackgroundCalls
 from app.views.class_tables import ConfusionTable, PerClassTable
 from app.views.export_dialog import error_text
-from app.shell.tasks import BackgroundCalls
 from core.services.formats import RUNNABLE_SUFFIXES
 from core.services.formats.description import SIDECAR
 
@@ -46,10 +56,10 @@ class PredictionsModel(QAbstractTableModel):
         self._best = result.probs.argmax(axis=1).tolist() if result is not None else []
         self.endResetModel()
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if self.result is None or parent.isValid() else len(self.result.ids)
 
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if self.result is None or parent.isValid() else 2 + len(self.result.classes)
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -66,8 +76,7 @@ class PredictionsModel(QAbstractTableModel):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt API
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if role != Qt.ItemDataRole.DisplayRole or self.result is None:
             return None
         if orientation == Qt.Orientation.Vertical:
@@ -76,7 +85,7 @@ class PredictionsModel(QAbstractTableModel):
 
 
 class PredictView(QWidget):
-    predicted = Signal(object)   # core.services.predict.Predictions
+    predicted = Signal(object)  # core.services.predict.Predictions
     saved = Signal(str)
     failed = Signal(str)
 
@@ -98,8 +107,9 @@ class PredictView(QWidget):
 
         self.spin_workers.setRange(1, worker_limit())
         self.spin_workers.setValue(self.spin_workers.maximum())
-        self.spin_workers.setToolTip("processes to split the input across, one compute thread each "
-                                     "(the result is the same)")
+        self.spin_workers.setToolTip(
+            "processes to split the input across, one compute thread each (the result is the same)"
+        )
         self.button_predict = QPushButton("Predict", objectName="button_predict")
         self.button_save = QPushButton("Save CSV…", objectName="button_predict_save")
         self.button_save.setEnabled(False)
@@ -109,10 +119,13 @@ class PredictView(QWidget):
         self.label_columns = QLabel(objectName="label_predict_columns")
         self.label_columns.setWordWrap(True)
         self.label_columns.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.check_by_position = QCheckBox("Use the input's columns by position (in the training order)",
-                                           objectName="check_predict_by_position")
-        self.check_by_position.setToolTip("for a CSV with as many feature columns as the model takes, "
-                                          "named differently (traindesk predict --by-position)")
+        self.check_by_position = QCheckBox(
+            "Use the input's columns by position (in the training order)", objectName="check_predict_by_position"
+        )
+        self.check_by_position.setToolTip(
+            "for a CSV with as many feature columns as the model takes, "
+            "named differently (traindesk predict --by-position)"
+        )
         self.check_by_position.hide()  # offered when a CSV's names differ but its column count fits
         self._meta_calls = BackgroundCalls(self)
         self.model_predictions = PredictionsModel(self)
@@ -185,8 +198,12 @@ class PredictView(QWidget):
 
             return read_model_meta(resolve_model_path(Path(model)))
 
-        self._meta_calls.call(read, lambda meta: self._on_model_described(model, meta),
-                              lambda exc: self._on_model_described(model, None), name="predict-model-meta")
+        self._meta_calls.call(
+            read,
+            lambda meta: self._on_model_described(model, meta),
+            lambda exc: self._on_model_described(model, None),
+            name="predict-model-meta",
+        )
 
     def _on_model_described(self, model: str, meta: dict[str, Any] | None) -> None:
         if model != self.edit_model.text().strip():
@@ -231,8 +248,12 @@ class PredictView(QWidget):
         by_position = not self.check_by_position.isHidden() and self.check_by_position.isChecked()
         self._set_busy(True)
         self.label_status.setText("Predicting…")
-        self._calls.call(lambda: predict(Path(model), Path(inp), workers, by_position=by_position),
-                         self._on_done, self._on_error, name="predict")
+        self._calls.call(
+            lambda: predict(Path(model), Path(inp), workers, by_position=by_position),
+            self._on_done,
+            self._on_error,
+            name="predict",
+        )
 
     def _on_done(self, result: Any) -> None:
         self._set_busy(False)
@@ -240,8 +261,10 @@ class PredictView(QWidget):
         self.model_predictions.set_result(result)
         self.table.resizeColumnsToContents()
         rate = len(result.ids) / max(result.seconds, 1e-9)
-        self.label_status.setText(f"{len(result.ids):,} rows predicted with {result.model_path.name} in "
-                                  f"{result.seconds:.2f} s ({rate:,.0f} rows/s)")
+        self.label_status.setText(
+            f"{len(result.ids):,} rows predicted with {result.model_path.name} in "
+            f"{result.seconds:.2f} s ({rate:,.0f} rows/s)"
+        )
         self.button_save.setEnabled(True)
         self.show_test_evaluation(result.evaluation() if hasattr(result, "evaluation") else None)
         self.predicted.emit(result)
@@ -253,13 +276,17 @@ class PredictView(QWidget):
         if ev is None:
             return
         if "per_class" not in ev:  # a regression model scored on a table with its target column
-            self.label_test.setText(f"Test set: RMSE {ev['rmse']:.4g} · MAE {ev['mae']:.4g} · R² {ev['r2']:.3f} "
-                                    f"on {ev['n']:,} labelled samples")
+            self.label_test.setText(
+                f"Test set: RMSE {ev['rmse']:.4g} · MAE {ev['mae']:.4g} · R² {ev['r2']:.3f} "
+                f"on {ev['n']:,} labelled samples"
+            )
             self.table_test_confusion.show_matrix([], [])
             self.table_test_per_class.show_classes([])
             return
-        self.label_test.setText(f"Test set: accuracy {ev['accuracy']:.2%} on {ev['n']:,} labelled samples · "
-                                f"macro F1 {ev['macro']['f1']:.3f}")
+        self.label_test.setText(
+            f"Test set: accuracy {ev['accuracy']:.2%} on {ev['n']:,} labelled samples · "
+            f"macro F1 {ev['macro']['f1']:.3f}"
+        )
         self.table_test_confusion.show_matrix([c["class"] for c in ev["per_class"]], ev["confusion"])
         self.table_test_per_class.show_classes(ev["per_class"])
 
@@ -275,9 +302,11 @@ class PredictView(QWidget):
         if isinstance(exc, ColumnNamesDiffer):  # usable as they are, in order: offer it instead of the CLI's flag
             self.check_by_position.setChecked(False)
             self.check_by_position.show()
-            self._fail(f"the input's {len(exc.found)} columns are named {_names(exc.found)}, the model's "
-                       f"{_names(exc.expected)}: tick \"{self.check_by_position.text()}\" and Predict again "
-                       "if they are the same columns in the same order")
+            self._fail(
+                f"the input's {len(exc.found)} columns are named {_names(exc.found)}, the model's "
+                f'{_names(exc.expected)}: tick "{self.check_by_position.text()}" and Predict again '
+                "if they are the same columns in the same order"
+            )
             return
         self._fail(error_text(exc))
 
@@ -290,8 +319,15 @@ class PredictView(QWidget):
         self.failed.emit(message)
 
     def _set_busy(self, busy: bool) -> None:
-        for w in (self.button_predict, self.edit_model, self.edit_input, self.button_model,
-                  self.button_input_file, self.button_input_folder, self.spin_workers):
+        for w in (
+            self.button_predict,
+            self.edit_model,
+            self.edit_input,
+            self.button_model,
+            self.button_input_file,
+            self.button_input_folder,
+            self.spin_workers,
+        ):
             w.setEnabled(not busy)
         self.button_save.setEnabled(not busy and self.result is not None)
 
@@ -306,8 +342,12 @@ class PredictView(QWidget):
             return
         result = self.result
         self._set_busy(True)
-        self._calls.call(lambda: result.save(Path(path)), lambda _r: self._on_saved(Path(path)), self._on_save_error,
-                         name="save-predictions")
+        self._calls.call(
+            lambda: result.save(Path(path)),
+            lambda _r: self._on_saved(Path(path)),
+            self._on_save_error,
+            name="save-predictions",
+        )
 
     def _on_saved(self, path: Path) -> None:
         self._set_busy(False)

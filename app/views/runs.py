@@ -12,22 +12,39 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel, QItemSelectionModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt,
-    QTimer, Signal,
+    QAbstractTableModel,
+    QItemSelectionModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    QTimer,
+    Signal,
 )
 from PySide6.QtGui import QAction, QFont
 from PySide6.QtWidgets import (
-    QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit, QMenu, QMessageBox, QStyledItemDelegate,
-    QTableView, QToolButton, QVBoxLayout, QWidget,
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QStyledItemDelegate,
+    QTableView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
-from app.viewmodels.run_progress import format_duration
-from app.viewmodels.run_index import RunIndex, RunRow, parse_tags, trash_run, write_notes
 from app.shell.tasks import BackgroundCalls
+from app.viewmodels.run_index import RunIndex, RunRow, parse_tags, trash_run, write_notes
+from app.viewmodels.run_progress import format_duration
 
 Index = QModelIndex | QPersistentModelIndex
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -36,20 +53,28 @@ MAX_COLUMN_WIDTH = 220  # px; a longer name elides in the middle (its end says w
 
 # (header, RunRow attribute, editable); what a run achieved comes before what it was, so it stays in view
 COLUMNS: list[tuple[str, str, bool]] = [
-    ("Name", "name", True), ("Started", "started", False), ("Status", "status", False),
-    ("Epochs", "epochs_done", False), ("Best val acc", "best_val_accuracy", False),
-    ("Final val acc", "final_val_accuracy", False), ("Samples/s", "samples_per_s", False),
-    ("Wall time", "wall_s", False), ("Dataset", "dataset", False), ("Model", "model", False),
-    ("Strategy", "strategy", False), ("Workers", "workers", False), ("Tags", "tags", True),
+    ("Name", "name", True),
+    ("Started", "started", False),
+    ("Status", "status", False),
+    ("Epochs", "epochs_done", False),
+    ("Best val acc", "best_val_accuracy", False),
+    ("Final val acc", "final_val_accuracy", False),
+    ("Samples/s", "samples_per_s", False),
+    ("Wall time", "wall_s", False),
+    ("Dataset", "dataset", False),
+    ("Model", "model", False),
+    ("Strategy", "strategy", False),
+    ("Workers", "workers", False),
+    ("Tags", "tags", True),
     ("Notes", "notes", True),
 ]
 COL = {attr: i for i, (_h, attr, _e) in enumerate(COLUMNS)}
 HEADER_TIPS = {
     "best_val_accuracy": "The validation accuracy of the model the run hands on (checkpoints/best.pt, chosen by "
-                         "train.select_by), measured on those weights: what Evaluate, Export, Predict and Serve use",
+    "train.select_by), measured on those weights: what Evaluate, Export, Predict and Serve use",
     "final_val_accuracy": "The validation accuracy at the run's last evaluation",
     "epochs_done": "The epochs every worker completed, of those asked (a sweep: its slowest worker's, "
-                   "\"slowest\"); a search: its trials done",
+    '"slowest"); a search: its trials done',
 }
 
 
@@ -108,8 +133,11 @@ class RunsTableModel(QAbstractTableModel):
             if i is None or path in self.editing:
                 continue
             old, self.rows[i] = self.rows[i], row
-            changed = [c for c, (_h, attr, _e) in enumerate(COLUMNS) if _display(old, attr) != _display(row, attr)
-                       or _sort_key(old, attr) != _sort_key(row, attr)]
+            changed = [
+                c
+                for c, (_h, attr, _e) in enumerate(COLUMNS)
+                if _display(old, attr) != _display(row, attr) or _sort_key(old, attr) != _sort_key(row, attr)
+            ]
             if changed:
                 self.dataChanged.emit(self.index(i, min(changed)), self.index(i, max(changed)))
         new = [r for r in rows if r.path not in known]
@@ -127,14 +155,13 @@ class RunsTableModel(QAbstractTableModel):
     def row_for(self, path: Path) -> int:
         return next((i for i, r in enumerate(self.rows) if r.path == path), -1)
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def rowCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.rows)
 
-    def columnCount(self, parent: Index = QModelIndex()) -> int:  # noqa: N802 - Qt API
+    def columnCount(self, parent: Index = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation,  # noqa: N802 - Qt API
-                   role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section][0]
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
@@ -159,11 +186,15 @@ class RunsTableModel(QAbstractTableModel):
         if role == SORT_ROLE:
             return _sort_key(row, attr)
         if role == Qt.ItemDataRole.ToolTipRole:
-            lines = [str(row.path)] + ([f"fork of {row.parent}"] if row.parent else []) + \
-                ([row.notes] if row.notes else [])
+            lines = (
+                [str(row.path)] + ([f"fork of {row.parent}"] if row.parent else []) + ([row.notes] if row.notes else [])
+            )
             return "\n".join(lines)
-        if role == Qt.ItemDataRole.TextAlignmentRole and isinstance(getattr(row, attr), (int, float)) \
-                and attr not in ("started",):
+        if (
+            role == Qt.ItemDataRole.TextAlignmentRole
+            and isinstance(getattr(row, attr), (int, float))
+            and attr not in ("started",)
+        ):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.FontRole and attr == "status" and row.status == "running":
             font = QFont()
@@ -171,7 +202,7 @@ class RunsTableModel(QAbstractTableModel):
             return font
         return None
 
-    def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:  # noqa: N802
+    def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
         if role != Qt.ItemDataRole.EditRole or not index.isValid():
             return False
         row = self.rows[index.row()]
@@ -207,7 +238,7 @@ class RunsDelegate(QStyledItemDelegate):
         self._proxy = proxy
         self._open: dict[QWidget, Path] = {}
 
-    def createEditor(self, parent: QWidget, option: Any, index: Index) -> QWidget:  # noqa: N802 - Qt API
+    def createEditor(self, parent: QWidget, option: Any, index: Index) -> QWidget:
         editor = super().createEditor(parent, option, index)
         row = self._proxy.mapToSource(QModelIndex(index)).row()
         if 0 <= row < len(self._model.rows):
@@ -216,7 +247,7 @@ class RunsDelegate(QStyledItemDelegate):
             self._model.editing.add(path)
         return editor
 
-    def destroyEditor(self, editor: QWidget, index: Index) -> None:  # noqa: N802 - Qt API
+    def destroyEditor(self, editor: QWidget, index: Index) -> None:
         path = self._open.pop(editor, None)
         if path is not None and path not in self._open.values():
             self._model.editing.discard(path)
@@ -232,8 +263,11 @@ class RunsTable(QTableView):
     def edit(self, index: Any, trigger: Any = None, event: Any = None) -> bool:  # type: ignore[override]
         if trigger is None:  # edit(index): the slot's form
             return super().edit(index)
-        if trigger == QAbstractItemView.EditTrigger.EditKeyPressed and index.isValid() \
-                and not COLUMNS[index.column()][2]:
+        if (
+            trigger == QAbstractItemView.EditTrigger.EditKeyPressed
+            and index.isValid()
+            and not COLUMNS[index.column()][2]
+        ):
             index = index.siblingAtColumn(COL["name"])
             self.setCurrentIndex(index)
         return super().edit(index, trigger, event)
@@ -250,10 +284,10 @@ class RunsFilter(QSortFilterProxyModel):
 class RunsView(QWidget):
     """The runs table with a filter box and the actions that work on the selected runs."""
 
-    open_requested = Signal(object)      # Path of the run to open
+    open_requested = Signal(object)  # Path of the run to open
     error = Signal(str)
     selection_changed = Signal()
-    scanned = Signal()                   # the table took a new scan of the folder
+    scanned = Signal()  # the table took a new scan of the folder
 
     def __init__(self, actions: list[QAction] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -311,8 +345,13 @@ class RunsView(QWidget):
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
         bar.addWidget(self.edit_filter, 1)
-        for action in [self.action_open, *self.extra_actions, self.action_rename, self.action_delete,
-                       self.action_refresh]:
+        for action in [
+            self.action_open,
+            *self.extra_actions,
+            self.action_rename,
+            self.action_delete,
+            self.action_refresh,
+        ]:
             button = QToolButton()
             button.setDefaultAction(action)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
@@ -343,8 +382,12 @@ class RunsView(QWidget):
             self._pending_refresh = True
             return
         index, active = self.index, self.active()
-        self._calls.call(lambda: index.scan(active), lambda rows: self._on_scanned(index, rows),
-                         lambda exc: self.error.emit(f"could not read the runs folder: {exc}"), name="scan-runs")
+        self._calls.call(
+            lambda: index.scan(active),
+            lambda rows: self._on_scanned(index, rows),
+            lambda exc: self.error.emit(f"could not read the runs folder: {exc}"),
+            name="scan-runs",
+        )
 
     def _on_scanned(self, index: RunIndex, rows: list[RunRow]) -> None:
         if index is not self.index:
@@ -373,12 +416,12 @@ class RunsView(QWidget):
         if self.isVisible():
             self.refresh()
 
-    def showEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+    def showEvent(self, event: Any) -> None:
         super().showEvent(event)
         self.refresh()
         self._timer.start()
 
-    def hideEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+    def hideEvent(self, event: Any) -> None:
         self._timer.stop()
         super().hideEvent(event)
 
@@ -439,10 +482,13 @@ class RunsView(QWidget):
     def confirm_delete(self, runs: list[Path]) -> bool:
         """Ask before moving runs to the trash (tests monkeypatch this)."""
         names = "\n".join(p.name for p in runs[:10]) + ("\n…" if len(runs) > 10 else "")
-        answer = QMessageBox.question(self, "Delete runs?",
-                                      f"Move {len(runs)} run(s) to {runs[0].parent / '.trash'}?\n\n{names}",
-                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                                      QMessageBox.StandardButton.No)
+        answer = QMessageBox.question(
+            self,
+            "Delete runs?",
+            f"Move {len(runs)} run(s) to {runs[0].parent / '.trash'}?\n\n{names}",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
         return answer == QMessageBox.StandardButton.Yes
 
     def _on_delete(self) -> None:

@@ -13,11 +13,17 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
-    QHeaderView, QLabel, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
 )
-from PySide6.QtCore import Qt
 
 from core.runfiles.records import EVAL, TRIAL
 
@@ -39,8 +45,10 @@ class SearchView(QWidget):
         self.trials: dict[int, dict[str, Any]] = {}
         self.keys: list[str] = []
         layout = QVBoxLayout(self)
-        self.label_search_best = QLabel("No search yet: choose strategy \"search\" and give the config a "
-                                        "[search] table.", objectName="label_search_best")
+        self.label_search_best = QLabel(
+            'No search yet: choose strategy "search" and give the config a [search] table.',
+            objectName="label_search_best",
+        )
         self.label_search_best.setWordWrap(True)
         layout.addWidget(self.label_search_best)
         split = QSplitter(Qt.Orientation.Vertical)
@@ -89,8 +97,13 @@ class SearchView(QWidget):
             return
         for t in summary["trials"]:
             row = self.trials.setdefault(t["number"], {"trial": t["number"]})
-            row.update(state=t["state"], worker=t.get("worker"), epochs=t.get("epochs"), value=t.get("value"),
-                       params=t.get("params") or {})
+            row.update(
+                state=t["state"],
+                worker=t.get("worker"),
+                epochs=t.get("epochs"),
+                value=t.get("value"),
+                params=t.get("params") or {},
+            )
             self.keys += [k for k in row["params"] if k not in self.keys]
         importance = summary.get("importance") or {}
         if importance:
@@ -105,8 +118,13 @@ class SearchView(QWidget):
         table.setHorizontalHeaderLabels(columns)
         table.setRowCount(len(rows))
         for r, trial in enumerate(rows):
-            values = [trial["trial"], trial.get("state", ""), trial.get("worker"), trial.get("epochs"),
-                      trial.get("value")] + [trial.get("params", {}).get(k) for k in self.keys]
+            values = [
+                trial["trial"],
+                trial.get("state", ""),
+                trial.get("worker"),
+                trial.get("epochs"),
+                trial.get("value"),
+            ] + [trial.get("params", {}).get(k) for k in self.keys]
             colour = STATE_COLOURS.get(str(trial.get("state")))
             for c, value in enumerate(values):
                 item = QTableWidgetItem(_text(value))
@@ -120,8 +138,9 @@ class SearchView(QWidget):
         pruned = sum(t.get("state") == "pruned" for t in rows)
         if complete:
             best = max(complete, key=lambda t: t["value"])
-            self.label_search_best.setText(f"{len(done)} trial(s) done, {pruned} pruned; best: trial "
-                                           f"{best['trial']}, {best['value']:.4f}")
+            self.label_search_best.setText(
+                f"{len(done)} trial(s) done, {pruned} pruned; best: trial {best['trial']}, {best['value']:.4f}"
+            )
         else:
             self.label_search_best.setText(f"{len(rows)} trial(s), {pruned} pruned")
         self._draw_parallel(complete)

@@ -22,21 +22,33 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import QByteArray, QProcess, QProcessEnvironment, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
 from PySide6.QtWidgets import (
-    QFileDialog, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPlainTextEdit, QPushButton, QScrollArea, QSpinBox,
-    QSplitter, QToolButton, QVBoxLayout, QWidget,
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QSplitter,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
 )
 
-from app.shell.elided_label import ElidedLabel
 from app.plots.base import PlotColors
-from app.views.serve_form import TryItForm, answer_text, curl_line
+from app.shell.elided_label import ElidedLabel
 from app.viewmodels.serve_metrics import histogram_quantile, parse_metrics
+from app.views.serve_form import TryItForm, answer_text, curl_line
 from app.views.serve_monitor import ServeMonitor
 from core.runfiles.layout import RunDir
 
@@ -45,8 +57,8 @@ __all__ = ["ServeView", "histogram_quantile", "parse_metrics"]
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILTER = "Models (*.safetensors *.pt2 *.onnx *.pt model.json)"
 POLL_MS = 1000
-STOP_WAIT_MS = 15000   # a drain answers what it holds; then the process is killed
-BANNER = "serving "    # the start-up line `traindesk serve` writes on stderr (core/cli/serve.py): not a reason
+STOP_WAIT_MS = 15000  # a drain answers what it holds; then the process is killed
+BANNER = "serving "  # the start-up line `traindesk serve` writes on stderr (core/cli/serve.py): not a reason
 
 
 class ServeView(QWidget):
@@ -107,8 +119,14 @@ class ServeView(QWidget):
 
         split = QSplitter(objectName="splitter_serve")
         self.monitor = ServeMonitor()
-        for name in ("plot_serve_latency", "plot_serve_throughput", "plot_serve_batches", "table_workers",
-                     "curves", "series"):
+        for name in (
+            "plot_serve_latency",
+            "plot_serve_throughput",
+            "plot_serve_batches",
+            "table_workers",
+            "curves",
+            "series",
+        ):
             setattr(self, name, getattr(self.monitor, name))  # the view's widgets under their own names
         split.addWidget(self.monitor)
         split.addWidget(self._build_try_it())
@@ -206,8 +224,18 @@ class ServeView(QWidget):
         self.url = ""
         self.monitor.reset(time.monotonic())
         # --die-with: the server goes with this window, a crash of it included
-        args = ["-m", "core", "serve", model, "--port", str(self.spin_port.value()),
-                "--workers", str(self.spin_workers.value()), "--die-with", str(os.getpid())]
+        args = [
+            "-m",
+            "core",
+            "serve",
+            model,
+            "--port",
+            str(self.spin_port.value()),
+            "--workers",
+            str(self.spin_workers.value()),
+            "--die-with",
+            str(os.getpid()),
+        ]
         self.label_status.setText(f"starting: traindesk serve {model} …")
         proc.start(sys.executable, args)
         self._update_actions()
@@ -277,8 +305,11 @@ class ServeView(QWidget):
         if proc.property("killed"):
             self._fail(f"serve ended: killed, it had not stopped {STOP_WAIT_MS / 1000:g} s after Stop")
         elif code != 0 or status != QProcess.ExitStatus.NormalExit:
-            why = self._stderr_tail[-1] if self._stderr_tail else (
-                f"exit code {code}" if status == QProcess.ExitStatus.NormalExit else "the process was killed")
+            why = (
+                self._stderr_tail[-1]
+                if self._stderr_tail
+                else (f"exit code {code}" if status == QProcess.ExitStatus.NormalExit else "the process was killed")
+            )
             self._fail(f"serve ended: {why}")
         else:
             self.label_status.setText("not serving (stopped)")

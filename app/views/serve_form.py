@@ -26,9 +26,9 @@ from app.shell.elided_label import ElidedLabel
 from core.schema import FALSE_WORDS, TRUE_WORDS
 
 MISSING = "(missing)"
-FIELD_CHARS = 8          # a field's width at least, in characters; fields grow with the form
-LABEL_SHARE = 0.45       # a column's name takes at most this share of the form's width (then elides)
-SHOWN_CLASSES = 10       # probabilities listed in the answer at most
+FIELD_CHARS = 8  # a field's width at least, in characters; fields grow with the form
+LABEL_SHARE = 0.45  # a column's name takes at most this share of the form's width (then elides)
+SHOWN_CLASSES = 10  # probabilities listed in the answer at most
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,20 @@ def form_fields(spec: dict[str, Any]) -> tuple[list[FormField], dict[str, Any] |
     """The fields a server's OpenAPI description asks for, and its ``x-traindesk`` (None without one)."""
     table = spec.get("x-traindesk")
     if isinstance(table, dict) and table.get("columns"):
-        rows = ((table.get("example") or {}).get("rows") or [{}])
+        rows = (table.get("example") or {}).get("rows") or [{}]
         example_row = rows[0] if rows and isinstance(rows[0], dict) else {}
         fields = []
         for col in table["columns"]:
             name, kind = str(col["name"]), str(col.get("kind", "number"))
             example = col["example"] if "example" in col else example_row.get(name)
-            fields.append(FormField(name, kind if kind in ("number", "category", "bool") else "number",
-                                    tuple(str(v) for v in col.get("levels") or ()), example))
+            fields.append(
+                FormField(
+                    name,
+                    kind if kind in ("number", "category", "bool") else "number",
+                    tuple(str(v) for v in col.get("levels") or ()),
+                    example,
+                )
+            )
         return fields, table
     choices = spec["components"]["schemas"]["PredictRequest"]["oneOf"]
     rows_choice = next((c for c in choices if "rows" in c["properties"]), None)
@@ -99,7 +105,7 @@ class TryItForm(QWidget):
         self.form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.DontWrapRows)  # long names elide: one line a field
         self.specs: list[FormField] = []
         self.fields: list[tuple[str, QWidget]] = []  # (column or input name, its widget); "" for a values list
-        self.table: dict[str, Any] | None = None     # x-traindesk, for a table model
+        self.table: dict[str, Any] | None = None  # x-traindesk, for a table model
 
     def clear(self) -> None:
         while self.form.rowCount():
@@ -123,7 +129,7 @@ class TryItForm(QWidget):
     def _label_width(self) -> int:
         return max(60, int(self.width() * LABEL_SHARE))
 
-    def resizeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
+    def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
         for r in range(self.form.rowCount()):
             item = self.form.itemAt(r, QFormLayout.ItemRole.LabelRole)

@@ -12,12 +12,12 @@ from PySide6.QtWidgets import QGridLayout, QHeaderView, QTableWidget, QTableWidg
 
 from app.plots.base import PlotColors
 from app.plots.text import set_fitting_title
-from app.viewmodels.serve_metrics import histogram_quantile, worker_state
 from app.shell.theme import style_plot_widget
+from app.viewmodels.serve_metrics import histogram_quantile, worker_state
 
-HISTORY = 120          # seconds of latency and throughput kept in the plots
+HISTORY = 120  # seconds of latency and throughput kept in the plots
 WORKER_COLUMNS = ("worker", "pid", "state", "version", "restarts")
-MIN_BARS = 4           # batch-size buckets drawn at least
+MIN_BARS = 4  # batch-size buckets drawn at least
 
 
 class ServeMonitor(QWidget):
@@ -33,8 +33,10 @@ class ServeMonitor(QWidget):
         self.plot_serve_latency = pg.PlotWidget()
         self.plot_serve_latency.setObjectName("plot_serve_latency")
         self.plot_serve_latency.addLegend(offset=(5, 5))
-        self.curves = {q: self.plot_serve_latency.plot(name=q, pen=pg.mkPen(color, width=2))
-                       for q, color in (("p50", "#1f77b4"), ("p95", "#ff7f0e"), ("p99", "#d62728"))}
+        self.curves = {
+            q: self.plot_serve_latency.plot(name=q, pen=pg.mkPen(color, width=2))
+            for q, color in (("p50", "#1f77b4"), ("p95", "#ff7f0e"), ("p99", "#d62728"))
+        }
         self.plot_serve_throughput = pg.PlotWidget()
         self.plot_serve_throughput.setObjectName("plot_serve_throughput")
         self.curve_rps = self.plot_serve_throughput.plot(pen=pg.mkPen("#2ca02c", width=2))
@@ -42,8 +44,11 @@ class ServeMonitor(QWidget):
         self.plot_serve_batches.setObjectName("plot_serve_batches")
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#9467bd")
         self.plot_serve_batches.addItem(self.bars)
-        for plot, title in ((self.plot_serve_latency, "latency (ms)"), (self.plot_serve_throughput, "requests/s"),
-                            (self.plot_serve_batches, "batch sizes formed (rows per batch)")):
+        for plot, title in (
+            (self.plot_serve_latency, "latency (ms)"),
+            (self.plot_serve_throughput, "requests/s"),
+            (self.plot_serve_batches, "batch sizes formed (rows per batch)"),
+        ):
             set_fitting_title(plot.getPlotItem(), title)  # elided to a narrow plot, whole in the tooltip
         for plot in (self.plot_serve_latency, self.plot_serve_throughput):
             plot.setLabel("bottom", "s")
@@ -53,8 +58,9 @@ class ServeMonitor(QWidget):
         self.table_workers.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table_workers.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.table_workers.horizontalHeader().setStretchLastSection(True)
-        self.table_workers.setToolTip("The server's current model processes (/ready); serving: the server "
-                                      "formed batches in the last second")
+        self.table_workers.setToolTip(
+            "The server's current model processes (/ready); serving: the server formed batches in the last second"
+        )
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.plot_serve_latency, 0, 0)
@@ -105,7 +111,7 @@ class ServeMonitor(QWidget):
         bounds = [b for b, _ in m["batch"]]
         shown = [(i, n) for i, (b, n) in enumerate(zip(bounds, counts)) if not math.isinf(b)]
         used = max((i for i, n in shown if n > 0), default=0)
-        shown = shown[:max(used + 1, MIN_BARS)]  # the buckets up to the largest batch formed: labels that read
+        shown = shown[: max(used + 1, MIN_BARS)]  # the buckets up to the largest batch formed: labels that read
         self.bars.setOpts(x=[i for i, _ in shown], height=[n for _, n in shown])
         axis = self.plot_serve_batches.getAxis("bottom")
         axis.setTicks([[(i, f"≤{int(bounds[i])}") for i, _ in shown]])

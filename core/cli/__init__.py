@@ -13,8 +13,9 @@ import argparse
 import importlib
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -24,32 +25,60 @@ ENTRY_POINT_GROUP = "traindesk.commands"
 
 
 class Command(NamedTuple):
-    summary: str                 # its line in `traindesk --help`
-    run: str | None              # "module:function(args) -> exit code"; None: the entry point of that name
+    summary: str  # its line in `traindesk --help`
+    run: str | None  # "module:function(args) -> exit code"; None: the entry point of that name
     configure: str | None = None  # "module:function(parser)" adding its arguments
 
 
 COMMANDS: dict[str, Command] = {
     "train": Command("train a model from a TOML config", "core.cli.train:cmd_train", "core.cli.train:configure_cli"),
-    "runs": Command("list runs with status and final accuracy", "core.cli.runs:cmd_runs", "core.cli.runs:configure_cli"),
+    "runs": Command(
+        "list runs with status and final accuracy", "core.cli.runs:cmd_runs", "core.cli.runs:configure_cli"
+    ),
     "gui": Command("open the desktop window (takes the arguments of traindesk-gui)", None),
-    "export": Command("export a run's trained model (safetensors, state-dict, torch-export, onnx), verified",
-                      "core.cli.export:cmd_export", "core.cli.export:configure_cli"),
-    "predict": Command("predict classes for a CSV, NPZ or image folder with an exported model",
-                       "core.cli.predict:cmd_predict", "core.cli.predict:configure_cli"),
-    "evaluate": Command("evaluate a run on its validation split (accuracy, per-class metrics, confusion matrix)",
-                        "core.cli.evaluate:cmd_evaluate", "core.cli.evaluate:configure_cli"),
-    "lr-find": Command("suggest a learning rate: the range test of fastai, its valley suggestion printed last",
-                       "core.cli.lr_find:cmd_lr_find", "core.cli.lr_find:configure_cli"),
-    "pause": Command("pause the active run in RUN_DIR (started by the window, a CLI train or torchrun)",
-                     "core.cli.control:cmd_control", "core.cli.control:configure_cli"),
-    "resume": Command("resume the paused run in RUN_DIR", "core.cli.control:cmd_control", "core.cli.control:configure_cli"),
-    "stop": Command("stop the active run in RUN_DIR (its checkpoint and summary are written)",
-                    "core.cli.control:cmd_control", "core.cli.control:configure_cli"),
-    "serve": Command("serve a trained model over HTTP: batching worker processes, health, metrics, reload",
-                     "core.cli.serve:cmd_serve", "core.cli.serve:configure_cli"),
-    "bench": Command("probe each strategy and worker count on a config and suggest the fastest",
-                     "core.cli.advise:cmd_advise", "core.cli.advise:configure_cli"),
+    "export": Command(
+        "export a run's trained model (safetensors, state-dict, torch-export, onnx), verified",
+        "core.cli.export:cmd_export",
+        "core.cli.export:configure_cli",
+    ),
+    "predict": Command(
+        "predict classes for a CSV, NPZ or image folder with an exported model",
+        "core.cli.predict:cmd_predict",
+        "core.cli.predict:configure_cli",
+    ),
+    "evaluate": Command(
+        "evaluate a run on its validation split (accuracy, per-class metrics, confusion matrix)",
+        "core.cli.evaluate:cmd_evaluate",
+        "core.cli.evaluate:configure_cli",
+    ),
+    "lr-find": Command(
+        "suggest a learning rate: the range test of fastai, its valley suggestion printed last",
+        "core.cli.lr_find:cmd_lr_find",
+        "core.cli.lr_find:configure_cli",
+    ),
+    "pause": Command(
+        "pause the active run in RUN_DIR (started by the window, a CLI train or torchrun)",
+        "core.cli.control:cmd_control",
+        "core.cli.control:configure_cli",
+    ),
+    "resume": Command(
+        "resume the paused run in RUN_DIR", "core.cli.control:cmd_control", "core.cli.control:configure_cli"
+    ),
+    "stop": Command(
+        "stop the active run in RUN_DIR (its checkpoint and summary are written)",
+        "core.cli.control:cmd_control",
+        "core.cli.control:configure_cli",
+    ),
+    "serve": Command(
+        "serve a trained model over HTTP: batching worker processes, health, metrics, reload",
+        "core.cli.serve:cmd_serve",
+        "core.cli.serve:configure_cli",
+    ),
+    "bench": Command(
+        "probe each strategy and worker count on a config and suggest the fastest",
+        "core.cli.advise:cmd_advise",
+        "core.cli.advise:configure_cli",
+    ),
 }
 
 
@@ -94,10 +123,12 @@ def _command_name(argv: Sequence[str]) -> str | None:
 def _run_entry_point(name: str, argv: list[str]) -> int:
     found = entry_points(group=ENTRY_POINT_GROUP, name=name)
     if not found:
-        raise ArgumentError(f"traindesk: command {name!r} is not installed "
-                            f"(no {name!r} in the {ENTRY_POINT_GROUP!r} entry points; pip install -e .)")
+        raise ArgumentError(
+            f"traindesk: command {name!r} is not installed "
+            f"(no {name!r} in the {ENTRY_POINT_GROUP!r} entry points; pip install -e .)"
+        )
     main = next(iter(found)).load()
-    rest = argv[argv.index(name) + 1:]
+    rest = argv[argv.index(name) + 1 :]
     return int(main([a for a in rest if a != "--debug"]) or 0)  # --debug is ours (tracebacks), not its
 
 

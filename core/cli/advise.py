@@ -17,17 +17,16 @@ def configure_cli(parser: Any) -> None:
     parser.add_argument("--config", help="config TOML (default: built-in defaults)")
     parser.add_argument("--seconds", type=float, default=3.0, help="training seconds per probe (default 3)")
     parser.add_argument("--max-workers", type=int, help="largest worker count to try (default: cores)")
-    parser.add_argument("--strategies", default=probed,
-                        help=f"comma-separated strategies to probe (default {probed})")
+    parser.add_argument("--strategies", default=probed, help=f"comma-separated strategies to probe (default {probed})")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", dest="json_out", help="also write the full report as JSON here")
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
-    from core.launchers import local as launcher
-    from core.services.advisor import advise
     from core.cli import ArgumentError
     from core.config import BOUNDS, Config, apply_overrides, load_config
+    from core.launchers import local as launcher
+    from core.services.advisor import advise
     from core.strategies import advisable
 
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
@@ -43,23 +42,25 @@ def cmd_advise(args: argparse.Namespace) -> int:
     cfg = apply_overrides(cfg, list(args.set))
     launcher.warm_up()
 
-    from core.services.advisor import candidates
     from core.host.machine import usable_cores
     from core.host.progress import note, progress
+    from core.services.advisor import candidates
 
     with progress(len(candidates(args.max_workers or usable_cores(), strategies)), "probes", unit="probe") as bar:
+
         def report(line: str) -> None:
             note(bar, line)
             bar.update(1)
 
-        result = advise(cfg, seconds=args.seconds, max_workers=args.max_workers, strategies=strategies,
-                        report=report)
+        result = advise(cfg, seconds=args.seconds, max_workers=args.max_workers, strategies=strategies, report=report)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(result, indent=2) + "\n")
     best = result["suggestion"]
     if best is None:
         sys.stderr.write("no probe trained: nothing to suggest\n")
         return 1
-    print(f"suggestion: --strategy {best['strategy']} --workers {best['workers']} "
-          f"({best['samples_per_s']:,.0f} samples/s; fastest probe {result['fastest_samples_per_s']:,.0f})")
+    print(
+        f"suggestion: --strategy {best['strategy']} --workers {best['workers']} "
+        f"({best['samples_per_s']:,.0f} samples/s; fastest probe {result['fastest_samples_per_s']:,.0f})"
+    )
     return 0

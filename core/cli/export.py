@@ -14,16 +14,24 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="the run directory (holds checkpoints/last.pt)")
     p.add_argument("--format", required=True, choices=list(EXPORT_FORMATS))
     p.add_argument("--out", help="file to write (default: RUN_DIR/exports/model.<ext>); a folder takes model.<ext>")
-    p.add_argument("--output", choices=OUTPUTS, default="probabilities",
-                   help="what the torch-export and onnx graphs return (default: probabilities)")
-    p.add_argument("--checkpoint", choices=("last", "best"), default=None,
-                   help="the weights at the end of the run (last) or of its best evaluation (best); "
-                        "default: best when checkpoints/best.pt exists, else last")
+    p.add_argument(
+        "--output",
+        choices=OUTPUTS,
+        default="probabilities",
+        help="what the torch-export and onnx graphs return (default: probabilities)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        choices=("last", "best"),
+        default=None,
+        help="the weights at the end of the run (last) or of its best evaluation (best); "
+        "default: best when checkpoints/best.pt exists, else last",
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from core.services.export import export_run
     from core.runfiles.layout import RunDir
+    from core.services.export import export_run
 
     which = args.checkpoint or RunDir(Path(args.run_dir).expanduser()).default_checkpoint()
     result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)

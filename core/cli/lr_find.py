@@ -30,8 +30,10 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
             fh.write("lr,loss\n")
             fh.writelines(f"{lr:.6g},{loss:.6g}\n" for lr, loss in zip(result.lrs, result.losses))
     end = "stopped when the loss diverged" if result.stopped_early else "reached the end"
-    sys.stderr.write(f"lr-find: {len(result.lrs)} steps from {result.lrs[0]:.3g} to {result.lrs[-1]:.3g} "
-                     f"({end}); valley at step {result.index}: lr {result.suggestion:.3g}, "
-                     f"loss {result.losses[result.index]:.4f}\n")
+    sys.stderr.write(
+        f"lr-find: {len(result.lrs)} steps from {result.lrs[0]:.3g} to {result.lrs[-1]:.3g} "
+        f"({end}); valley at step {result.index}: lr {result.suggestion:.3g}, "
+        f"loss {result.losses[result.index]:.4f}\n"
+    )
     print(f"{result.suggestion:.6g}")
     return 0

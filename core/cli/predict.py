@@ -14,19 +14,31 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     """predict classes for a CSV, NPZ or image folder with an exported model"""
     from core.services.predict import BATCH_ROWS
 
-    p.add_argument("model", help="exported model (.safetensors with model.json, .pt2, .onnx), a run directory "
-                                 "or a checkpoint file")
+    p.add_argument(
+        "model", help="exported model (.safetensors with model.json, .pt2, .onnx), a run directory or a checkpoint file"
+    )
     p.add_argument("input", help="CSV or NPZ with the training features, or an image folder")
     p.add_argument("--out", help="predictions CSV (default: standard output)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="processes to split the input across, one compute thread each (default: this "
-                        "process, and one per CPU core once the rows left repay starting them)")
-    p.add_argument("--checkpoint", choices=("best", "last"), default=None,
-                   help="a run directory's weights: its best evaluation or its end "
-                        "(default: best when checkpoints/best.pt exists, else last)")
-    p.add_argument("--by-position", action="store_true",
-                   help="take a CSV's columns in order when their names differ from the model's features "
-                        "(the same number of columns; an id and a label column are left out)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="processes to split the input across, one compute thread each (default: this "
+        "process, and one per CPU core once the rows left repay starting them)",
+    )
+    p.add_argument(
+        "--checkpoint",
+        choices=("best", "last"),
+        default=None,
+        help="a run directory's weights: its best evaluation or its end "
+        "(default: best when checkpoints/best.pt exists, else last)",
+    )
+    p.add_argument(
+        "--by-position",
+        action="store_true",
+        help="take a CSV's columns in order when their names differ from the model's features "
+        "(the same number of columns; an id and a label column are left out)",
+    )
     p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help=argparse.SUPPRESS)
 
 
@@ -37,12 +49,13 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if out is not None and not out.parent.is_dir():
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
     from core.host.machine import keep_freed_memory
-    from core.services.predict import predict
     from core.runfiles.layout import RunDir
+    from core.services.predict import predict
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
-    result = predict(Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint,
-                     args.by_position)
+    result = predict(
+        Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint, args.by_position
+    )
     for note in result.notes:
         sys.stderr.write(f"predict: {note}\n")
     if out is None:
@@ -57,7 +70,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     used = result.model_path
     run = RunDir(used.parent.parent)
     label = f"{run.name}/{used.relative_to(run.path).as_posix()}" if used.parent == run.checkpoints else used.name
-    sys.stderr.write(f"predicted {len(result.ids):,} rows with {label} in {result.seconds:.2f} s "
-                     f"({rate:,.0f} rows/s, {result.workers} worker(s))\n")
+    sys.stderr.write(
+        f"predicted {len(result.ids):,} rows with {label} in {result.seconds:.2f} s "
+        f"({rate:,.0f} rows/s, {result.workers} worker(s))\n"
+    )
     print(out)
     return 0

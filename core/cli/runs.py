@@ -30,6 +30,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         acc_text = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
         if acc is None and isinstance(final.get("val_r2"), (int, float)):  # regression: R² in that column
             acc_text = f"R² {final['val_r2']:.3f}"
-        print(f"{run.name:<44} {summary.get('status', '?'):<9} {summary.get('epochs_done', 0):>6} "
-              f"{acc_text:>8} {summary.get('samples_per_s', 0):>11,.0f}")
+        print(
+            f"{run.name:<44} {summary.get('status', '?'):<9} {summary.get('epochs_done', 0):>6} "
+            f"{acc_text:>8} {summary.get('samples_per_s', 0):>11,.0f}"
+        )
     return EXIT_OK

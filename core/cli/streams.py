@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 Listener = Callable[[str, BaseException], None]
 _listeners: list[Listener] = []

@@ -25,10 +25,16 @@ def configure_cli(train: argparse.ArgumentParser) -> None:
     train.add_argument("--epochs", type=int)
     train.add_argument("--runs-dir", default="runs")
     train.add_argument("--name")
-    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a config key, e.g. --set optim.lr=0.1 (repeatable)")
-    train.add_argument("--resume", metavar="RUN_DIR",
-                       help="continue a stopped or failed run (its directory or a checkpoint file)")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set optim.lr=0.1 (repeatable)",
+    )
+    train.add_argument(
+        "--resume", metavar="RUN_DIR", help="continue a stopped or failed run (its directory or a checkpoint file)"
+    )
     train.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -137,8 +143,10 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
     from core.session import Session
 
     if args.resume:
-        raise ArgumentError("traindesk train: under torchrun a run resumes by itself after a restart "
-                            "(--max-restarts); --resume is for local runs")
+        raise ArgumentError(
+            "traindesk train: under torchrun a run resumes by itself after a restart "
+            "(--max-restarts); --resume is for local runs"
+        )
     tr.refuse_hanging_restarts()
     world = int(os.environ["WORLD_SIZE"])
     cfg = _load_train_config(args).replace("parallel", strategy="ddp", workers=world)
@@ -207,7 +215,7 @@ class Interrupts:
             finally:
                 os._exit(EXIT_INTERRUPTED)
 
-    def __enter__(self) -> "Interrupts":
+    def __enter__(self) -> Interrupts:
         for sig in stop_signals():
             self._previous[sig] = signal.signal(sig, self._on_signal)
         return self
@@ -231,6 +239,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not under_torchrun():
             local.prestart()  # before importing torch: the forkserver imports it while this process does
         from core.session import Session
+
         if under_torchrun():
             from core.launchers.torchrun import PeersLost
 
@@ -263,8 +272,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = session.summary or {}
     status = summary.get("status", session.state)
     final = summary.get("final", {})
-    from core.training.validation import result_line
     from core.session.reading.stats import RunCount
+    from core.training.validation import result_line
 
     figure = result_line(summary)  # the model the run hands on, as evaluate, export, predict and serve take it
     if figure:
@@ -272,13 +281,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         acc = final.get("val_accuracy")
         shown = [f"val_accuracy {acc:.4f}"] if acc is not None else []
-        shown += [f"{k} {final[k]:.4f}" for k in ("val_balanced_accuracy", "val_macro_f1", "val_rmse", "val_mae",
-                                                  "val_r2") if final.get(k) is not None]
+        shown += [
+            f"{k} {final[k]:.4f}"
+            for k in ("val_balanced_accuracy", "val_macro_f1", "val_rmse", "val_mae", "val_r2")
+            if final.get(k) is not None
+        ]
     dropped = summary.get("dropped_rows")
     sys.stderr.write(
         f"{status}: {RunCount.of_summary(summary).text()}, {summary.get('samples', 0):,} samples, "
         f"{summary.get('samples_per_s', 0):,.0f} samples/s"
-        + "".join(f", {s}" for s in shown) + (f"; {dropped} row(s) without a target left out" if dropped else "")
+        + "".join(f", {s}" for s in shown)
+        + (f"; {dropped} row(s) without a target left out" if dropped else "")
         + "\n"
     )
     if status == "failed":
@@ -319,13 +332,14 @@ def _drive(session: Any, interrupts: Interrupts) -> bool:
         stop_listening()
 
 
-def _wait_for_end(session: Any, interrupts: Interrupts, failure: list[BaseException],
-                  lost: list[tuple[str, str]]) -> bool:
+def _wait_for_end(
+    session: Any, interrupts: Interrupts, failure: list[BaseException], lost: list[tuple[str, str]]
+) -> bool:
 
     def start() -> None:
         try:
             session.start()
-        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+        except BaseException as exc:
             failure.append(exc)
 
     starter = threading.Thread(target=start, name="traindesk-start", daemon=True)
@@ -337,15 +351,20 @@ def _wait_for_end(session: Any, interrupts: Interrupts, failure: list[BaseExcept
     while True:
         if len(lost) > noted and session.run_dir is not None:
             for name, why in lost[noted:]:
-                session.note("warning", f"{name} is gone ({why}): nothing more is printed there; the run goes on, "
-                                        "and this log has all it would have said")
+                session.note(
+                    "warning",
+                    f"{name} is gone ({why}): nothing more is printed there; the run goes on, "
+                    "and this log has all it would have said",
+                )
             noted = len(lost)
         if interrupts.count > handled:
             handled = interrupts.count
             interrupted_at = interrupted_at or time.monotonic()
             if handled == 1:
-                sys.stderr.write("\ninterrupted: stopping (checkpoint and summary are being written); "
-                                 "Ctrl-C again to end the workers now\n")
+                sys.stderr.write(
+                    "\ninterrupted: stopping (checkpoint and summary are being written); "
+                    "Ctrl-C again to end the workers now\n"
+                )
                 session.request_stop()
             else:
                 sys.stderr.write("\ninterrupted again: ending the workers now\n")

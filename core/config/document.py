@@ -10,18 +10,31 @@ changes all go through it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from core.config.fields import show, toml_key
 from core.config.sections import (
-    FIELDS, SECTIONS, AugmentConfig, DataConfig, ModelConfig, OptimConfig, ParallelConfig, ScheduleConfig,
-    SearchConfig, SearchRange, TrainConfig, section_defaults, section_fields,
+    FIELDS,
+    SECTIONS,
+    AugmentConfig,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    ParallelConfig,
+    ScheduleConfig,
+    SearchConfig,
+    SearchRange,
+    TrainConfig,
+    section_defaults,
+    section_fields,
 )
 from core.config.space import checked_space, space_values
 from core.config.toml_text import parse_override_value, toml_text
 from core.errors import ConfigError
-from core.strategies import NAMES as STRATEGY_NAMES, strategy_class
+from core.strategies import NAMES as STRATEGY_NAMES
+from core.strategies import strategy_class
 
 if TYPE_CHECKING:
     from core.strategies.base import Strategy
@@ -38,7 +51,7 @@ class Config:
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
 
-    def with_changes(self, changes: Mapping[str, Any]) -> "Config":
+    def with_changes(self, changes: Mapping[str, Any]) -> Config:
         """A copy with dotted keys ("optim.lr") changed, validated (ConfigError names the key).
 
         Choosing a strategy with a fixed worker count ("single") sets that count unless
@@ -54,7 +67,7 @@ class Config:
                 data["parallel"]["workers"] = fixed
         return from_dict(data)
 
-    def replace(self, section: str, **values: Any) -> "Config":
+    def replace(self, section: str, **values: Any) -> Config:
         """A copy with some keys of one section changed, validated."""
         return self.with_changes({f"{section}.{name}": value for name, value in values.items()})
 
@@ -62,7 +75,7 @@ class Config:
         return toml_text(to_dict(self))
 
 
-def _strategy(name: Any) -> "type[Strategy] | None":
+def _strategy(name: Any) -> type[Strategy] | None:
     return strategy_class(name) if isinstance(name, str) and name in STRATEGY_NAMES else None
 
 
@@ -81,13 +94,13 @@ def _strategy_rules(cfg: Config) -> None:
     p = cfg.parallel
     cls = strategy_class(p.strategy)
     if cls.fixed_workers and p.workers != cls.fixed_workers:
-        raise ConfigError(f"config: parallel.workers must be {cls.fixed_workers} for strategy "
-                          f"\"{cls.name}\", got {p.workers}")
+        raise ConfigError(
+            f'config: parallel.workers must be {cls.fixed_workers} for strategy "{cls.name}", got {p.workers}'
+        )
     for other in (strategy_class(n) for n in STRATEGY_NAMES):
         for key in other.own_keys:
             if key not in cls.own_keys and _value(cfg, key) != FIELDS[key].default:
-                raise ConfigError(f"config: {key} is for strategy \"{other.name}\" only, "
-                                  f"got strategy {show(p.strategy)}")
+                raise ConfigError(f'config: {key} is for strategy "{other.name}" only, got strategy {show(p.strategy)}')
     cls.check_config(cfg)
 
 
@@ -95,8 +108,10 @@ def _cross_check(cfg: Config) -> None:
     _strategy_rules(cfg)
     p = cfg.parallel
     if p.precision == "16-mixed" and not p.device.startswith("cuda"):
-        raise ConfigError(f"config: parallel.precision \"16-mixed\" needs a CUDA device (parallel.device = "
-                          f"\"cuda\"), got device {show(p.device)}; use \"bf16-mixed\" on the CPU")
+        raise ConfigError(
+            f'config: parallel.precision "16-mixed" needs a CUDA device (parallel.device = '
+            f'"cuda"), got device {show(p.device)}; use "bf16-mixed" on the CPU'
+        )
     sch = cfg.schedule
     if sch.kind in ("cosine", "one-cycle") and sch.min_lr >= cfg.optim.lr:
         raise ConfigError(f"config: schedule.min_lr must be below optim.lr ({cfg.optim.lr:g}), got {sch.min_lr:g}")
@@ -104,8 +119,9 @@ def _cross_check(cfg: Config) -> None:
     if search.sampler == "grid":
         ranged = [key for key, value in search.space if isinstance(value, SearchRange)]
         if ranged:
-            raise ConfigError(f"config: search.sampler \"grid\" needs a list of values for every key, "
-                              f"got a range for {show(ranged[0])}")
+            raise ConfigError(
+                f'config: search.sampler "grid" needs a list of values for every key, got a range for {show(ranged[0])}'
+            )
 
 
 def _section(name: str, cls: type, given: Mapping[str, Any]) -> Any:
@@ -116,8 +132,9 @@ def _section(name: str, cls: type, given: Mapping[str, Any]) -> Any:
         known = section_defaults(name)
         for key in given:
             if key not in known:
-                raise ConfigError(f"config: unknown key {name}.{toml_key(key)}; known keys: "
-                                  + ", ".join(sorted(known)))
+                raise ConfigError(
+                    f"config: unknown key {name}.{toml_key(key)}; known keys: " + ", ".join(sorted(known))
+                )
         values = {**known, **given}
         if cls is ParallelConfig and "workers" not in given:
             fixed = _fixed_workers(values["strategy"])
@@ -180,11 +197,14 @@ def apply_overrides(cfg: Config, overrides: list[str] | tuple[str, ...]) -> Conf
         if not sep or not dot:
             raise ConfigError(f"config: --set expects SECTION.KEY=VALUE, got {show(item)}")
         if section not in SECTIONS:
-            raise ConfigError(f"config: unknown section [{toml_key(section)}] in --set {show(item)}; "
-                              "known sections: " + ", ".join(SECTIONS))
+            raise ConfigError(
+                f"config: unknown section [{toml_key(section)}] in --set {show(item)}; "
+                "known sections: " + ", ".join(SECTIONS)
+            )
         dotted = SECTIONS[section].dotted_keys and "." in name  # type: ignore[attr-defined]
         if name not in known[section] and not dotted:
-            raise ConfigError(f"config: unknown key {section}.{toml_key(name)}; known keys: "
-                              + ", ".join(sorted(known[section])))
+            raise ConfigError(
+                f"config: unknown key {section}.{toml_key(name)}; known keys: " + ", ".join(sorted(known[section]))
+            )
         changes[f"{section}.{name}"] = parse_override_value(text.strip())
     return cfg.with_changes(changes)

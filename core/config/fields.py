@@ -13,8 +13,9 @@ import datetime
 import json
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from core.errors import ConfigError
 
@@ -38,13 +39,13 @@ class Field:
     """One key of the config: ``section.name`` and everything known about its values."""
 
     key: str
-    type: str                      # what its check accepts: int, float, bool, str, choice, ints, floats, ...
+    type: str  # what its check accepts: int, float, bool, str, choice, ints, floats, ...
     default: Any
     check: Check
     bounds: Bounds | None = None
     choices: tuple[str, ...] = ()
-    live: bool = False             # a paused run may change it (every worker applies it at one batch)
-    forkable: bool = False         # a fork of a run may change it
+    live: bool = False  # a paused run may change it (every worker applies it at one batch)
+    forkable: bool = False  # a fork of a run may change it
     help: str = ""
 
     @property
@@ -60,8 +61,16 @@ class Field:
         return self.check(self, value)
 
 
-def key(default: Any, check: Check, type: str, *, bounds: Bounds | tuple[float, float] | None = None,
-        choices: Sequence[str] = (), live: bool = False, help: str = "") -> Any:
+def key(
+    default: Any,
+    check: Check,
+    type: str,
+    *,
+    bounds: Bounds | tuple[float, float] | None = None,
+    choices: Sequence[str] = (),
+    live: bool = False,
+    help: str = "",
+) -> Any:
     """Declare a section's key (a dataclass field carrying its facts)."""
     if bounds is not None and not isinstance(bounds, Bounds):
         bounds = Bounds(*bounds)
@@ -70,6 +79,7 @@ def key(default: Any, check: Check, type: str, *, bounds: Bounds | tuple[float, 
 
 
 # -- quoting values and keys in one-line messages ------------------------------------------
+
 
 def show(value: Any) -> str:
     """A bad value as one short line: strings quoted and escaped, long values cut."""
@@ -89,7 +99,7 @@ def show(value: Any) -> str:
     else:
         text = repr(value)
     text = " ".join(text.splitlines())
-    return text if len(text) <= SHOW_MAX else text[:SHOW_MAX - 3] + "..."
+    return text if len(text) <= SHOW_MAX else text[: SHOW_MAX - 3] + "..."
 
 
 def toml_key(name: str) -> str:
@@ -102,6 +112,7 @@ def fail(key: str, what: str, value: Any) -> ConfigError:
 
 
 # -- the checks -------------------------------------------------------------------------
+
 
 def _bounds(f: Field) -> Bounds:
     assert f.bounds is not None, f.key
@@ -213,7 +224,7 @@ def check_strings(f: Field, value: Any) -> tuple[str, ...]:
 def check_model_kind(f: Field, value: Any) -> str:
     value = check_str(f, value)
     if value.startswith("custom:"):
-        path, sep, func = value[len("custom:"):].rpartition(":")
+        path, sep, func = value[len("custom:") :].rpartition(":")
         if not sep or not path or not func.isidentifier():
             raise fail(f.key, "custom:PATH.py:FUNCTION", value)
         return value

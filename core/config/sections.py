@@ -14,8 +14,23 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar, NamedTuple
 
 from core.config.fields import (
-    Bounds, Field, as_tuple, check_bool, check_choice, check_columns, check_device, check_float, check_int,
-    check_ints, check_model_kind, check_rates, check_some_ints, check_source, check_str, check_strings, key,
+    Bounds,
+    Field,
+    as_tuple,
+    check_bool,
+    check_choice,
+    check_columns,
+    check_device,
+    check_float,
+    check_int,
+    check_ints,
+    check_model_kind,
+    check_rates,
+    check_some_ints,
+    check_source,
+    check_str,
+    check_strings,
+    key,
 )
 from core.metric_names import METRICS
 from core.strategies.registry import NAMES as STRATEGIES
@@ -54,38 +69,48 @@ def _choice(default: str, choices: tuple[str, ...], help: str = "") -> Any:
 class Section:
     """What a section says about all of its keys."""
 
-    forkable: ClassVar[bool] = False    # a fork may change its keys
+    forkable: ClassVar[bool] = False  # a fork may change its keys
     searchable: ClassVar[bool] = False  # a search may vary its keys
     dotted_keys: ClassVar[bool] = False  # it also takes "section.key" entries (the search space)
 
 
 @dataclass(frozen=True)
 class DataConfig(Section):
-    source: str = key("builtin:digits", check_source, "source", choices=DATA_SCHEMES,
-                      help="builtin:NAME | csv:PATH | parquet:PATH | npz:PATH | images:DIR")
+    source: str = key(
+        "builtin:digits",
+        check_source,
+        "source",
+        choices=DATA_SCHEMES,
+        help="builtin:NAME | csv:PATH | parquet:PATH | npz:PATH | images:DIR",
+    )
     target: str = key("label", check_str, "str", help="The table column holding the target: class labels or numbers")
     val_fraction: float = _float(0.2, 0.0, 0.9, "Share of samples held out for validation")
     loader_workers: int = _int(0, 0, 64, "DataLoader processes per worker decoding images (0 = in the worker)")
     image_size: int = _int(0, 0, 1024, "Resize images to SIZE×SIZE; 0 keeps the first image's size")
     standardize: bool = key(True, check_bool, "bool", help="Standardize features")
     # tables (csv:, parquet:): kinds that override the inferred ones, as (column, kind) pairs
-    columns: tuple[tuple[str, str], ...] = key((), check_columns, "table", choices=COLUMN_KINDS,
-                                              help="kinds that override the inferred ones: {column = kind}")
-    missing: tuple[str, ...] = key(("", "NA", "NaN", "null", "?"), check_strings, "strings",
-                                   help="cells that mean \"no value\"")
+    columns: tuple[tuple[str, str], ...] = key(
+        (), check_columns, "table", choices=COLUMN_KINDS, help="kinds that override the inferred ones: {column = kind}"
+    )
+    missing: tuple[str, ...] = key(
+        ("", "NA", "NaN", "null", "?"), check_strings, "strings", help='cells that mean "no value"'
+    )
 
 
 @dataclass(frozen=True)
 class ModelConfig(Section):
     searchable = True
-    kind: str = key("mlp", check_model_kind, "model_kind", choices=MODEL_KINDS,
-                    help="linear | mlp | cnn | custom:PATH.py:FUNCTION")
-    hidden: tuple[int, ...] = key((256, 256), check_ints, "ints", bounds=(1, 65536),
-                                  help="Widths of the hidden layers, e.g. 256, 256")
+    kind: str = key(
+        "mlp", check_model_kind, "model_kind", choices=MODEL_KINDS, help="linear | mlp | cnn | custom:PATH.py:FUNCTION"
+    )
+    hidden: tuple[int, ...] = key(
+        (256, 256), check_ints, "ints", bounds=(1, 65536), help="Widths of the hidden layers, e.g. 256, 256"
+    )
     activation: str = _choice("relu", ACTIVATIONS)
     dropout: float = _float(0.0, 0.0, 0.95)
-    channels: tuple[int, ...] = key((16, 32), check_some_ints, "ints", bounds=(1, 4096),
-                                    help="Channels of the convolution blocks, e.g. 16, 32")  # cnn only
+    channels: tuple[int, ...] = key(
+        (16, 32), check_some_ints, "ints", bounds=(1, 4096), help="Channels of the convolution blocks, e.g. 16, 32"
+    )  # cnn only
 
 
 @dataclass(frozen=True)
@@ -107,20 +132,26 @@ class TrainConfig(Section):
     seed: int = _int(0, 0, 2**31 - 1, "Random seed (worker i uses seed + i)")
     # seconds between consistent checkpoints while training; 0 = only at the end
     checkpoint_every: float = _float(30.0, 0.0, 86400.0)
-    monitor: str = _choice("auto", MONITORED, "What the best checkpoint and early stopping watch; auto: accuracy "
-                                             "(balanced on skewed classes), RMSE for a regression")
+    monitor: str = _choice(
+        "auto",
+        MONITORED,
+        "What the best checkpoint and early stopping watch; auto: accuracy "
+        "(balanced on skewed classes), RMSE for a regression",
+    )
     early_stop_patience: int = _int(0, 0, 100000, "Stop after this many epochs without improvement; 0 = never")
     early_stop_min_delta: float = _float(0.0, 0.0, 1e9)  # smaller changes are no improvement
-    task: str = _choice("auto", TASKS)             # auto | classification | regression (tables)
+    task: str = _choice("auto", TASKS)  # auto | classification | regression (tables)
     class_weights: str = _choice("none", CLASS_WEIGHTS)  # none | balanced: inverse-frequency weights in the loss
     # the metric that picks best.pt (the run's model and figure) and stops early; auto: train.monitor's choice
     select_by: str = _choice("auto", ("auto",) + METRICS)
     # regression, on the standardised target: auto (huber: a long-tailed target's far values pull it no harder
     # than a unit away; the same as mse within one standard deviation), mse, huber
     loss: str = _choice("auto", REGRESSION_LOSSES)
-    on_divergence: str = _choice("recover", DIVERGENCE_ACTIONS,
-                                 "A non-finite loss: recover (roll back, the worker's rate / 10, go on), "
-                                 "pause (the same, then pause), fail")
+    on_divergence: str = _choice(
+        "recover",
+        DIVERGENCE_ACTIONS,
+        "A non-finite loss: recover (roll back, the worker's rate / 10, go on), pause (the same, then pause), fail",
+    )
 
 
 @dataclass(frozen=True)
@@ -129,8 +160,13 @@ class ParallelConfig(Section):
     workers: int = _int(2, 1, 256, "Training processes")
     threads_per_worker: int = _int(0, 0, 1024, "Torch threads in each worker; automatic shares the cores")
     device: str = key("cpu", check_device, "device", choices=DEVICES, help="cpu | cuda | cuda:N | mps")
-    sweep_lr: tuple[float, ...] = key((), check_rates, "floats", bounds=LR,
-                                      help="Sweep: one learning rate per worker; empty = the same rate, different seeds")
+    sweep_lr: tuple[float, ...] = key(
+        (),
+        check_rates,
+        "floats",
+        bounds=LR,
+        help="Sweep: one learning rate per worker; empty = the same rate, different seeds",
+    )
     # seconds without records (not paused) before a worker is reported stalled; 0 = never
     stall_timeout: float = _float(120.0, 0.0, 86400.0)
     precision: str = _choice("32", PRECISIONS, "bf16-mixed: autocast in the training step; 16-mixed needs CUDA")
@@ -144,10 +180,10 @@ class ScheduleConfig(Section):
     kind: str = _choice("constant", SCHEDULES)
     warmup_steps: int = _int(0, 0, 10**9, "Steps over which the rate rises linearly from 0")
     min_lr: float = _float(0.0, 0.0, 100.0, "Cosine and one-cycle: the rate at the last step")
-    step_epochs: int = _int(10, 1, 100000)      # step: multiply by gamma every this many epochs
+    step_epochs: int = _int(10, 1, 100000)  # step: multiply by gamma every this many epochs
     gamma: float = _float(0.1, 0.0, 1.0, lo_open=True)  # step, plateau: the factor
-    pct_start: float = _float(0.3, 0.0, 1.0)    # one-cycle: fraction of the run spent rising
-    patience: int = _int(2, 0, 10000)           # plateau: evaluations without improvement
+    pct_start: float = _float(0.3, 0.0, 1.0)  # one-cycle: fraction of the run spent rising
+    patience: int = _int(2, 0, 10000)  # plateau: evaluations without improvement
 
 
 @dataclass(frozen=True)
@@ -155,8 +191,9 @@ class AugmentConfig(Section):
     """Random changes to training images (never to validation); every default is off."""
 
     searchable = True
-    crop_scale: float = _float(1.0, 0.05, 1.0, "Augment: random resized crop keeping at least this share "
-                                                "of the area; 1 = off")
+    crop_scale: float = _float(
+        1.0, 0.05, 1.0, "Augment: random resized crop keeping at least this share of the area; 1 = off"
+    )
     hflip: bool = key(False, check_bool, "bool", help="Random horizontal flip")
     rotation: float = _float(0.0, 0.0, 180.0, "Augment: random rotation up to this many degrees; 0 = off")
     jitter: float = _float(0.0, 0.0, 1.0, "Augment: brightness, contrast and saturation jitter strength; 0 = off")
@@ -179,7 +216,7 @@ class SearchConfig(Section):
     sampler: str = _choice("tpe", SAMPLERS)
     pruner: str = _choice("median", PRUNERS)
     metric: str = _choice("val_accuracy", METRICS)
-    space: tuple[tuple[str, Any], ...] = key((), as_tuple, "space", help="\"section.key\" = range or choices")
+    space: tuple[tuple[str, Any], ...] = key((), as_tuple, "space", help='"section.key" = range or choices')
 
 
 SECTIONS: dict[str, type] = {
@@ -196,7 +233,8 @@ SECTIONS: dict[str, type] = {
 # The one table: "section.key" -> its Field, in the order the sections declare them.
 FIELDS: dict[str, Field] = {
     f"{name}.{f.name}": Field(key=f"{name}.{f.name}", default=f.default, forkable=cls.forkable, **f.metadata)
-    for name, cls in SECTIONS.items() for f in fields(cls)
+    for name, cls in SECTIONS.items()
+    for f in fields(cls)
 }
 
 # "section.key" -> its Bounds, for the numeric keys.

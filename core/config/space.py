@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from core.config.fields import check_float, check_int, fail, is_bool, show, toml_key
 from core.config.sections import FIELDS, SEARCHABLE_SECTIONS, SearchRange, section_defaults
@@ -16,8 +17,10 @@ def searchable(key: str) -> Any:
     section, _, _name = key.partition(".")
     f = FIELDS.get(key) if section in SEARCHABLE_SECTIONS else None
     if f is None:
-        raise ConfigError(f"config: search key {show(key)} is not a key a search can vary "
-                          f"(keys of [{'], ['.join(SEARCHABLE_SECTIONS)}])")
+        raise ConfigError(
+            f"config: search key {show(key)} is not a key a search can vary "
+            f"(keys of [{'], ['.join(SEARCHABLE_SECTIONS)}])"
+        )
     return f
 
 
@@ -68,8 +71,11 @@ def space_values(section: str, given: Mapping[str, Any]) -> dict[str, Any]:
         elif name in known:
             values[name] = value
         else:
-            raise ConfigError(f"config: unknown key {section}.{toml_key(name)}; known keys: "
-                              + ", ".join(sorted(known)) + ', and "section.key" ranges')
+            raise ConfigError(
+                f"config: unknown key {section}.{toml_key(name)}; known keys: "
+                + ", ".join(sorted(known))
+                + ', and "section.key" ranges'
+            )
     values["space"] = space
     return values
 
@@ -78,4 +84,3 @@ def checked_space(values: dict[str, Any]) -> dict[str, Any]:
     """``values`` with each space entry checked, after the section's own keys."""
     values["space"] = tuple((name, check_space(name, value)) for name, value in values["space"])
     return values
-

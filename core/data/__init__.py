@@ -9,7 +9,12 @@ view of a source; core.data.batches makes the training batches.
 
 from core.data.batches import ImageBatches, ImageDataset, TensorBatches, full_tensors, make_batches
 from core.data.describe import (
-    OBVIOUS_TARGETS, PREVIEW_IMAGES, PREVIEW_ROWS, describe_columns, describe_source, propose_target,
+    OBVIOUS_TARGETS,
+    PREVIEW_IMAGES,
+    PREVIEW_ROWS,
+    describe_columns,
+    describe_source,
+    propose_target,
 )
 from core.data.images import IMAGE_SUFFIXES, decode_image
 from core.data.info import DatasetInfo, ImageSplit, PreparedData, Split, TensorSplit
@@ -19,8 +24,29 @@ from core.data.sources import BUILTIN_DATASETS, read_source
 from core.data.split import random_split, stratified_split
 
 __all__ = [
-    "BUILTIN_DATASETS", "DatasetInfo", "IMAGE_SUFFIXES", "ImageBatches", "ImageDataset", "ImageSplit",
-    "OBVIOUS_TARGETS", "PREVIEW_IMAGES", "PREVIEW_ROWS", "PreparedData", "RawSource", "Split", "TensorBatches",
-    "TensorSplit", "decode_image", "describe_columns", "describe_source", "fit_table", "full_tensors", "load_data", "make_batches",
-    "propose_target", "random_split", "read_source", "stratified_split",
+    "BUILTIN_DATASETS",
+    "DatasetInfo",
+    "IMAGE_SUFFIXES",
+    "ImageBatches",
+    "ImageDataset",
+    "ImageSplit",
+    "OBVIOUS_TARGETS",
+    "PREVIEW_IMAGES",
+    "PREVIEW_ROWS",
+    "PreparedData",
+    "RawSource",
+    "Split",
+    "TensorBatches",
+    "TensorSplit",
+    "decode_image",
+    "describe_columns",
+    "describe_source",
+    "fit_table",
+    "full_tensors",
+    "load_data",
+    "make_batches",
+    "propose_target",
+    "random_split",
+    "read_source",
+    "stratified_split",
 ]

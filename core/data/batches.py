@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,15 +38,16 @@ class ImageDataset(torch.utils.data.Dataset):
 class TensorBatches:
     """Mini-batches from in-memory tensors by index: no per-sample Python work."""
 
-    def __init__(self, split: TensorSplit, batch_size: int, augment: Any = None,
-                 image_shape: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self, split: TensorSplit, batch_size: int, augment: Any = None, image_shape: tuple[int, ...] | None = None
+    ) -> None:
         self.x, self.y, self.batch_size = split.x, split.y, batch_size
         self.augment, self.image_shape = augment, image_shape  # images held as rows (digits)
 
     def epoch(self, indices: torch.Tensor) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         bs = self.batch_size
         for start in range(0, len(indices), bs):
-            idx = indices[start:start + bs]
+            idx = indices[start : start + bs]
             xb = self.x.index_select(0, idx)
             if self.augment is not None and self.image_shape is not None:
                 xb = self.augment(xb.view(-1, *self.image_shape)).reshape(xb.shape)
@@ -73,8 +75,9 @@ class ImageBatches:
     processes start once, not every epoch.
     """
 
-    def __init__(self, split: ImageSplit, info: DatasetInfo, batch_size: int, loader_workers: int,
-                 augment: Any = None) -> None:
+    def __init__(
+        self, split: ImageSplit, info: DatasetInfo, batch_size: int, loader_workers: int, augment: Any = None
+    ) -> None:
         self.dataset = ImageDataset(split, info, augment)
         self.batch_size = batch_size
         self.loader_workers = loader_workers
@@ -96,8 +99,9 @@ class ImageBatches:
             yield xb, yb.long()
 
 
-def make_batches(split: Split, info: DatasetInfo, batch_size: int, loader_workers: int,
-                 augment: Any = None) -> TensorBatches | ImageBatches:
+def make_batches(
+    split: Split, info: DatasetInfo, batch_size: int, loader_workers: int, augment: Any = None
+) -> TensorBatches | ImageBatches:
     """Training batches; ``augment`` (core.training.augment) changes training images only."""
     if isinstance(split, TensorSplit):
         return TensorBatches(split, batch_size, augment, info.image_shape)

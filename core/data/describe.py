@@ -9,8 +9,9 @@ target is a column. :func:`describe_columns` lists the columns alone, for a tabl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +27,21 @@ from core.schema.cells import distinct_texts
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
 # Names a table's target usually has, most telling first ("y" only where it is not a coordinate beside x and z).
-OBVIOUS_TARGETS = ("target", "label", "labels", "class", "species", "price", "outcome", "survived", "income",
-                   "quality", "diagnosis", "churn", "y")
+OBVIOUS_TARGETS = (
+    "target",
+    "label",
+    "labels",
+    "class",
+    "species",
+    "price",
+    "outcome",
+    "survived",
+    "income",
+    "quality",
+    "diagnosis",
+    "churn",
+    "y",
+)
 
 
 def propose_target(columns: Sequence[Mapping[str, Any]]) -> str:
@@ -58,15 +72,31 @@ def _columns_only(table: RawTable, dcfg: DataConfig) -> DatasetInfo:
     columns = [_column_json(name, inf, table.columns[name]) for name, inf in kinds.items()]
     notes: tuple[tuple[str, str], ...] = ()
     if dcfg.target not in table.columns:
-        notes = (("warning", f"target column {dcfg.target!r} not found in {table.path}; columns: "
-                  + ", ".join(table.names[:20]) + (" ..." if len(table.names) > 20 else "") + " (set data.target)"),)
-    return DatasetInfo(name=Path(table.path).stem, n_samples=table.n_rows, input_shape=(), num_classes=0,
-                       class_names=(), task="", schema={"columns": columns, "target": None},
-                       table_columns=tuple(table.names), notes=notes)
+        notes = (
+            (
+                "warning",
+                f"target column {dcfg.target!r} not found in {table.path}; columns: "
+                + ", ".join(table.names[:20])
+                + (" ..." if len(table.names) > 20 else "")
+                + " (set data.target)",
+            ),
+        )
+    return DatasetInfo(
+        name=Path(table.path).stem,
+        n_samples=table.n_rows,
+        input_shape=(),
+        num_classes=0,
+        class_names=(),
+        task="",
+        schema={"columns": columns, "target": None},
+        table_columns=tuple(table.names),
+        notes=notes,
+    )
 
 
-def describe_columns(source: str, target: str = "label", columns: Any = (),
-                     missing: Sequence[str] | None = None) -> DatasetInfo:
+def describe_columns(
+    source: str, target: str = "label", columns: Any = (), missing: Sequence[str] | None = None
+) -> DatasetInfo:
     """A csv: or parquet: source's columns alone (kinds, missing cells, levels; the target's aside when it is a
     column), without fitting anything: what a picker lists while the whole description fails (a column with no
     value, a target with one class), so that a kind can be set or another target picked."""
@@ -80,8 +110,14 @@ def describe_columns(source: str, target: str = "label", columns: Any = (),
     return _columns_only(table, dcfg)
 
 
-def describe_source(source: str, target: str = "label", image_size: int = 0, task: str = "auto",
-                    columns: Any = (), missing: Sequence[str] | None = None) -> DatasetInfo:
+def describe_source(
+    source: str,
+    target: str = "label",
+    image_size: int = 0,
+    task: str = "auto",
+    columns: Any = (),
+    missing: Sequence[str] | None = None,
+) -> DatasetInfo:
     """Describe a source for a picker: sizes, classes and a small preview.
 
     A table's description carries its schema (fitted on every row: a preview, not the training fit) so
@@ -108,15 +144,18 @@ def describe_source(source: str, target: str = "label", image_size: int = 0, tas
             return str(raw.target_raw[i])
         return str(raw.y[i]) if regression else raw.class_names[raw.y[i]]
 
-    if schema is not None and not (all(c.kind == "number" and not c.indicator for c in schema.used)
-                                   and len(schema.used) == len(schema.columns)):
+    if schema is not None and not (
+        all(c.kind == "number" and not c.indicator for c in schema.used) and len(schema.used) == len(schema.columns)
+    ):
         assert raw.table is not None
         used = [c.name for c in schema.used]
         raw.feature_names = used
         raw.x = np.zeros((n, len(used)), np.float32)
         for i in range(min(PREVIEW_ROWS, n)):
-            cells = tuple("" if (v := raw.table.columns[c][i]) is None or (isinstance(v, float) and math.isnan(v))
-                          else v for c in used)
+            cells = tuple(
+                "" if (v := raw.table.columns[c][i]) is None or (isinstance(v, float) and math.isnan(v)) else v
+                for c in used
+            )
             rows.append(cells + (shown(i),))
         input_shape: tuple[int, ...] = (schema.n_features,)
     elif raw.paths is not None:
@@ -141,11 +180,20 @@ def describe_source(source: str, target: str = "label", image_size: int = 0, tas
                 images.append((img[0] if c == 1 else img.transpose(1, 2, 0), raw.class_names[raw.y[i]]))
     counts = () if regression else tuple(int(c) for c in np.bincount(raw.y, minlength=len(raw.class_names)))
     return DatasetInfo(
-        name=raw.name, n_samples=n, input_shape=input_shape,
+        name=raw.name,
+        n_samples=n,
+        input_shape=input_shape,
         num_classes=1 if regression else len(raw.class_names),
-        class_names=tuple(raw.class_names), feature_names=tuple(raw.feature_names),
-        image_shape=raw.image_shape, preview_rows=tuple(rows), preview_images=tuple(images),
-        task=raw.task, categories=tuple(schema.cardinalities) if schema is not None else (),
-        schema=schema.to_json() if schema is not None else None, class_counts=counts, dropped_rows=raw.dropped,
-        notes=tuple(raw.notes), table_columns=tuple(table.names) if table is not None else (),
+        class_names=tuple(raw.class_names),
+        feature_names=tuple(raw.feature_names),
+        image_shape=raw.image_shape,
+        preview_rows=tuple(rows),
+        preview_images=tuple(images),
+        task=raw.task,
+        categories=tuple(schema.cardinalities) if schema is not None else (),
+        schema=schema.to_json() if schema is not None else None,
+        class_counts=counts,
+        dropped_rows=raw.dropped,
+        notes=tuple(raw.notes),
+        table_columns=tuple(table.names) if table is not None else (),
     )

@@ -5,8 +5,9 @@ Torch-free (PIL and numpy): prediction decodes images with the same code as trai
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,15 +24,11 @@ def read_image_folder(dir_text: str, image_size: int, source: str) -> RawSource:
         raise DataError(f"{where(source)}: folder not found: {root}")
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if len(classes) < 2:
-        raise DataError(
-            f"{where(source)}: {root} needs one sub-folder per class (at least 2), found {len(classes)}"
-        )
+        raise DataError(f"{where(source)}: {root} needs one sub-folder per class (at least 2), found {len(classes)}")
     paths: list[str] = []
     labels: list[int] = []
     for label, cls in enumerate(classes):
-        files = sorted(
-            str(p) for p in (root / cls).rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-        )
+        files = sorted(str(p) for p in (root / cls).rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
         if not files:
             raise DataError(f"{where(source)}: class folder {root / cls} holds no images")
         paths += files
@@ -43,8 +40,7 @@ def read_image_folder(dir_text: str, image_size: int, source: str) -> RawSource:
     first = open_image(paths[0], source)
     channels = 1 if first.mode in ("L", "1", "I", "I;16", "F") else 3
     w, h = (image_size, image_size) if image_size else first.size
-    return RawSource(root.name, classes, np.asarray(labels, dtype=np.int64), paths=paths,
-                image_shape=(channels, h, w))
+    return RawSource(root.name, classes, np.asarray(labels, dtype=np.int64), paths=paths, image_shape=(channels, h, w))
 
 
 def _image_problem(exc: Exception) -> str:

@@ -36,21 +36,25 @@ class DatasetInfo:
     std: tuple[float, ...] = ()
     preview_rows: tuple[tuple[Any, ...], ...] = ()
     preview_images: tuple[tuple[np.ndarray, str], ...] = field(default=(), compare=False, repr=False)
-    task: str = "classification"        # or "regression": one standardised output
-    categories: tuple[int, ...] = ()     # tables: levels of each category feature (the last len() features)
+    task: str = "classification"  # or "regression": one standardised output
+    categories: tuple[int, ...] = ()  # tables: levels of each category feature (the last len() features)
     schema: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # core.schema.Schema as JSON
-    class_counts: tuple[int, ...] = ()   # training samples per class
-    dropped_rows: int = 0                # rows without a target value, left out
+    class_counts: tuple[int, ...] = ()  # training samples per class
+    dropped_rows: int = 0  # rows without a target value, left out
     notes: tuple[tuple[str, str], ...] = ()  # (level, message) for the run's log: the task chosen, ignored columns
     table_columns: tuple[str, ...] = ()  # a table's columns in file order, the target's included (descriptions)
 
     def as_dict(self) -> dict[str, Any]:
         """What a checkpoint and model.json carry about the data (no previews)."""
         out = {
-            "name": self.name, "input_shape": list(self.input_shape), "num_classes": self.num_classes,
-            "class_names": list(self.class_names), "feature_names": list(self.feature_names),
+            "name": self.name,
+            "input_shape": list(self.input_shape),
+            "num_classes": self.num_classes,
+            "class_names": list(self.class_names),
+            "feature_names": list(self.feature_names),
             "image_shape": list(self.image_shape) if self.image_shape else None,
-            "mean": list(self.mean), "std": list(self.std),
+            "mean": list(self.mean),
+            "std": list(self.std),
         }
         if self.task != "classification":
             out["task"] = self.task
@@ -121,9 +125,11 @@ class DatasetInfo:
         counts = [c for c in self.class_counts if c > 0]
         if not self.imbalanced:
             return ""
-        return (f"classes are imbalanced: the largest has {max(counts)} training samples, the smallest {min(counts)} "
-                f"({max(counts) / min(counts):.1f}x); the best model is chosen by balanced accuracy; consider "
-                "train.class_weights = \"balanced\"")
+        return (
+            f"classes are imbalanced: the largest has {max(counts)} training samples, the smallest {min(counts)} "
+            f"({max(counts) / min(counts):.1f}x); the best model is chosen by balanced accuracy; consider "
+            'train.class_weights = "balanced"'
+        )
 
 
 @dataclass(frozen=True)

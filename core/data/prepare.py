@@ -31,14 +31,20 @@ def fit_table(raw: RawSource, cfg: DataConfig, train_idx: np.ndarray) -> Schema:
 
     assert raw.table is not None and raw.target_raw is not None
     y_train = raw.y[train_idx].astype(np.float64) if raw.task == "regression" else None
-    schema = fit_schema(raw.table, cfg.target, raw.kinds, raw.task, raw.class_names, y_train, train_idx,
-                        cfg.standardize, cfg.missing)
+    schema = fit_schema(
+        raw.table, cfg.target, raw.kinds, raw.task, raw.class_names, y_train, train_idx, cfg.standardize, cfg.missing
+    )
     raw.x = encode_table(schema, raw.table).x
     for c in schema.numeric:
         if c.clip is not None:
-            raw.notes.append(("info", f"column {c.name!r}: {c.outliers} training value(s) far outside the rest are "
-                                      f"taken as {c.clip[0]:.6g} to {c.clip[1]:.6g} (here and wherever the model "
-                                      "is used)"))
+            raw.notes.append(
+                (
+                    "info",
+                    f"column {c.name!r}: {c.outliers} training value(s) far outside the rest are "
+                    f"taken as {c.clip[0]:.6g} to {c.clip[1]:.6g} (here and wherever the model "
+                    "is used)",
+                )
+            )
     raw.feature_names = schema.feature_names
     if raw.task == "regression":
         raw.y = schema.encode_target(raw.target_raw, where(cfg.source))
@@ -70,17 +76,28 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
         y_tr = raw.y[train_idx].astype(np.float64)
         t_mean, t_std = float(y_tr.mean()), float(y_tr.std()) or 1.0
         raw.y = ((raw.y - t_mean) / t_std).astype(np.float32)
-        schema_json: dict[str, Any] | None = {"target": {"name": "target", "kind": "number", "mean": t_mean,
-                                                         "std": t_std}, "task": "regression"}
+        schema_json: dict[str, Any] | None = {
+            "target": {"name": "target", "kind": "number", "mean": t_mean, "std": t_std},
+            "task": "regression",
+        }
     else:
         schema_json = schema.to_json() if schema is not None else None
     counts = () if regression else tuple(int(c) for c in np.bincount(raw.y[train_idx], minlength=len(raw.class_names)))
     common = dict(
-        name=raw.name, n_samples=n, num_classes=1 if regression else len(raw.class_names),
-        class_names=tuple(raw.class_names), feature_names=tuple(raw.feature_names),
-        image_shape=raw.image_shape, n_train=len(train_idx), n_val=len(val_idx),
-        task=raw.task, categories=tuple(schema.cardinalities) if schema is not None else (),
-        schema=schema_json, class_counts=counts, dropped_rows=raw.dropped, notes=tuple(raw.notes),
+        name=raw.name,
+        n_samples=n,
+        num_classes=1 if regression else len(raw.class_names),
+        class_names=tuple(raw.class_names),
+        feature_names=tuple(raw.feature_names),
+        image_shape=raw.image_shape,
+        n_train=len(train_idx),
+        n_val=len(val_idx),
+        task=raw.task,
+        categories=tuple(schema.cardinalities) if schema is not None else (),
+        schema=schema_json,
+        class_counts=counts,
+        dropped_rows=raw.dropped,
+        notes=tuple(raw.notes),
     )
     if raw.paths is not None:
         assert raw.image_shape is not None
@@ -118,6 +135,7 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     if share:
         for t in (train.x, train.y, val.x, val.y):
             t.share_memory_()
-    info = DatasetInfo(input_shape=input_shape, mean=tuple(float(m) for m in f_mean),
-                       std=tuple(float(s) for s in f_std), **common)  # type: ignore[arg-type]
+    info = DatasetInfo(
+        input_shape=input_shape, mean=tuple(float(m) for m in f_mean), std=tuple(float(s) for s in f_std), **common
+    )  # type: ignore[arg-type]
     return PreparedData(info, train, val)

@@ -26,8 +26,8 @@ class RawSource:
     feature_names: list[str] = field(default_factory=list)
     image_shape: tuple[int, int, int] | None = None
     task: str = "classification"
-    table: RawTable | None = None          # csv:, parquet: the columns, encoded once the split is known
+    table: RawTable | None = None  # csv:, parquet: the columns, encoded once the split is known
     kinds: dict[str, Inferred] = field(default_factory=dict)
-    target_raw: np.ndarray | None = None   # the target's cells of the rows kept
+    target_raw: np.ndarray | None = None  # the target's cells of the rows kept
     dropped: int = 0
     notes: list[tuple[str, str]] = field(default_factory=list)

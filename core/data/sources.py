@@ -31,9 +31,15 @@ def _builtin(name: str, query: str, source: str) -> RawSource:
     if name == "diabetes":  # a numeric target: regression
         bunch = skd.load_diabetes()
         x = np.asarray(bunch.data, dtype=np.float32)
-        return RawSource("diabetes", [], np.asarray(bunch.target, dtype=np.float32), x=x,
-                    feature_names=[str(f) for f in bunch.feature_names], task="regression",
-                    notes=[("info", "task: regression (builtin:diabetes has a numeric target)")])
+        return RawSource(
+            "diabetes",
+            [],
+            np.asarray(bunch.target, dtype=np.float32),
+            x=x,
+            feature_names=[str(f) for f in bunch.feature_names],
+            task="regression",
+            notes=[("info", "task: regression (builtin:diabetes has a numeric target)")],
+        )
 
     loaders = {
         "digits": skd.load_digits,
@@ -43,25 +49,23 @@ def _builtin(name: str, query: str, source: str) -> RawSource:
     }
     if name not in loaders:
         raise DataError(
-            f"{where(source)}: unknown built-in dataset {name!r}; choose one of "
-            + ", ".join(BUILTIN_DATASETS)
+            f"{where(source)}: unknown built-in dataset {name!r}; choose one of " + ", ".join(BUILTIN_DATASETS)
         )
     bunch = loaders[name]()
     x = np.asarray(bunch.data, dtype=np.float32)
     names = [str(n) for n in bunch.target_names]
     feats = [str(f) for f in getattr(bunch, "feature_names", [])] or [f"f{i}" for i in range(x.shape[1])]
     image_shape = (1, 8, 8) if name == "digits" else None
-    return RawSource(name, names, np.asarray(bunch.target, dtype=np.int64), x=x,
-                feature_names=feats, image_shape=image_shape)
+    return RawSource(
+        name, names, np.asarray(bunch.target, dtype=np.int64), x=x, feature_names=feats, image_shape=image_shape
+    )
 
 
 def _synthetic(query: str, source: str) -> RawSource:
     params = {"n": 10000, "features": 32, "classes": 10, "seed": 0}
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key not in params:
-            raise DataError(
-                f"{where(source)}: unknown parameter {key!r}; known: " + ", ".join(params)
-            )
+            raise DataError(f"{where(source)}: unknown parameter {key!r}; known: " + ", ".join(params))
         try:
             params[key] = int(value)
         except ValueError:
@@ -74,8 +78,13 @@ def _synthetic(query: str, source: str) -> RawSource:
     centres = torch.randn(c, f, generator=gen) * (3.0 / math.sqrt(f)) * 1.5
     y = torch.randint(0, c, (n,), generator=gen)
     x = centres[y] + torch.randn(n, f, generator=gen) * 1.0
-    return RawSource(f"synthetic(n={n},features={f},classes={c})", [f"class{i}" for i in range(c)],
-                y.numpy(), x=x.numpy(), feature_names=[f"f{i}" for i in range(f)])
+    return RawSource(
+        f"synthetic(n={n},features={f},classes={c})",
+        [f"class{i}" for i in range(c)],
+        y.numpy(),
+        x=x.numpy(),
+        feature_names=[f"f{i}" for i in range(f)],
+    )
 
 
 def _encode_labels(column: TextColumn, source: str, what: str) -> tuple[np.ndarray, list[str]]:
@@ -119,8 +128,9 @@ def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
     if dropped:
         table = table.take(np.flatnonzero(present))
         values = table.columns[cfg.target]
-        notes.append(("warning", f"{dropped} row(s) of {path.name} have no value in target column {cfg.target!r}: "
-                                 "left out"))
+        notes.append(
+            ("warning", f"{dropped} row(s) of {path.name} have no value in target column {cfg.target!r}: left out")
+        )
     if table.n_rows == 0:
         raise DataError(f"{where(source)}: {path} has no row with a value in target column {cfg.target!r}")
     chosen, why = choose_task(values, task)
@@ -131,17 +141,21 @@ def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
     if chosen == "regression":
         y = regression_target(table, cfg.target, values)
         if len(np.unique(y)) < 2:
-            raise DataError(f"{where(source)}: {path} target column {cfg.target!r} has a single value ({y[0]:g}); "
-                            "nothing to learn")
+            raise DataError(
+                f"{where(source)}: {path} target column {cfg.target!r} has a single value ({y[0]:g}); nothing to learn"
+            )
         names: list[str] = []
     else:
         names, y = class_codes(values)
         if len(names) < 2:
-            raise DataError(f"{where(source)}: target column {cfg.target!r} of {path} has only one class "
-                            f"({names[0] if names else 'none'}); need at least 2")
+            raise DataError(
+                f"{where(source)}: target column {cfg.target!r} of {path} has only one class "
+                f"({names[0] if names else 'none'}); need at least 2"
+            )
     notes.insert(0, ("info", f"task: {chosen} ({why})"))
-    return RawSource(path.stem, names, y, task=chosen, table=table, kinds=kinds, target_raw=values, dropped=dropped,
-                notes=notes)
+    return RawSource(
+        path.stem, names, y, task=chosen, table=table, kinds=kinds, target_raw=values, dropped=dropped, notes=notes
+    )
 
 
 def _npz(path_text: str, source: str) -> RawSource:
@@ -150,8 +164,9 @@ def _npz(path_text: str, source: str) -> RawSource:
     x, y_raw, names_arr = arrays.x, arrays.y, arrays.class_names
     assert y_raw is not None
     uniq, codes = np.unique(y_raw, return_inverse=True)
-    y, names = _encode_labels(TextColumn(codes.reshape(-1).astype(np.int64), [str(v) for v in uniq.tolist()]),
-                              source, f"{path}'s y")
+    y, names = _encode_labels(
+        TextColumn(codes.reshape(-1).astype(np.int64), [str(v) for v in uniq.tolist()]), source, f"{path}'s y"
+    )
     if names_arr is not None and np.issubdtype(y_raw.dtype, np.integer) and int(y_raw.min()) >= 0:
         given = [str(n) for n in names_arr.tolist()]
         if len(given) > int(y_raw.max()):
@@ -162,8 +177,9 @@ def _npz(path_text: str, source: str) -> RawSource:
     elif x.ndim == 3:
         image_shape = (1, int(x.shape[1]), int(x.shape[2]))
     x = x.reshape(x.shape[0], -1)
-    return RawSource(path.stem, names, y, x=x, feature_names=[f"f{i}" for i in range(x.shape[1])],
-                image_shape=image_shape)  # type: ignore[arg-type]
+    return RawSource(
+        path.stem, names, y, x=x, feature_names=[f"f{i}" for i in range(x.shape[1])], image_shape=image_shape
+    )  # type: ignore[arg-type]
 
 
 def read_source(cfg: DataConfig, task: str = "auto") -> RawSource:
@@ -172,11 +188,13 @@ def read_source(cfg: DataConfig, task: str = "auto") -> RawSource:
         name, _, query = rest.partition("?")
         raw = _builtin(name, query, cfg.source)
         if task == "regression" and raw.task != "regression":
-            raise DataError(f"{where(cfg.source)}: train.task = \"regression\" needs a numeric target; "
-                            f"builtin:{name} has classes")
+            raise DataError(
+                f'{where(cfg.source)}: train.task = "regression" needs a numeric target; builtin:{name} has classes'
+            )
         if task == "classification" and raw.task == "regression":
-            raise DataError(f"{where(cfg.source)}: train.task = \"classification\" needs classes; "
-                            f"builtin:{name} has a numeric target")
+            raise DataError(
+                f'{where(cfg.source)}: train.task = "classification" needs classes; builtin:{name} has a numeric target'
+            )
         return raw
     if scheme in TABLE_SCHEMES:
         table = read_source_table(cfg)

@@ -11,12 +11,14 @@ def validate_device(device: str) -> None:
     """Refuse a device this machine does not have, with a one-line ConfigError."""
     if device.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ConfigError(f"config: parallel.device is {device!r} but this machine has no CUDA device; use \"cpu\"")
+            raise ConfigError(f'config: parallel.device is {device!r} but this machine has no CUDA device; use "cpu"')
         if ":" in device and int(device.split(":")[1]) >= torch.cuda.device_count():
-            raise ConfigError(f"config: parallel.device {device!r} does not exist; "
-                              f"this machine has {torch.cuda.device_count()} CUDA device(s)")
+            raise ConfigError(
+                f"config: parallel.device {device!r} does not exist; "
+                f"this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
     if device == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        raise ConfigError("config: parallel.device is \"mps\" but this machine has no Apple GPU; use \"cpu\"")
+        raise ConfigError('config: parallel.device is "mps" but this machine has no Apple GPU; use "cpu"')
 
 
 def worker_device(device: str, local_rank: int) -> torch.device:

@@ -18,7 +18,7 @@ def signal_name(number: int) -> str:
 
 
 def exit_reason(code: int | None) -> str:
-    """"exit code 3", "killed by SIGTERM", or "still running" (no exit code yet)."""
+    """ "exit code 3", "killed by SIGTERM", or "still running" (no exit code yet)."""
     if code is None:
         return "still running"
     if code < 0:
@@ -27,7 +27,7 @@ def exit_reason(code: int | None) -> str:
 
 
 def exit_clause(code: int | None) -> str:
-    """"exited with code 3", "was killed by SIGTERM", or "ended" (no exit code known)."""
+    """ "exited with code 3", "was killed by SIGTERM", or "ended" (no exit code known)."""
     if code is None:
         return "ended"
     if code < 0:

@@ -22,8 +22,7 @@ def _bar_class() -> type:
 def progress(total: int, desc: str, unit: str = "it", **kwargs: Any) -> Any:
     """A tqdm bar on stderr, disabled unless stderr is a terminal; stdout is never touched."""
     kwargs.setdefault("leave", False)
-    return _bar_class()(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(),
-                        **kwargs)
+    return _bar_class()(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not sys.stderr.isatty(), **kwargs)
 
 
 def note(bar: Any, line: str) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from core.worker.channels import Channels
     from core.data import PreparedData
+    from core.worker.channels import Channels
     from core.worker.trainer import WorkerSpec
 
 
@@ -47,7 +47,7 @@ class Launcher(Protocol):
     def warm_up(self) -> None:
         """Make the first start fast (e.g. start the forkserver); nothing when there is nothing to warm."""
 
-    def channels(self, command: int) -> "Channels":
+    def channels(self, command: int) -> Channels:
         """The queue, control word and settings box between the session and its workers."""
 
     def rendezvous(self, uses_process_group: bool) -> str:
@@ -56,8 +56,9 @@ class Launcher(Protocol):
     def attach(self, run_dir: Path) -> None:
         """The run directory exists: record what this launcher needs there."""
 
-    def start(self, specs: "list[WorkerSpec]", data: "PreparedData", shared: list[Any],
-              channels: "Channels") -> list[WorkerHandle]:
+    def start(
+        self, specs: list[WorkerSpec], data: PreparedData, shared: list[Any], channels: Channels
+    ) -> list[WorkerHandle]:
         """Start the workers this process runs; on failure none is left running and the error is raised."""
 
     def summary_extra(self, nodes: list[str]) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from core.worker.channels import Channels
     from core.launchers.base import WorkerHandle
+    from core.worker.channels import Channels
     from core.worker.trainer import WorkerSpec
 
 # torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server
@@ -121,7 +121,7 @@ def _wait_for_forkserver(ctx: Any) -> None:
 def forkserver_pid() -> int | None:
     from multiprocessing import forkserver
 
-    return getattr(forkserver._forkserver, "_forkserver_pid", None)  # noqa: SLF001
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
 
 
 def stop_forkserver() -> None:
@@ -132,7 +132,7 @@ def stop_forkserver() -> None:
     forkserver = sys.modules.get("multiprocessing.forkserver")
     if forkserver is None or not hasattr(forkserver, "_forkserver"):
         return
-    server = forkserver._forkserver  # noqa: SLF001
+    server = forkserver._forkserver
     pid = getattr(server, "_forkserver_pid", None)
     if pid is None:
         return
@@ -141,15 +141,15 @@ def stop_forkserver() -> None:
         os.waitpid(pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
-    server._forkserver_pid = None  # noqa: SLF001
-    server._forkserver_address = None  # noqa: SLF001
+    server._forkserver_pid = None
+    server._forkserver_address = None
     alive = getattr(server, "_forkserver_alive_fd", None)
     if alive is not None:
         try:
             os.close(alive)
         except OSError:
             pass
-        server._forkserver_alive_fd = None  # noqa: SLF001
+        server._forkserver_alive_fd = None
     _stop_resource_tracker()
 
 
@@ -162,7 +162,7 @@ def _stop_resource_tracker(wait_s: float = 0.5) -> None:
     fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
     if fd is None or pid is None:
         return
-    tracker._fd = tracker._pid = None  # noqa: SLF001
+    tracker._fd = tracker._pid = None
     try:
         os.close(fd)
         deadline = time.monotonic() + wait_s
@@ -184,13 +184,18 @@ class LocalLauncher:
     def warm_up(self) -> None:
         warm_up()  # no-op when the forkserver already runs
 
-    def channels(self, command: int) -> "Channels":
+    def channels(self, command: int) -> Channels:
         from core.worker.channels import Channels, SettingsBox
 
         ctx = self.ctx
         settings = SettingsBox(ctx.RawValue("i", 0), ctx.RawArray("c", SettingsBox.SIZE))
-        return Channels(queue=ctx.Queue(), command=ctx.RawValue("i", command), run_event=ctx.Event(),
-                        request=ctx.RawValue("i", 0), settings=settings)
+        return Channels(
+            queue=ctx.Queue(),
+            command=ctx.RawValue("i", command),
+            run_event=ctx.Event(),
+            request=ctx.RawValue("i", 0),
+            settings=settings,
+        )
 
     def rendezvous(self, uses_process_group: bool) -> str:
         """Where a process group meets: a FileStore in a fresh temp path (the store creates it)."""
@@ -204,12 +209,19 @@ class LocalLauncher:
         self._rendezvous_file = path
         return f"file://{path}"
 
-    def start(self, specs: "list[WorkerSpec]", data: Any, shared: list[Any], channels: "Channels") -> "list[WorkerHandle]":
+    def start(self, specs: list[WorkerSpec], data: Any, shared: list[Any], channels: Channels) -> list[WorkerHandle]:
         """Start one process per spec; on any failure none is left running and the error is raised."""
         from core.worker.process import worker_main
 
-        procs = [self.ctx.Process(target=worker_main, args=(spec, data, shared, channels),
-                                  name=f"traindesk-worker-{spec.rank}", daemon=False) for spec in specs]
+        procs = [
+            self.ctx.Process(
+                target=worker_main,
+                args=(spec, data, shared, channels),
+                name=f"traindesk-worker-{spec.rank}",
+                daemon=False,
+            )
+            for spec in specs
+        ]
         try:
             for proc in procs:
                 proc.start()

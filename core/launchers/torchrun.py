@@ -22,15 +22,16 @@ import queue as queue_mod
 import signal
 import socket
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from core.worker.channels import RUN, STOP, Channels, SettingsBox
 from core.config import Config
 from core.host.machine import keep_freed_memory
 from core.runfiles.layout import RunDir
+from core.worker.channels import RUN, STOP, Channels, SettingsBox
 from core.worker.process import run_worker
 from core.worker.trainer import WorkerSpec, default_threads
 
@@ -106,9 +107,14 @@ def torchrun_spec(cfg: Config) -> WorkerSpec:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world))
     cfg = cfg.replace("parallel", strategy="ddp", workers=world)
     return WorkerSpec(
-        rank=rank, world_size=world, config=cfg,
-        threads=default_threads(local_world, cfg.parallel.threads_per_worker), parent_pid=os.getppid(),
-        local_rank=local_rank, dist_init="env://", node=socket.gethostname(),
+        rank=rank,
+        world_size=world,
+        config=cfg,
+        threads=default_threads(local_world, cfg.parallel.threads_per_worker),
+        parent_pid=os.getppid(),
+        local_rank=local_rank,
+        dist_init="env://",
+        node=socket.gethostname(),
     )
 
 
@@ -124,7 +130,7 @@ class RankThread:
     def _run(self) -> None:
         try:
             self.exitcode = self._target()
-        except BaseException:  # noqa: BLE001 - run_worker reports its own failures
+        except BaseException:
             self.exitcode = 1
 
     def start(self) -> None:
@@ -171,15 +177,22 @@ class TorchrunLauncher:
         """The run directory is known: record which rendezvous it belongs to."""
         from core.runfiles.writing import atomic_write_json
 
-        atomic_write_json(RunDir(run_dir).torchrun_file, {"rdzv_id": os.environ.get("TORCHELASTIC_RUN_ID", ""),
-                                               "world_size": self.world, "restarts": self.restarts})
+        atomic_write_json(
+            RunDir(run_dir).torchrun_file,
+            {"rdzv_id": os.environ.get("TORCHELASTIC_RUN_ID", ""), "world_size": self.world, "restarts": self.restarts},
+        )
 
     def start(self, specs: list[WorkerSpec], data: Any, shared: list[Any], channels: Channels) -> list[RankThread]:
         import torch
 
-        spec = dataclasses.replace(specs[self.rank], local_rank=self.local_rank, node=self.node,
-                                   gather_records=True, parent_pid=os.getpid(),
-                                   threads=default_threads(self.local_world, specs[0].config.parallel.threads_per_worker))
+        spec = dataclasses.replace(
+            specs[self.rank],
+            local_rank=self.local_rank,
+            node=self.node,
+            gather_records=True,
+            parent_pid=os.getpid(),
+            threads=default_threads(self.local_world, specs[0].config.parallel.threads_per_worker),
+        )
         torch.set_num_threads(spec.threads)
         keep_freed_memory()  # this process trains (a thread of it)
         handle = RankThread(lambda: run_worker(spec, data, shared, channels))
@@ -187,8 +200,7 @@ class TorchrunLauncher:
         return [handle]
 
     def summary_extra(self, nodes: list[str]) -> dict[str, Any]:
-        return {"world_size": self.world, "nodes": nodes, "restarts": self.restarts,
-                "samples_lost": self.samples_lost}
+        return {"world_size": self.world, "nodes": nodes, "restarts": self.restarts, "samples_lost": self.samples_lost}
 
     def cleanup(self) -> None:
         pass
@@ -209,12 +221,15 @@ def refuse_hanging_restarts() -> None:
     from core.errors import UserError
 
     restarts = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")
-    shared = (os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "0") != "1"
-              and os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") != "False")
+    shared = (
+        os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "0") != "1"
+        and os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") != "False"
+    )
     if restarts.isdigit() and int(restarts) > 0 and shared:
         raise UserError(
             f"traindesk train: torchrun --max-restarts {restarts} needs {SHARED_STORE_FIX} in torchrun's "
-            "environment (with its rendezvous store shared across restarts a restarted group hangs)")
+            "environment (with its rendezvous store shared across restarts a restarted group hangs)"
+        )
 
 
 @contextlib.contextmanager
@@ -224,8 +239,10 @@ def waiting_for(what: str) -> Iterator[None]:
         yield
     except Exception as exc:  # torch raises DistStoreError, DistBackendError, RuntimeError... for one cause
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise PeersLost(f"torchrun: rank {os.environ.get('RANK', '?')} gave up waiting for {what} "
-                        f"(process-group timeout {GROUP_TIMEOUT_S} s): {first[:160]}") from None
+        raise PeersLost(
+            f"torchrun: rank {os.environ.get('RANK', '?')} gave up waiting for {what} "
+            f"(process-group timeout {GROUP_TIMEOUT_S} s): {first[:160]}"
+        ) from None
 
 
 def join_group(cfg: Config) -> None:
@@ -291,8 +308,9 @@ def run_other_rank(cfg: Config, start: dict[str, Any]) -> int:
     keep_freed_memory()
     data = load_data(spec.config.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     # the weights do not matter: DistributedDataParallel starts every rank from rank 0's
-    model = build_model(spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape,
-                        data.info.categories)
+    model = build_model(
+        spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape, data.info.categories
+    )
     run_event = threading.Event()
     run_event.set()
     word = _Word()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 READ_BLOCK_BYTES = 4 << 20  # a read asks whether to stop after each block of about this many bytes (0.1-0.2 s)
 

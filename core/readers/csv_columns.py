@@ -4,9 +4,10 @@ pyarrow conversion every fast path shares (numbers as float64 rounded once to fl
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,9 @@ class Columns:
 
     numeric: Sequence[int]
     text: Sequence[int] = ()
-    required: Mapping[int, str] = field(default_factory=dict)  # text columns that may not be blank -> their name in errors
+    required: Mapping[int, str] = field(
+        default_factory=dict
+    )  # text columns that may not be blank -> their name in errors
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,9 @@ class TextColumn:
 
 @dataclass(frozen=True)
 class CsvData:
-    header: list[str]              # stripped column names
-    x: np.ndarray                  # float32 (rows, len(numeric)), columns in the order asked
-    text: dict[int, TextColumn]    # by column index
+    header: list[str]  # stripped column names
+    x: np.ndarray  # float32 (rows, len(numeric)), columns in the order asked
+    text: dict[int, TextColumn]  # by column index
 
     @property
     def n_rows(self) -> int:
@@ -79,8 +82,12 @@ def convert_options(raw_header: list[str], cols: Columns) -> Any:
     numeric = [raw_header[i] for i in cols.numeric]
     text = [raw_header[i] for i in cols.text]
     types = {**{n: pa.float64() for n in numeric}, **{n: pa.string() for n in text}}
-    return pacsv.ConvertOptions(column_types=types, include_columns=list(dict.fromkeys(numeric + text)),
-                                strings_can_be_null=False, quoted_strings_can_be_null=False)
+    return pacsv.ConvertOptions(
+        column_types=types,
+        include_columns=list(dict.fromkeys(numeric + text)),
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
 
 
 def table_data(table: Any, raw_header: list[str], cols: Columns) -> CsvData | None:
@@ -109,8 +116,10 @@ def table_data(table: Any, raw_header: list[str], cols: Columns) -> CsvData | No
         if i in cols.required and pc.min(lengths).as_py() == 0:
             return None
         encoded = column.combine_chunks().dictionary_encode()
-        codes[i] = TextColumn(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                              [str(v) for v in encoded.dictionary.to_pylist()])
+        codes[i] = TextColumn(
+            encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+            [str(v) for v in encoded.dictionary.to_pylist()],
+        )
     return CsvData([h.strip() for h in raw_header], np.ascontiguousarray(xt.T), codes)
 
 

@@ -19,7 +19,15 @@ from core.errors import DataError
 from core.readers import blocks
 from core.readers.blocks import check_stop
 from core.readers.csv_columns import (
-    FLOAT32_MAX, Columns, CsvData, NotNumeric, Select, TextColumn, convert_options, first_record, has_quotes,
+    FLOAT32_MAX,
+    Columns,
+    CsvData,
+    NotNumeric,
+    Select,
+    TextColumn,
+    convert_options,
+    first_record,
+    has_quotes,
     table_data,
 )
 from core.readers.csv_pieces import csv_split
@@ -81,8 +89,9 @@ def _read_blocks(path: Path, raw_header: list[str], cols: Columns) -> Any:
             check_stop()
             fh.seek(piece.start)
             try:
-                table = pacsv.read_csv(pa.BufferReader(fh.read(piece.stop - piece.start)), read_options=read,
-                                       convert_options=convert)
+                table = pacsv.read_csv(
+                    pa.BufferReader(fh.read(piece.stop - piece.start)), read_options=read, convert_options=convert
+                )
             except (pa.ArrowException, ValueError):
                 return None
             if table.num_rows != piece.count:  # a blank line, skipped by pyarrow: the exact reader's lines

@@ -4,9 +4,9 @@ parse apart (:func:`read_csv_rows`); a piece they cannot parse sends the caller 
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -20,11 +20,11 @@ class CsvRows:
     """Rows ``first``..``first + count`` of a CSV and the bytes that hold them: a piece one process reads."""
 
     path: str
-    names: list[str]      # the header's names as written (the parser's column names)
+    names: list[str]  # the header's names as written (the parser's column names)
     columns: Columns
     first: int
     count: int
-    start: int            # byte offsets of the piece: [start, stop)
+    start: int  # byte offsets of the piece: [start, stop)
     stop: int
 
 
@@ -65,14 +65,15 @@ class CsvSplit:
                 starts = np.concatenate([starts, np.flatnonzero(block == 10) + (offset + 1)])
                 del block  # the map closes only once no array views it
                 while len(starts) > (n := tail_rows if starts[0] >= tail_from else rows):
-                    yield self._piece(first, starts[:n + 1])
+                    yield self._piece(first, starts[: n + 1])
                     first, starts = first + n, starts[n:]
         yield self._piece(first, np.append(starts, self.data_end))
         self.n_rows = first + len(starts)
 
     def _piece(self, first: int, bounds: np.ndarray) -> CsvRows:
-        return CsvRows(str(self.path), self.names, self.columns, first, len(bounds) - 1,
-                       int(bounds[0]), int(bounds[-1]))
+        return CsvRows(
+            str(self.path), self.names, self.columns, first, len(bounds) - 1, int(bounds[0]), int(bounds[-1])
+        )
 
 
 def csv_split(path: Path, select: Select) -> CsvSplit | None:
@@ -122,9 +123,11 @@ def read_csv_rows(rows: CsvRows) -> CsvData | None:
         with open(rows.path, "rb") as fh:
             fh.seek(rows.start)
             data = fh.read(rows.stop - rows.start)
-        table = pacsv.read_csv(pa.BufferReader(data),
-                               read_options=pacsv.ReadOptions(column_names=rows.names, use_threads=False),
-                               convert_options=convert_options(rows.names, rows.columns))
+        table = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(column_names=rows.names, use_threads=False),
+            convert_options=convert_options(rows.names, rows.columns),
+        )
     except (pa.ArrowException, OSError, ValueError):
         return None
     if table.num_rows != rows.count:  # a blank line (skipped by pyarrow), or the file changed since it was indexed

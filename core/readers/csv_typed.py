@@ -14,8 +14,9 @@ with the line-precise reader, whose errors name the line.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from core.readers import blocks
 from core.readers.blocks import check_stop
@@ -29,8 +30,9 @@ def read_typed_csv(path: Path, missing: Sequence[str]) -> Any:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    convert = pacsv.ConvertOptions(null_values=sorted(missing), strings_can_be_null=True,
-                                   quoted_strings_can_be_null=True)
+    convert = pacsv.ConvertOptions(
+        null_values=sorted(missing), strings_can_be_null=True, quoted_strings_can_be_null=True
+    )
     try:
         if has_quotes(path):
             return _streamed(path, convert)
@@ -43,8 +45,12 @@ def _streamed(path: Path, convert: Any) -> Any:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    reader = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=blocks.READ_BLOCK_BYTES),
-                            parse_options=pacsv.ParseOptions(newlines_in_values=True), convert_options=convert)
+    reader = pacsv.open_csv(
+        path,
+        read_options=pacsv.ReadOptions(block_size=blocks.READ_BLOCK_BYTES),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True),
+        convert_options=convert,
+    )
     batches = []
     for batch in reader:
         check_stop()
@@ -59,20 +65,27 @@ def _in_pieces(path: Path, convert: Any) -> Any:
     tables: list[Any] = []
     schema = None
     read_rest = None
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm, \
-            pa.memory_map(str(path)) as source:
+    with (
+        path.open("rb") as fh,
+        mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm,
+        pa.memory_map(str(path)) as source,
+    ):
         whole = source.read_buffer()  # pieces are slices of it: no copy
         for start, stop in _pieces(mm, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES):
             check_stop()
             data = whole.slice(start, stop - start)
             if schema is None:  # the header's piece: names and types inferred
                 first = pacsv.read_csv(data, convert_options=convert)
-                schema = pa.schema([pa.field(f.name, pa.float64() if pa.types.is_integer(f.type) else f.type)
-                                    for f in first.schema])
+                schema = pa.schema(
+                    [pa.field(f.name, pa.float64() if pa.types.is_integer(f.type) else f.type) for f in first.schema]
+                )
                 tables.append(first.cast(schema))
                 rest = pacsv.ConvertOptions(
-                    column_types={f.name: f.type for f in schema}, null_values=convert.null_values,
-                    strings_can_be_null=True, quoted_strings_can_be_null=True)
+                    column_types={f.name: f.type for f in schema},
+                    null_values=convert.null_values,
+                    strings_can_be_null=True,
+                    quoted_strings_can_be_null=True,
+                )
                 read_rest = (pacsv.ReadOptions(column_names=first.column_names), rest)
                 continue
             assert read_rest is not None

@@ -19,8 +19,8 @@ from core.readers.blocks import ReadStopped, check_stop
 
 @dataclass(frozen=True)
 class NpzData:
-    x: np.ndarray                    # float32 (N, ...), finite
-    y: np.ndarray | None = None      # labels as stored (N,), when asked for
+    x: np.ndarray  # float32 (N, ...), finite
+    y: np.ndarray | None = None  # labels as stored (N,), when asked for
     class_names: np.ndarray | None = None
     ids: np.ndarray | None = None
 
@@ -92,7 +92,7 @@ def _read_member(npz: Any, key: str) -> np.ndarray:
             view = memoryview(out.reshape(-1).view(np.uint8))
             for lo in range(0, len(view), blocks.READ_BLOCK_BYTES):
                 check_stop()
-                part = view[lo:lo + blocks.READ_BLOCK_BYTES]
+                part = view[lo : lo + blocks.READ_BLOCK_BYTES]
                 if fh.readinto(part) != len(part):
                     raise ValueError("truncated array")
             check_stop()
@@ -107,7 +107,7 @@ class StoredArray:
     need some of its rows read them there (:meth:`rows`) instead of being sent them."""
 
     path: str
-    offset: int              # where the array's bytes start in the file
+    offset: int  # where the array's bytes start in the file
     shape: tuple[int, ...]
 
     def rows(self, lo: int, hi: int) -> np.ndarray:

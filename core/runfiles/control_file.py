@@ -16,14 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import RunError
-from core.runfiles.records import STATE
 from core.runfiles.layout import RunDir
+from core.runfiles.records import STATE
 from core.runfiles.writing import MetricsTail, atomic_write_json, read_summary
 
 COMMANDS = ("pause", "resume", "stop")
 # the session state that acknowledges each command
-ACKNOWLEDGED_BY = {"pause": ("paused",), "resume": ("running",),
-                   "stop": ("stopping", "finishing", "finished", "stopped", "failed")}
+ACKNOWLEDGED_BY = {
+    "pause": ("paused",),
+    "resume": ("running",),
+    "stop": ("stopping", "finishing", "finished", "stopped", "failed"),
+}
 
 
 def active_run_pid(run_dir: Path) -> int | None:
@@ -67,16 +70,21 @@ def send(run_dir: Path, command: str) -> dict[str, Any]:
     return request
 
 
-def wait_acknowledged(run_dir: Path, request: dict[str, Any], timeout: float = 10.0,
-                      tail: MetricsTail | None = None) -> dict[str, Any] | None:
+def wait_acknowledged(
+    run_dir: Path, request: dict[str, Any], timeout: float = 10.0, tail: MetricsTail | None = None
+) -> dict[str, Any] | None:
     """The session state record that acknowledges ``request``, or None after ``timeout``."""
     tail = tail or MetricsTail(RunDir(run_dir).metrics, start_at_end=False)
     wanted = ACKNOWLEDGED_BY[request["command"]]
     deadline = time.monotonic() + timeout
     while True:
         for rec in tail.read():
-            if (rec.get("kind") == STATE and rec.get("worker") is None and rec.get("state") in wanted
-                    and rec.get("t", 0) >= request["t"] - 1e-3):
+            if (
+                rec.get("kind") == STATE
+                and rec.get("worker") is None
+                and rec.get("state") in wanted
+                and rec.get("t", 0) >= request["t"] - 1e-3
+            ):
                 return rec
         if time.monotonic() >= deadline:
             return None

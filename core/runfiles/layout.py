@@ -30,7 +30,6 @@ from typing import Any
 
 from core.runfiles.writing import SUMMARY_FILE, read_metrics, read_summary
 
-
 CHECKPOINTS = ("last", "best")  # the checkpoints a run may hold, by the name --checkpoint takes
 
 
@@ -38,7 +37,7 @@ CHECKPOINTS = ("last", "best")  # the checkpoints a run may hold, by the name --
 class RunDir:
     path: Path
 
-    def __init__(self, path: "Path | str | RunDir") -> None:
+    def __init__(self, path: Path | str | RunDir) -> None:
         object.__setattr__(self, "path", Path(path.path if isinstance(path, RunDir) else path))
 
     def __fspath__(self) -> str:
@@ -134,14 +133,14 @@ class RunDir:
         return "best" if self.best.is_file() else "last"
 
     @classmethod
-    def of_checkpoint(cls, path: "Path | str") -> "RunDir | None":
+    def of_checkpoint(cls, path: Path | str) -> RunDir | None:
         """The run a checkpoint file belongs to (RUN/checkpoints/X.pt), None for a loose file."""
         path = Path(path)
         run = cls(path.parent.parent)
         return run if path.parent.name == run.checkpoints.name and run.is_run() else None
 
     @staticmethod
-    def weights_file(path: "Path | str", which: str = "last") -> Path:
+    def weights_file(path: Path | str, which: str = "last") -> Path:
         """A checkpoint file as given, or a run directory's checkpoint ``which``."""
         path = Path(path)
         return RunDir(path).checkpoint(which) if path.is_dir() else path
@@ -154,7 +153,7 @@ class RunDir:
         return list(read_metrics(self.metrics)) if self.metrics.is_file() else []
 
 
-def list_runs(runs_dir: "Path | str") -> list[RunDir]:
+def list_runs(runs_dir: Path | str) -> list[RunDir]:
     """The runs in a folder, newest first (by folder name: names start with their start time)."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():

@@ -26,13 +26,13 @@ STATE = "state"
 LOG = "log"
 CONFIG = "config"
 TRIAL = "trial"
-RECOVERY = "recovery"     # a worker rolled back from a diverged loss and lowered its own rate
+RECOVERY = "recovery"  # a worker rolled back from a diverged loss and lowered its own rate
 PUBLIC = (STEP, EVAL, STATE, LOG, CONFIG, TRIAL, RECOVERY)
 
-DONE = "_done"            # a worker ended: how, and where to continue from
-SNAPSHOT = "_snapshot"    # a worker's part of a consistent checkpoint
-BEST = "_best"            # the weights of a worker's new best evaluation
-DIVERGED = "_diverged"    # a worker's loss stopped being finite
+DONE = "_done"  # a worker ended: how, and where to continue from
+SNAPSHOT = "_snapshot"  # a worker's part of a consistent checkpoint
+BEST = "_best"  # the weights of a worker's new best evaluation
+DIVERGED = "_diverged"  # a worker's loss stopped being finite
 INTERNAL = (DONE, DIVERGED, SNAPSHOT, BEST)  # worker -> session only, never written or forwarded
 
 Record = dict[str, Any]
@@ -47,7 +47,7 @@ class StepRecord(TypedDict, total=False):
     samples: int
     loss: float
     lr: float
-    trial: int               # a search's trial
+    trial: int  # a search's trial
 
 
 class EvalRecord(TypedDict, total=False):
@@ -56,8 +56,8 @@ class EvalRecord(TypedDict, total=False):
     worker: int
     epoch: int
     val_loss: float
-    val_accuracy: float      # classification (plus what the task adds: val_rmse, val_mae, val_r2, ...)
-    val_rmse: float          # regression
+    val_accuracy: float  # classification (plus what the task adds: val_rmse, val_mae, val_r2, ...)
+    val_rmse: float  # regression
     samples: int
     trial: int
 
@@ -65,10 +65,10 @@ class EvalRecord(TypedDict, total=False):
 class StateRecord(TypedDict, total=False):
     kind: str
     t: float
-    worker: int | None       # None: the session's own state
-    state: str               # starting | running | paused | stopping | finishing | finished | stopped | failed
+    worker: int | None  # None: the session's own state
+    state: str  # starting | running | paused | stopping | finishing | finished | stopped | failed
     detail: str
-    launcher: str            # where a worker was started (a starting record)
+    launcher: str  # where a worker was started (a starting record)
     pid: int
     node: str
     local_rank: int
@@ -79,28 +79,28 @@ class RecoveryRecord(TypedDict, total=False):
     t: float
     worker: int
     epoch: int
-    step: int                # the worker's last step before the diverged one
+    step: int  # the worker's last step before the diverged one
     lr_from: float
     lr_to: float
-    loss: str                # "nan", "inf": JSON has no number for it
-    weights_from: int        # the step whose weights came back
+    loss: str  # "nan", "inf": JSON has no number for it
+    weights_from: int  # the step whose weights came back
 
 
 class LogRecord(TypedDict, total=False):
     kind: str
     t: float
     worker: int | None
-    level: str               # info | warning | error
+    level: str  # info | warning | error
     message: str
-    topic: str               # "data": what the data is, shown at the start whatever its level
+    topic: str  # "data": what the data is, shown at the start whatever its level
 
 
 class ConfigRecord(TypedDict, total=False):
     kind: str
     t: float
     worker: None
-    changes: dict[str, dict[str, Any]]   # key -> {"from": old, "to": new}
-    steps: dict[str, int]                # worker -> its step when the change took effect
+    changes: dict[str, dict[str, Any]]  # key -> {"from": old, "to": new}
+    steps: dict[str, int]  # worker -> its step when the change took effect
 
 
 class TrialRecord(TypedDict, total=False):
@@ -108,7 +108,7 @@ class TrialRecord(TypedDict, total=False):
     t: float
     worker: int
     trial: int
-    state: str               # running | complete | pruned | failed | stopped
+    state: str  # running | complete | pruned | failed | stopped
 
 
 def _now(t: float | None) -> float:
@@ -116,67 +116,131 @@ def _now(t: float | None) -> float:
 
 
 # -- public records ---------------------------------------------------------------------------------
-def step_record(worker: int, epoch: int, step: int, samples: int, loss: float, lr: float,
-                t: float | None = None, **extra: Any) -> StepRecord:
-    return cast(StepRecord, {"kind": STEP, "t": _now(t), "worker": worker, "epoch": epoch, "step": step,
-                             "samples": samples, "loss": loss, "lr": lr, **extra})
+def step_record(
+    worker: int, epoch: int, step: int, samples: int, loss: float, lr: float, t: float | None = None, **extra: Any
+) -> StepRecord:
+    return cast(
+        StepRecord,
+        {
+            "kind": STEP,
+            "t": _now(t),
+            "worker": worker,
+            "epoch": epoch,
+            "step": step,
+            "samples": samples,
+            "loss": loss,
+            "lr": lr,
+            **extra,
+        },
+    )
 
 
-def eval_record(worker: int, epoch: int, metrics: dict[str, Any], samples: int, t: float | None = None,
-                **extra: Any) -> EvalRecord:
+def eval_record(
+    worker: int, epoch: int, metrics: dict[str, Any], samples: int, t: float | None = None, **extra: Any
+) -> EvalRecord:
     """``metrics``: val_loss and the task's scores (val_accuracy, or val_rmse and the rest)."""
-    return cast(EvalRecord, {"kind": EVAL, "t": _now(t), "worker": worker, "epoch": epoch, **metrics,
-                             "samples": samples, **extra})
+    return cast(
+        EvalRecord,
+        {"kind": EVAL, "t": _now(t), "worker": worker, "epoch": epoch, **metrics, "samples": samples, **extra},
+    )
 
 
-def state_record(worker: int | None, state: str, detail: str = "", t: float | None = None,
-                 **extra: Any) -> StateRecord:
-    return cast(StateRecord, {"kind": STATE, "t": _now(t), "worker": worker, "state": state, "detail": detail,
-                              **extra})
+def state_record(worker: int | None, state: str, detail: str = "", t: float | None = None, **extra: Any) -> StateRecord:
+    return cast(StateRecord, {"kind": STATE, "t": _now(t), "worker": worker, "state": state, "detail": detail, **extra})
 
 
 def log_record(worker: int | None, level: str, message: str, t: float | None = None, **extra: Any) -> LogRecord:
-    return cast(LogRecord, {"kind": LOG, "t": _now(t), "worker": worker, "level": level, "message": message,
-                            **extra})
+    return cast(LogRecord, {"kind": LOG, "t": _now(t), "worker": worker, "level": level, "message": message, **extra})
 
 
 def config_record(changes: dict[str, dict[str, Any]], steps: dict[str, int], t: float | None = None) -> ConfigRecord:
     return cast(ConfigRecord, {"kind": CONFIG, "t": _now(t), "worker": None, "changes": changes, "steps": steps})
 
 
-def recovery_record(worker: int, epoch: int, step: int, lr_from: float, lr_to: float, loss: float,
-                    weights_from: int, t: float | None = None) -> RecoveryRecord:
+def recovery_record(
+    worker: int,
+    epoch: int,
+    step: int,
+    lr_from: float,
+    lr_to: float,
+    loss: float,
+    weights_from: int,
+    t: float | None = None,
+) -> RecoveryRecord:
     """``loss`` (not finite) at the step after ``step``; the weights of step ``weights_from`` came back."""
-    return cast(RecoveryRecord, {"kind": RECOVERY, "t": _now(t), "worker": worker, "epoch": epoch, "step": step,
-                                 "lr_from": lr_from, "lr_to": lr_to, "loss": str(loss), "weights_from": weights_from})
+    return cast(
+        RecoveryRecord,
+        {
+            "kind": RECOVERY,
+            "t": _now(t),
+            "worker": worker,
+            "epoch": epoch,
+            "step": step,
+            "lr_from": lr_from,
+            "lr_to": lr_to,
+            "loss": str(loss),
+            "weights_from": weights_from,
+        },
+    )
 
 
 def trial_record(worker: int, trial: int, state: str, t: float | None = None, **extra: Any) -> TrialRecord:
-    return cast(TrialRecord, {"kind": TRIAL, "t": _now(t), "worker": worker, "trial": trial, "state": state,
-                              **extra})
+    return cast(TrialRecord, {"kind": TRIAL, "t": _now(t), "worker": worker, "trial": trial, "state": state, **extra})
 
 
 # -- worker -> session ------------------------------------------------------------------------------
-def snapshot_record(worker: int, request: int, position: dict[str, Any], optimizer: bytes, rng: bytes,
-                    t: float | None = None) -> Record:
-    return {"kind": SNAPSHOT, "t": _now(t), "worker": worker, "request": request, **position,
-            "optimizer": optimizer, "rng": rng}
+def snapshot_record(
+    worker: int, request: int, position: dict[str, Any], optimizer: bytes, rng: bytes, t: float | None = None
+) -> Record:
+    return {
+        "kind": SNAPSHOT,
+        "t": _now(t),
+        "worker": worker,
+        "request": request,
+        **position,
+        "optimizer": optimizer,
+        "rng": rng,
+    }
 
 
 def best_record(worker: int, epoch: int, step: int, value: float, weights: bytes, t: float | None = None) -> Record:
-    return {"kind": BEST, "t": _now(t), "worker": worker, "epoch": epoch, "step": step, "value": value,
-            "weights": weights}
+    return {
+        "kind": BEST,
+        "t": _now(t),
+        "worker": worker,
+        "epoch": epoch,
+        "step": step,
+        "value": value,
+        "weights": weights,
+    }
 
 
 def diverged_record(worker: int, message: str, t: float | None = None) -> Record:
     return {"kind": DIVERGED, "t": _now(t), "worker": worker, "message": message}
 
 
-def done_record(worker: int, status: str, error: str | None, epochs_done: int, position: dict[str, Any],
-                optimizer: bytes | None = None, rng: bytes | None = None, t: float | None = None) -> Record:
+def done_record(
+    worker: int,
+    status: str,
+    error: str | None,
+    epochs_done: int,
+    position: dict[str, Any],
+    optimizer: bytes | None = None,
+    rng: bytes | None = None,
+    t: float | None = None,
+) -> Record:
     """A worker's last record: how it ended (finished | stopped | failed) and where to continue from."""
-    return {"kind": DONE, "t": _now(t), "worker": worker, "status": status, "error": error,
-            "epochs_done": epochs_done, **position, "optimizer": optimizer, "rng": rng}
+    return {
+        "kind": DONE,
+        "t": _now(t),
+        "worker": worker,
+        "status": status,
+        "error": error,
+        "epochs_done": epochs_done,
+        **position,
+        "optimizer": optimizer,
+        "rng": rng,
+    }
 
 
 def is_internal(record: Record) -> bool:

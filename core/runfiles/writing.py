@@ -8,8 +8,9 @@ import re
 import secrets
 import shutil
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, IO, Iterable, Iterator
+from typing import IO, Any
 
 from core.errors import RunError
 
@@ -139,7 +140,7 @@ class RunsLock:
         self.path = path
 
     @classmethod
-    def acquire(cls, runs_dir: Path, name: str) -> "RunsLock":
+    def acquire(cls, runs_dir: Path, name: str) -> RunsLock:
         import fcntl
 
         runs_dir = Path(runs_dir)

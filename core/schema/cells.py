@@ -87,8 +87,9 @@ def category_text(v: Any) -> str:
     return str(v)
 
 
-def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str, where: str = "",
-                path: str = "", row0: int = 0) -> np.ndarray:
+def numbers_of(
+    table: RawTable | None, name: str, values: np.ndarray, kind: str, where: str = "", path: str = "", row0: int = 0
+) -> np.ndarray:
     """A number or bool column as float64 with NaN for missing; a value of the wrong kind names column and row."""
     where = table.where if table is not None else where
     path = table.path if table is not None else path
@@ -97,8 +98,9 @@ def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str,
             return np.asarray(values, dtype=np.float64)
         if isinstance(values, Coded):  # each distinct word looked at once; a bad one is found in the cells
             words = [str(v).lower() for v in values.levels]
-            as_bool = np.array([1.0 if w in TRUE_WORDS or w == "1" else 0.0 if w in FALSE_WORDS or w == "0"
-                                else -1.0 for w in words])
+            as_bool = np.array(
+                [1.0 if w in TRUE_WORDS or w == "1" else 0.0 if w in FALSE_WORDS or w == "0" else -1.0 for w in words]
+            )
             out = values.map_levels(as_bool, np.nan)
             if not (out < 0).any():
                 return out
@@ -113,8 +115,13 @@ def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str,
             elif w in FALSE_WORDS or w == "0":
                 out[k] = 0.0
             else:
-                raise CellError(f"{where}: {path} column {name!r} row {row0 + k + 1} holds {str(v)[:40]!r}, "
-                                "not true/false", name, k, v, "true/false")
+                raise CellError(
+                    f"{where}: {path} column {name!r} row {row0 + k + 1} holds {str(v)[:40]!r}, not true/false",
+                    name,
+                    k,
+                    v,
+                    "true/false",
+                )
         return out
     if values.dtype != object:
         return np.asarray(values, dtype=np.float64)
@@ -137,6 +144,11 @@ def numbers_of(table: RawTable | None, name: str, values: np.ndarray, kind: str,
         except ValueError:
             what = "is not numeric"
         hint = f'; set data.columns = {{{name} = "category"}} to treat it as text' if what == "is not numeric" else ""
-        raise CellError(f"{where}: {path} column {name!r} {what} (row {row0 + k + 1}: {cell!r}){hint}", name, k,
-                        values[k], "a number" if what == "is not numeric" else "a finite float32 number")
+        raise CellError(
+            f"{where}: {path} column {name!r} {what} (row {row0 + k + 1}: {cell!r}){hint}",
+            name,
+            k,
+            values[k],
+            "a number" if what == "is not numeric" else "a finite float32 number",
+        )
     return numbers

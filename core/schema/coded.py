@@ -11,7 +11,8 @@ array), so code that does not know it still gets the same values.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 
@@ -62,8 +63,11 @@ class Coded:
     def present_levels(self) -> np.ndarray:
         """The indices of the levels some cell holds (in level order)."""
         present = self.codes[self.codes >= 0]
-        return np.flatnonzero(np.bincount(present, minlength=len(self.levels))) if len(present) else \
-            np.empty(0, dtype=np.int64)
+        return (
+            np.flatnonzero(np.bincount(present, minlength=len(self.levels)))
+            if len(present)
+            else np.empty(0, dtype=np.int64)
+        )
 
     def distinct(self) -> list[str]:
         """The distinct texts the cells hold."""
@@ -76,12 +80,13 @@ class Coded:
         full[-1] = missing
         return full[self.codes]
 
-    def normalised(self, missing: frozenset[str]) -> "Coded":
+    def normalised(self, missing: frozenset[str]) -> Coded:
         """The cells stripped, those that are one of the ``missing`` words missing (levels merged by text)."""
         texts = [str(v).strip() for v in self.levels]
         index: dict[str, int] = {}
-        remap = np.array([-1 if t in missing else index.setdefault(t, len(index)) for t in texts] + [-1],
-                         dtype=np.int32)
+        remap = np.array(
+            [-1 if t in missing else index.setdefault(t, len(index)) for t in texts] + [-1], dtype=np.int32
+        )
         if len(index) == len(texts) and texts == [str(v) for v in self.levels]:
             return self
         return Coded(remap[self.codes], list(index))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +17,6 @@ from core.schema.coded import Coded
 from core.schema.spec import RESERVED_LEVELS, ColumnSpec, Schema
 from core.schema.table import RawTable
 
-
 MISSING, UNSEEN = 0, 1  # a category's reserved indices (RESERVED_LEVELS of them)
 PARALLEL_ROWS = 20_000  # this many rows are encoded on several threads, a column each
 
@@ -25,9 +25,9 @@ PARALLEL_ROWS = 20_000  # this many rows are encoded on several threads, a colum
 class Encoded:
     """The model's input for some rows, and what encoding them met."""
 
-    x: np.ndarray                       # float32 (rows, n_features): numbers filled, indicators, category indices
-    unseen: dict[str, int]              # category column -> values not seen in training
-    missing: dict[str, int]             # column -> missing cells
+    x: np.ndarray  # float32 (rows, n_features): numbers filled, indicators, category indices
+    unseen: dict[str, int]  # category column -> values not seen in training
+    missing: dict[str, int]  # column -> missing cells
 
     @property
     def n_unseen(self) -> int:
@@ -40,8 +40,13 @@ class Encoded:
         return self.x[:, :cut], self.x[:, cut:].astype(np.int64)
 
 
-def encode_columns(schema: Schema | Mapping[str, Any], columns: Mapping[str, Any], where: str = "predict",
-                   path: str = "", row0: int = 0) -> Encoded:
+def encode_columns(
+    schema: Schema | Mapping[str, Any],
+    columns: Mapping[str, Any],
+    where: str = "predict",
+    path: str = "",
+    row0: int = 0,
+) -> Encoded:
     """Encode raw columns (name -> sequence of values; any order, extra columns ignored).
 
     Values may be numbers, text, ``None`` or NaN; text in ``schema.missing_values``
@@ -53,8 +58,10 @@ def encode_columns(schema: Schema | Mapping[str, Any], columns: Mapping[str, Any
     where_path = f"{where}: {path}" if path else where
     absent = [c.name for c in schema.used if c.name not in columns]
     if absent:
-        raise DataError(f"{where_path} lacks column {absent[0]!r} that the model needs"
-                        + (f" (and {len(absent) - 1} more)" if len(absent) > 1 else ""))
+        raise DataError(
+            f"{where_path} lacks column {absent[0]!r} that the model needs"
+            + (f" (and {len(absent) - 1} more)" if len(absent) > 1 else "")
+        )
     miss_words = frozenset(schema.missing_values)
     n = None
     for c in schema.used:
@@ -68,21 +75,27 @@ def encode_columns(schema: Schema | Mapping[str, Any], columns: Mapping[str, Any
     threads = min(8, os.cpu_count() or 1) if n >= PARALLEL_ROWS and len(used) > 1 else 1
     with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core: numpy lets go of the GIL
         done = list(pool.map(lambda c: _encode_column(c, columns[c.name], miss_words, where, path, row0), used))
-    parts = [e.values for e in done if e.kind != "category"] + [e.indicator for e in done if e.indicator is not None] \
+    parts = (
+        [e.values for e in done if e.kind != "category"]
+        + [e.indicator for e in done if e.indicator is not None]
         + [e.values for e in done if e.kind == "category"]
+    )
     xt = np.empty((len(parts), n), dtype=np.float32)  # filled by rows, transposed once: faster than stack
     for j, part in enumerate(parts):
         xt[j] = part
-    return Encoded(np.ascontiguousarray(xt.T), {e.name: e.unseen for e in done if e.unseen},
-                   {e.name: e.missing for e in done if e.missing})
+    return Encoded(
+        np.ascontiguousarray(xt.T),
+        {e.name: e.unseen for e in done if e.unseen},
+        {e.name: e.missing for e in done if e.missing},
+    )
 
 
 @dataclass(frozen=True)
 class _Column:
     name: str
     kind: str
-    values: np.ndarray                  # the filled number (float64), or the category index (float32)
-    indicator: np.ndarray | None        # float32 1 where missing, for a column with an indicator
+    values: np.ndarray  # the filled number (float64), or the category index (float32)
+    indicator: np.ndarray | None  # float32 1 where missing, for a column with an indicator
     missing: int
     unseen: int = 0
 
@@ -127,7 +140,9 @@ def _column_array(values: Any, missing: frozenset[str]) -> Any:
     return out
 
 
-def encode_rows(schema: Schema | Mapping[str, Any], rows: Sequence[Mapping[str, Any]], where: str = "request") -> Encoded:
+def encode_rows(
+    schema: Schema | Mapping[str, Any], rows: Sequence[Mapping[str, Any]], where: str = "request"
+) -> Encoded:
     """Encode a list of row mappings ``[{column: value}, ...]`` (a JSON request's ``rows``).
 
     Keys in any order, extra keys ignored; an absent key, ``None`` or a missing word (``""``) is a missing

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from core.schema.spec import ColumnSpec, Schema
 from core.schema.table import RawTable
 
 PARALLEL_ROWS = 20_000  # a table of this many rows fits its number columns on several threads
-FENCE_IQRS = 5.0   # a number this many interquartile ranges beyond its quartile is an outlier: taken as the fence
+FENCE_IQRS = 5.0  # a number this many interquartile ranges beyond its quartile is an outlier: taken as the fence
 
 
 def _select(values: np.ndarray, ranks: list[int], lo: int = 0) -> dict[int, float]:
@@ -32,10 +32,16 @@ def _select(values: np.ndarray, ranks: list[int], lo: int = 0) -> dict[int, floa
     values.partition(r - lo)
     below = [k for k in ranks if k < r]
     above = [k for k in ranks if k > r]
-    return {r: float(values[r - lo]), **_select(values[:r - lo], below, lo), **_select(values[r - lo + 1:], above, r + 1)}
+    return {
+        r: float(values[r - lo]),
+        **_select(values[: r - lo], below, lo),
+        **_select(values[r - lo + 1 :], above, r + 1),
+    }
 
 
-def _quantiles(present: np.ndarray, qs: tuple[float, ...], extra: tuple[int, ...] = ()) -> tuple[list[float], dict[int, float]]:
+def _quantiles(
+    present: np.ndarray, qs: tuple[float, ...], extra: tuple[int, ...] = ()
+) -> tuple[list[float], dict[int, float]]:
     """The ``qs`` quantiles of ``present`` (linear interpolation, as ``np.quantile``), which is reordered, and
     the values of the ``extra`` ranks."""
     n = len(present)
@@ -92,8 +98,8 @@ def _fences(lo: float, q01: float, q25: float, q75: float, q99: float, hi: float
 class _Numbers:
     """A number or bool column fitted on the training rows."""
 
-    x64: np.ndarray     # the training cells as float64, NaN for missing (the example row's values)
-    miss: np.ndarray    # which training cells are missing
+    x64: np.ndarray  # the training cells as float64, NaN for missing (the example row's values)
+    miss: np.ndarray  # which training cells are missing
     spec: ColumnSpec
 
 
@@ -108,12 +114,27 @@ def _fit_numbers(table: RawTable, name: str, inf: Inferred, train_rows: np.ndarr
     if clip is not None:
         outliers = int(((present < np.float32(clip[0])) | (present > np.float32(clip[1]))).sum())
         filled = np.clip(filled, np.float32(clip[0]), np.float32(clip[1]))
-    mean, std = (float(filled.mean(dtype=np.float64)), float(filled.std(dtype=np.float64))) \
-        if standardize else (0.0, 1.0)
+    mean, std = (
+        (float(filled.mean(dtype=np.float64)), float(filled.std(dtype=np.float64))) if standardize else (0.0, 1.0)
+    )
     if std < 1e-6:
         std = 1.0
-    return _Numbers(x64, miss, ColumnSpec(name, inf.kind, inf.reason, fill=fill, indicator=bool(miss.any()),
-                                          mean=mean, std=std, missing=int(miss.sum()), clip=clip, outliers=outliers))
+    return _Numbers(
+        x64,
+        miss,
+        ColumnSpec(
+            name,
+            inf.kind,
+            inf.reason,
+            fill=fill,
+            indicator=bool(miss.any()),
+            mean=mean,
+            std=std,
+            missing=int(miss.sum()),
+            clip=clip,
+            outliers=outliers,
+        ),
+    )
 
 
 def _absent(value: object) -> bool:
@@ -127,18 +148,28 @@ def _example_value(kind: str, value: object) -> object:
     x = float(value)  # type: ignore[arg-type]
     if kind == "bool":
         return x > 0.5
-    return int(x) if x.is_integer() and abs(x) < 2 ** 53 else x
+    return int(x) if x.is_integer() and abs(x) < 2**53 else x
 
 
-def fit_schema(table: RawTable, target: str, kinds: Mapping[str, Inferred], task: str, classes: Sequence[str],
-               y_train: np.ndarray | None, train_rows: np.ndarray, standardize: bool = True,
-               missing_values: Sequence[str] = DEFAULT_MISSING) -> Schema:
+def fit_schema(
+    table: RawTable,
+    target: str,
+    kinds: Mapping[str, Inferred],
+    task: str,
+    classes: Sequence[str],
+    y_train: np.ndarray | None,
+    train_rows: np.ndarray,
+    standardize: bool = True,
+    missing_values: Sequence[str] = DEFAULT_MISSING,
+) -> Schema:
     """Fit fill values, indicators, levels and statistics on ``train_rows`` of ``table``."""
     threads = min(8, os.cpu_count() or 1) if table.n_rows >= PARALLEL_ROWS else 1
     with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core: numpy lets go of the GIL
-        numbers = {name: pool.submit(_fit_numbers, table, name, inf, train_rows, standardize)
-                   for name, inf in kinds.items() if inf.kind in ("number", "bool") and inf.missing < len(
-                       table.columns[name])}
+        numbers = {
+            name: pool.submit(_fit_numbers, table, name, inf, train_rows, standardize)
+            for name, inf in kinds.items()
+            if inf.kind in ("number", "bool") and inf.missing < len(table.columns[name])
+        }
         try:
             specs, complete, cells = _fit_columns(table, kinds, train_rows, numbers, missing_values)
         finally:
@@ -147,34 +178,45 @@ def fit_schema(table: RawTable, target: str, kinds: Mapping[str, Inferred], task
     return _finish(specs, complete, cells, table, target, task, classes, y_train, missing_values)
 
 
-def _fit_columns(table: RawTable, kinds: Mapping[str, Inferred], train_rows: np.ndarray,
-                 numbers: Mapping[str, Future[_Numbers]], missing_values: Sequence[str]
-                 ) -> tuple[list[ColumnSpec], np.ndarray, dict[str, np.ndarray]]:
+def _fit_columns(
+    table: RawTable,
+    kinds: Mapping[str, Inferred],
+    train_rows: np.ndarray,
+    numbers: Mapping[str, Future[_Numbers]],
+    missing_values: Sequence[str],
+) -> tuple[list[ColumnSpec], np.ndarray, dict[str, np.ndarray]]:
     """Each column's spec in order (the number columns' from ``numbers``), which training rows are complete
     and each used column's training cells."""
     where, path = table.where, table.path
     n_train = len(train_rows)
     specs: list[ColumnSpec] = []
-    complete = np.ones(n_train, dtype=bool)   # training rows with every used column present
-    cells: dict[str, np.ndarray] = {}         # each used column's training cells, for the example row
+    complete = np.ones(n_train, dtype=bool)  # training rows with every used column present
+    cells: dict[str, np.ndarray] = {}  # each used column's training cells, for the example row
     for name, inf in kinds.items():
         values = table.columns[name]
         if inf.kind == "ignore":
             specs.append(ColumnSpec(name, "ignore", inf.reason, missing=inf.missing))
             continue
         if inf.missing == len(values):
-            raise DataError(f"{where}: {path} column {name!r} is all missing (every cell empty or one of "
-                            f"{', '.join(repr(m) for m in missing_values)}); drop it or set "
-                            f'data.columns = {{{name} = "ignore"}}')
+            raise DataError(
+                f"{where}: {path} column {name!r} is all missing (every cell empty or one of "
+                f"{', '.join(repr(m) for m in missing_values)}); drop it or set "
+                f'data.columns = {{{name} = "ignore"}}'
+            )
         if inf.kind == "category":
             train = values[train_rows]
             levels = sorted(distinct_texts(train))
-            train_missing = missing_mask(train) if isinstance(train, Coded) else np.fromiter(
-                (_absent(v) for v in train), dtype=bool, count=n_train)
+            train_missing = (
+                missing_mask(train)
+                if isinstance(train, Coded)
+                else np.fromiter((_absent(v) for v in train), dtype=bool, count=n_train)
+            )
             if len(levels) > max_levels(n_train) and len(levels) > max_levels(len(values)) // 2:
-                raise DataError(f"{where}: {path} category column {name!r} has {len(levels)} levels in "
-                                f"{n_train} training rows, more than {max_levels(n_train)} can be learned; "
-                                f'set data.columns = {{{name} = "ignore"}}')
+                raise DataError(
+                    f"{where}: {path} category column {name!r} has {len(levels)} levels in "
+                    f"{n_train} training rows, more than {max_levels(n_train)} can be learned; "
+                    f'set data.columns = {{{name} = "ignore"}}'
+                )
             specs.append(ColumnSpec(name, "category", inf.reason, levels=levels, missing=int(train_missing.sum())))
             complete &= ~train_missing
             cells[name] = train
@@ -186,21 +228,34 @@ def _fit_columns(table: RawTable, kinds: Mapping[str, Inferred], train_rows: np.
     return specs, complete, cells
 
 
-def _finish(specs: list[ColumnSpec], complete: np.ndarray, cells: Mapping[str, np.ndarray], table: RawTable,
-            target: str, task: str, classes: Sequence[str], y_train: np.ndarray | None,
-            missing_values: Sequence[str]) -> Schema:
+def _finish(
+    specs: list[ColumnSpec],
+    complete: np.ndarray,
+    cells: Mapping[str, np.ndarray],
+    table: RawTable,
+    target: str,
+    task: str,
+    classes: Sequence[str],
+    y_train: np.ndarray | None,
+    missing_values: Sequence[str],
+) -> Schema:
     """The schema of the fitted columns, with its example row and the target's statistics."""
     where, path = table.where, table.path
     n_train = len(complete)
     if not any(s.kind != "ignore" for s in specs):
         ignored = "; ".join(f"{s.name}: {s.reason}" for s in specs if s.kind == "ignore")
-        raise DataError(f"{where}: {path} has no usable feature column besides {target!r}"
-                        + (f" (ignored: {ignored})" if ignored else ""))
+        raise DataError(
+            f"{where}: {path} has no usable feature column besides {target!r}"
+            + (f" (ignored: {ignored})" if ignored else "")
+        )
     schema = Schema(specs, target, task, list(classes), missing_values=list(missing_values))
     if n_train:  # a real training row, the first with every cell present: what an API's example shows
         k = int(np.argmax(complete)) if complete.any() else 0
-        schema.example = {s.name: (None if _absent(cells[s.name][k]) else _example_value(s.kind, cells[s.name][k]))
-                          for s in specs if s.kind != "ignore"}
+        schema.example = {
+            s.name: (None if _absent(cells[s.name][k]) else _example_value(s.kind, cells[s.name][k]))
+            for s in specs
+            if s.kind != "ignore"
+        }
     if task == "regression" and y_train is not None:
         schema.target_mean = float(np.mean(y_train))
         std = float(np.std(y_train))

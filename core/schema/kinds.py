@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -12,7 +12,7 @@ from core.schema.cells import FALSE_WORDS, TRUE_WORDS, distinct_texts, missing_m
 from core.schema.table import RawTable
 
 KINDS = ("number", "category", "bool", "ignore")
-MIN_ROWS_FOR_TEXT_RULES = 20   # below this, a column is never ignored as an id or as free text
+MIN_ROWS_FOR_TEXT_RULES = 20  # below this, a column is never ignored as an id or as free text
 
 
 def max_levels(n_rows: int) -> int:
@@ -23,9 +23,9 @@ def max_levels(n_rows: int) -> int:
 @dataclass(frozen=True)
 class Inferred:
     kind: str
-    reason: str = ""     # why: "ignored: ...", or "set in data.columns"
+    reason: str = ""  # why: "ignored: ...", or "set in data.columns"
     missing: int = 0
-    levels: int = 0      # distinct values (categories)
+    levels: int = 0  # distinct values (categories)
 
 
 ID_NAMES = frozenset({"id", "index", "row", "rowid", "row_id", "key", "uuid"})
@@ -83,13 +83,18 @@ def infer_kinds(table: RawTable, target: str, overrides: Mapping[str, str] | Non
     overrides = dict(overrides or {})
     unknown = [c for c in overrides if c not in table.columns]
     if unknown:
-        raise DataError(f"{table.where}: data.columns names {unknown[0]!r}, which {table.path} does not have; "
-                        "columns: " + ", ".join(table.names[:20]))
+        raise DataError(
+            f"{table.where}: data.columns names {unknown[0]!r}, which {table.path} does not have; "
+            "columns: " + ", ".join(table.names[:20])
+        )
     if target in overrides:
-        raise DataError(f"{table.where}: data.columns sets the kind of the target column {target!r}; "
-                        "the target's kind is train.task")
-    return {name: infer_kind(name, values, overrides.get(name))
-            for name, values in table.columns.items() if name != target}
+        raise DataError(
+            f"{table.where}: data.columns sets the kind of the target column {target!r}; "
+            "the target's kind is train.task"
+        )
+    return {
+        name: infer_kind(name, values, overrides.get(name)) for name, values in table.columns.items() if name != target
+    }
 
 
 def describe_kinds(kinds: Mapping[str, Inferred]) -> Iterable[str]:

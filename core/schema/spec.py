@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -11,28 +12,28 @@ from core.schema.cells import DEFAULT_MISSING, category_text, parse_numbers
 from core.schema.coded import Coded
 
 MISSING_LEVEL, UNSEEN_LEVEL = "<missing>", "<unseen>"
-RESERVED_LEVELS = 2            # index 0: missing, 1: unseen
+RESERVED_LEVELS = 2  # index 0: missing, 1: unseen
 SCHEMA_VERSION = 1
 
 
 def embedding_size(cardinality: int) -> int:
     """fastai's rule of thumb for an embedding's width: min(600, round(1.6 * n ** 0.56))."""
-    return int(min(600, round(1.6 * cardinality ** 0.56)))
+    return int(min(600, round(1.6 * cardinality**0.56)))
 
 
 @dataclass
 class ColumnSpec:
     name: str
-    kind: str                    # number | category | bool | ignore
+    kind: str  # number | category | bool | ignore
     reason: str = ""
-    fill: float = 0.0            # number, bool: the training median
-    indicator: bool = False      # number, bool: a missing-indicator feature follows
-    mean: float = 0.0            # standardisation of the filled value
+    fill: float = 0.0  # number, bool: the training median
+    indicator: bool = False  # number, bool: a missing-indicator feature follows
+    mean: float = 0.0  # standardisation of the filled value
     std: float = 1.0
     levels: list[str] = field(default_factory=list)  # category: training levels (index 2..)
-    missing: int = 0             # missing cells seen when fitting
+    missing: int = 0  # missing cells seen when fitting
     clip: tuple[float, float] | None = None  # number: values beyond these fences are taken as the fence
-    outliers: int = 0            # training values beyond the fences
+    outliers: int = 0  # training values beyond the fences
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind}
@@ -49,21 +50,30 @@ class ColumnSpec:
         return out
 
     @staticmethod
-    def from_json(d: Mapping[str, Any]) -> "ColumnSpec":
+    def from_json(d: Mapping[str, Any]) -> ColumnSpec:
         clip = d.get("clip")
-        return ColumnSpec(str(d["name"]), str(d["kind"]), str(d.get("reason", "")), float(d.get("fill", 0.0)),
-                          bool(d.get("indicator", False)), float(d.get("mean", 0.0)), float(d.get("std", 1.0)),
-                          [str(v) for v in d.get("levels", [])], int(d.get("missing", 0)),
-                          (float(clip[0]), float(clip[1])) if clip else None, int(d.get("outliers", 0)))
+        return ColumnSpec(
+            str(d["name"]),
+            str(d["kind"]),
+            str(d.get("reason", "")),
+            float(d.get("fill", 0.0)),
+            bool(d.get("indicator", False)),
+            float(d.get("mean", 0.0)),
+            float(d.get("std", 1.0)),
+            [str(v) for v in d.get("levels", [])],
+            int(d.get("missing", 0)),
+            (float(clip[0]), float(clip[1])) if clip else None,
+            int(d.get("outliers", 0)),
+        )
 
 
 @dataclass
 class Schema:
     columns: list[ColumnSpec]
     target: str
-    task: str                                  # classification | regression
+    task: str  # classification | regression
     classes: list[str] = field(default_factory=list)
-    target_mean: float = 0.0                   # regression: the model learns (y - mean) / std
+    target_mean: float = 0.0  # regression: the model learns (y - mean) / std
     target_std: float = 1.0
     missing_values: list[str] = field(default_factory=lambda: list(DEFAULT_MISSING))
     example: dict[str, Any] = field(default_factory=dict)  # a training row of the used columns, as JSON values
@@ -88,8 +98,11 @@ class Schema:
     @property
     def feature_names(self) -> list[str]:
         """The encoded row's features, in order."""
-        return ([c.name for c in self.numeric] + [f"{c.name}_missing" for c in self.numeric if c.indicator]
-                + [c.name for c in self.categorical])
+        return (
+            [c.name for c in self.numeric]
+            + [f"{c.name}_missing" for c in self.numeric if c.indicator]
+            + [c.name for c in self.categorical]
+        )
 
     @property
     def n_features(self) -> int:
@@ -106,21 +119,34 @@ class Schema:
         if self.task == "classification":
             target["classes"] = list(self.classes)
         else:
-            target.update(mean=self.target_mean, std=self.target_std,
-                          formula="prediction = output * std + mean")
-        return {"version": SCHEMA_VERSION, "task": self.task, "target": target,
-                "columns": [c.to_json() for c in self.columns], "missing_values": list(self.missing_values),
-                **({"example": dict(self.example)} if self.example else {}),
-                "encoded": {"features": self.feature_names, "categories": self.cardinalities,
-                            "layout": "numbers (filled), missing indicators, category indices "
-                                      "(0 missing, 1 unseen, 2.. levels)"}}
+            target.update(mean=self.target_mean, std=self.target_std, formula="prediction = output * std + mean")
+        return {
+            "version": SCHEMA_VERSION,
+            "task": self.task,
+            "target": target,
+            "columns": [c.to_json() for c in self.columns],
+            "missing_values": list(self.missing_values),
+            **({"example": dict(self.example)} if self.example else {}),
+            "encoded": {
+                "features": self.feature_names,
+                "categories": self.cardinalities,
+                "layout": "numbers (filled), missing indicators, category indices (0 missing, 1 unseen, 2.. levels)",
+            },
+        }
 
     @staticmethod
-    def from_json(d: Mapping[str, Any]) -> "Schema":
+    def from_json(d: Mapping[str, Any]) -> Schema:
         t = d["target"]
-        return Schema([ColumnSpec.from_json(c) for c in d["columns"]], str(t["name"]), str(d["task"]),
-                      [str(c) for c in t.get("classes", [])], float(t.get("mean", 0.0)), float(t.get("std", 1.0)),
-                      [str(v) for v in d.get("missing_values", DEFAULT_MISSING)], dict(d.get("example") or {}))
+        return Schema(
+            [ColumnSpec.from_json(c) for c in d["columns"]],
+            str(t["name"]),
+            str(d["task"]),
+            [str(c) for c in t.get("classes", [])],
+            float(t.get("mean", 0.0)),
+            float(t.get("std", 1.0)),
+            [str(v) for v in d.get("missing_values", DEFAULT_MISSING)],
+            dict(d.get("example") or {}),
+        )
 
     # -- the target -------------------------------------------------------------
     def encode_target(self, values: np.ndarray, where: str) -> np.ndarray:
@@ -129,7 +155,9 @@ class Schema:
             return ((numbers - self.target_mean) / self.target_std).astype(np.float32)
         index = {c: i for i, c in enumerate(self.classes)}
         if isinstance(values, Coded):  # each distinct text looked up once
-            return values.map_levels(np.array([index.get(category_text(v), -1) for v in values.levels], dtype=np.int64), -1)
+            return values.map_levels(
+                np.array([index.get(category_text(v), -1) for v in values.levels], dtype=np.int64), -1
+            )
         return np.asarray([index[category_text(v)] for v in values], dtype=np.int64)
 
     def decode_output(self, out: np.ndarray) -> np.ndarray:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,17 +21,17 @@ from core.schema.coded import Coded, from_arrow
 class RawTable:
     """A table's columns as read: object arrays of ``str``/``None`` or float64 arrays with NaN for missing."""
 
-    where: str                       # "data: csv:PATH" or "predict": the start of every error
+    where: str  # "data: csv:PATH" or "predict": the start of every error
     path: str
-    columns: dict[str, np.ndarray]   # in file order
+    columns: dict[str, np.ndarray]  # in file order
     n_rows: int
-    kind: str = ""                   # "csv" or "parquet": where it came from
+    kind: str = ""  # "csv" or "parquet": where it came from
 
     @property
     def names(self) -> list[str]:
         return list(self.columns)
 
-    def take(self, rows: np.ndarray) -> "RawTable":
+    def take(self, rows: np.ndarray) -> RawTable:
         return RawTable(self.where, self.path, {k: v[rows] for k, v in self.columns.items()}, int(len(rows)), self.kind)
 
 

@@ -9,16 +9,20 @@ from core.schema.cells import category_text, first_bad_number, missing_mask, par
 from core.schema.coded import Coded
 from core.schema.table import RawTable
 
-REGRESSION_MIN_LEVELS = 20     # task "auto": an integer target with more distinct values than this is a number
-IMBALANCE_RATIO = 5.0          # the data summary warns when the largest class is this many times the smallest
+REGRESSION_MIN_LEVELS = 20  # task "auto": an integer target with more distinct values than this is a number
+IMBALANCE_RATIO = 5.0  # the data summary warns when the largest class is this many times the smallest
 
 
 def target_values(table: RawTable, target: str) -> tuple[np.ndarray, np.ndarray]:
     """The target column and the mask of rows where it is present."""
     if target not in table.columns:
         names = table.names
-        raise DataError(f"{table.where}: target column {target!r} not found in {table.path}; columns: "
-                        + ", ".join(names[:20]) + (" ..." if len(names) > 20 else "") + " (set data.target)")
+        raise DataError(
+            f"{table.where}: target column {target!r} not found in {table.path}; columns: "
+            + ", ".join(names[:20])
+            + (" ..." if len(names) > 20 else "")
+            + " (set data.target)"
+        )
     values = table.columns[target]
     return values, ~missing_mask(values)
 
@@ -79,6 +83,8 @@ def regression_target(table: RawTable, target: str, values: np.ndarray) -> np.nd
     if bad or not np.isfinite(numbers).all():
         k = first_bad_number(values) if values.dtype == object else int(np.flatnonzero(~np.isfinite(numbers))[0])
         cell = values[k] if k is not None else "?"
-        raise DataError(f"{table.where}: {table.path} target column {target!r} is not a number in row "
-                        f"{(k or 0) + 1} ({str(cell)[:40]!r}); regression needs numbers (or set train.task)")
+        raise DataError(
+            f"{table.where}: {table.path} target column {target!r} is not a number in row "
+            f"{(k or 0) + 1} ({str(cell)[:40]!r}); regression needs numbers (or set train.task)"
+        )
     return numbers

@@ -11,9 +11,10 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core.config import BOUNDS, Config
 from core.host.machine import usable_cores
@@ -41,8 +42,11 @@ class Probe:
 
 def candidates(max_workers: int, strategies: tuple[str, ...] | None = None) -> list[tuple[str, int]]:
     """(strategy, workers) of every probe: each strategy's own worker counts up to ``max_workers``."""
-    return [(name, n) for name in (advisable() if strategies is None else strategies)
-            for n in strategy_class(name).probe_counts(max_workers)]
+    return [
+        (name, n)
+        for name in (advisable() if strategies is None else strategies)
+        for n in strategy_class(name).probe_counts(max_workers)
+    ]
 
 
 def _steady_rate(steps: list[tuple[float, int]], skip_s: float) -> float:
@@ -57,12 +61,24 @@ def _steady_rate(steps: list[tuple[float, int]], skip_s: float) -> float:
     return (tail[-1][1] - tail[0][1]) / dt if dt > 0 else 0.0
 
 
-def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir: Path,
-              cancelled: Callable[[], bool] = lambda: False) -> tuple[Probe, list[tuple[float, float]]]:
+def run_probe(
+    cfg: Config,
+    strategy: str,
+    workers: int,
+    seconds: float,
+    runs_dir: Path,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> tuple[Probe, list[tuple[float, float]]]:
     """One probe; returns it and its (seconds since first step, val_accuracy) points."""
     probe = Probe(strategy, workers)
-    probe_cfg = cfg.with_changes({"parallel.strategy": strategy, "parallel.workers": workers,
-                                  "train.epochs": int(BOUNDS["train.epochs"].hi), "parallel.sweep_lr": []})
+    probe_cfg = cfg.with_changes(
+        {
+            "parallel.strategy": strategy,
+            "parallel.workers": workers,
+            "train.epochs": int(BOUNDS["train.epochs"].hi),
+            "parallel.sweep_lr": [],
+        }
+    )
     session = Session(probe_cfg, runs_dir=runs_dir, name=f"probe-{strategy}-{workers}")
     samples: dict[int, int] = {}
     totals: list[tuple[float, int]] = []
@@ -97,9 +113,14 @@ def run_probe(cfg: Config, strategy: str, workers: int, seconds: float, runs_dir
     return probe, []
 
 
-def advise(cfg: Config, seconds: float = 3.0, max_workers: int | None = None,
-           strategies: tuple[str, ...] | None = None,
-           report: Report | None = None, cancelled: Callable[[], bool] = lambda: False) -> dict[str, Any]:
+def advise(
+    cfg: Config,
+    seconds: float = 3.0,
+    max_workers: int | None = None,
+    strategies: tuple[str, ...] | None = None,
+    report: Report | None = None,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> dict[str, Any]:
     """Probe every combination and suggest one. Returns a JSON-able dict.
 
     ``cancelled`` is polled between and during probes (the window's Cancel).
@@ -115,25 +136,33 @@ def advise(cfg: Config, seconds: float = 3.0, max_workers: int | None = None,
             probes.append(probe)
             curves.append(points)
             if report:
-                report(f"{probe.label:<12} {probe.samples_per_s:>12,.0f} samples/s  "
-                       f"best val_acc {probe.best_accuracy if probe.best_accuracy is not None else float('nan'):.4f}"
-                       + (f"  ({probe.error})" if probe.error else ""))
+                report(
+                    f"{probe.label:<12} {probe.samples_per_s:>12,.0f} samples/s  "
+                    f"best val_acc {probe.best_accuracy if probe.best_accuracy is not None else float('nan'):.4f}"
+                    + (f"  ({probe.error})" if probe.error else "")
+                )
     reached = [p.best_accuracy for p in probes if p.best_accuracy is not None]
     # the target: 95% of the best accuracy any probe reached in its time
     target = 0.95 * max(reached) if reached else None
     for probe, points in zip(probes, curves):
         if target is not None:
             probe.time_to_target_s = next((round(t, 3) for t, acc in points if acc >= target), None)
-    ok = [p for p in probes if p.status != "failed" and p.samples_per_s > 0 and
-          (target is None or (p.best_accuracy is not None and p.best_accuracy >= target))]
+    ok = [
+        p
+        for p in probes
+        if p.status != "failed"
+        and p.samples_per_s > 0
+        and (target is None or (p.best_accuracy is not None and p.best_accuracy >= target))
+    ]
     pool = ok or [p for p in probes if p.samples_per_s > 0]
     best = max(pool, key=lambda p: p.samples_per_s) if pool else None
     fastest = max((p.samples_per_s for p in probes), default=0.0)
     return {
         "probes": [asdict(p) for p in probes],
         "target_accuracy": target,
-        "suggestion": {"strategy": best.strategy, "workers": best.workers,
-                       "samples_per_s": best.samples_per_s} if best else None,
+        "suggestion": {"strategy": best.strategy, "workers": best.workers, "samples_per_s": best.samples_per_s}
+        if best
+        else None,
         "fastest_samples_per_s": fastest,
         "seconds_per_probe": seconds,
         "median_samples_per_s": statistics.median([p.samples_per_s for p in probes]) if probes else 0.0,

@@ -12,11 +12,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import RunError
-from core.training.validation import (  # noqa: F401 - what a run's evaluation is, asked for here too
-    EVAL_FILE, attach_evaluation, compact, evaluate_split, load_evaluation, predict_probs, report, save_evaluation,
-)
 from core.runfiles.layout import RunDir
 from core.training.scores import classification_scores as metrics  # noqa: F401 - the one computation of the figures
+from core.training.validation import (  # noqa: F401 - what a run's evaluation is, asked for here too
+    EVAL_FILE,
+    attach_evaluation,
+    compact,
+    evaluate_split,
+    load_evaluation,
+    predict_probs,
+    report,
+    save_evaluation,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,20 +36,24 @@ def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) ->
     import numpy as np
 
     now = data.info
-    same = (list(now.class_names) == [str(c) for c in info["class_names"]]
-            and list(now.input_shape) == list(info["input_shape"])
-            and np.allclose(now.mean, info["mean"], rtol=1e-4, atol=1e-5)
-            and np.allclose(now.std, info["std"], rtol=1e-4, atol=1e-5))
+    same = (
+        list(now.class_names) == [str(c) for c in info["class_names"]]
+        and list(now.input_shape) == list(info["input_shape"])
+        and np.allclose(now.mean, info["mean"], rtol=1e-4, atol=1e-5)
+        and np.allclose(now.std, info["std"], rtol=1e-4, atol=1e-5)
+    )
     if not same:
-        raise RunError(f"evaluate: {run_dir}: the data source has changed since the run (classes, features "
-                       "or statistics differ), so its validation split cannot be rebuilt")
+        raise RunError(
+            f"evaluate: {run_dir}: the data source has changed since the run (classes, features "
+            "or statistics differ), so its validation split cannot be rebuilt"
+        )
 
 
 def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") -> dict[str, Any]:
     """Evaluate a past run's checkpoint (last or best) on its validation split; write eval.json and summary.json."""
-    from core.training.checkpoint import checkpoint_file, load_checkpoint, model_from_checkpoint
     from core.config import from_dict
     from core.data import load_data
+    from core.training.checkpoint import checkpoint_file, load_checkpoint, model_from_checkpoint
 
     run_dir = Path(run_dir).expanduser()
     if not run_dir.is_dir():
@@ -66,9 +77,9 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     """(uint8 HxW or HxWx3 image, caption) for the first misclassified samples; [] for non-image data."""
     import numpy as np
 
-    from core.training.checkpoint import load_checkpoint
     from core.config import from_dict
     from core.data import ImageSplit, decode_image, load_data
+    from core.training.checkpoint import load_checkpoint
 
     items = full.get("misclassified", [])[:limit]
     if not items:
@@ -98,8 +109,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
         else:
             stats = ()
         if stats:
-            x = x * np.asarray(std, dtype=np.float32).reshape(stats) \
-                + np.asarray(mean, dtype=np.float32).reshape(stats)
+            x = x * np.asarray(std, dtype=np.float32).reshape(stats) + np.asarray(mean, dtype=np.float32).reshape(stats)
     lo, hi = _pixel_range(x)
     for it in items:
         if it["index"] < len(x):

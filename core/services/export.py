@@ -35,13 +35,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import RunError, UserError
+from core.host.progress import progress
+from core.runfiles.layout import RunDir
 from core.services.formats import EXPORT_FORMATS, OUTPUTS, ModelFormat, export_format
 from core.services.formats import onnx as onnx_format
 from core.services.formats.base import first_line
 from core.services.formats.description import SIDECAR, describe, file_entry, merged_sidecar
 from core.services.formats.module import standardized, unstandardize
-from core.host.progress import progress
-from core.runfiles.layout import RunDir
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,10 +49,10 @@ if TYPE_CHECKING:
     from torch import nn
 
 FORMATS: dict[str, str] = {name: fmt.suffix for name, fmt in EXPORT_FORMATS.items()}  # --format -> suffix
-TOLERANCE = 1e-4           # of the output's largest value, or absolute below 1: a regression's prices in thousands
-                           # differ by float32's rounding, ~1e-7 of them, which no graph of the same model can avoid
-CHECK_ROWS = 1024          # a validation batch: enough to exercise the graph, quick to run
-RANDOM_CHECK_ROWS = 256    # when the run's data is gone: seeded random rows around the training statistics
+TOLERANCE = 1e-4  # of the output's largest value, or absolute below 1: a regression's prices in thousands
+# differ by float32's rounding, ~1e-7 of them, which no graph of the same model can avoid
+CHECK_ROWS = 1024  # a validation batch: enough to exercise the graph, quick to run
+RANDOM_CHECK_ROWS = 256  # when the run's data is gone: seeded random rows around the training statistics
 
 
 @dataclass(frozen=True)
@@ -62,12 +62,12 @@ class ExportResult:
     format: str
     path: Path
     files: tuple[Path, ...]
-    output: str                 # what the exported artifact returns: "probabilities" or "logits"
+    output: str  # what the exported artifact returns: "probabilities" or "logits"
     max_abs_diff: float
     rows_checked: int
-    agree: int                  # rows whose predicted class matches the trained model's
-    checked_on: str             # e.g. "360 validation rows"
-    verifier: str               # the loader that reloaded the file
+    agree: int  # rows whose predicted class matches the trained model's
+    checked_on: str  # e.g. "360 validation rows"
+    verifier: str  # the loader that reloaded the file
     seconds: float = 0.0
     notes: tuple[str, ...] = field(default=())
 
@@ -83,8 +83,8 @@ class ExportResult:
 
 @dataclass(frozen=True)
 class CheckBatch:
-    raw: torch.Tensor          # raw features, as the exported graphs take them
-    where: str                 # "360 validation rows" or why random rows were used
+    raw: torch.Tensor  # raw features, as the exported graphs take them
+    where: str  # "360 validation rows" or why random rows were used
 
 
 def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch:
@@ -130,7 +130,7 @@ class Check:
     rows: int
     agree: int
     verifier: str
-    max_diff: float           # the largest difference over max(1, the output's largest |value|): what TOLERANCE bounds
+    max_diff: float  # the largest difference over max(1, the output's largest |value|): what TOLERANCE bounds
 
 
 def _compare(got: np.ndarray, want: np.ndarray) -> tuple[float, float, int]:
@@ -159,8 +159,9 @@ def _reference(model: nn.Module, desc: dict[str, Any], output: str, raw: torch.T
         return standardized(model, desc, output, "export")(raw).numpy()
 
 
-def verify(fmt: ModelFormat, path: Path, model: nn.Module, desc: dict[str, Any], output: str,
-           raw: torch.Tensor) -> Check:
+def verify(
+    fmt: ModelFormat, path: Path, model: nn.Module, desc: dict[str, Any], output: str, raw: torch.Tensor
+) -> Check:
     """Reload ``path`` with the format's own loader and compare it with the trained model."""
     try:
         got, single, verifier = fmt.reload(path, desc, output, raw)
@@ -172,8 +173,9 @@ def verify(fmt: ModelFormat, path: Path, model: nn.Module, desc: dict[str, Any],
     want = _reference(model, desc, kind, raw)
     for out in (got, single):
         if out is not None and out.shape[1:] != want.shape[1:]:
-            raise RunError(f"export: {path.name}: the reloaded model returns shape {out.shape}, expected "
-                           f"(batch, {want.shape[1]})")
+            raise RunError(
+                f"export: {path.name}: the reloaded model returns shape {out.shape}, expected (batch, {want.shape[1]})"
+            )
     diff, scaled, agree = _compare(got, want)
     if single is not None:  # the graphs take any batch size: one row must give the same answer
         one = _compare(single, want[:1])
@@ -213,8 +215,9 @@ def _load_run(run_dir: Path, checkpoint: str = "last") -> tuple[dict[str, Any], 
     return data, model_from_checkpoint(data, where=f"export: {run_dir}")
 
 
-def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "probabilities",
-               checkpoint: str = "last") -> ExportResult:
+def export_run(
+    run_dir: Path, fmt: str, out: Path | None = None, output: str = "probabilities", checkpoint: str = "last"
+) -> ExportResult:
     """Export the run's ``last`` or ``best`` checkpoint as ``fmt``, verify the written file, then move it into place."""
     t0 = time.perf_counter()
     kind = export_format(fmt)
@@ -247,19 +250,38 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, output: str = "
                 f"{check.max_abs_diff:.3g} (more than {TOLERANCE:g} of the output's largest value, or absolute below 1) on "
                 f"{batch.where}; nothing was written"
             )
-        entry = {**entry, "sha256": _sha256(staged), "verified": {
-            "max_abs_diff": check.max_abs_diff, "rows": check.rows, "agree": check.agree,
-            "on": batch.where, "with": check.verifier, "tolerance": TOLERANCE,
-        }}
+        entry = {
+            **entry,
+            "sha256": _sha256(staged),
+            "verified": {
+                "max_abs_diff": check.max_abs_diff,
+                "rows": check.rows,
+                "agree": check.agree,
+                "on": batch.where,
+                "with": check.verifier,
+                "tolerance": TOLERANCE,
+            },
+        }
         files = _land(staged, dest, merged_sidecar(dest.parent, desc, dest.name, entry))
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return ExportResult(fmt, dest, files, entry["output"], check.max_abs_diff, check.rows, check.agree,
-                        batch.where, check.verifier, time.perf_counter() - t0)
+    return ExportResult(
+        fmt,
+        dest,
+        files,
+        entry["output"],
+        check.max_abs_diff,
+        check.rows,
+        check.agree,
+        batch.where,
+        check.verifier,
+        time.perf_counter() - t0,
+    )
 
 
-def _write(fmt: ModelFormat, model: nn.Module, desc: dict[str, Any], path: Path, output: str,
-           raw: torch.Tensor) -> None:
+def _write(
+    fmt: ModelFormat, model: nn.Module, desc: dict[str, Any], path: Path, output: str, raw: torch.Tensor
+) -> None:
     try:
         fmt.write(model, desc, path, output, raw)
     except OSError as exc:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torch import nn
@@ -22,21 +23,26 @@ if TYPE_CHECKING:
     from core.config import Config
 
 START_LR, END_LR, STEPS = 1e-7, 10.0, 100  # fastai's defaults
-SMOOTH = 0.98      # exponential moving average of the loss (fastai's beta)
-DIVERGED = 4.0     # stop once the smoothed loss exceeds this many times its minimum
+SMOOTH = 0.98  # exponential moving average of the loss (fastai's beta)
+DIVERGED = 4.0  # stop once the smoothed loss exceeds this many times its minimum
 
 
 @dataclass
 class LRFinderResult:
-    lrs: list[float]          # the lr of every step taken
-    losses: list[float]       # the smoothed loss after each step
-    suggestion: float         # the "valley" lr
-    index: int                # the step of the suggestion
-    stopped_early: bool       # the loss diverged before ``end``
+    lrs: list[float]  # the lr of every step taken
+    losses: list[float]  # the smoothed loss after each step
+    suggestion: float  # the "valley" lr
+    index: int  # the step of the suggestion
+    stopped_early: bool  # the loss diverged before ``end``
 
     def as_dict(self) -> dict[str, Any]:
-        return {"lrs": self.lrs, "losses": self.losses, "suggestion": self.suggestion, "index": self.index,
-                "stopped_early": self.stopped_early}
+        return {
+            "lrs": self.lrs,
+            "losses": self.losses,
+            "suggestion": self.suggestion,
+            "index": self.index,
+            "stopped_early": self.stopped_early,
+        }
 
 
 def valley(lrs: list[float], losses: list[float]) -> int:
@@ -72,9 +78,15 @@ def _falling_from(losses: list[float], lo: int, hi: int) -> int:
     return lo
 
 
-def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR, end: float = END_LR,
-            steps: int = STEPS, progress: Callable[[int, float, float], None] | None = None,
-            should_stop: Callable[[], bool] | None = None) -> LRFinderResult:
+def find_lr(
+    cfg: Config,
+    model: nn.Module | None = None,
+    start: float = START_LR,
+    end: float = END_LR,
+    steps: int = STEPS,
+    progress: Callable[[int, float, float], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> LRFinderResult:
     """Run the range test on ``cfg``'s data with a copy of ``model`` (default: the config's fresh model).
 
     ``progress(step, lr, smoothed_loss)`` is called after every step; ``should_stop()`` ends the test early.
@@ -87,8 +99,9 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
     from core.worker.trainer import make_optimizer
 
     if not (0 < start < end) or steps < 5:
-        raise UserError(f"lr-find: needs 0 < start < end and at least 5 steps, got start {start:g}, "
-                        f"end {end:g}, steps {steps}")
+        raise UserError(
+            f"lr-find: needs 0 < start < end and at least 5 steps, got start {start:g}, end {end:g}, steps {steps}"
+        )
     data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
     info = data.info
     torch.manual_seed(cfg.train.seed)
@@ -110,7 +123,7 @@ def find_lr(cfg: Config, model: nn.Module | None = None, start: float = START_LR
     step = 0
     while step < steps and not stopped_early:
         for xb, yb in batches.epoch(torch.randperm(len(data.train), generator=gen)):
-            lr = start * factor ** step
+            lr = start * factor**step
             for group in opt.param_groups:
                 group["lr"] = lr
             opt.zero_grad(set_to_none=True)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import Config, ConfigError, load_config
-from core.runfiles.records import CONFIG, EVAL, STEP
 from core.runfiles.layout import RunDir
+from core.runfiles.records import CONFIG, EVAL, STEP
 
 
 @dataclass
@@ -20,10 +20,10 @@ class PastRun:
     run_dir: RunDir
     records: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
-    config: "Config | None" = None
+    config: Config | None = None
 
 
-def read_config(run_dir: "RunDir | Any") -> Config | None:
+def read_config(run_dir: RunDir | Any) -> Config | None:
     """A run's config.toml, None when it is missing or unreadable."""
     try:
         return load_config(RunDir(run_dir).config)
@@ -31,7 +31,7 @@ def read_config(run_dir: "RunDir | Any") -> Config | None:
         return None
 
 
-def read_past_run(run_dir: "RunDir | Any", with_parent: bool = True) -> PastRun:
+def read_past_run(run_dir: RunDir | Any, with_parent: bool = True) -> PastRun:
     """Records (a fork's preceded by its parent's up to the branch, unless ``with_parent`` is false: the
     run's own alone), summary and config."""
     run = RunDir(run_dir)

@@ -25,8 +25,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_HOMES = {"Session": "core.session.session", "AttachedSession": "core.session.attached",
-          "RecordBuffer": "core.session.machinery.buffer"}
+_HOMES = {
+    "Session": "core.session.session",
+    "AttachedSession": "core.session.attached",
+    "RecordBuffer": "core.session.machinery.buffer",
+}
 __all__ = sorted(_HOMES)
 
 

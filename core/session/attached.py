@@ -13,19 +13,20 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core.config import ConfigError, load_config
-from core.runfiles.control_file import active_run_pid, send
 from core.errors import RunError
-from core.runfiles.records import log_record, state_record
+from core.runfiles.control_file import active_run_pid, send
 from core.runfiles.layout import RunDir
+from core.runfiles.records import log_record, state_record
 from core.runfiles.writing import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
 from core.session.reading.stats import RunStats
 
-POLL_S = 0.2          # how often the log is read
-GONE_GRACE_S = 3.0    # the run's process is gone this long without an end state: it ended uncleanly
+POLL_S = 0.2  # how often the log is read
+GONE_GRACE_S = 3.0  # the run's process is gone this long without an end state: it ended uncleanly
 
 Listener = Callable[[list[dict[str, Any]]], None]
 
@@ -86,8 +87,10 @@ class AttachedSession:
         return self._run_dir
 
     def describe(self) -> str:
-        return (f"attached to {self._run_dir.name} (pid {self.pid}, launcher {self.launcher}): "
-                f"{describe_workers(self.worker_details)}")
+        return (
+            f"attached to {self._run_dir.name} (pid {self.pid}, launcher {self.launcher}): "
+            f"{describe_workers(self.worker_details)}"
+        )
 
     def add_listener(self, fn: Listener) -> None:
         self._listeners.append(fn)
@@ -109,8 +112,10 @@ class AttachedSession:
 
     def resume(self, changes: dict[str, Any] | None = None) -> None:
         if changes:
-            raise ConfigError("config: settings of a run started elsewhere cannot change from this window; "
-                              "Fork it once it has stopped")
+            raise ConfigError(
+                "config: settings of a run started elsewhere cannot change from this window; "
+                "Fork it once it has stopped"
+            )
         self._send("resume")
 
     def request_stop(self, timeout: float = 10.0) -> None:
@@ -195,7 +200,8 @@ class AttachedSession:
         summary = read_summary(self._run_dir) or {}
         status = summary.get("status") if summary.get("status") in END_STATES else "failed"
         self.summary = summary or None
-        self.error = summary.get("error") or (None if status != "failed" else "the run's process ended without "
-                                                                                "writing its end")
+        self.error = summary.get("error") or (
+            None if status != "failed" else "the run's process ended without writing its end"
+        )
         self._state = str(status)
         self._emit([state_record(None, status, self.error or "the run's process is gone")])

@@ -8,8 +8,9 @@ face alone, so either can stand behind a run controller or a command.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from core.config import Config
@@ -20,14 +21,14 @@ Listener = Callable[[list[dict[str, Any]]], None]
 
 
 class RunHandle(Protocol):
-    attached: bool                    # another process runs it (closing the face leaves it running)
-    config: "Config"
-    strategy: "Strategy"
+    attached: bool  # another process runs it (closing the face leaves it running)
+    config: Config
+    strategy: Strategy
     num_workers: int
-    info: "DatasetInfo | None"        # the data's facts once loaded (None for an attached run)
-    parent: dict[str, Any] | None     # a fork: the run and step it branched from
-    summary: dict[str, Any] | None    # summary.json, once the run ended
-    error: str | None                 # one line, when it failed
+    info: DatasetInfo | None  # the data's facts once loaded (None for an attached run)
+    parent: dict[str, Any] | None  # a fork: the run and step it branched from
+    summary: dict[str, Any] | None  # summary.json, once the run ended
+    error: str | None  # one line, when it failed
 
     @property
     def state(self) -> str:

@@ -19,8 +19,12 @@ def live_change(config: Config, changes: dict[str, Any], epochs_done: int) -> tu
         raise ConfigError(f"config: {unknown[0]} cannot change during a run; these can: {', '.join(LIVE_KEYS)}")
     new = config.with_changes(changes)
     if new.train.epochs < max(1, epochs_done):
-        raise ConfigError(f"config: train.epochs must be at least the {epochs_done} epoch(s) already done, "
-                          f"got {new.train.epochs}")
-    diff = {k: {"from": config_value(config, k), "to": config_value(new, k)}
-            for k in changes if config_value(config, k) != config_value(new, k)}
+        raise ConfigError(
+            f"config: train.epochs must be at least the {epochs_done} epoch(s) already done, got {new.train.epochs}"
+        )
+    diff = {
+        k: {"from": config_value(config, k), "to": config_value(new, k)}
+        for k in changes
+        if config_value(config, k) != config_value(new, k)
+    }
     return new, diff

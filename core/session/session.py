@@ -21,37 +21,38 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels
-from core.training.checkpoint import load_weights
 from core.config import Config, to_toml
-from core.runfiles.control_file import ControlWatcher
 from core.data import DatasetInfo, PreparedData, load_data
 from core.errors import ModelError, RunError
 from core.launchers.base import Launcher
 from core.launchers.local import LocalLauncher
-from core.training.models import build_model, count_parameters
-from core.worker.position import Position
 from core.readers import ReadStopped, stop_reading_when
-from core.runfiles.records import config_record, log_record
+from core.runfiles.control_file import ControlWatcher
 from core.runfiles.layout import RunDir
+from core.runfiles.records import config_record, log_record
 from core.runfiles.writing import atomic_write_text
+from core.session.live import live_change
 from core.session.machinery.checkpoints import CheckpointCoordinator, result_model
 from core.session.machinery.collector import Collector
 from core.session.machinery.ending import RunEnd
 from core.session.machinery.health import ProcessHealth
-from core.session.live import live_change
 from core.session.machinery.processes import TERMINATE_GRACE_S, WorkerProcesses
 from core.session.machinery.recording import RunRecorder
+from core.session.reading.stats import RunStats
 from core.session.start_point import StartPoint, fork_point, resume_point
 from core.session.state import ENDED, RunState
-from core.session.reading.stats import RunStats
 from core.strategies import get_strategy
+from core.training.checkpoint import load_weights
+from core.training.models import build_model, count_parameters
+from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels
+from core.worker.position import Position
 from core.worker.trainer import WorkerSpec, default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
@@ -62,9 +63,14 @@ class Session:
 
     attached = False  # this process runs the run (an AttachedSession follows another's)
 
-    def __init__(self, config: Config, runs_dir: str | Path = "runs", name: str | None = None,
-                 launcher: Launcher | None = None,
-                 start: StartPoint | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        runs_dir: str | Path = "runs",
+        name: str | None = None,
+        launcher: Launcher | None = None,
+        start: StartPoint | None = None,
+    ) -> None:
         self.config = config
         self.strategy = get_strategy(config)
         self.launcher: Launcher = launcher or LocalLauncher()
@@ -78,8 +84,8 @@ class Session:
         self.num_workers = self.strategy.num_workers
         self.num_parameters = 0
         self.stats = RunStats()
-        self.best: dict[str, Any] | None = None    # the run's best evaluation: value, worker, epoch
-        self.stop_reason: str | None = None        # why a run ended early yet finished (early stopping)
+        self.best: dict[str, Any] | None = None  # the run's best evaluation: value, worker, epoch
+        self.stop_reason: str | None = None  # why a run ended early yet finished (early stopping)
         self._listeners: list[Listener] = []
         self._emit_lock = threading.Lock()
         self._run = RunState(lambda rec: self._emit([rec]))
@@ -88,7 +94,7 @@ class Session:
         self._channels: Channels | None = None
         self._models: list[nn.Module] = []
         self._data: PreparedData | None = None
-        self._desired = RUN                 # what the user asked: RUN, PAUSE or STOP
+        self._desired = RUN  # what the user asked: RUN, PAUSE or STOP
         self._stop_deadline: float | None = None
         self._t_start = 0.0
         self._health = ProcessHealth(self)
@@ -99,8 +105,9 @@ class Session:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_run(cls, path: str | Path, epochs: int | None = None, runs_dir: str | Path | None = None,
-                 **kwargs: Any) -> "Session":
+    def from_run(
+        cls, path: str | Path, epochs: int | None = None, runs_dir: str | Path | None = None, **kwargs: Any
+    ) -> Session:
         """A session that continues a stopped or failed run from its last consistent checkpoint.
 
         ``path`` is a run directory (the run continues there) or a checkpoint
@@ -110,8 +117,14 @@ class Session:
         return cls(cfg, runs_dir=base, name=name, start=start, **kwargs)
 
     @classmethod
-    def fork(cls, path: str | Path, changes: dict[str, Any] | None = None, runs_dir: str | Path | None = None,
-             name: str | None = None, **kwargs: Any) -> "Session":
+    def fork(
+        cls,
+        path: str | Path,
+        changes: dict[str, Any] | None = None,
+        runs_dir: str | Path | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ) -> Session:
         """A new run that starts from a run's last checkpoint (or a checkpoint file) with edited settings.
 
         The new run directory records its parent run and the step it branched at.
@@ -155,8 +168,9 @@ class Session:
         if not self._models or self.info is None:
             raise RuntimeError("no model: the session has not started")
         src = self._models[result_model(self.strategy, self.stats)]
-        model = build_model(self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape,
-                            self.info.categories)
+        model = build_model(
+            self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape, self.info.categories
+        )
         model.load_state_dict({k: v.detach().clone() for k, v in src.state_dict().items()})
         model.eval()
         return model
@@ -220,8 +234,14 @@ class Session:
         if self._desired == STOP:
             return
         continues = self._start.continues
-        self._recorder.open(self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers,
-                            existing=continues.path if continues is not None else None)
+        self._recorder.open(
+            self.runs_dir,
+            self.name,
+            cfg,
+            self.num_parameters,
+            self.num_workers,
+            existing=continues.path if continues is not None else None,
+        )
         self.launcher.attach(self.run_dir)
         notes = _data_notes(data.info)
         if notes:  # "topic": the command line shows these at the start, whatever their level
@@ -239,11 +259,20 @@ class Session:
         dist_init = self.launcher.rendezvous(self.strategy.uses_process_group)
         threads = default_threads(self.num_workers, cfg.parallel.threads_per_worker)
         shared = [m.state_dict() for m in self._models]  # shared-memory tensors, rebound in each worker
-        specs = [WorkerSpec(rank=rank, world_size=self.num_workers, config=cfg, threads=threads,
-                            parent_pid=os.getpid(), local_rank=rank, dist_init=dist_init,
-                            run_dir=str(self.run_dir),
-                            **self.start_fields(rank))
-                 for rank in range(self.num_workers)]
+        specs = [
+            WorkerSpec(
+                rank=rank,
+                world_size=self.num_workers,
+                config=cfg,
+                threads=threads,
+                parent_pid=os.getpid(),
+                local_rank=rank,
+                dist_init=dist_init,
+                run_dir=str(self.run_dir),
+                **self.start_fields(rank),
+            )
+            for rank in range(self.num_workers)
+        ]
         assert self._channels is not None
         self._procs = WorkerProcesses(self.launcher.start(specs, self._data, shared, self._channels))
 

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.training.checkpoint import check_checkpoint, load_checkpoint, state_to_bytes
 from core.config import FORKABLE_SECTIONS, Config, ConfigError
 from core.errors import RunError
-from core.worker.position import START, Position
 from core.runfiles.layout import RunDir
 from core.runfiles.writing import fork_name
 from core.strategies import get_strategy
-
+from core.training.checkpoint import check_checkpoint, load_checkpoint, state_to_bytes
+from core.worker.position import START, Position
 
 
 def config_value(config: Config, key: str) -> Any:
@@ -33,9 +32,9 @@ class StartPoint:
     """The checkpoint a run continues (none: it starts at the beginning)."""
 
     checkpoint: dict[str, Any] | None = None
-    where: str = "checkpoint"              # how messages name the checkpoint
-    continues: RunDir | None = None        # resume: the run directory the run goes on in
-    parent: dict[str, Any] | None = None   # fork: the run and step it branched from
+    where: str = "checkpoint"  # how messages name the checkpoint
+    continues: RunDir | None = None  # resume: the run directory the run goes on in
+    parent: dict[str, Any] | None = None  # fork: the run and step it branched from
 
     @property
     def resuming(self) -> bool:
@@ -53,8 +52,7 @@ class StartPoint:
             return None, None
         opt = (self.checkpoint.get("optimizers") or [None] * workers)[rank]
         rng = (self.checkpoint.get("rng") or [None] * workers)[rank]
-        return (state_to_bytes(opt) if opt is not None else None,
-                state_to_bytes(rng) if rng is not None else None)
+        return (state_to_bytes(opt) if opt is not None else None, state_to_bytes(rng) if rng is not None else None)
 
     def worker_fields(self, rank: int, workers: int) -> dict[str, Any]:
         """A worker's WorkerSpec fields for where it starts (position, optimizer and RNG states)."""
@@ -99,8 +97,9 @@ def _run_of(path: Path) -> RunDir | None:
     return RunDir(path) if path.is_dir() else RunDir.of_checkpoint(path)
 
 
-def resume_point(path: str | Path, epochs: int | None = None,
-                 runs_dir: str | Path | None = None) -> tuple[Config, StartPoint, Path, str]:
+def resume_point(
+    path: str | Path, epochs: int | None = None, runs_dir: str | Path | None = None
+) -> tuple[Config, StartPoint, Path, str]:
     """(config, start point, runs directory, run name) to continue a stopped or failed run.
 
     ``path`` is a run directory (the run continues there) or a checkpoint file
@@ -118,8 +117,9 @@ def resume_point(path: str | Path, epochs: int | None = None,
     return cfg, StartPoint(ckpt, where, continues=run), base, (run.name if run else "resumed")
 
 
-def fork_point(path: str | Path, changes: dict[str, Any] | None = None, runs_dir: str | Path | None = None,
-               name: str | None = None) -> tuple[Config, StartPoint, Path, str]:
+def fork_point(
+    path: str | Path, changes: dict[str, Any] | None = None, runs_dir: str | Path | None = None, name: str | None = None
+) -> tuple[Config, StartPoint, Path, str]:
     """(config, start point, runs directory, run name) of a new run from a run's last checkpoint (or a
     checkpoint file) with edited settings; the start point records the parent run and the step it branched at."""
     path = Path(path)
@@ -129,8 +129,10 @@ def fork_point(path: str | Path, changes: dict[str, Any] | None = None, runs_dir
     changes = dict(changes or {})
     refused = sorted(k for k in changes if k.split(".")[0] not in FORKABLE_SECTIONS)
     if refused:
-        raise ConfigError(f"config: {refused[0]} cannot change in a fork (the model and workers stay); "
-                          f"these can: {', '.join(s + '.*' for s in FORKABLE_SECTIONS)}")
+        raise ConfigError(
+            f"config: {refused[0]} cannot change in a fork (the model and workers stay); "
+            f"these can: {', '.join(s + '.*' for s in FORKABLE_SECTIONS)}"
+        )
     cfg = parent_cfg.with_changes(changes)
     if cfg.optim.name != parent_cfg.optim.name:  # another optimizer starts with fresh states
         ckpt = {**ckpt, "optimizers": None}
@@ -138,6 +140,11 @@ def fork_point(path: str | Path, changes: dict[str, Any] | None = None, runs_dir
     run = _run_of(path)
     base = Path(runs_dir) if runs_dir is not None else (run.path.parent if run is not None else Path("runs"))
     origin = run.path if run is not None else path
-    parent = {"run": str(origin), "name": origin.name, "epoch": int(ckpt["epoch"]), "step": int(ckpt["steps"]),
-              "changes": {k: config_value(cfg, k) for k in changes}}
+    parent = {
+        "run": str(origin),
+        "name": origin.name,
+        "epoch": int(ckpt["epoch"]),
+        "step": int(ckpt["steps"]),
+        "changes": {k: config_value(cfg, k) for k in changes},
+    }
     return cfg, StartPoint(ckpt, where, parent=parent), base, name or fork_name(run.name if run else "run")

@@ -19,10 +19,12 @@ lock and is announced as a ``state`` record (worker null) in order.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from core.runfiles.records import state_record
-from core.runfiles.writing import ACTIVE_STATES as ACTIVE, END_STATES as ENDED
+from core.runfiles.writing import ACTIVE_STATES as ACTIVE
+from core.runfiles.writing import END_STATES as ENDED
 
 TRANSITIONS: dict[str, tuple[str, ...]] = {
     "idle": ("starting", "stopped"),

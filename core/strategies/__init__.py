@@ -21,12 +21,12 @@ from core.strategies.registry import NAMES, REGISTRY
 __all__ = ["NAMES", "REGISTRY", "advisable", "get_strategy", "strategy_class"]
 
 
-def strategy_class(name: str) -> type["Strategy"]:
+def strategy_class(name: str) -> type[Strategy]:
     module, _, cls = REGISTRY[name].partition(":")
     return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
 
 
-def get_strategy(config: "Config", task: str = "classification") -> "Strategy":
+def get_strategy(config: Config, task: str = "classification") -> Strategy:
     """The strategy of a config (``parallel.strategy``), for data of ``task``."""
     return strategy_class(config.parallel.strategy)(config, task)
 

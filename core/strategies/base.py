@@ -20,7 +20,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from core.errors import ConfigError
 from core.runfiles.records import EVAL
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class Strategy:
     name: ClassVar[str] = ""
-    description: ClassVar[str] = ""          # one line, for the window's tooltip and docs
+    description: ClassVar[str] = ""  # one line, for the window's tooltip and docs
     runs_on_gpu: ClassVar[bool] = True
     uses_process_group: ClassVar[bool] = False  # the launcher provides a rendezvous (file:// or env://)
     pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
@@ -48,15 +49,15 @@ class Strategy:
     divergence_from_gradients: ClassVar[bool] = False
     keeps_best: ClassVar[bool] = True  # reporting workers send the weights of each new best evaluation
     runner: ClassVar[str] = ""  # "module:Class" of a worker's loop other than the Trainer (search: trials)
-    fixed_workers: ClassVar[int] = 0     # the worker count it always has (0: parallel.workers)
+    fixed_workers: ClassVar[int] = 0  # the worker count it always has (0: parallel.workers)
     own_keys: ClassVar[tuple[str, ...]] = ()  # config keys that only this strategy reads
     model_per_worker: ClassVar[bool] = False  # each worker trains a model of its own (a sweep)
     advisable: ClassVar[bool] = False  # the advisor may probe it (it trains the run's one model faster or not)
-    min_workers: ClassVar[int] = 1     # the fewest workers that make it what it is (the advisor's probes)
+    min_workers: ClassVar[int] = 1  # the fewest workers that make it what it is (the advisor's probes)
 
-    config: "Config"
+    config: Config
     task: str = "classification"  # the data's task, known once the data is loaded
-    skewed: bool = False          # its classes are imbalanced (the selection metric is then balanced accuracy)
+    skewed: bool = False  # its classes are imbalanced (the selection metric is then balanced accuracy)
 
     # -- rules of the class (no config needed) -------------------------------------------
     @classmethod
@@ -67,15 +68,15 @@ class Strategy:
         return tuple(range(cls.min_workers, max_workers + 1))
 
     @classmethod
-    def check_config(cls, config: "Config") -> None:
+    def check_config(cls, config: Config) -> None:
         """Refuse a config this strategy's keys make no sense with (ConfigError, one line); no machine checks."""
 
     # -- a new value ----------------------------------------------------------------------
-    def with_config(self, config: "Config") -> "Strategy":
+    def with_config(self, config: Config) -> Strategy:
         """The same strategy over another config (a paused run's live changes)."""
         return dataclasses.replace(self, config=config)
 
-    def with_task(self, task: str, skewed: bool = False) -> "Strategy":
+    def with_task(self, task: str, skewed: bool = False) -> Strategy:
         """The same strategy once the data's task (and whether its classes are skewed) is known."""
         return dataclasses.replace(self, task=task, skewed=skewed)
 
@@ -130,8 +131,9 @@ class Strategy:
         device = self.config.parallel.device
         validate_device(device)
         if device != "cpu" and not self.runs_on_gpu:
-            raise ConfigError(f"config: parallel.strategy \"{self.name}\" runs on the CPU; "
-                              f"use ddp, sweep or single with {device}")
+            raise ConfigError(
+                f'config: parallel.strategy "{self.name}" runs on the CPU; use ddp, sweep or single with {device}'
+            )
 
     def result_worker(self, last_eval: dict[int, dict[str, Any]]) -> int:
         """The worker whose model is the run's result (``last_eval``: each worker's last eval record)."""
@@ -142,29 +144,30 @@ class Strategy:
         last_eval = {r["worker"]: r for r in records if r.get("kind") == EVAL and isinstance(r.get("worker"), int)}
         return self.result_worker(last_eval)
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None",
-                      result: int | None = None) -> dict[str, Any]:
+    def summary_extra(
+        self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None, result: int | None = None
+    ) -> dict[str, Any]:
         """Strategy-specific keys of summary.json (``run_dir``: the run's directory, where it has one; ``result``:
         the worker whose model the run hands on, when its best checkpoint says)."""
         return {}
 
-    def prepare_run(self, run_dir: "Path", resuming: bool) -> None:
+    def prepare_run(self, run_dir: Path, resuming: bool) -> None:
         """Once the run directory exists, before the workers start (search: open the study)."""
 
-    def result_checkpoint(self, run_dir: "Path") -> "Path | None":
+    def result_checkpoint(self, run_dir: Path) -> Path | None:
         """A checkpoint holding the run's result when it is not the shared model (search: the best trial)."""
         return None
 
     # -- inside a worker ------------------------------------------------------------------
     control_every: ClassVar[int] = 1  # batches between reads of the control word
 
-    def setup_worker(self, spec: "WorkerSpec") -> None:
+    def setup_worker(self, spec: WorkerSpec) -> None:
         """Before the model is built (e.g. join the process group)."""
 
     def evaluates(self, rank: int) -> bool:
         return True
 
-    def wrap_model(self, shared: "nn.Module", device: "torch.device") -> "tuple[nn.Module, nn.Module]":
+    def wrap_model(self, shared: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
         """(model whose parameters the optimizer steps, module the batch goes through).
 
         On the CPU the worker trains the shared-memory weights in place; on a GPU a copy.
@@ -195,4 +198,3 @@ class Strategy:
 
     def teardown_worker(self, failed: bool) -> None:
         """After the last record is delivered (e.g. leave the process group)."""
-

@@ -43,7 +43,7 @@ class DDP(Strategy):
         return rank, self.num_workers
 
     # -- inside a worker ------------------------------------------------------------------
-    def setup_worker(self, spec: "WorkerSpec") -> None:
+    def setup_worker(self, spec: WorkerSpec) -> None:
         if spec.world_size <= 1:
             return  # one rank needs no all-reduce
         import torch.distributed as dist
@@ -54,8 +54,13 @@ class DDP(Strategy):
         if spec.dist_init.startswith("env://"):
             dist.init_process_group(backend, init_method="env://", timeout=PROCESS_GROUP_TIMEOUT)
         else:
-            dist.init_process_group(backend, init_method=spec.dist_init, rank=spec.rank,
-                                    world_size=spec.world_size, timeout=PROCESS_GROUP_TIMEOUT)
+            dist.init_process_group(
+                backend,
+                init_method=spec.dist_init,
+                rank=spec.rank,
+                world_size=spec.world_size,
+                timeout=PROCESS_GROUP_TIMEOUT,
+            )
 
     @property
     def _world(self) -> int:
@@ -68,7 +73,7 @@ class DDP(Strategy):
     def _distributed(self) -> bool:
         return self._world > 1
 
-    def wrap_model(self, shared: "nn.Module", device: "torch.device") -> "tuple[nn.Module, nn.Module]":
+    def wrap_model(self, shared: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
         if not self._distributed:
             return super().wrap_model(shared, device)
         from torch.nn.parallel import DistributedDataParallel
@@ -98,7 +103,7 @@ class DDP(Strategy):
     def eval_split(self, x: torch.Tensor, y: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
         if not self._distributed:
             return x, y
-        return x[rank::self._world], y[rank::self._world]
+        return x[rank :: self._world], y[rank :: self._world]
 
     def reduce_eval(self, stats: torch.Tensor, rank: int, device: torch.device) -> bool:
         if not self._distributed:

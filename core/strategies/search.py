@@ -16,8 +16,9 @@ import contextlib
 import fcntl
 import json
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigError
 from core.runfiles.layout import RunDir
@@ -34,21 +35,25 @@ STUDY_NAME = "traindesk"
 class Search(Strategy):
     name = "search"
     description = "Hyperparameter search: Optuna trials run in parallel in the workers, weak ones pruned early."
-    keeps_best = False            # the search keeps the best trial's weights itself
+    keeps_best = False  # the search keeps the best trial's weights itself
     pauses_on_divergence = False  # a diverging trial fails alone
     runner = "core.worker.trials:TrialRunner"
 
     @classmethod
-    def check_config(cls, config: "Config") -> None:
+    def check_config(cls, config: Config) -> None:
         if not config.search.space:
-            raise ConfigError('config: [search] needs at least one key to vary, e.g. '
-                              '"optim.lr" = {low = 0.0001, high = 0.3, log = true}')
+            raise ConfigError(
+                "config: [search] needs at least one key to vary, e.g. "
+                '"optim.lr" = {low = 0.0001, high = 0.3, log = true}'
+            )
 
     def validate(self) -> None:
         super().validate()
         if self.config.data.val_fraction <= 0:
-            raise ConfigError("config: data.val_fraction must be above 0 for strategy \"search\" "
-                              "(trials are compared on the validation split)")
+            raise ConfigError(
+                'config: data.val_fraction must be above 0 for strategy "search" '
+                "(trials are compared on the validation split)"
+            )
 
     def worker_label(self, rank: int) -> str:
         return f"worker {rank} (trials)"
@@ -74,8 +79,9 @@ class Search(Strategy):
         path = RunDir(run_dir).best
         return path if path.is_file() else None
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None,
-                      result: int | None = None) -> dict[str, Any]:
+    def summary_extra(
+        self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None, result: int | None = None
+    ) -> dict[str, Any]:
         if run_dir is None or not RunDir(run_dir).study_journal.exists():
             return {}
         study, _ = open_study(run_dir, self.config, seed=0, task=self.task)
@@ -83,9 +89,12 @@ class Search(Strategy):
         done = [t for t in trials if t["state"] == "complete"]
         from core.metric_names import search_metric
 
-        out: dict[str, Any] = {"trials": trials, "metric": search_metric(self.config, self.task),
-                               "trials_complete": len(done),
-                               "trials_pruned": sum(t["state"] == "pruned" for t in trials)}
+        out: dict[str, Any] = {
+            "trials": trials,
+            "metric": search_metric(self.config, self.task),
+            "trials_complete": len(done),
+            "trials_pruned": sum(t["state"] == "pruned" for t in trials),
+        }
         if done:
             best = study.best_trial
             out["best_trial"] = best.number
@@ -98,6 +107,7 @@ class Search(Strategy):
 
 
 # ----------------------------------------------------------------------------- the study
+
 
 @contextlib.contextmanager
 def study_lock(run_dir: Path) -> Iterator[None]:
@@ -117,7 +127,7 @@ def _quiet_optuna() -> None:
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
-def open_study(run_dir: Path, cfg: "Config", seed: int, task: str = "classification") -> "tuple[optuna.Study, Any]":
+def open_study(run_dir: Path, cfg: Config, seed: int, task: str = "classification") -> tuple[optuna.Study, Any]:
     """The run's study (created on first use) with the configured sampler and pruner."""
     import optuna
     from optuna.storages.journal import JournalFileBackend, JournalStorage
@@ -127,12 +137,18 @@ def open_study(run_dir: Path, cfg: "Config", seed: int, task: str = "classificat
     from core.metric_names import higher_is_better, search_metric
 
     direction = "maximize" if higher_is_better(search_metric(cfg, task)) else "minimize"
-    study = optuna.create_study(study_name=STUDY_NAME, storage=storage, direction=direction,
-                                sampler=make_sampler(cfg, seed), pruner=make_pruner(cfg), load_if_exists=True)
+    study = optuna.create_study(
+        study_name=STUDY_NAME,
+        storage=storage,
+        direction=direction,
+        sampler=make_sampler(cfg, seed),
+        pruner=make_pruner(cfg),
+        load_if_exists=True,
+    )
     return study, storage
 
 
-def make_sampler(cfg: "Config", seed: int) -> "optuna.samplers.BaseSampler":
+def make_sampler(cfg: Config, seed: int) -> optuna.samplers.BaseSampler:
     import optuna
 
     s = cfg.search
@@ -142,8 +158,7 @@ def make_sampler(cfg: "Config", seed: int) -> "optuna.samplers.BaseSampler":
     if s.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     # constant_liar: trials running in parallel count as bad guesses, so the workers spread out
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, s.trials // 3)),
-                                      constant_liar=True)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, s.trials // 3)), constant_liar=True)
 
 
 def _grid_class() -> type:
@@ -162,7 +177,7 @@ def _grid_sampler(grid: dict[str, list[Any]], seed: int) -> Any:
     return _grid_class()(grid, seed=seed)
 
 
-def make_pruner(cfg: "Config") -> "optuna.pruners.BasePruner":
+def make_pruner(cfg: Config) -> optuna.pruners.BasePruner:
     import optuna
 
     s = cfg.search
@@ -180,7 +195,7 @@ def _choice_value(choice: Any) -> Any:
     return choice
 
 
-def suggest(trial: "optuna.Trial", cfg: "Config") -> dict[str, Any]:
+def suggest(trial: optuna.Trial, cfg: Config) -> dict[str, Any]:
     """The trial's value of every key of the search space, as config values."""
     params: dict[str, Any] = {}
     for key, spec in cfg.search.space:
@@ -195,21 +210,27 @@ def suggest(trial: "optuna.Trial", cfg: "Config") -> dict[str, Any]:
     return params
 
 
-def trial_config(base: "Config", params: dict[str, Any]) -> "Config":
+def trial_config(base: Config, params: dict[str, Any]) -> Config:
     """The base config with a trial's value of every key of the space (validated)."""
     return base.with_changes(params)
 
 
-def trial_summary(t: "optuna.trial.FrozenTrial") -> dict[str, Any]:
+def trial_summary(t: optuna.trial.FrozenTrial) -> dict[str, Any]:
     params = {k: json.loads(v) if isinstance(v, str) and v.startswith("[") else v for k, v in t.params.items()}
-    return {"number": t.number, "state": t.state.name.lower(), "value": t.value, "params": params,
-            "epochs": (max(t.intermediate_values) if t.intermediate_values else 0),
-            "worker": t.user_attrs.get("worker"),
-            "seconds": (t.datetime_complete - t.datetime_start).total_seconds()
-            if t.datetime_complete and t.datetime_start else None}
+    return {
+        "number": t.number,
+        "state": t.state.name.lower(),
+        "value": t.value,
+        "params": params,
+        "epochs": (max(t.intermediate_values) if t.intermediate_values else 0),
+        "worker": t.user_attrs.get("worker"),
+        "seconds": (t.datetime_complete - t.datetime_start).total_seconds()
+        if t.datetime_complete and t.datetime_start
+        else None,
+    }
 
 
-def importance(study: "optuna.Study") -> dict[str, float]:
+def importance(study: optuna.Study) -> dict[str, float]:
     """Each key's share of the metric's variance over complete trials (fANOVA); {} when too few."""
     import optuna
     from optuna.trial import TrialState

@@ -20,11 +20,12 @@ class Sweep(Strategy):
     model_per_worker = True
 
     @classmethod
-    def check_config(cls, config: "Config") -> None:
+    def check_config(cls, config: Config) -> None:
         p = config.parallel
         if p.sweep_lr and len(p.sweep_lr) != p.workers:
-            raise ConfigError(f"config: parallel.sweep_lr must have one learning rate per worker "
-                              f"({p.workers}), got {len(p.sweep_lr)}")
+            raise ConfigError(
+                f"config: parallel.sweep_lr must have one learning rate per worker ({p.workers}), got {len(p.sweep_lr)}"
+            )
 
     def model_index(self, rank: int) -> int:
         return rank
@@ -50,14 +51,22 @@ class Sweep(Strategy):
         sign = 1.0 if higher_is_better(metric) else -1.0
         return max(last_eval, key=lambda w: (sign * last_eval[w][metric], -last_eval[w]["val_loss"], -w))
 
-    def summary_extra(self, last_eval: dict[int, dict[str, Any]], run_dir: "Path | None",
-                      result: int | None = None) -> dict[str, Any]:
+    def summary_extra(
+        self, last_eval: dict[int, dict[str, Any]], run_dir: Path | None, result: int | None = None
+    ) -> dict[str, Any]:
         best = self.result_worker(last_eval) if result is None else result
         return {
             "best_worker": best,
             "best_lr": self.worker_lr(best),
-            "sweep": [{"worker": w, "lr": self.worker_lr(w), "label": self.worker_label(w),
-                       "val_accuracy": e.get("val_accuracy"), "val_loss": e["val_loss"],
-                       **{k: v for k, v in e.items() if k in ("val_rmse", "val_mae", "val_r2")}}
-                      for w, e in sorted(last_eval.items())],
+            "sweep": [
+                {
+                    "worker": w,
+                    "lr": self.worker_lr(w),
+                    "label": self.worker_label(w),
+                    "val_accuracy": e.get("val_accuracy"),
+                    "val_loss": e["val_loss"],
+                    **{k: v for k, v in e.items() if k in ("val_rmse", "val_mae", "val_r2")},
+                }
+                for w, e in sorted(last_eval.items())
+            ],
         }

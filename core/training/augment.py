@@ -11,7 +11,7 @@ the CPU build the project pins, so these are written with torch alone
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -57,7 +57,7 @@ def _augment_batch(cfg: AugmentConfig, x: torch.Tensor) -> torch.Tensor:
     cos, sin = torch.cos(angle) * scale, torch.sin(angle) * scale
     theta[:, 0, 0], theta[:, 0, 1] = cos * flip, -sin
     theta[:, 1, 0], theta[:, 1, 1] = sin * flip, cos
-    shift = (1 - scale)  # the crop lies anywhere inside the image
+    shift = 1 - scale  # the crop lies anywhere inside the image
     theta[:, 0, 2] = (torch.rand(n, dtype=dtype) * 2 - 1) * shift
     theta[:, 1, 2] = (torch.rand(n, dtype=dtype) * 2 - 1) * shift
     grid = F.affine_grid(theta, list(x.shape), align_corners=False)
@@ -90,8 +90,9 @@ def preview(cfg: AugmentConfig, images: torch.Tensor, copies: int = 8, seed: int
     return torch.stack([fn(images.clone()) for _ in range(copies)], dim=1)
 
 
-def preview_grid(cfg: AugmentConfig, images: Sequence[np.ndarray], copies: int = 6,
-                 seed: int = 0) -> list[list[np.ndarray]]:
+def preview_grid(
+    cfg: AugmentConfig, images: Sequence[np.ndarray], copies: int = 6, seed: int = 0
+) -> list[list[np.ndarray]]:
     """For each uint8 image (H, W) or (H, W, 3): the image, then ``copies`` augmented versions, as uint8.
 
     What the window's preview shows of a data set's sample images (``DatasetInfo.preview_images``),

@@ -16,9 +16,9 @@ from torch import nn
 
 from core.config import Config, ConfigError, from_dict
 from core.errors import ModelError, RunError
-from core.training.models import build_model
 from core.runfiles.layout import CHECKPOINTS, RunDir
 from core.runfiles.writing import atomic_write
+from core.training.models import build_model
 
 FORMAT = "traindesk.checkpoint"
 VERSION = 1
@@ -76,8 +76,9 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     return data
 
 
-def check_checkpoint(data: dict[str, Any], where: str = "checkpoint") -> tuple[Config, tuple[int, ...], int,
-                                                                             tuple[int, ...] | None]:
+def check_checkpoint(
+    data: dict[str, Any], where: str = "checkpoint"
+) -> tuple[Config, tuple[int, ...], int, tuple[int, ...] | None]:
     """Validate a loaded checkpoint's tables: (config, input shape, classes, image shape)."""
     try:
         cfg = from_dict(data["config"])
@@ -101,8 +102,10 @@ def load_weights(model: nn.Module, state: Any, where: str = "checkpoint") -> Non
         model.load_state_dict(state)
     except (RuntimeError, TypeError, ValueError, AttributeError) as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        first = next((ln for ln in lines if ln.startswith(("size mismatch", "Missing key", "Unexpected key"))),
-                     lines[0] if lines else type(exc).__name__)
+        first = next(
+            (ln for ln in lines if ln.startswith(("size mismatch", "Missing key", "Unexpected key"))),
+            lines[0] if lines else type(exc).__name__,
+        )
         raise RunError(f"{where}: weights do not fit the model: {first[:200]}") from None
 
 

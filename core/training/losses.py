@@ -37,7 +37,7 @@ class TaskLoss:
     def __init__(self, task: str, loss: str = "mse", weights: torch.Tensor | None = None) -> None:
         self.task, self.loss, self.weights = task, loss, weights
 
-    def to(self, device: torch.device) -> "TaskLoss":
+    def to(self, device: torch.device) -> TaskLoss:
         if self.weights is not None:
             self.weights = self.weights.to(device)
         return self
@@ -61,8 +61,9 @@ def make_loss(cfg: Config, info: Any, y_train: torch.Tensor | None) -> TaskLoss:
     return TaskLoss(task, cfg.train.loss, weights)
 
 
-def eval_stats(out: torch.Tensor, y: torch.Tensor, loss: TaskLoss, num_classes: int,
-               target_scale: tuple[float, float] = (0.0, 1.0)) -> torch.Tensor:
+def eval_stats(
+    out: torch.Tensor, y: torch.Tensor, loss: TaskLoss, num_classes: int, target_scale: tuple[float, float] = (0.0, 1.0)
+) -> torch.Tensor:
     """One batch's parts of the metrics, float64 on the CPU (summable across batches and ranks)."""
     n = float(len(y))
     loss_sum = F.cross_entropy(out, y, reduction="sum") if loss.task != "regression" else loss(out, y, "sum")
@@ -86,8 +87,7 @@ def eval_metrics(stats: torch.Tensor, task: str, num_classes: int) -> dict[str, 
     if task == "regression":
         sse, sae, s, s2 = (float(v) for v in stats[2:6])
         ss_tot = s2 - s * s / n
-        out.update(val_rmse=(sse / n) ** 0.5, val_mae=sae / n,
-                   val_r2=1.0 - sse / ss_tot if ss_tot > 1e-12 else 0.0)
+        out.update(val_rmse=(sse / n) ** 0.5, val_mae=sae / n, val_r2=1.0 - sse / ss_tot if ss_tot > 1e-12 else 0.0)
         return out
     cm = stats[2:].reshape(num_classes, num_classes)
     out.update(confusion_metrics(cm))

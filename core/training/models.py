@@ -10,8 +10,8 @@ import importlib.util
 import math
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 from torch import nn
@@ -20,7 +20,10 @@ from core.config import ModelConfig
 from core.errors import ModelError
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "relu": nn.ReLU, "gelu": nn.GELU, "tanh": nn.Tanh, "silu": nn.SiLU,
+    "relu": nn.ReLU,
+    "gelu": nn.GELU,
+    "tanh": nn.Tanh,
+    "silu": nn.SiLU,
 }
 
 
@@ -52,8 +55,8 @@ class TabularNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(x.shape[0], -1)
-        parts = [x[:, :self.n_numeric]]
-        codes = x[:, self.n_numeric:].round().long()
+        parts = [x[:, : self.n_numeric]]
+        codes = x[:, self.n_numeric :].round().long()
         parts += [emb(codes[:, i].clamp(0, emb.num_embeddings - 1)) for i, emb in enumerate(self.embeddings)]
         return self.head(torch.cat(parts, dim=1))
 
@@ -86,7 +89,7 @@ def _one_line(exc: BaseException, limit: int = 200) -> str:
     """An exception's message as one line (the first non-empty one), cut to ``limit``."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     text = lines[0] if lines else ""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _user_line(exc: BaseException, path: Path) -> str:
@@ -101,7 +104,7 @@ def _user_line(exc: BaseException, path: Path) -> str:
 
 def load_custom_factory(kind: str):  # type: ignore[no-untyped-def]
     """Import FUNCTION from PATH.py for ``custom:PATH.py:FUNCTION``."""
-    path_text, _, func = kind[len("custom:"):].rpartition(":")
+    path_text, _, func = kind[len("custom:") :].rpartition(":")
     path = Path(path_text).expanduser()
     where = f"model: {kind}"
     if not path.is_file():
@@ -143,8 +146,11 @@ def build_model(
     n_in = int(math.prod(input_shape))
     if categories and cfg.kind in ("linear", "mlp"):
         n_numeric, width = tabular_width(n_in, categories)
-        head: list[nn.Module] = ([nn.Linear(width, num_classes)] if cfg.kind == "linear"
-                                 else _mlp(width, cfg.hidden, num_classes, cfg.activation, cfg.dropout))
+        head: list[nn.Module] = (
+            [nn.Linear(width, num_classes)]
+            if cfg.kind == "linear"
+            else _mlp(width, cfg.hidden, num_classes, cfg.activation, cfg.dropout)
+        )
         return TabularNet(n_numeric, categories, head)
     if cfg.kind == "linear":
         return nn.Sequential(nn.Flatten(), nn.Linear(n_in, num_classes))
@@ -154,7 +160,7 @@ def build_model(
         shape = tuple(image_shape) if image_shape else tuple(input_shape)
         if len(shape) != 3:
             raise ModelError(
-                "model: model.kind = \"cnn\" needs image-shaped data (digits, an image folder or "
+                'model: model.kind = "cnn" needs image-shaped data (digits, an image folder or '
                 f"an npz of images); this data has {n_in} plain features"
             )
         layers = _cnn(cfg, shape, num_classes)
@@ -167,7 +173,7 @@ def build_model(
 def _build_custom(kind: str, input_shape: Sequence[int], num_classes: int) -> nn.Module:
     factory = load_custom_factory(kind)
     where = f"model: {kind}"
-    path = Path(kind[len("custom:"):].rpartition(":")[0]).expanduser()
+    path = Path(kind[len("custom:") :].rpartition(":")[0]).expanduser()
     try:
         model = factory(tuple(input_shape), num_classes)
     except (Exception, SystemExit) as exc:
@@ -191,8 +197,7 @@ def check_output(model: nn.Module, input_shape: Sequence[int], num_classes: int,
             out = model(torch.zeros(2, *input_shape))
     except (Exception, SystemExit) as exc:
         raise ModelError(
-            f"{where}: forward pass on input shape {tuple(input_shape)} failed: "
-            f"{type(exc).__name__}: {_one_line(exc)}"
+            f"{where}: forward pass on input shape {tuple(input_shape)} failed: {type(exc).__name__}: {_one_line(exc)}"
         ) from None
     finally:
         model.train(was_training)
@@ -205,4 +210,3 @@ def check_output(model: nn.Module, input_shape: Sequence[int], num_classes: int,
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
-

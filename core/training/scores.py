@@ -10,7 +10,8 @@ and ranks, computed on tensors; these are for whole prediction sets.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
 CONFUSION_AXES = "rows: true class, columns: predicted class"
 
 
-def classification_scores(y_true: np.ndarray | Sequence[int], y_pred: np.ndarray | Sequence[int],
-                          classes: Sequence[str]) -> dict[str, Any]:
+def classification_scores(
+    y_true: np.ndarray | Sequence[int], y_pred: np.ndarray | Sequence[int], classes: Sequence[str]
+) -> dict[str, Any]:
     """Accuracy, per-class precision/recall/F1/support, macro and weighted averages, confusion matrix.
 
     ``y_true`` and ``y_pred`` index ``classes``. ``zero_division=0``: a class never predicted has
@@ -35,14 +37,27 @@ def classification_scores(y_true: np.ndarray | Sequence[int], y_pred: np.ndarray
     if n == 0:
         cm = np.zeros((len(classes), len(classes)), dtype=np.int64)
         zeros = {"precision": 0.0, "recall": 0.0, "f1": 0.0}
-        return {"n": 0, "accuracy": 0.0,
-                "per_class": [{"class": str(c), **zeros, "support": 0} for c in classes],
-                "macro": dict(zeros), "weighted": dict(zeros), "confusion": cm.tolist(),
-                "confusion_axes": CONFUSION_AXES}
+        return {
+            "n": 0,
+            "accuracy": 0.0,
+            "per_class": [{"class": str(c), **zeros, "support": 0} for c in classes],
+            "macro": dict(zeros),
+            "weighted": dict(zeros),
+            "confusion": cm.tolist(),
+            "confusion_axes": CONFUSION_AXES,
+        }
     cm = confusion_matrix(y_true, y_pred, labels=labels)
     p, r, f, support = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
-    per_class = [{"class": str(name), "precision": float(p[k]), "recall": float(r[k]), "f1": float(f[k]),
-                  "support": int(support[k])} for k, name in enumerate(classes)]
+    per_class = [
+        {
+            "class": str(name),
+            "precision": float(p[k]),
+            "recall": float(r[k]),
+            "f1": float(f[k]),
+            "support": int(support[k]),
+        }
+        for k, name in enumerate(classes)
+    ]
 
     def average(how: str) -> dict[str, float]:
         ap, ar, af, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average=how, zero_division=0)
@@ -70,5 +85,9 @@ def regression_report(pred: Sequence[float], true: Sequence[float]) -> dict[str,
     """RMSE, MAE and R² of predictions (scikit-learn's definitions)."""
     from sklearn.metrics import mean_absolute_error, mean_squared_error, r2_score
 
-    return {"rmse": float(mean_squared_error(true, pred) ** 0.5), "mae": float(mean_absolute_error(true, pred)),
-            "r2": float(r2_score(true, pred)), "n": len(true)}
+    return {
+        "rmse": float(mean_squared_error(true, pred) ** 0.5),
+        "mae": float(mean_absolute_error(true, pred)),
+        "r2": float(r2_score(true, pred)),
+        "n": len(true),
+    }

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from core.errors import RunError
 from core.runfiles.layout import RunDir
@@ -28,13 +29,14 @@ if TYPE_CHECKING:
 
 EVAL_FILE = RunDir("").evaluation.name  # what summary.json's "evaluation" names as its full report
 EVAL_FORMAT = "traindesk.eval"
-MISCLASSIFIED_KEPT = 500     # eval.json lists at most this many misclassified samples (the least confident first)
-RESIDUALS_KEPT = 2000        # (actual, predicted) pairs eval.json keeps for the window's plots: a seeded sample
+MISCLASSIFIED_KEPT = 500  # eval.json lists at most this many misclassified samples (the least confident first)
+RESIDUALS_KEPT = 2000  # (actual, predicted) pairs eval.json keeps for the window's plots: a seeded sample
 BATCH = 4096
 
 
-def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
-           paths: Sequence[str] | None = None) -> dict[str, Any]:
+def report(
+    y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str], paths: Sequence[str] | None = None
+) -> dict[str, Any]:
     """The full evaluation of predicted ``probs`` against ``y_true``."""
     import numpy as np
 
@@ -46,8 +48,13 @@ def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
     order = wrong[np.argsort(-confidence, kind="stable")][:MISCLASSIFIED_KEPT]  # most confident mistakes first
     out["misclassified_total"] = int(len(wrong))
     out["misclassified"] = [
-        {"index": int(i), "true": str(classes[y_true[i]]), "predicted": str(classes[y_pred[i]]),
-         "confidence": round(float(probs[i, y_pred[i]]), 6), **({"path": paths[i]} if paths else {})}
+        {
+            "index": int(i),
+            "true": str(classes[y_true[i]]),
+            "predicted": str(classes[y_pred[i]]),
+            "confidence": round(float(probs[i, y_pred[i]]), 6),
+            **({"path": paths[i]} if paths else {}),
+        }
         for i in order
     ]
     return out
@@ -56,8 +63,14 @@ def report(y_true: np.ndarray, probs: np.ndarray, classes: Sequence[str],
 def compact(full: dict[str, Any]) -> dict[str, Any]:
     """The few figures summary.json carries; eval.json has the rest."""
     if full.get("task") == "regression":
-        return {"split": full.get("split", "validation"), "n": full["n"], "rmse": round(full["rmse"], 6),
-                "mae": round(full["mae"], 6), "r2": round(full["r2"], 6), "file": EVAL_FILE}
+        return {
+            "split": full.get("split", "validation"),
+            "n": full["n"],
+            "rmse": round(full["rmse"], 6),
+            "mae": round(full["mae"], 6),
+            "r2": round(full["r2"], 6),
+            "file": EVAL_FILE,
+        }
     worst = min(full["per_class"], key=lambda c: (c["f1"], c["class"])) if full["per_class"] else None
     return {
         "split": full.get("split", "validation"),
@@ -143,17 +156,19 @@ def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: 
     true = y.double() * std + mean
     out = regression_report(pred.tolist(), true.tolist())
     keep = torch.from_numpy(sample_rows(len(true), RESIDUALS_KEPT))  # a plot's rows: from the whole split
-    return {**_header(task="regression"), **out,
-            "pairs": [[round(float(a), 6), round(float(p), 6)]
-                      for a, p in zip(true[keep].tolist(), pred[keep].tolist())],
-            "pairs_axes": "actual, predicted", "pairs_sample": "seeded random rows of the whole split"}
+    return {
+        **_header(task="regression"),
+        **out,
+        "pairs": [[round(float(a), 6), round(float(p), 6)] for a, p in zip(true[keep].tolist(), pred[keep].tolist())],
+        "pairs_axes": "actual, predicted",
+        "pairs_sample": "seeded random rows of the whole split",
+    }
 
 
 # ----------------------------------------------------------------------------- keeping it
 
 
-def save_evaluation(run_dir: Path, full: dict[str, Any], result: dict[str, Any] | None = None
-                    ) -> dict[str, Any] | None:
+def save_evaluation(run_dir: Path, full: dict[str, Any], result: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Write eval.json and the compact figures (and ``result``) into summary.json (when it exists); the new
     summary."""
     from core.runfiles.writing import atomic_write_json, update_summary
@@ -170,8 +185,11 @@ def result_figures(full: dict[str, Any]) -> dict[str, float]:
     """An evaluation's figures under the names of the records' metrics (val_accuracy, val_rmse, ...)."""
     if full.get("task") == "regression":
         return {"val_rmse": full["rmse"], "val_mae": full["mae"], "val_r2": full["r2"]}
-    out = {"val_accuracy": full["accuracy"], "val_balanced_accuracy": full["macro"]["recall"],
-           "val_macro_f1": full["macro"]["f1"]}
+    out = {
+        "val_accuracy": full["accuracy"],
+        "val_balanced_accuracy": full["macro"]["recall"],
+        "val_macro_f1": full["macro"]["f1"],
+    }
     if "loss" in full:
         out["val_loss"] = full["loss"]
     return out
@@ -187,9 +205,15 @@ def run_result(full: dict[str, Any], checkpoint: str, epoch: Any, select_by: str
     return out
 
 
-FIGURE_NAMES = {"val_accuracy": "val accuracy", "val_balanced_accuracy": "balanced accuracy",
-                "val_macro_f1": "macro F1", "val_loss": "val loss", "val_rmse": "RMSE", "val_mae": "MAE",
-                "val_r2": "R²"}
+FIGURE_NAMES = {
+    "val_accuracy": "val accuracy",
+    "val_balanced_accuracy": "balanced accuracy",
+    "val_macro_f1": "macro F1",
+    "val_loss": "val loss",
+    "val_rmse": "RMSE",
+    "val_mae": "MAE",
+    "val_r2": "R²",
+}
 
 
 def result_line(summary: dict[str, Any]) -> str:
@@ -210,9 +234,13 @@ def result_line(summary: dict[str, Any]) -> str:
     return f"{figures} ({where}{epoch}, chosen by {result.get('select_by')})"
 
 
-def attach_evaluation(run_dir: Path | None, model: Callable[[], tuple[nn.Module, str, Any]],
-                      data: PreparedData | None, summary: dict[str, Any] | None,
-                      select_by: str = "") -> dict[str, Any] | None:
+def attach_evaluation(
+    run_dir: Path | None,
+    model: Callable[[], tuple[nn.Module, str, Any]],
+    data: PreparedData | None,
+    summary: dict[str, Any] | None,
+    select_by: str = "",
+) -> dict[str, Any] | None:
     """Session hook, after summary.json is written: evaluate the model the run hands on, write eval.json and
     add ``evaluation`` and ``result`` to summary.json.
 

@@ -23,7 +23,7 @@ RUN, CHECKPOINT, PAUSE, STOP = 0, 1, 2, 3
 # Added by a worker to the word it reads while the settings box holds a change it has not taken
 # (the session never writes it): ranks agree on it with the word and take the change at the same batch.
 SETTINGS = 4
-FLUSH_INTERVAL = 0.05   # seconds between queue puts at most (sooner when the queue is empty)
+FLUSH_INTERVAL = 0.05  # seconds between queue puts at most (sooner when the queue is empty)
 RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 
 
@@ -31,11 +31,11 @@ RECORD_INTERVAL = 0.01  # seconds between step records of one worker
 class Channels:
     """What connects a worker to its session: the metrics queue and the controls."""
 
-    queue: Any        # multiprocessing Queue of lists of records
-    command: Any      # multiprocessing RawValue('i'): RUN / CHECKPOINT / PAUSE / STOP
-    run_event: Any    # multiprocessing Event: set while the command is RUN or STOP
-    request: Any      # multiprocessing RawValue('i'): id of the latest checkpoint request
-    settings: "SettingsBox"  # config changes made while paused
+    queue: Any  # multiprocessing Queue of lists of records
+    command: Any  # multiprocessing RawValue('i'): RUN / CHECKPOINT / PAUSE / STOP
+    run_event: Any  # multiprocessing Event: set while the command is RUN or STOP
+    request: Any  # multiprocessing RawValue('i'): id of the latest checkpoint request
+    settings: SettingsBox  # config changes made while paused
 
 
 class SettingsBox:
@@ -45,7 +45,7 @@ class SettingsBox:
 
     def __init__(self, version: Any, text: Any) -> None:
         self.version = version  # RawValue('i')
-        self.text = text        # RawArray('c', SIZE)
+        self.text = text  # RawArray('c', SIZE)
 
     def write(self, changes: dict[str, Any]) -> None:
         data = json.dumps(changes).encode()
@@ -94,5 +94,3 @@ class RecordSender:
             self.queue.put(self.buffer)
             self.buffer = []
         self.last_flush = time.monotonic() if now is None else now
-
-

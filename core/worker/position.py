@@ -10,8 +10,9 @@ files written before and after read the same. No torch here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 # a table entry may lack these (checkpoints written before they existed): their defaults then apply
 _OPTIONAL = frozenset({"offset", "lr_scale", "lr_factor"})
@@ -21,12 +22,12 @@ _OPTIONAL = frozenset({"offset", "lr_scale", "lr_factor"})
 class Position:
     """A worker's place in the run, at a batch boundary."""
 
-    epoch: int = 1          # the epoch in progress (1-based)
-    batch: int = 0          # batches of it done
-    step: int = 0           # optimizer steps taken so far
-    samples: int = 0        # training samples seen so far
-    offset: int = -1        # samples of the epoch in progress done; -1: ``batch`` whole batches
-    lr_scale: float = 1.0   # the plateau schedule's factor reached so far
+    epoch: int = 1  # the epoch in progress (1-based)
+    batch: int = 0  # batches of it done
+    step: int = 0  # optimizer steps taken so far
+    samples: int = 0  # training samples seen so far
+    offset: int = -1  # samples of the epoch in progress done; -1: ``batch`` whole batches
+    lr_scale: float = 1.0  # the plateau schedule's factor reached so far
     lr_factor: float = 1.0  # what recoveries from a diverged loss left of this worker's rate (1/10 each)
 
     # the counters every stored position holds (a progress table entry without one is unusable)
@@ -38,11 +39,14 @@ class Position:
         return isinstance(table, Mapping) and all(isinstance(table.get(k), int) for k in cls.COUNTERS)
 
     @classmethod
-    def of(cls, table: Mapping[str, Any]) -> "Position":
+    def of(cls, table: Mapping[str, Any]) -> Position:
         """The position a record or a progress entry holds (the optional fields default)."""
-        return cls(**{k: int(table[k]) for k in cls.COUNTERS},
-                   offset=int(table.get("offset", -1)), lr_scale=float(table.get("lr_scale", 1.0)),
-                   lr_factor=float(table.get("lr_factor", 1.0)))
+        return cls(
+            **{k: int(table[k]) for k in cls.COUNTERS},
+            offset=int(table.get("offset", -1)),
+            lr_scale=float(table.get("lr_scale", 1.0)),
+            lr_factor=float(table.get("lr_factor", 1.0)),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """The flat dict of records and checkpoints."""

@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
-from core.worker.channels import Channels, RecordSender
-from core.training.checkpoint import state_to_bytes
 from core.data import PreparedData
 from core.host.machine import keep_freed_memory
 from core.runfiles.records import done_record
 from core.strategies import get_strategy
+from core.training.checkpoint import state_to_bytes
+from core.worker.channels import Channels, RecordSender
 from core.worker.trainer import Diverged, Trainer, WorkerSpec
 
 
@@ -33,8 +33,15 @@ def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | N
     """The last record of a worker: how it ended and where to continue from."""
     if trainer is None:
         return done_record(spec.rank, status, error, spec.start.epoch - 1, spec.start.counters())
-    return done_record(spec.rank, status, error, trainer.epochs_done, trainer.position().as_dict(),
-                       state_to_bytes(trainer.optimizer.state_dict()), state_to_bytes(torch.get_rng_state()))
+    return done_record(
+        spec.rank,
+        status,
+        error,
+        trainer.epochs_done,
+        trainer.position().as_dict(),
+        state_to_bytes(trainer.optimizer.state_dict()),
+        state_to_bytes(torch.get_rng_state()),
+    )
 
 
 def _load_class(target: str) -> Any:
@@ -48,8 +55,9 @@ def _load_class(target: str) -> Any:
 def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
     """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
-    out.state("starting", f"pid {os.getpid()}", pid=os.getpid(), node=spec.node or _hostname(),
-              local_rank=spec.local_rank)
+    out.state(
+        "starting", f"pid {os.getpid()}", pid=os.getpid(), node=spec.node or _hostname(), local_rank=spec.local_rank
+    )
     strategy = get_strategy(spec.config)
     trainer: Trainer | None = None
     try:
@@ -105,5 +113,3 @@ def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, tor
     # Everything is delivered: skip interpreter teardown, whose C++ destructors
     # (process groups, thread pools) can block or abort; loader processes die with us.
     os._exit(code)
-
-

@@ -18,10 +18,10 @@ import math
 import torch
 from torch import nn
 
-KEEP_EVERY = 50          # steps between copies of the healthy weights
-HEALTHY_GROWTH = 3.0     # an interval whose mean loss grew more than this is not kept
+KEEP_EVERY = 50  # steps between copies of the healthy weights
+HEALTHY_GROWTH = 3.0  # an interval whose mean loss grew more than this is not kept
 LR_DIVISOR = 10.0
-MAX_RECOVERIES = 5       # lr / 10**5 at most; the next divergence fails the run
+MAX_RECOVERIES = 5  # lr / 10**5 at most; the next divergence fails the run
 
 
 class Recovery:

@@ -28,25 +28,31 @@ from typing import Any
 import torch
 from torch import nn
 
-from core.training.augment import make_augment
-from core.worker.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTINGS, STOP, Channels, RecordSender
-from core.training.checkpoint import state_from_bytes, state_to_bytes
 from core.config import Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.host.devices import worker_device
 from core.host.machine import usable_cores
 from core.metric_names import selection_metric
-from core.training.losses import eval_metrics, eval_stats, make_loss
-from core.worker.position import Position
-from core.training.precision import precision_for
-from core.runfiles.records import best_record, diverged_record, eval_record, recovery_record, snapshot_record, step_record
-from core.worker.recovery import LR_DIVISOR, Recovery
-from core.training.schedule import Plateau, improved, lr_at, scheduled
-from core.strategies import get_strategy
+from core.runfiles.records import (
+    best_record,
+    diverged_record,
+    eval_record,
+    recovery_record,
+    snapshot_record,
+    step_record,
+)
 from core.strategies.base import Strategy
+from core.training.augment import make_augment
+from core.training.checkpoint import state_from_bytes, state_to_bytes
+from core.training.losses import eval_metrics, eval_stats, make_loss
+from core.training.precision import precision_for
+from core.training.schedule import Plateau, improved, lr_at, scheduled
+from core.worker.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTINGS, STOP, Channels, RecordSender
+from core.worker.position import Position
+from core.worker.recovery import LR_DIVISOR, Recovery
 
 EVAL_BATCH = 2048
-EXCHANGE_EVERY = 32     # torchrun: steps between collections of every rank's records (a multiple of 8)
+EXCHANGE_EVERY = 32  # torchrun: steps between collections of every rank's records (a multiple of 8)
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,12 @@ class WorkerSpec:
     config: Config
     threads: int
     parent_pid: int
-    local_rank: int = 0       # rank on this machine (device choice under torchrun)
-    node: str = ""            # the machine's name, for the records
+    local_rank: int = 0  # rank on this machine (device choice under torchrun)
+    node: str = ""  # the machine's name, for the records
     gather_records: bool = False  # torchrun: rank 0 collects every rank's records at agreement points
-    dist_init: str = ""       # process group rendezvous: "file://..." or "env://"
+    dist_init: str = ""  # process group rendezvous: "file://..." or "env://"
     start: Position = Position()  # where to continue (a resumed or forked run: its checkpoint's position)
-    run_dir: str = ""         # the run directory (a search keeps its study there)
+    run_dir: str = ""  # the run directory (a search keeps its study there)
     optimizer_state: bytes | None = None
     rng_state: bytes | None = None
 
@@ -111,8 +117,15 @@ def epoch_indices(n: int, epoch: int, seed: int, rank: int, world: int) -> torch
 class Trainer:
     """The training loop of one worker."""
 
-    def __init__(self, spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]],
-                 ch: Channels, out: RecordSender, strategy: Strategy) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        data: PreparedData,
+        shared: list[dict[str, torch.Tensor]],
+        ch: Channels,
+        out: RecordSender,
+        strategy: Strategy,
+    ) -> None:
         self.spec, self.data, self.ch, self.out = spec, data, ch, out
         self.config = cfg = spec.config  # changes while paused replace it
         self._settings_version = ch.settings.version.value
@@ -123,8 +136,13 @@ class Trainer:
         self.model, self.net = strategy.wrap_model(self.shared, self.device)
         self.optimizer = make_optimizer(self.model.parameters(), cfg.optim, strategy.worker_lr(rank))
         self.shard_rank, self.shard_world = strategy.shard(rank)
-        self.batches = make_batches(data.train, data.info, cfg.train.batch_size, cfg.data.loader_workers,
-                                    make_augment(cfg.augment, data.info.image_shape))
+        self.batches = make_batches(
+            data.train,
+            data.info,
+            cfg.train.batch_size,
+            cfg.data.loader_workers,
+            make_augment(cfg.augment, data.info.image_shape),
+        )
         if spec.optimizer_state is not None:
             self.optimizer.load_state_dict(state_from_bytes(spec.optimizer_state))
             for group in self.optimizer.param_groups:  # the config's (a fork may have changed them)
@@ -153,17 +171,19 @@ class Trainer:
         self.monitor = selection_metric(cfg, data.info.task, data.info.imbalanced)  # what "best" means here
         y_train = data.train.y if hasattr(data.train, "y") else torch.tensor(data.train.labels)  # type: ignore[union-attr]
         self.loss_fn = make_loss(cfg, data.info, y_train).to(self.device)
-        self._plateau = Plateau(cfg.schedule, self.monitor, start.lr_scale) \
-            if cfg.schedule.kind == "plateau" else None
+        self._plateau = Plateau(cfg.schedule, self.monitor, start.lr_scale) if cfg.schedule.kind == "plateau" else None
         self._samples_per_epoch = max(1, strategy.samples_per_epoch(len(data.train)))
         self.precision = precision_for(cfg.parallel.precision, self.device)
-        self._best: float | None = None   # this worker's best monitored value (best.pt)
+        self._best: float | None = None  # this worker's best monitored value (best.pt)
         self.keeps_best = strategy.keeps_best
         self.record_extra: dict[str, Any] = {}  # added to this worker's step and eval records
         self.on_eval: Any = None  # called with each eval record this worker reports
         self._gathers = spec.gather_records and spec.world_size > 1
-        self._recovery = Recovery(self.model, self.step) \
-            if strategy.recovers_from_divergence and cfg.train.on_divergence != "fail" else None
+        self._recovery = (
+            Recovery(self.model, self.step)
+            if strategy.recovers_from_divergence and cfg.train.on_divergence != "fail"
+            else None
+        )
         self._grads_decide = strategy.divergence_from_gradients and not self.precision.skips_overflowing_steps
 
     # -- control ----------------------------------------------------------------
@@ -228,9 +248,13 @@ class Trainer:
         self._lr = lr
         self._scheduled = scheduled(self.config.schedule)
         if self.config.train.batch_size != old.train.batch_size:
-            self.batches = make_batches(self.data.train, self.data.info, self.config.train.batch_size,
-                                        self.config.data.loader_workers,
-                                        make_augment(self.config.augment, self.data.info.image_shape))
+            self.batches = make_batches(
+                self.data.train,
+                self.data.info,
+                self.config.train.batch_size,
+                self.config.data.loader_workers,
+                make_augment(self.config.augment, self.data.info.image_shape),
+            )
             raise _EpochRestart  # the epoch goes on from its offset with the new batch size
 
     def exchange_records(self) -> None:
@@ -253,8 +277,15 @@ class Trainer:
                     self.ch.queue.put(records)
 
     def position(self) -> Position:
-        return Position(self.epoch, self.batch, self.step, self.samples, self.offset,
-                        self._plateau.scale if self._plateau else 1.0, self._lr_factor)
+        return Position(
+            self.epoch,
+            self.batch,
+            self.step,
+            self.samples,
+            self.offset,
+            self._plateau.scale if self._plateau else 1.0,
+            self._lr_factor,
+        )
 
     def _schedule_lr(self, batch_len: int) -> None:
         """Set the lr of the step about to be taken from the run's position."""
@@ -273,9 +304,15 @@ class Trainer:
         self._emit_step(force=True)
         # under torchrun only rank 0 has the session's request id: ranks agree on it (the max)
         request = self.strategy.agree(int(self.ch.request.value), self.device)
-        self.out.add(snapshot_record(self.spec.rank, request, self.position().as_dict(),
-                                     state_to_bytes(self.optimizer.state_dict()),
-                                     state_to_bytes(torch.get_rng_state())))
+        self.out.add(
+            snapshot_record(
+                self.spec.rank,
+                request,
+                self.position().as_dict(),
+                state_to_bytes(self.optimizer.state_dict()),
+                state_to_bytes(torch.get_rng_state()),
+            )
+        )
         self.out.flush()
 
     # -- records ----------------------------------------------------------------
@@ -293,8 +330,18 @@ class Trainer:
             t = time.time()  # before the look at the box: a record made after the change knows of it
             if not final and self._change_pending():
                 return
-            self.out.add(step_record(self.spec.rank, self.epoch, self.step, self.samples,
-                                     self._loss_acc / self._n_acc, self._lr, t=t, **self.record_extra))
+            self.out.add(
+                step_record(
+                    self.spec.rank,
+                    self.epoch,
+                    self.step,
+                    self.samples,
+                    self._loss_acc / self._n_acc,
+                    self._lr,
+                    t=t,
+                    **self.record_extra,
+                )
+            )
             self._loss_acc = 0.0
             self._n_acc = 0
             self._last_record = now
@@ -324,10 +371,11 @@ class Trainer:
 
     def _train_epoch(self) -> None:
         spec, strategy = self.spec, self.strategy
-        indices = epoch_indices(len(self.data.train), self.epoch, strategy.permutation_seed(spec.rank),
-                                self.shard_rank, self.shard_world)
+        indices = epoch_indices(
+            len(self.data.train), self.epoch, strategy.permutation_seed(spec.rank), self.shard_rank, self.shard_world
+        )
         if self.offset:  # resuming mid-epoch: the permutation is seeded, skip what was done
-            indices = indices[self.offset:]
+            indices = indices[self.offset :]
         net, opt, device, precision = self.net, self.optimizer, self.device, self.precision
         net.train()
         on_cpu = device.type == "cpu"
@@ -396,17 +444,21 @@ class Trainer:
             group["lr"] = self._lr
         self._emit_step(force=True)
         self.out.add(recovery_record(self.spec.rank, self.epoch, self.step, old_lr, self._lr, value, back_to))
-        what = (f"loss became {value} at epoch {self.epoch}, step {self.step + 1} (learning rate {old_lr:g}): "
-                f"weights rolled back to step {back_to}, this worker's learning rate lowered to {self._lr:g}")
+        what = (
+            f"loss became {value} at epoch {self.epoch}, step {self.step + 1} (learning rate {old_lr:g}): "
+            f"weights rolled back to step {back_to}, this worker's learning rate lowered to {self._lr:g}"
+        )
         pause = self.config.train.on_divergence == "pause" and self.strategy.pauses_on_divergence
         if not pause:
             self.out.log("warning", f"{what}; training goes on")
             self.out.flush()
             return
-        self.out.log("error", f"{message}; weights rolled back to step {back_to}, this worker's learning rate "
-                              f"lowered to {self._lr:g}; run paused (train.on_divergence = \"pause\"): Resume goes on "
-                              "at the lowered rate" + (", or change optim.lr first" if self._rate_key() == "optim.lr"
-                                                       else ""))
+        self.out.log(
+            "error",
+            f"{message}; weights rolled back to step {back_to}, this worker's learning rate "
+            f'lowered to {self._lr:g}; run paused (train.on_divergence = "pause"): Resume goes on '
+            "at the lowered rate" + (", or change optim.lr first" if self._rate_key() == "optim.lr" else ""),
+        )
         self.out.add(diverged_record(self.spec.rank, message))
         self.ch.command.value = PAUSE  # every worker pauses at its next batch; the session follows the record
         self.ch.run_event.clear()
@@ -433,20 +485,24 @@ class Trainer:
         info = self.data.info
         stats: torch.Tensor | None = None
         for start in range(0, len(y), EVAL_BATCH):
-            xb = x[start:start + EVAL_BATCH].to(self.device)
-            yb = y[start:start + EVAL_BATCH].to(self.device)
+            xb = x[start : start + EVAL_BATCH].to(self.device)
+            yb = y[start : start + EVAL_BATCH].to(self.device)
             part = eval_stats(model(xb), yb, self.loss_fn, info.num_classes, info.target_scale)
             stats = part if stats is None else stats + part
         if stats is None:  # this rank's share is empty: zeros of the right size
             stats = eval_stats(torch.zeros(0, info.num_classes), y[:0], self.loss_fn, info.num_classes)
         reports = self.strategy.reduce_eval(stats, rank, self.device) and reporter
         model.train()
-        record = eval_record(rank, epoch, eval_metrics(stats, info.task, info.num_classes), self.samples,
-                             **self.record_extra)
+        record = eval_record(
+            rank, epoch, eval_metrics(stats, info.task, info.num_classes), self.samples, **self.record_extra
+        )
         if self._plateau is not None and self._plateau.observe(record):
-            self.out.log("info", f"{self.monitor} has not improved for "
-                                 f"{self.config.schedule.patience + 1} evaluation(s): lr factor now "
-                                 f"{self._plateau.scale:g}")
+            self.out.log(
+                "info",
+                f"{self.monitor} has not improved for "
+                f"{self.config.schedule.patience + 1} evaluation(s): lr factor now "
+                f"{self._plateau.scale:g}",
+            )
         if not reports:
             return
         self.out.add(record)
@@ -465,8 +521,9 @@ class Trainer:
     def _send_best(self, record: dict[str, Any], model: nn.Module) -> None:
         """The weights of an evaluation that beat this worker's best: the session keeps the run's best."""
         monitor = self.monitor
-        if not self.keeps_best or not improved(record[monitor], self._best, monitor,
-                                               self.config.train.early_stop_min_delta):
+        if not self.keeps_best or not improved(
+            record[monitor], self._best, monitor, self.config.train.early_stop_min_delta
+        ):
             return
         self._best = record[monitor]
         weights = {k: v.detach().to("cpu") for k, v in model.state_dict().items()}

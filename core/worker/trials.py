@@ -16,17 +16,17 @@ from typing import Any
 
 import torch
 
-from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
-from core.training.checkpoint import save_checkpoint, state_to_bytes
 from core.config import Config, ConfigError, to_dict
 from core.data import PreparedData
-from core.training.models import build_model
-from core.strategies.base import Strategy
 from core.metric_names import search_metric
-from core.worker.position import Position
-from core.runfiles.records import snapshot_record, trial_record
 from core.runfiles.layout import RunDir
+from core.runfiles.records import snapshot_record, trial_record
+from core.strategies.base import Strategy
 from core.strategies.search import open_study, study_lock, suggest, trial_config
+from core.training.checkpoint import save_checkpoint, state_to_bytes
+from core.training.models import build_model
+from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
+from core.worker.position import Position
 from core.worker.trainer import Diverged, Trainer, WorkerSpec
 
 
@@ -53,8 +53,15 @@ class _Trial(Strategy):
 class TrialRunner:
     """Runs trials until the run's budget is spent; quacks like a Trainer for the worker's last record."""
 
-    def __init__(self, spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]],
-                 ch: Channels, out: RecordSender, strategy: Strategy) -> None:
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        data: PreparedData,
+        shared: list[dict[str, torch.Tensor]],
+        ch: Channels,
+        out: RecordSender,
+        strategy: Strategy,
+    ) -> None:
         self.spec, self.data, self.ch, self.out = spec, data, ch, out
         self.config = spec.config
         self.run_dir = Path(spec.run_dir)
@@ -90,9 +97,15 @@ class TrialRunner:
             if word == STOP:
                 return False
             if word == CHECKPOINT:
-                self.out.add(snapshot_record(self.spec.rank, int(self.ch.request.value), self.position().as_dict(),
-                                             state_to_bytes(self.optimizer.state_dict()),
-                                             state_to_bytes(torch.get_rng_state())))
+                self.out.add(
+                    snapshot_record(
+                        self.spec.rank,
+                        int(self.ch.request.value),
+                        self.position().as_dict(),
+                        state_to_bytes(self.optimizer.state_dict()),
+                        state_to_bytes(torch.get_rng_state()),
+                    )
+                )
                 self.out.flush()
                 while int(self.ch.command.value) == CHECKPOINT:
                     self.ch.run_event.wait(0.1)
@@ -141,8 +154,7 @@ class TrialRunner:
         info = self.data.info
         torch.manual_seed(cfg.train.seed + trial.number)
         model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
-        spec = dataclasses.replace(self.spec, config=cfg, start=self.position(), optimizer_state=None,
-                                   rng_state=None)
+        spec = dataclasses.replace(self.spec, config=cfg, start=self.position(), optimizer_state=None, rng_state=None)
         trainer = Trainer(spec, self.data, [model.state_dict()], self.ch, self.out, _Trial(cfg, trial.number))
         trainer.record_extra = {"trial": trial.number}
         metric = search_metric(cfg, self.data.info.task)
@@ -186,10 +198,26 @@ class TrialRunner:
             self.study.tell(trial, value)
             if self.study.best_trial.number == trial.number:
                 weights = {k: v.detach().to("cpu").clone() for k, v in trainer.model.state_dict().items()}
-                save_checkpoint(RunDir(self.run_dir).best, {
-                    "config": to_dict(cfg), "info": self.data.info.as_dict(), "model": weights, "models": None,
-                    "epoch": last["epoch"], "steps": trainer.step, "best_worker": self.spec.rank,
-                    "trial": trial.number, "monitor": metric, "value": value,
-                })
-        self._trial_record(trial, "complete", epoch=last["epoch"], value=value,
-                           val_loss=last["val_loss"], val_accuracy=last.get("val_accuracy"))
+                save_checkpoint(
+                    RunDir(self.run_dir).best,
+                    {
+                        "config": to_dict(cfg),
+                        "info": self.data.info.as_dict(),
+                        "model": weights,
+                        "models": None,
+                        "epoch": last["epoch"],
+                        "steps": trainer.step,
+                        "best_worker": self.spec.rank,
+                        "trial": trial.number,
+                        "monitor": metric,
+                        "value": value,
+                    },
+                )
+        self._trial_record(
+            trial,
+            "complete",
+            epoch=last["epoch"],
+            value=value,
+            val_loss=last["val_loss"],
+            val_accuracy=last.get("val_accuracy"),
+        )

@@ -9,8 +9,9 @@ os.environ["QT_QPA_PLATFORM"] = "offscreen"  # before anything imports Qt: no di
 import threading
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import psutil
 import pytest
@@ -25,7 +26,7 @@ QT_LOG_IGNORE = ["This plugin does not support propagateSizeHints", "propagateSi
 ALLOWED_THREADS = ("traindesk-warmup", "QueueFeederThread", "pydevd", "Dummy-")
 
 # -- QThread tracking: every QThread started during the tests is remembered ------------------
-_started_qthreads: "weakref.WeakSet[QThread]" = weakref.WeakSet()
+_started_qthreads: weakref.WeakSet[QThread] = weakref.WeakSet()
 _original_start = QThread.start
 
 
@@ -124,8 +125,11 @@ def _no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
         return out
 
     def new_threads() -> list[str]:
-        return [t.name for t in threading.enumerate()
-                if t not in threads_before and t.is_alive() and not t.name.startswith(ALLOWED_THREADS)]
+        return [
+            t.name
+            for t in threading.enumerate()
+            if t not in threads_before and t.is_alive() and not t.name.startswith(ALLOWED_THREADS)
+        ]
 
     # Short grace: a thread may be returning and a worker may be exiting right now.
     wait_for(lambda: not running_qthreads() and not new_threads() and not live_children(), 5.0)
@@ -136,8 +140,9 @@ def _no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
         problems.append(f"threads still running: {new_threads()}")
     children = live_children()
     if children:
-        problems.append("child processes still alive: "
-                        + ", ".join(f"{pid} ({_cmdline(pid)[:80]})" for pid in children))
+        problems.append(
+            "child processes still alive: " + ", ".join(f"{pid} ({_cmdline(pid)[:80]})" for pid in children)
+        )
         for pid in children:  # do not let one failure cascade into the next tests
             try:
                 os.kill(pid, 9)

@@ -12,8 +12,15 @@ from PySide6.QtWidgets import QComboBox, QLineEdit, QSpinBox, QWidget
 from app.panel.panel import ConfigPanel
 from core.config import Config, from_dict, load_config, to_dict, to_toml
 
-CONFIG_WIDGETS = ["combo_dataset", "combo_model", "combo_strategy", "spin_workers", "spin_epochs",
-                  "spin_batch_size", "edit_lr"]
+CONFIG_WIDGETS = [
+    "combo_dataset",
+    "combo_model",
+    "combo_strategy",
+    "spin_workers",
+    "spin_epochs",
+    "spin_batch_size",
+    "edit_lr",
+]
 
 
 def _wait_idle(qtbot: Any, panel: ConfigPanel) -> None:
@@ -84,11 +91,14 @@ def test_single_strategy_means_one_worker(qtbot: Any, panel: ConfigPanel) -> Non
     _wait_idle(qtbot, panel)
 
 
-@pytest.mark.parametrize("widget, text, key", [
-    ("edit_lr", "fast", "optim.lr"),
-    ("edit_lr", "-1", "optim.lr"),
-    ("edit_hidden", "64, x", "model.hidden"),
-])
+@pytest.mark.parametrize(
+    "widget, text, key",
+    [
+        ("edit_lr", "fast", "optim.lr"),
+        ("edit_lr", "-1", "optim.lr"),
+        ("edit_hidden", "64, x", "model.hidden"),
+    ],
+)
 def test_bad_values_name_the_key(qtbot: Any, panel: ConfigPanel, widget: str, text: str, key: str) -> None:
     getattr(panel, widget).setText(text)
     assert panel.try_config() is None
@@ -107,8 +117,9 @@ def test_unknown_device_of_a_loaded_config_is_kept(qtbot: Any, panel: ConfigPane
 
 
 def test_dataset_summary_and_parameter_count(qtbot: Any, panel: ConfigPanel) -> None:
-    qtbot.waitUntil(lambda: re.fullmatch(r"[\d,]+ parameters", panel.label_model_params.text()) is not None,
-                    timeout=20_000)
+    qtbot.waitUntil(
+        lambda: re.fullmatch(r"[\d,]+ parameters", panel.label_model_params.text()) is not None, timeout=20_000
+    )
     assert "1,797 samples" in panel.label_dataset_summary.text()
     assert "10 classes" in panel.label_dataset_summary.text()
     assert panel.label_model_params.text() == "85,002 parameters"
@@ -152,7 +163,7 @@ def test_window_refuses_to_save_a_bad_config(make_window: Any, tmp_path: Path) -
 def test_window_open_bad_toml_shows_the_error(make_window: Any, tmp_path: Path) -> None:
     window = make_window()
     bad = tmp_path / "bad.toml"
-    bad.write_text("[parallel]\nworkers = \"two\"\n", encoding="utf-8")
+    bad.write_text('[parallel]\nworkers = "two"\n', encoding="utf-8")
     before = window.panel.config()
     assert not window.open_config(bad)
     assert "parallel.workers" in window.panel.label_config_error.text()
@@ -162,10 +173,17 @@ def test_window_open_bad_toml_shows_the_error(make_window: Any, tmp_path: Path) 
 def test_spin_boxes_take_their_ranges_from_the_config_bounds(panel: ConfigPanel) -> None:
     from core.config import BOUNDS
 
-    spins = {"data.image_size": panel.spin_image_size, "data.val_fraction": panel.spin_val_fraction,
-             "data.loader_workers": panel.spin_loader_workers, "model.dropout": panel.spin_dropout,
-             "optim.momentum": panel.spin_momentum, "train.epochs": panel.spin_epochs,
-             "train.batch_size": panel.spin_batch_size, "train.seed": panel.spin_seed,
-             "parallel.workers": panel.spin_workers, "parallel.threads_per_worker": panel.spin_threads}
+    spins = {
+        "data.image_size": panel.spin_image_size,
+        "data.val_fraction": panel.spin_val_fraction,
+        "data.loader_workers": panel.spin_loader_workers,
+        "model.dropout": panel.spin_dropout,
+        "optim.momentum": panel.spin_momentum,
+        "train.epochs": panel.spin_epochs,
+        "train.batch_size": panel.spin_batch_size,
+        "train.seed": panel.spin_seed,
+        "parallel.workers": panel.spin_workers,
+        "parallel.threads_per_worker": panel.spin_threads,
+    }
     for key, spin in spins.items():
         assert (spin.minimum(), spin.maximum()) == BOUNDS[key][:2], key

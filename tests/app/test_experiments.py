@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import pyqtgraph as pg
+import pytest
 
 from core.config import Config
 from core.runfiles.writing import read_metrics
@@ -43,8 +43,11 @@ def legend_labels(legend: pg.LegendItem) -> list[str]:
 
 def test_a_sweep_reads_as_a_sweep(qtbot: Any, make_window: Any) -> None:
     window = make_window()
-    cfg = Config().replace("train", epochs=2).replace(
-        "parallel", strategy="sweep", workers=3, sweep_lr=[0.2, 0.05, 0.001])
+    cfg = (
+        Config()
+        .replace("train", epochs=2)
+        .replace("parallel", strategy="sweep", workers=3, sweep_lr=[0.2, 0.05, 0.001])
+    )
     window.panel.set_config(cfg)
     window.action_start.trigger()
     wait_end(qtbot, window)
@@ -120,11 +123,15 @@ def test_continue_keeps_every_earlier_point(qtbot: Any, make_window: Any) -> Non
     window.panel.spin_epochs.setValue(done + 2)
     window.action_continue_run.trigger()
     wait_end(qtbot, window)  # the read of the history and the continued run
-    qtbot.waitUntil(lambda: window.controller.run_dir == run_dir and window.controller.ended
-                    and window.controller.state == "finished", timeout=90_000)
+    qtbot.waitUntil(
+        lambda: (
+            window.controller.run_dir == run_dir and window.controller.ended and window.controller.state == "finished"
+        ),
+        timeout=90_000,
+    )
     window.plots.flush()
     for w, xs in before.items():  # every earlier point stays
-        assert list(window.plots.loss.raw[w].xData)[:len(xs)] == xs
+        assert list(window.plots.loss.raw[w].xData)[: len(xs)] == xs
     # and more follow (a hogwild worker that was an epoch ahead may have had nothing left to do)
     assert sum(window.plots.loss.point_count(w) for w in before) > sum(len(xs) for xs in before.values())
     assert any(m.kind == "resume" for m in window.plots.data.markers)
@@ -140,13 +147,13 @@ def test_fork_a_paused_run(qtbot: Any, make_window: Any) -> None:
     window.panel.edit_lr.setText("0.02")
     window.action_fork.trigger()
     # the paused run stops (one run per runs folder), then the fork starts
-    qtbot.waitUntil(lambda: window.controller.run_dir not in (None, parent_dir) and window.controller.active,
-                    timeout=90_000)
+    qtbot.waitUntil(
+        lambda: window.controller.run_dir not in (None, parent_dir) and window.controller.active, timeout=90_000
+    )
     fork_dir = window.controller.run_dir
     qtbot.waitUntil(lambda: window.controller.state == "running", timeout=60_000)
     # a worker says "running" just before its first step: stop once the fork has recorded one
-    qtbot.waitUntil(lambda: any(r["kind"] == "step" for r in read_metrics(fork_dir / "metrics.jsonl")),
-                    timeout=60_000)
+    qtbot.waitUntil(lambda: any(r["kind"] == "step" for r in read_metrics(fork_dir / "metrics.jsonl")), timeout=60_000)
     assert any(m.kind == "fork" for m in window.plots.data.markers)
     window.action_stop.trigger()
     wait_end(qtbot, window)
@@ -164,11 +171,16 @@ def test_fork_a_paused_run(qtbot: Any, make_window: Any) -> None:
     assert first < fork_first
 
 
-def test_fork_of_a_finished_run_asks_for_its_epochs_and_starts(qtbot: Any, make_window: Any,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fork_of_a_finished_run_asks_for_its_epochs_and_starts(
+    qtbot: Any, make_window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     window = make_window()
-    window.panel.set_config(Config().replace("data", source="builtin:iris").replace("train", epochs=2)
-                            .replace("parallel", strategy="single", workers=1))
+    window.panel.set_config(
+        Config()
+        .replace("data", source="builtin:iris")
+        .replace("train", epochs=2)
+        .replace("parallel", strategy="single", workers=1)
+    )
     window.action_start.trigger()
     wait_end(qtbot, window)
     parent_dir = window.controller.run_dir
@@ -192,9 +204,12 @@ def test_fork_of_a_finished_run_asks_for_its_epochs_and_starts(qtbot: Any, make_
 
 def test_early_stopping_says_where_it_stopped(qtbot: Any, make_window: Any) -> None:
     window = make_window()
-    window.panel.set_config(Config().replace("data", source="builtin:iris")
-                            .replace("train", epochs=200, early_stop_patience=1)
-                            .replace("parallel", strategy="single", workers=1))
+    window.panel.set_config(
+        Config()
+        .replace("data", source="builtin:iris")
+        .replace("train", epochs=200, early_stop_patience=1)
+        .replace("parallel", strategy="single", workers=1)
+    )
     window.action_start.trigger()
     wait_end(qtbot, window)
     summary = json.loads((window.controller.run_dir / "summary.json").read_text())
@@ -213,8 +228,13 @@ def test_two_real_20_epoch_iris_runs_compare_on_every_axis(qtbot: Any, make_wind
     window = make_window()
     runs = []
     for lr in (0.05, 0.01):
-        window.panel.set_config(Config().replace("data", source="builtin:iris").replace("train", epochs=20)
-                                .replace("optim", lr=lr).replace("parallel", strategy="hogwild", workers=2))
+        window.panel.set_config(
+            Config()
+            .replace("data", source="builtin:iris")
+            .replace("train", epochs=20)
+            .replace("optim", lr=lr)
+            .replace("parallel", strategy="hogwild", workers=2)
+        )
         window.action_start.trigger()
         wait_end(qtbot, window)
         assert window.controller.state == "finished"
@@ -227,14 +247,24 @@ def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, 
     cfg_path.write_text(Config().replace("train", epochs=2000).to_toml())
     runs = tmp_path / "cli-runs"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "core", "train", str(cfg_path), "--runs-dir", str(runs)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "train", str(cfg_path), "--runs-dir", str(runs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 90
         run_dir = None
         while time.monotonic() < deadline and run_dir is None:
-            found = [d for d in runs.glob("*") if d.is_dir() and (d / "metrics.jsonl").is_file()
-                     and any(r["kind"] == "step" for r in read_metrics(d / "metrics.jsonl"))]
+            found = [
+                d
+                for d in runs.glob("*")
+                if d.is_dir()
+                and (d / "metrics.jsonl").is_file()
+                and any(r["kind"] == "step" for r in read_metrics(d / "metrics.jsonl"))
+            ]
             run_dir = found[0] if found else None
             time.sleep(0.2)
         assert run_dir is not None, "the CLI run did not start"
@@ -244,8 +274,10 @@ def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, 
         qtbot.waitUntil(lambda: window.controller.state == "running" and len(counts(window)) == 2, timeout=30_000)
         assert "attached" in window.label_state.text()
         assert window.panel.spin_epochs.value() == 2000  # the run's settings, not the window's own
-        assert f"attached to {run_dir.name}" in window.label_run_dir.text() and "2 worker(s)" in \
-            window.label_run_dir.text()
+        assert (
+            f"attached to {run_dir.name}" in window.label_run_dir.text()
+            and "2 worker(s)" in window.label_run_dir.text()
+        )
         window.plots.flush()
         first = dict(counts(window))
         qtbot.waitUntil(lambda: all(counts(window)[w] > first[w] + 3 for w in first), timeout=30_000)  # growing
@@ -264,11 +296,16 @@ def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, 
 
 def test_closing_the_window_leaves_an_attached_run_running(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     cfg_path = tmp_path / "long.toml"
-    cfg_path.write_text(Config().replace("train", epochs=2000).replace("parallel", workers=1,
-                                                                        strategy="single").to_toml())
+    cfg_path.write_text(
+        Config().replace("train", epochs=2000).replace("parallel", workers=1, strategy="single").to_toml()
+    )
     runs = tmp_path / "cli-runs"
-    proc = subprocess.Popen([sys.executable, "-m", "core", "train", str(cfg_path), "--runs-dir", str(runs)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "train", str(cfg_path), "--runs-dir", str(runs)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         from core.runfiles.control_file import active_run_pid, send
 

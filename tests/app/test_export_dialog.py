@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 from PySide6.QtCore import Qt
+from trained_run import make_run  # tests/ is on sys.path under pytest (its conftest.py)
 
 from app.views.evaluate import EvaluateView
 from app.views.export_dialog import ExportDialog
 from app.views.predict import PredictView
 from core import cli
-from trained_run import make_run  # tests/ is on sys.path under pytest (its conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +36,9 @@ def _wait(qtbot: Any, widget: Any) -> None:
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "onnx"])
-def test_dialog_writes_a_file_the_cli_predicts_with(fmt: str, qtbot: Any, run_and_input: tuple[Path, Path],
-                                                    tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dialog_writes_a_file_the_cli_predicts_with(
+    fmt: str, qtbot: Any, run_and_input: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     if fmt == "onnx":
         pytest.importorskip("onnxscript", reason="the optional extra 'onnx' is not installed")
         pytest.importorskip("onnxruntime", reason="the optional extra 'onnx' is not installed")
@@ -123,8 +123,9 @@ def test_confusion_matrix_follows_the_theme(qtbot: Any, run_and_input: tuple[Pat
     try:
         apply_theme(app, "dark")
         view.refresh_colors()
-        empty = next(view.table_confusion.item(0, j) for j in range(10)
-                     if view.table_confusion.item(0, j).text() == "0")
+        empty = next(
+            view.table_confusion.item(0, j) for j in range(10) if view.table_confusion.item(0, j).text() == "0"
+        )
         assert empty.background().color().lightness() < 100
     finally:
         apply_theme(app, "light")

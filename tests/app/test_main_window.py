@@ -12,11 +12,25 @@ from PySide6.QtWidgets import QApplication, QProgressBar, QWidget
 from app.shell.settings import AppSettings
 from core.config import Config
 
-ACTIONS = ["action_start", "action_pause", "action_resume", "action_stop", "action_export",
-           "action_open_config", "action_save_config"]
+ACTIONS = [
+    "action_start",
+    "action_pause",
+    "action_resume",
+    "action_stop",
+    "action_export",
+    "action_open_config",
+    "action_save_config",
+]
 PLOTS = ["plot_loss", "plot_val", "plot_throughput"]
-CONFIG_WIDGETS = ["combo_dataset", "combo_model", "combo_strategy", "spin_workers", "spin_epochs",
-                  "spin_batch_size", "edit_lr"]
+CONFIG_WIDGETS = [
+    "combo_dataset",
+    "combo_model",
+    "combo_strategy",
+    "spin_workers",
+    "spin_epochs",
+    "spin_batch_size",
+    "edit_lr",
+]
 
 
 def test_object_names_are_the_contract(make_window: Any) -> None:
@@ -35,8 +49,15 @@ def test_object_names_are_the_contract(make_window: Any) -> None:
 def test_actions_enabled_only_when_they_make_sense(make_window: Any) -> None:
     window = make_window()
     enabled = {name: window.findChild(QAction, name).isEnabled() for name in ACTIONS}
-    assert enabled == {"action_start": True, "action_pause": False, "action_resume": False, "action_stop": False,
-                       "action_export": False, "action_open_config": True, "action_save_config": True}
+    assert enabled == {
+        "action_start": True,
+        "action_pause": False,
+        "action_resume": False,
+        "action_stop": False,
+        "action_export": False,
+        "action_open_config": True,
+        "action_save_config": True,
+    }
     assert "Export" in window.action_export.toolTip()  # says why it is off
 
 
@@ -44,13 +65,16 @@ def test_default_is_one_click_training(make_window: Any) -> None:
     window = make_window()
     cfg = window.panel.config()
     assert cfg == Config()
-    assert (cfg.data.source, cfg.model.kind, cfg.parallel.strategy, cfg.parallel.workers) == \
-        ("builtin:digits", "mlp", "hogwild", 2)
+    assert (cfg.data.source, cfg.model.kind, cfg.parallel.strategy, cfg.parallel.workers) == (
+        "builtin:digits",
+        "mlp",
+        "hogwild",
+        2,
+    )
     assert window.width() >= 1000 and window.height() >= 700
 
 
-def test_settings_persist_geometry_config_theme_and_view(make_window: Any, qtbot: Any,
-                                                          _private_settings: Path) -> None:
+def test_settings_persist_geometry_config_theme_and_view(make_window: Any, qtbot: Any, _private_settings: Path) -> None:
     first = make_window()
     # the offscreen screen is 800x800 and restoreGeometry clamps to it: use the narrowest window
     size = (first.minimumSizeHint().width(), 650)
@@ -90,11 +114,21 @@ def _fake_run(runs: Path, name: str, status: str = "finished") -> Path:
     recs = [{"kind": "state", "t": 100.0, "worker": None, "state": "starting", "detail": ""}]
     for i in range(50):
         for w in range(2):
-            recs.append({"kind": "step", "t": 100.0 + i * 0.02, "worker": w, "epoch": 1, "step": i + 1,
-                         "samples": (i + 1) * 64, "loss": 1.0 / (i + 1), "lr": 0.05})
+            recs.append(
+                {
+                    "kind": "step",
+                    "t": 100.0 + i * 0.02,
+                    "worker": w,
+                    "epoch": 1,
+                    "step": i + 1,
+                    "samples": (i + 1) * 64,
+                    "loss": 1.0 / (i + 1),
+                    "lr": 0.05,
+                }
+            )
     recs.append({"kind": "eval", "t": 101.0, "worker": 0, "epoch": 1, "val_loss": 0.3, "val_accuracy": 0.9})
     recs.append({"kind": "log", "t": 101.0, "worker": 1, "level": "warning", "message": "a worker note"})
-    text = "\n".join(json.dumps(r) for r in recs) + "\n{\"kind\": \"step\", \"t\""  # torn last line
+    text = "\n".join(json.dumps(r) for r in recs) + '\n{"kind": "step", "t"'  # torn last line
     (run / "metrics.jsonl").write_text(text)
     (run / "summary.json").write_text(json.dumps({"status": status, "epochs_done": 1}))
     return run
@@ -131,8 +165,7 @@ def test_runs_go_to_the_runs_setting_by_default(make_window: Any) -> None:
     assert AppSettings().runs_dir == "elsewhere"
 
 
-def test_main_opens_the_window_with_a_config_and_exits_cleanly(
-        qapp: Any, tmp_path: Path, monkeypatch: Any) -> None:
+def test_main_opens_the_window_with_a_config_and_exits_cleanly(qapp: Any, tmp_path: Path, monkeypatch: Any) -> None:
     import signal
 
     from app import main as main_module

@@ -24,22 +24,26 @@ def test_missing_xcb_libraries_name_their_debian_packages() -> None:
     assert len(set(XCB_LIBRARIES.values())) == len(XCB_LIBRARIES)  # one package per library
 
 
-@pytest.mark.parametrize("env, platform, expected", [
-    ({"QT_QPA_PLATFORM": "offscreen"}, "linux", "offscreen"),
-    ({"QT_QPA_PLATFORM": "wayland;xcb"}, "linux", "wayland"),
-    ({"QT_QPA_PLATFORM": "xcb"}, "linux", "xcb"),
-    ({"XDG_SESSION_TYPE": "wayland", "WAYLAND_DISPLAY": "wayland-0"}, "linux", "wayland"),
-    ({"DISPLAY": ":0"}, "linux", "xcb"),
-    ({}, "darwin", "native"),
-])
+@pytest.mark.parametrize(
+    "env, platform, expected",
+    [
+        ({"QT_QPA_PLATFORM": "offscreen"}, "linux", "offscreen"),
+        ({"QT_QPA_PLATFORM": "wayland;xcb"}, "linux", "wayland"),
+        ({"QT_QPA_PLATFORM": "xcb"}, "linux", "xcb"),
+        ({"XDG_SESSION_TYPE": "wayland", "WAYLAND_DISPLAY": "wayland-0"}, "linux", "wayland"),
+        ({"DISPLAY": ":0"}, "linux", "xcb"),
+        ({}, "darwin", "native"),
+    ],
+)
 def test_only_the_xcb_platform_is_checked(env: dict[str, str], platform: str, expected: str) -> None:
     assert qt_platform(env, platform) == expected
     missing = missing_packages(env, platform, fresh_debian)
     assert bool(missing) == (expected == "xcb")
 
 
-def test_gui_exits_2_with_the_install_line_before_starting_qt(monkeypatch: pytest.MonkeyPatch,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_gui_exits_2_with_the_install_line_before_starting_qt(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("QT_QPA_PLATFORM", "xcb")
     monkeypatch.setattr("app.shell.platform_check.can_load", fresh_debian)
     monkeypatch.setattr("app.shell.platform_check.sys.platform", "linux")

@@ -13,20 +13,38 @@ import pytest
 from PySide6.QtCore import QCoreApplication
 from PySide6.QtGui import QImage
 
-from app.shell.gc_policy import GuiGarbageCollector
 from app.plots.live import PlotsPanel
+from app.shell.gc_policy import GuiGarbageCollector
 
 
 def step_records(workers: int, steps: range, t0: float = 1000.0, dt: float = 0.01) -> list[dict[str, Any]]:
     recs: list[dict[str, Any]] = []
     for i in steps:
         for w in range(workers):
-            recs.append({"kind": "step", "t": t0 + i * dt, "worker": w, "epoch": 1 + i // 100, "step": i + 1,
-                         "samples": (i + 1) * 64, "loss": 2.0 / (1 + 0.01 * i) + 0.05 * w, "lr": 0.1})
+            recs.append(
+                {
+                    "kind": "step",
+                    "t": t0 + i * dt,
+                    "worker": w,
+                    "epoch": 1 + i // 100,
+                    "step": i + 1,
+                    "samples": (i + 1) * 64,
+                    "loss": 2.0 / (1 + 0.01 * i) + 0.05 * w,
+                    "lr": 0.1,
+                }
+            )
         if i % 100 == 99:
             for w in range(workers):
-                recs.append({"kind": "eval", "t": t0 + i * dt, "worker": w, "epoch": 1 + i // 100,
-                             "val_loss": 1.0 / (1 + i), "val_accuracy": min(1.0, i / 1000)})
+                recs.append(
+                    {
+                        "kind": "eval",
+                        "t": t0 + i * dt,
+                        "worker": w,
+                        "epoch": 1 + i // 100,
+                        "val_loss": 1.0 / (1 + i),
+                        "val_accuracy": min(1.0, i / 1000),
+                    }
+                )
     return recs
 
 
@@ -44,8 +62,9 @@ def test_each_worker_gets_curves_and_the_frame_follows(qtbot: Any, panel: PlotsP
     panel.add_records(step_records(3, range(300)))
     # setData happens on the next frame, not per record; the side plots follow one at a time
     qtbot.waitUntil(lambda: panel.loss.point_count(2) == 300, timeout=20_000)
-    qtbot.waitUntil(lambda: sorted(panel.throughput.curves) == [0, 1, 2] and sorted(panel.lr.curves) == [0, 1, 2],
-                    timeout=20_000)
+    qtbot.waitUntil(
+        lambda: sorted(panel.throughput.curves) == [0, 1, 2] and sorted(panel.lr.curves) == [0, 1, 2], timeout=20_000
+    )
     assert sorted(panel.loss.raw) == [0, 1, 2]
     assert panel.loss.mean is not None and panel.loss.mean.isVisible()
     assert sorted(panel.val.loss_curves) == [0, 1, 2]
@@ -65,8 +84,9 @@ def test_learning_rate_has_its_own_curve(qtbot: Any, panel: PlotsPanel, tmp_path
     panel.add_records(recs)
     lr = panel.findChild(type(panel.lr), "plot_lr")
     assert lr is panel.lr and lr.isVisible()
-    qtbot.waitUntil(lambda: 1 in lr.curves and lr.curves[1].xData is not None and len(lr.curves[1].xData) == 4,
-                    timeout=20_000)
+    qtbot.waitUntil(
+        lambda: 1 in lr.curves and lr.curves[1].xData is not None and len(lr.curves[1].xData) == 4, timeout=20_000
+    )
     assert sorted(lr.curves) == [0, 1]
     assert lr.curves[1].xData.tolist() == [1, 100, 101, 200]
     assert lr.curves[1].yData.tolist() == [0.1, 0.1, 0.02, 0.02]

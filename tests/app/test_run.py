@@ -55,15 +55,19 @@ def test_start_pause_resume_stop(qtbot: Any, make_window: Any, live_children: An
     from app.flows.run_controller import WORKER_NICENESS
 
     # the workers yield the CPU to the window whenever it needs it
-    assert all(os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS
-               for pid in pids)
+    assert all(
+        os.getpriority(os.PRIO_PROCESS, pid) >= os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS for pid in pids
+    )
 
     # Pause: once every worker said it paused, no new points arrive.
     paused: set[int] = set()
     window.controller.records.connect(
-        lambda batch: paused.update(r["worker"] for r in batch
-                                    if r.get("kind") == "state" and r.get("state") == "paused"
-                                    and r.get("worker") is not None))
+        lambda batch: paused.update(
+            r["worker"]
+            for r in batch
+            if r.get("kind") == "state" and r.get("state") == "paused" and r.get("worker") is not None
+        )
+    )
     window.action_pause.trigger()
     assert window.controller.state == "paused"
     assert window.action_resume.isEnabled() and not window.action_pause.isEnabled()
@@ -121,7 +125,8 @@ def test_a_short_run_finishes_and_opens_as_a_past_run(qtbot: Any, make_window: A
 
 
 def test_closing_mid_run_asks_then_stops_and_leaves_no_process(
-        qtbot: Any, make_window: Any, live_children: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    qtbot: Any, make_window: Any, live_children: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     window = make_window()
     start(qtbot, window, long_config())
     pids = window.controller.worker_pids()
@@ -155,7 +160,8 @@ def test_bad_config_shows_the_message_and_does_not_start(qtbot: Any, make_window
 
 
 def test_bad_data_from_start_shows_the_message_and_does_not_start(
-        qtbot: Any, make_window: Any, live_children: Any, tmp_path: Path) -> None:
+    qtbot: Any, make_window: Any, live_children: Any, tmp_path: Path
+) -> None:
     window = make_window()
     window.panel.add_source(f"csv:{tmp_path / 'nope.csv'}")
     window.action_start.trigger()
@@ -186,7 +192,8 @@ def test_a_diverging_run_recovers_with_a_marker_and_finishes(qtbot: Any, make_wi
 
 
 def test_a_diverging_run_pauses_with_the_reason_when_asked_and_the_window_stays_usable(
-        qtbot: Any, make_window: Any) -> None:
+    qtbot: Any, make_window: Any
+) -> None:
     window = make_window()
     cfg = long_config(epochs=50).replace("optim", lr=100.0, momentum=0.99).replace("train", on_divergence="pause")
     window.panel.set_config(cfg)
@@ -242,7 +249,9 @@ def test_gui_thread_never_blocks_while_four_workers_train(qtbot: Any, make_windo
     assert len(gaps) > 100, "the run was too short to measure"
     worst = max(gaps)
     i = gaps.index(worst)
-    print(f"longest event-loop gap {worst * 1000:.0f} ms over {len(gaps)} ticks, {stamps[-1] - stamps[i]:.2f}s before the end; top: {sorted(gaps)[-5:]}")
+    print(
+        f"longest event-loop gap {worst * 1000:.0f} ms over {len(gaps)} ticks, {stamps[-1] - stamps[i]:.2f}s before the end; top: {sorted(gaps)[-5:]}"
+    )
     assert worst < 2.0, f"GUI event loop blocked for {worst * 1000:.0f} ms"
 
 

@@ -17,8 +17,9 @@ from app.views.runs import COL
 from core.config import Config
 
 
-def write_run(runs: Path, name: str, cfg: Config, acc: float, status: str = "finished",
-              epochs: int = 3, t0: float = 1000.0) -> Path:
+def write_run(
+    runs: Path, name: str, cfg: Config, acc: float, status: str = "finished", epochs: int = 3, t0: float = 1000.0
+) -> Path:
     run = runs / name
     run.mkdir(parents=True)
     (run / "config.toml").write_text(cfg.to_toml())
@@ -28,16 +29,44 @@ def write_run(runs: Path, name: str, cfg: Config, acc: float, status: str = "fin
         for i in range(20):
             step += 1
             for w in range(2):
-                recs.append({"kind": "step", "t": t0 + step * 0.05, "worker": w, "epoch": epoch, "step": step,
-                             "samples": step * 64, "loss": 2.0 / step + 0.01 * w, "lr": cfg.optim.lr})
-        recs.append({"kind": "eval", "t": t0 + step * 0.05, "worker": 0, "epoch": epoch,
-                     "val_loss": 1.0 / epoch, "val_accuracy": acc * epoch / epochs})
+                recs.append(
+                    {
+                        "kind": "step",
+                        "t": t0 + step * 0.05,
+                        "worker": w,
+                        "epoch": epoch,
+                        "step": step,
+                        "samples": step * 64,
+                        "loss": 2.0 / step + 0.01 * w,
+                        "lr": cfg.optim.lr,
+                    }
+                )
+        recs.append(
+            {
+                "kind": "eval",
+                "t": t0 + step * 0.05,
+                "worker": 0,
+                "epoch": epoch,
+                "val_loss": 1.0 / epoch,
+                "val_accuracy": acc * epoch / epochs,
+            }
+        )
     recs.append({"kind": "state", "t": t0 + step * 0.05 + 0.1, "worker": None, "state": status, "detail": ""})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    (run / "summary.json").write_text(json.dumps({
-        "status": status, "strategy": cfg.parallel.strategy, "workers": 2, "epochs_done": epochs,
-        "samples_per_s": 1234.0, "wall_s": 12.5, "dataset": "digits",
-        "final": {"val_accuracy": acc, "val_loss": 1.0 / epochs, "train_loss": 0.1}}))
+    (run / "summary.json").write_text(
+        json.dumps(
+            {
+                "status": status,
+                "strategy": cfg.parallel.strategy,
+                "workers": 2,
+                "epochs_done": epochs,
+                "samples_per_s": 1234.0,
+                "wall_s": 12.5,
+                "dataset": "digits",
+                "final": {"val_accuracy": acc, "val_loss": 1.0 / epochs, "train_loss": 0.1},
+            }
+        )
+    )
     return run
 
 
@@ -45,9 +74,11 @@ def write_run(runs: Path, name: str, cfg: Config, acc: float, status: str = "fin
 def three_runs(tmp_path: Path) -> list[Path]:
     runs = tmp_path / "runs"
     base = Config().replace("train", epochs=3)
-    return [write_run(runs, "20250101-100000-a", base, 0.90),
-            write_run(runs, "20250101-110000-b", base.replace("optim", lr=0.01), 0.95),
-            write_run(runs, "20250101-120000-c", base.replace("model", hidden=(64,)), 0.80)]
+    return [
+        write_run(runs, "20250101-100000-a", base, 0.90),
+        write_run(runs, "20250101-110000-b", base.replace("optim", lr=0.01), 0.95),
+        write_run(runs, "20250101-120000-c", base.replace("model", hidden=(64,)), 0.80),
+    ]
 
 
 def rows(window: Any) -> list[str]:
@@ -60,8 +91,9 @@ def show_runs(qtbot: Any, window: Any, n: int) -> None:
     qtbot.waitUntil(lambda: window.runs_view.proxy.rowCount() == n, timeout=20_000)
 
 
-def test_three_runs_listed_and_two_compared(qtbot: Any, make_window: Any, three_runs: list[Path],
-                                            tmp_path: Path) -> None:
+def test_three_runs_listed_and_two_compared(
+    qtbot: Any, make_window: Any, three_runs: list[Path], tmp_path: Path
+) -> None:
     window = make_window()
     show_runs(qtbot, window, 3)
     table = window.findChild(QTableView, "table_runs")
@@ -101,8 +133,9 @@ def test_three_runs_listed_and_two_compared(qtbot: Any, make_window: Any, three_
     assert (tmp_path / "cmp.png").stat().st_size > 1000
 
 
-def test_notes_tags_rename_filter_sort_and_delete(qtbot: Any, make_window: Any, three_runs: list[Path],
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_notes_tags_rename_filter_sort_and_delete(
+    qtbot: Any, make_window: Any, three_runs: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     window = make_window()
     show_runs(qtbot, window, 3)
     view = window.runs_view
@@ -111,8 +144,11 @@ def test_notes_tags_rename_filter_sort_and_delete(qtbot: Any, make_window: Any, 
     assert model.setData(model.index(r, COL["notes"]), "baseline, lr 0.05")
     assert model.setData(model.index(r, COL["tags"]), "base, digits,base")
     assert model.setData(model.index(r, COL["name"]), "my baseline")
-    assert read_notes(three_runs[0]) == {"notes": "baseline, lr 0.05", "tags": ["base", "digits"],
-                                         "name": "my baseline"}
+    assert read_notes(three_runs[0]) == {
+        "notes": "baseline, lr 0.05",
+        "tags": ["base", "digits"],
+        "name": "my baseline",
+    }
     view.refresh()
     qtbot.waitUntil(lambda: not view.busy, timeout=10_000)
     assert "my baseline" in rows(window)  # kept across scans (stored in the run folder)
@@ -189,10 +225,29 @@ def test_a_sweep_without_a_named_best_worker_is_shown_by_the_worker_its_strategy
     records: list[dict[str, Any]] = []
     for epoch in (1, 2):
         for w in (0, 1):
-            records.append({"kind": "step", "t": float(epoch), "worker": w, "epoch": epoch, "step": epoch * 10,
-                            "samples": epoch * 100, "loss": 1.0 / epoch, "lr": 0.1})
-            records.append({"kind": "eval", "t": epoch + 0.5, "worker": w, "epoch": epoch, "samples": epoch * 100,
-                            "val_accuracy": acc[w][epoch - 1], "val_loss": 1.0 - acc[w][epoch - 1]})
+            records.append(
+                {
+                    "kind": "step",
+                    "t": float(epoch),
+                    "worker": w,
+                    "epoch": epoch,
+                    "step": epoch * 10,
+                    "samples": epoch * 100,
+                    "loss": 1.0 / epoch,
+                    "lr": 0.1,
+                }
+            )
+            records.append(
+                {
+                    "kind": "eval",
+                    "t": epoch + 0.5,
+                    "worker": w,
+                    "epoch": epoch,
+                    "samples": epoch * 100,
+                    "val_accuracy": acc[w][epoch - 1],
+                    "val_loss": 1.0 - acc[w][epoch - 1],
+                }
+            )
     strategy = get_strategy(cfg)
     chosen = strategy.result_worker_of(records)
     assert chosen == 1

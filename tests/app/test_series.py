@@ -46,8 +46,18 @@ def _steps(workers: int, n: int, t0: float = 1000.0, dt: float = 0.01) -> list[d
     recs = []
     for i in range(n):
         for w in range(workers):
-            recs.append({"kind": "step", "t": t0 + i * dt, "worker": w, "epoch": 1 + i // 100,
-                         "step": i + 1, "samples": (i + 1) * 32, "loss": 2.0 / (1 + i) + w, "lr": 0.1})
+            recs.append(
+                {
+                    "kind": "step",
+                    "t": t0 + i * dt,
+                    "worker": w,
+                    "epoch": 1 + i // 100,
+                    "step": i + 1,
+                    "samples": (i + 1) * 32,
+                    "loss": 2.0 / (1 + i) + w,
+                    "lr": 0.1,
+                }
+            )
     return recs
 
 
@@ -94,15 +104,24 @@ def test_markers_pauses_and_separate_models() -> None:
     data.labels = {0: "lr 0.1", 1: "lr 0.01"}
     recs = _steps(2, 50)
     recs.append({"kind": "state", "t": 1000.6, "worker": None, "state": "paused"})
-    recs.append({"kind": "config", "t": 1000.7, "worker": None, "changes": {"optim.lr": {"from": 0.05, "to": 0.01}},
-                 "steps": {"0": 50, "1": 50}})
+    recs.append(
+        {
+            "kind": "config",
+            "t": 1000.7,
+            "worker": None,
+            "changes": {"optim.lr": {"from": 0.05, "to": 0.01}},
+            "steps": {"0": 50, "1": 50},
+        }
+    )
     recs.append({"kind": "state", "t": 1000.8, "worker": None, "state": "running"})
     recs.append({"kind": "state", "t": 1002.0, "worker": None, "state": "starting"})  # continued
     data.add(recs)
     assert len(data.mean) == 0  # no mean across different models
     assert data.label(1) == "lr 0.01" and data.label(5) == "worker 5"
-    assert [(m.kind, m.step, m.text) for m in data.markers] == [("config", 50.0, "lr 0.05→0.01"),
-                                                                 ("resume", 50.0, "resumed")]
+    assert [(m.kind, m.step, m.text) for m in data.markers] == [
+        ("config", 50.0, "lr 0.05→0.01"),
+        ("resume", 50.0, "resumed"),
+    ]
     assert data.pauses[0].end == pytest.approx(0.8)
 
 
@@ -121,7 +140,7 @@ def test_learning_rate_keeps_only_its_changes() -> None:
     for r in recs:
         r["lr"] = lr(r["step"])
     for k in range(0, len(recs), 37):  # in live-sized batches: the compaction carries across them
-        changes = data.add(recs[k:k + 37])
+        changes = data.add(recs[k : k + 37])
         assert changes.lr <= {0}
     curve = data.lr_curve(0)
     assert curve[0, LSTEP] == 1 and curve[-1, LSTEP] == 2200  # from the first step to the latest
@@ -143,7 +162,7 @@ def test_progress_and_eta() -> None:
     p = ProgressTracker(epochs=10, workers=2, samples_per_epoch=3200)
     recs = _steps(2, 250)  # 2.5 epochs of 100 steps each, in 2.5 s
     for i in range(0, len(recs), 20):  # batches, as the MetricsReader delivers them
-        p.add(recs[i:i + 20])
+        p.add(recs[i : i + 20])
     assert p.epoch == 3
     assert p.progress == pytest.approx(0.25, abs=0.01)
     eta = p.eta_s()

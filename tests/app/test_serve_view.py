@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from trained_run import make_run  # noqa: E402
+from trained_run import make_run
 
-from app.views.serve import ServeView, histogram_quantile  # noqa: E402
+from app.views.serve import ServeView, histogram_quantile
 
 START_MS = 120_000
 
@@ -81,7 +81,8 @@ def test_a_bad_model_is_one_line_in_the_tab(qtbot, tmp_path: Path) -> None:  # t
 
 
 def test_a_server_started_again_soon_after_stop_outlives_the_earlier_stops_kill(  # type: ignore[no-untyped-def]
-        qtbot, tmp_path: Path, monkeypatch) -> None:
+    qtbot, tmp_path: Path, monkeypatch
+) -> None:
     """Stop arms a kill for the process it stops; a server started within a second of that stop keeps serving
     well past the moment the kill would have come (STOP_WAIT_MS shortened to 8 s here: a drain takes ~1 s)."""
     import time
@@ -117,7 +118,8 @@ def test_a_server_started_again_soon_after_stop_outlives_the_earlier_stops_kill(
 
 TABLE_SPEC = {
     "x-traindesk": {
-        "task": "classification", "target": "species",
+        "task": "classification",
+        "target": "species",
         "columns": [
             {"name": "island", "kind": "category", "levels": ["Biscoe", "Dream", "Torgersen"], "example": "Biscoe"},
             {"name": "bill_length_mm", "kind": "number", "example": 39.1},
@@ -127,10 +129,27 @@ TABLE_SPEC = {
         "example": {"rows": [{"island": "Biscoe", "bill_length_mm": 39.1, "sex": None, "tagged": True}]},
     },
     # what the form must not use for a table model: the encoded features
-    "components": {"schemas": {"PredictRequest": {"oneOf": [
-        {"type": "object", "properties": {"inputs": {"type": "array", "description": "samples"}}},
-        {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "object", "properties": {
-            "bill_length_mm": {}, "bill_length_mm_missing": {}, "island": {}}}}}}]}}},
+    "components": {
+        "schemas": {
+            "PredictRequest": {
+                "oneOf": [
+                    {"type": "object", "properties": {"inputs": {"type": "array", "description": "samples"}}},
+                    {
+                        "type": "object",
+                        "properties": {
+                            "rows": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "properties": {"bill_length_mm": {}, "bill_length_mm_missing": {}, "island": {}},
+                                },
+                            }
+                        },
+                    },
+                ]
+            }
+        }
+    },
 }
 
 
@@ -165,7 +184,7 @@ def test_a_table_models_try_it_form_is_its_raw_columns(qtbot) -> None:  # type: 
     assert view.edit_curl.cursorPosition() == 0  # its start in view
 
     island.setEditText("Mars o'Neil")  # a level training never saw, typed, with a quote the shell must keep
-    bill.setText("")                   # empty: missing
+    bill.setText("")  # empty: missing
     tagged.setCurrentText("false")
     sex.setCurrentText("male")
     body = {"rows": [{"island": "Mars o'Neil", "bill_length_mm": None, "sex": "male", "tagged": False}]}
@@ -185,23 +204,38 @@ def test_a_table_models_try_it_form_is_its_raw_columns(qtbot) -> None:  # type: 
 def test_the_answer_says_the_class_and_probabilities_or_the_value() -> None:
     from app.views.serve_form import answer_text
 
-    text = answer_text(200, b'{"predictions": [{"class": "Adelie", "probabilities": {"Gentoo": 0.02, '
-                            b'"Adelie": 0.93, "Chinstrap": 0.05}}], "model_version": "abc"}')
-    assert text.splitlines() == ["HTTP 200", "class: Adelie", "  Adelie  0.930", "  Chinstrap  0.050",
-                                 "  Gentoo  0.020", "model version abc"]
-    assert answer_text(200, b'{"predictions": [{"value": 3120.5}], "model_version": "abc"}').splitlines()[1] \
+    text = answer_text(
+        200,
+        b'{"predictions": [{"class": "Adelie", "probabilities": {"Gentoo": 0.02, '
+        b'"Adelie": 0.93, "Chinstrap": 0.05}}], "model_version": "abc"}',
+    )
+    assert text.splitlines() == [
+        "HTTP 200",
+        "class: Adelie",
+        "  Adelie  0.930",
+        "  Chinstrap  0.050",
+        "  Gentoo  0.020",
+        "model version abc",
+    ]
+    assert (
+        answer_text(200, b'{"predictions": [{"value": 3120.5}], "model_version": "abc"}').splitlines()[1]
         == "value: 3120.5"
-    assert answer_text(422, b'{"error": "row 1: column \'bill_length_mm\' is not numeric"}') \
+    )
+    assert (
+        answer_text(422, b'{"error": "row 1: column \'bill_length_mm\' is not numeric"}')
         == "HTTP 422\nrow 1: column 'bill_length_mm' is not numeric"
+    )
 
 
 def _metrics(ok: float, batches: float) -> str:
-    return ("# TYPE traindesk_serve_requests_total counter\n"
-            f'traindesk_serve_requests_total{{endpoint="predict",status="200"}} {ok}\n'
-            "# TYPE traindesk_serve_batch_rows histogram\n"
-            f'traindesk_serve_batch_rows_bucket{{le="1.0"}} {batches}\n'
-            f'traindesk_serve_batch_rows_bucket{{le="+Inf"}} {batches}\n'
-            f"traindesk_serve_batch_rows_count {batches}\ntraindesk_serve_batch_rows_sum {batches}\n")
+    return (
+        "# TYPE traindesk_serve_requests_total counter\n"
+        f'traindesk_serve_requests_total{{endpoint="predict",status="200"}} {ok}\n'
+        "# TYPE traindesk_serve_batch_rows histogram\n"
+        f'traindesk_serve_batch_rows_bucket{{le="1.0"}} {batches}\n'
+        f'traindesk_serve_batch_rows_bucket{{le="+Inf"}} {batches}\n'
+        f"traindesk_serve_batch_rows_count {batches}\ntraindesk_serve_batch_rows_sum {batches}\n"
+    )
 
 
 def test_workers_read_serving_while_batches_flow_and_only_current_ones_are_listed(qtbot: Any) -> None:
@@ -211,8 +245,10 @@ def test_workers_read_serving_while_batches_flow_and_only_current_ones_are_liste
     monitor = ServeMonitor()
     qtbot.addWidget(monitor)
     monitor.reset(100.0)
-    workers = [{"worker": 0, "pid": 11, "state": "idle", "version": "v", "restarts": 0},
-               {"worker": 1, "pid": 12, "state": "busy", "version": "v", "restarts": 0}]
+    workers = [
+        {"worker": 0, "pid": 11, "state": "idle", "version": "v", "restarts": 0},
+        {"worker": 1, "pid": 12, "state": "busy", "version": "v", "restarts": 0},
+    ]
     monitor.show_metrics(parse_metrics(_metrics(0, 0)), 101.0)
     monitor.show_metrics(parse_metrics(_metrics(620, 300)), 102.0)  # 620 requests/s in 300 batches
     monitor.show_workers(workers)
@@ -269,10 +305,14 @@ def test_the_serve_tab_follows_the_theme_and_its_form_has_room(qtbot: Any, make_
         window.action_dark.trigger()
     assert min(lightness()) > 200
 
-    columns = [{"name": n, "kind": "number", "example": 1.5} for n in
-               ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "a_rather_long_column_name")]
-    spec = dict(TABLE_SPEC, **{"x-traindesk": dict(TABLE_SPEC["x-traindesk"],
-                                                   columns=TABLE_SPEC["x-traindesk"]["columns"] + columns)})
+    columns = [
+        {"name": n, "kind": "number", "example": 1.5}
+        for n in ("bill_length_mm", "bill_depth_mm", "flipper_length_mm", "body_mass_g", "a_rather_long_column_name")
+    ]
+    spec = dict(
+        TABLE_SPEC,
+        **{"x-traindesk": dict(TABLE_SPEC["x-traindesk"], columns=TABLE_SPEC["x-traindesk"]["columns"] + columns)},
+    )
     window.tabs.setCurrentWidget(view)
     view.show_spec(spec)
     box = view.findChild(QGroupBox, "group_serve_try")
@@ -289,7 +329,8 @@ def test_the_serve_tab_follows_the_theme_and_its_form_has_room(qtbot: Any, make_
 
 
 def test_a_served_table_models_form_is_built_from_its_server_and_its_example_answers(  # type: ignore[no-untyped-def]
-        qtbot, tmp_path: Path) -> None:
+    qtbot, tmp_path: Path
+) -> None:
     """A real table run served: the form holds its raw columns (never an encoded feature), pre-filled with a
     training row, and what the form sends answers 200 with the class the row's model gives."""
     import journey_tables as jt
@@ -299,8 +340,9 @@ def test_a_served_table_models_form_is_built_from_its_server_and_its_example_ans
 
     header, rows = jt.census(600, seed=0)
     source = jt.write_csv(tmp_path / "census.csv", header, rows)
-    cfg = apply_overrides(Config(), [f'data.source="csv:{source}"', "data.target=species",
-                                     "parallel.strategy=single", "train.epochs=3"])
+    cfg = apply_overrides(
+        Config(), [f'data.source="csv:{source}"', "data.target=species", "parallel.strategy=single", "train.epochs=3"]
+    )
     session = Session(cfg, runs_dir=tmp_path / "runs")
     session.start()
     assert session.wait(120) == "finished"

@@ -49,8 +49,10 @@ def test_predict_view_names_a_table_models_raw_columns(qtbot: Any, tmp_path: Pat
     rows = ["row_id,size,island,tagged,label"]
     for i in range(60):
         size = "" if i % 7 == 0 else f"{1.5 + (i % 9) * 0.25:g}"
-        rows.append(f"{1000 + i},{size},{('Biscoe', 'Dream', 'Torgersen')[i % 3]},{'yes' if i % 2 else 'no'},"
-                    f"{('adelie', 'gentoo')[(i % 3 == 0) ^ (i % 2)]}")
+        rows.append(
+            f"{1000 + i},{size},{('Biscoe', 'Dream', 'Torgersen')[i % 3]},{'yes' if i % 2 else 'no'},"
+            f"{('adelie', 'gentoo')[(i % 3 == 0) ^ (i % 2)]}"
+        )
     (tmp_path / "penguins.csv").write_text("\n".join(rows) + "\n")
     run = make_run(tmp_path / "runs", source=f"csv:{tmp_path / 'penguins.csv'}", steps=5)
     view = PredictView()

@@ -37,47 +37,62 @@ def _mixed_csv(path: Path, float_target: bool = False) -> Path:
 
 def _rows(panel: ConfigPanel) -> dict[str, tuple[str, str, str]]:
     t = panel.table_columns
-    return {t.item(r, 0).text(): (t.cellWidget(r, 1).currentText(), t.item(r, 2).text(), t.item(r, 3).text())
-            for r in range(t.rowCount())}
+    return {
+        t.item(r, 0).text(): (t.cellWidget(r, 1).currentText(), t.item(r, 2).text(), t.item(r, 3).text())
+        for r in range(t.rowCount())
+    }
 
 
 def test_columns_list_kinds_missing_and_levels_and_a_combo_writes_data_columns(
-        qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    qtbot: Any, panel: ConfigPanel, tmp_path: Path
+) -> None:
     path = _mixed_csv(tmp_path / "mixed.csv")
     panel.set_config(Config().replace("data", source=f"csv:{path}", target="label"))
     qtbot.waitUntil(lambda: panel.table_columns.rowCount() == 3, timeout=20_000)
-    assert _rows(panel) == {"size": ("number", "3", ""), "tagged": ("bool", "0", ""),
-                            "island": ("category", "1", "3: Biscoe, Dream, Torgersen")}  # the levels by name
+    assert _rows(panel) == {
+        "size": ("number", "3", ""),
+        "tagged": ("bool", "0", ""),
+        "island": ("category", "1", "3: Biscoe, Dream, Torgersen"),
+    }  # the levels by name
     assert panel.table_columns.isVisibleTo(panel)
     assert panel.label_dataset_summary.text() == "24 samples, 4 features, 3 classes"  # the columns are in the list
     assert panel.label_target_task.text() == "classification: 3 classes"
     assert panel.config().data.columns == ()
 
-    combo = next(panel.table_columns.cellWidget(r, 1) for r in range(3)
-                 if panel.table_columns.cellWidget(r, 1).property("column") == "tagged")
+    combo = next(
+        panel.table_columns.cellWidget(r, 1)
+        for r in range(3)
+        if panel.table_columns.cellWidget(r, 1).property("column") == "tagged"
+    )
     combo.setCurrentText("ignore")
     assert dict(panel.config().data.columns) == {"tagged": "ignore"}
     # The list is described again with the override: the engine's schema now ignores the column.
-    qtbot.waitUntil(lambda: _rows(panel).get("tagged", ("",))[0] == "ignore"
-                    and "set in data.columns" in _rows(panel)["tagged"][2], timeout=20_000)
+    qtbot.waitUntil(
+        lambda: _rows(panel).get("tagged", ("",))[0] == "ignore" and "set in data.columns" in _rows(panel)["tagged"][2],
+        timeout=20_000,
+    )
     _wait_idle(qtbot, panel)
 
     # A kind the engine refuses: the one-line error in the summary, the list kept so the change can be undone.
-    size = next(panel.table_columns.cellWidget(r, 1) for r in range(3)
-                if panel.table_columns.cellWidget(r, 1).property("column") == "size")
+    size = next(
+        panel.table_columns.cellWidget(r, 1)
+        for r in range(3)
+        if panel.table_columns.cellWidget(r, 1).property("column") == "size"
+    )
     size.setCurrentText("category")  # 21 distinct values in 24 rows: more levels than the rows allow
     qtbot.waitUntil(lambda: "⚠" in panel.label_dataset_summary.text(), timeout=20_000)
     assert "size" in panel.label_dataset_summary.text()
     assert panel.table_columns.rowCount() == 3
     size.setCurrentText("number")
-    qtbot.waitUntil(lambda: "⚠" not in panel.label_dataset_summary.text()
-                    and "samples" in panel.label_dataset_summary.text(), timeout=20_000)
+    qtbot.waitUntil(
+        lambda: "⚠" not in panel.label_dataset_summary.text() and "samples" in panel.label_dataset_summary.text(),
+        timeout=20_000,
+    )
     assert dict(panel.config().data.columns) == {"tagged": "ignore", "size": "number"}
     _wait_idle(qtbot, panel)
 
     # A loaded config's overrides show in the combos and come back out of config().
-    panel.set_config(Config().replace("data", source=f"csv:{path}", target="label",
-                                      columns=(("island", "ignore"),)))
+    panel.set_config(Config().replace("data", source=f"csv:{path}", target="label", columns=(("island", "ignore"),)))
     qtbot.waitUntil(lambda: _rows(panel).get("island", ("",))[0] == "ignore", timeout=20_000)
     assert _rows(panel)["tagged"][0] == "bool"
     assert dict(panel.config().data.columns) == {"island": "ignore"}
@@ -110,8 +125,13 @@ def test_target_chooser_says_regression_for_a_float_target(qtbot: Any, panel: Co
 def _regression_eval(actual: list[float], predicted: list[float]) -> dict[str, Any]:
     from core.training.losses import regression_report
 
-    return {"task": "regression", **regression_report(predicted, actual), "checkpoint": {"which": "last"},
-            "pairs": [[a, p] for a, p in zip(actual, predicted)], "pairs_axes": "actual, predicted"}
+    return {
+        "task": "regression",
+        **regression_report(predicted, actual),
+        "checkpoint": {"which": "last"},
+        "pairs": [[a, p] for a, p in zip(actual, predicted)],
+        "pairs_axes": "actual, predicted",
+    }
 
 
 def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qtbot: Any) -> None:
@@ -131,10 +151,16 @@ def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qt
     assert np.allclose(x, actual) and np.allclose(y, predicted)
     x, y = view.scatter_residuals.getData()
     assert np.allclose(x, predicted) and np.allclose(y, [-0.5, 0.5, -0.25, 0.0, 1.0])
-    metrics = {view.table_metrics.item(r, 0).text(): view.table_metrics.item(r, 1).text()
-               for r in range(view.table_metrics.rowCount())}
-    assert metrics == {"RMSE": f"{full['rmse']:.4g}", "MAE": f"{full['mae']:.4g}", "R²": f"{full['r2']:.4g}",
-                       "samples": "5"}
+    metrics = {
+        view.table_metrics.item(r, 0).text(): view.table_metrics.item(r, 1).text()
+        for r in range(view.table_metrics.rowCount())
+    }
+    assert metrics == {
+        "RMSE": f"{full['rmse']:.4g}",
+        "MAE": f"{full['mae']:.4g}",
+        "R²": f"{full['r2']:.4g}",
+        "samples": "5",
+    }
     assert metrics["MAE"] == "0.45"  # (0.5 + 0.5 + 0.25 + 0 + 1) / 5
     from app.plots.live import PlotColors
     from app.shell.theme import style_plot_widget
@@ -143,10 +169,20 @@ def test_evaluate_view_plots_predicted_vs_actual_and_residuals_for_regression(qt
     assert view.plot_residuals.backgroundBrush().color().name() == "#202020"  # the window's theme applies
 
     # A classification run afterwards: today's views, the regression ones emptied and hidden.
-    view.show_evaluation({"task": "classification", "accuracy": 0.5, "n": 2, "macro": {"f1": 0.5},
-                          "misclassified_total": 1, "confusion": [[1, 0], [1, 0]],
-                          "per_class": [{"class": "a", "precision": 0.5, "recall": 1.0, "f1": 0.667, "support": 1},
-                                        {"class": "b", "precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}]})
+    view.show_evaluation(
+        {
+            "task": "classification",
+            "accuracy": 0.5,
+            "n": 2,
+            "macro": {"f1": 0.5},
+            "misclassified_total": 1,
+            "confusion": [[1, 0], [1, 0]],
+            "per_class": [
+                {"class": "a", "precision": 0.5, "recall": 1.0, "f1": 0.667, "support": 1},
+                {"class": "b", "precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1},
+            ],
+        }
+    )
     assert view.table_confusion.isVisible() and not view.regression_panel.isVisible()
     assert view.table_per_class.rowCount() == 2 and view.table_metrics.rowCount() == 0
     assert len(view.scatter_actual.getData()[0]) == 0
@@ -161,8 +197,21 @@ def test_validation_plot_shows_rmse_for_a_regression_run(qtbot: Any) -> None:
     data = RunData()
     plot = ValPlot(data)
     qtbot.addWidget(plot)
-    changes = data.add([{"kind": "eval", "t": 100.0 + e, "worker": 0, "epoch": e, "val_loss": 1.0 / e,
-                         "val_rmse": 2.0 / e, "val_mae": 1.5 / e, "val_r2": 0.5} for e in (1, 2, 3)])
+    changes = data.add(
+        [
+            {
+                "kind": "eval",
+                "t": 100.0 + e,
+                "worker": 0,
+                "epoch": e,
+                "val_loss": 1.0 / e,
+                "val_rmse": 2.0 / e,
+                "val_mae": 1.5 / e,
+                "val_r2": 0.5,
+            }
+            for e in (1, 2, 3)
+        ]
+    )
     plot.refresh(changes)
     assert data.task == "regression"
     assert plot.acc_plot.titleLabel.toolTip() == "Validation RMSE"
@@ -173,8 +222,7 @@ def test_validation_plot_shows_rmse_for_a_regression_run(qtbot: Any) -> None:
     # A classification run in the same plot: accuracy again, limited to [0, 1].
     data = RunData()
     plot.reset(data)
-    plot.refresh(data.add([{"kind": "eval", "t": 1.0, "worker": 0, "epoch": 1, "val_loss": 0.7,
-                            "val_accuracy": 0.8}]))
+    plot.refresh(data.add([{"kind": "eval", "t": 1.0, "worker": 0, "epoch": 1, "val_loss": 0.7, "val_accuracy": 0.8}]))
     assert plot.acc_plot.titleLabel.toolTip() == "Validation accuracy"
     assert plot.acc_plot.getAxis("left").labelText == "accuracy"
     assert np.allclose(plot.acc_curves[0].yData, [0.8])
@@ -192,8 +240,12 @@ def test_a_mixed_table_trains_from_the_window_as_it_is(qtbot: Any, make_window: 
     path = tmp_path / "penguins.csv"
     path.write_text("\n".join(rows) + "\n")
     window = make_window()
-    window.panel.set_config(Config().replace("data", source=f"csv:{path}", target="label")
-                            .replace("train", epochs=3).replace("parallel", strategy="single", workers=1))
+    window.panel.set_config(
+        Config()
+        .replace("data", source=f"csv:{path}", target="label")
+        .replace("train", epochs=3)
+        .replace("parallel", strategy="single", workers=1)
+    )
     qtbot.waitUntil(lambda: window.panel.table_columns.rowCount() == 3, timeout=30_000)
     window.action_start.trigger()
     qtbot.waitUntil(lambda: window.controller.ended, timeout=120_000)
@@ -212,15 +264,18 @@ def _diamonds_csv(path: Path, rows: int = 40) -> Path:
     for i in range(rows):
         carat = 0.3 + i * 0.05
         clarity = ("I1", "SI1", "SI2", "VS1", "VS2", "VVS1", "VVS2", "IF")[i % 8]
-        lines.append(f"{carat:.2f},{CUTS[i % 5]},{'DEFGHIJ'[i % 7]},{clarity},"
-                     f"{60 + i % 5 * 0.5:.1f},{55 + i % 4},{int(400 + 2900 * carat + 37 * (i % 3))},"
-                     f"{carat * 4:.2f},{carat * 4.1:.2f},{carat * 2.5:.2f}")
+        lines.append(
+            f"{carat:.2f},{CUTS[i % 5]},{'DEFGHIJ'[i % 7]},{clarity},"
+            f"{60 + i % 5 * 0.5:.1f},{55 + i % 4},{int(400 + 2900 * carat + 37 * (i % 3))},"
+            f"{carat * 4:.2f},{carat * 4.1:.2f},{carat * 2.5:.2f}"
+        )
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def test_a_tables_columns_are_listed_and_its_target_offered_from_them_before_any_target(
-        qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    qtbot: Any, panel: ConfigPanel, tmp_path: Path
+) -> None:
     cfg = Config().replace("data", source=f"csv:{_diamonds_csv(tmp_path / 'diamonds.csv')}")
     assert cfg.data.target == "label"  # the default: not one of this table's columns
     panel.show_run_config(cfg, "a run")  # read-only: the columns are listed, nothing is proposed
@@ -249,39 +304,43 @@ def test_a_tables_columns_are_listed_and_its_target_offered_from_them_before_any
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (900, 600)])
-def test_a_wide_table_fits_the_config_panel(qtbot: Any, make_window: Any, tmp_path: Path,
-                                            size: tuple[int, int]) -> None:
+def test_a_wide_table_fits_the_config_panel(
+    qtbot: Any, make_window: Any, tmp_path: Path, size: tuple[int, int]
+) -> None:
     from PySide6.QtCore import QCoreApplication, QPoint
     from PySide6.QtWidgets import QScrollArea, QWidget
 
     window = make_window()
     window.resize(*size)
     panel = window.panel
-    panel.set_config(Config().replace("data", source=f"csv:{_diamonds_csv(tmp_path / 'diamonds.csv')}",
-                                      target="price"))
+    panel.set_config(Config().replace("data", source=f"csv:{_diamonds_csv(tmp_path / 'diamonds.csv')}", target="price"))
     qtbot.waitUntil(lambda: panel.label_target_task.text().startswith("regression"), timeout=30_000)
     _wait_idle(qtbot, panel)
     QCoreApplication.processEvents()  # the layouts' pending requests
     view = window.findChild(QScrollArea, "config_scroll").viewport()
     assert panel.width() <= view.width()
-    clipped = [f"{type(w).__name__} {w.objectName()!r}: x {w.mapTo(view, QPoint(0, 0)).x()}, width {w.width()}"
-               for w in panel.findChildren(QWidget) if w.isVisible()
-               and not 0 <= w.mapTo(view, QPoint(0, 0)).x() <= w.mapTo(view, QPoint(0, 0)).x() + w.width()
-               <= view.width()]
+    clipped = [
+        f"{type(w).__name__} {w.objectName()!r}: x {w.mapTo(view, QPoint(0, 0)).x()}, width {w.width()}"
+        for w in panel.findChildren(QWidget)
+        if w.isVisible()
+        and not 0 <= w.mapTo(view, QPoint(0, 0)).x() <= w.mapTo(view, QPoint(0, 0)).x() + w.width() <= view.width()
+    ]
     assert clipped == [], f"{size}: panel {panel.width()} px in a {view.width()} px view"
 
     t = panel.table_columns  # every column in view (9 rows, the target aside), its levels named
     assert t.rowCount() == 9 and t.verticalScrollBar().maximum() == 0 and t.horizontalScrollBar().maximum() == 0
     cut = next(r for r in range(9) if t.item(r, 0).text() == "cut")
-    assert t.item(cut, 3).text() == "5: " + ", ".join(CUTS) and t.item(cut, 3).toolTip() == \
-        "5 levels: " + ", ".join(CUTS)
+    assert t.item(cut, 3).text() == "5: " + ", ".join(CUTS) and t.item(cut, 3).toolTip() == "5 levels: " + ", ".join(
+        CUTS
+    )
     assert t.columnWidth(3) >= 50
     target = panel.combo_target
     assert target.width() >= 150 and target.width() >= target.fontMetrics().horizontalAdvance("flipper_length_mm")
 
 
 def test_a_table_whose_description_fails_still_lists_its_columns_to_fix_it(
-        qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    qtbot: Any, panel: ConfigPanel, tmp_path: Path
+) -> None:
     path = tmp_path / "people.csv"  # notes has no value at all: the engine refuses it and says to ignore it
     path.write_text("age,notes,label\n" + "\n".join(f"{20 + i},,{'ab'[i % 2]}" for i in range(40)) + "\n")
     panel.set_config(Config().replace("data", source=f"csv:{path}", target="label"))
@@ -289,8 +348,11 @@ def test_a_table_whose_description_fails_still_lists_its_columns_to_fix_it(
     assert "⚠" in panel.label_dataset_summary.text() and "all missing" in panel.label_dataset_summary.text()
     assert list(_rows(panel)) == ["age", "notes"] and panel.combo_target.currentText() == "label"  # kept
     assert panel.label_target_task.text() == ""  # the summary says what is wrong
-    notes = next(panel.table_columns.cellWidget(r, 1) for r in range(2)
-                 if panel.table_columns.cellWidget(r, 1).property("column") == "notes")
+    notes = next(
+        panel.table_columns.cellWidget(r, 1)
+        for r in range(2)
+        if panel.table_columns.cellWidget(r, 1).property("column") == "notes"
+    )
     notes.setCurrentText("ignore")
     qtbot.waitUntil(lambda: panel.label_target_task.text() == "classification: 2 classes", timeout=20_000)
     assert "⚠" not in panel.label_dataset_summary.text() and dict(panel.config().data.columns) == {"notes": "ignore"}

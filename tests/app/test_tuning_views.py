@@ -14,9 +14,17 @@ def test_tuning_group_round_trips(qtbot: Any) -> None:
     panel = ConfigPanel()
     qtbot.addWidget(panel)
     try:
-        cfg = apply_overrides(Config(), ['schedule.kind="cosine"', "schedule.min_lr=0.001", "schedule.warmup_steps=7",
-                                         "train.early_stop_patience=3", 'train.monitor="val_accuracy"',
-                                         'parallel.precision="bf16-mixed"'])
+        cfg = apply_overrides(
+            Config(),
+            [
+                'schedule.kind="cosine"',
+                "schedule.min_lr=0.001",
+                "schedule.warmup_steps=7",
+                "train.early_stop_patience=3",
+                'train.monitor="val_accuracy"',
+                'parallel.precision="bf16-mixed"',
+            ],
+        )
         panel.set_config(cfg)
         assert panel.config() == cfg
         panel.tuning.edit_min_lr.setText("lots")
@@ -33,8 +41,9 @@ def test_augment_settings_round_trip_and_preview_a_grid(qtbot: Any) -> None:
         t = panel.tuning
         qtbot.waitUntil(lambda: panel._images != (), timeout=20_000)  # digits described: sample images
         assert not t.button_augment_preview.isEnabled()  # augmentation is off by default
-        cfg = apply_overrides(Config(), ["augment.crop_scale=0.333", "augment.hflip=true", "augment.rotation=12.5",
-                                         "augment.jitter=0.2"])
+        cfg = apply_overrides(
+            Config(), ["augment.crop_scale=0.333", "augment.hflip=true", "augment.rotation=12.5", "augment.jitter=0.2"]
+        )
         panel.set_config(cfg)
         assert panel.config() == cfg  # 0.333 shows as 0.33 but is kept unless moved
         t.spin_rotation.setValue(20.0)
@@ -61,15 +70,35 @@ def test_augment_settings_round_trip_and_preview_a_grid(qtbot: Any) -> None:
 def test_search_view_shows_trials_live_with_pruned_marked(qtbot: Any) -> None:
     view = SearchView()
     qtbot.addWidget(view)
-    view.add_records([
-        {"kind": "trial", "worker": 0, "trial": 0, "state": "running", "params": {"optim.lr": 0.1, "model.hidden": [64]}},
-        {"kind": "trial", "worker": 1, "trial": 1, "state": "running", "params": {"optim.lr": 1e-4, "model.hidden": [32]}},
-        {"kind": "eval", "worker": 1, "trial": 1, "epoch": 1, "val_accuracy": 0.1, "val_loss": 2.3},
-        {"kind": "trial", "worker": 1, "trial": 1, "state": "pruned", "epoch": 1, "value": 0.1},
-        {"kind": "trial", "worker": 0, "trial": 0, "state": "complete", "epoch": 3, "value": 0.95},
-        {"kind": "trial", "worker": 0, "trial": 2, "state": "running", "params": {"optim.lr": 0.05, "model.hidden": [64]}},
-        {"kind": "trial", "worker": 0, "trial": 2, "state": "complete", "epoch": 3, "value": 0.9},
-    ])
+    view.add_records(
+        [
+            {
+                "kind": "trial",
+                "worker": 0,
+                "trial": 0,
+                "state": "running",
+                "params": {"optim.lr": 0.1, "model.hidden": [64]},
+            },
+            {
+                "kind": "trial",
+                "worker": 1,
+                "trial": 1,
+                "state": "running",
+                "params": {"optim.lr": 1e-4, "model.hidden": [32]},
+            },
+            {"kind": "eval", "worker": 1, "trial": 1, "epoch": 1, "val_accuracy": 0.1, "val_loss": 2.3},
+            {"kind": "trial", "worker": 1, "trial": 1, "state": "pruned", "epoch": 1, "value": 0.1},
+            {"kind": "trial", "worker": 0, "trial": 0, "state": "complete", "epoch": 3, "value": 0.95},
+            {
+                "kind": "trial",
+                "worker": 0,
+                "trial": 2,
+                "state": "running",
+                "params": {"optim.lr": 0.05, "model.hidden": [64]},
+            },
+            {"kind": "trial", "worker": 0, "trial": 2, "state": "complete", "epoch": 3, "value": 0.9},
+        ]
+    )
     table = view.table_trials
     assert table.rowCount() == 3
     headers = [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())]

@@ -17,8 +17,11 @@ def test_toolbar_overflows_into_a_visible_button_at_900x600(make_window: Any, qt
     window.resize(900, 600)
     qtbot.waitUntil(lambda: window.width() <= 900, timeout=5_000)
     more = window.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
-    hidden = [a.objectName() for a in window.toolbar.actions()
-              if a.objectName() and not window.toolbar.widgetForAction(a).isVisible()]
+    hidden = [
+        a.objectName()
+        for a in window.toolbar.actions()
+        if a.objectName() and not window.toolbar.widgetForAction(a).isVisible()
+    ]
     if hidden:  # what does not fit is one click away
         assert more is not None and more.isVisible() and not more.icon().isNull()
         assert more.geometry().right() <= window.toolbar.width()
@@ -27,15 +30,31 @@ def test_toolbar_overflows_into_a_visible_button_at_900x600(make_window: Any, qt
 
 def test_theme_change_repaints_legend_text(make_window: Any) -> None:
     window = make_window()
-    window.plots.add_records([{"kind": "step", "t": 1.0 + i * 0.01, "worker": w, "epoch": 1, "step": i,
-                               "samples": i * 64, "loss": 1.0, "lr": 0.1} for i in range(1, 30) for w in (0, 1)])
+    window.plots.add_records(
+        [
+            {
+                "kind": "step",
+                "t": 1.0 + i * 0.01,
+                "worker": w,
+                "epoch": 1,
+                "step": i,
+                "samples": i * 64,
+                "loss": 1.0,
+                "lr": 0.1,
+            }
+            for i in range(1, 30)
+            for w in (0, 1)
+        ]
+    )
     window.plots.flush()
     legend = window.plots.loss.legends[0]
     assert [label.text for _s, label in legend.items] == ["worker 0", "worker 1", "mean"]
 
     def colours() -> set[str]:
-        return {label.opts["color"] if isinstance(label.opts["color"], str) else QColor(label.opts["color"]).name()
-                for _s, label in legend.items}
+        return {
+            label.opts["color"] if isinstance(label.opts["color"], str) else QColor(label.opts["color"]).name()
+            for _s, label in legend.items
+        }
 
     def drawn(colour: str) -> bool:  # the text as drawn carries the colour
         return all(colour.lower() in label.item.toHtml().lower() for _s, label in legend.items)
@@ -73,8 +92,7 @@ def test_errors_clear_when_their_cause_is_fixed(make_window: Any, qtbot: Any, tm
 
 
 @pytest.mark.slow
-def test_find_fastest_shows_progress_and_cancels(make_window: Any, qtbot: Any,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_find_fastest_shows_progress_and_cancels(make_window: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(advisor_flow, "ADVISOR_SECONDS", 2.0)
     window = make_window()
     window.action_find_fastest.trigger()

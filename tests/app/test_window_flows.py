@@ -13,8 +13,17 @@ from app.views.runs import COL
 from core.config import Config
 
 
-def write_run(runs: Path, name: str, cfg: Config, epochs: int = 20, workers: int = 2, t0: float = 1000.0,
-              startup_s: float = 1.9, status: str = "finished", first_epoch: int = 1) -> Path:
+def write_run(
+    runs: Path,
+    name: str,
+    cfg: Config,
+    epochs: int = 20,
+    workers: int = 2,
+    t0: float = 1000.0,
+    startup_s: float = 1.9,
+    status: str = "finished",
+    first_epoch: int = 1,
+) -> Path:
     """A run shaped like a real short hogwild iris run: one step per worker per epoch, workers out of
     step with each other, records of different workers interleaved out of time order, start-up first."""
     run = runs / name
@@ -29,19 +38,49 @@ def write_run(runs: Path, name: str, cfg: Config, epochs: int = 20, workers: int
         dt = 0.001 if w else 0.005
         for epoch in range(first_epoch, first_epoch + epochs):
             t = t1 + (epoch - first_epoch + 1) * dt
-            recs.append({"kind": "step", "t": t, "worker": w, "epoch": epoch, "step": epoch,
-                         "samples": epoch * 60, "loss": 1.0 / epoch, "lr": cfg.optim.lr})
+            recs.append(
+                {
+                    "kind": "step",
+                    "t": t,
+                    "worker": w,
+                    "epoch": epoch,
+                    "step": epoch,
+                    "samples": epoch * 60,
+                    "loss": 1.0 / epoch,
+                    "lr": cfg.optim.lr,
+                }
+            )
             if w == 0:
-                recs.append({"kind": "eval", "t": t, "worker": 0, "epoch": epoch, "samples": epoch * 60,
-                             "val_loss": 1.0 / epoch, "val_accuracy": min(1.0, 0.5 + epoch / 40)})
+                recs.append(
+                    {
+                        "kind": "eval",
+                        "t": t,
+                        "worker": 0,
+                        "epoch": epoch,
+                        "samples": epoch * 60,
+                        "val_loss": 1.0 / epoch,
+                        "val_accuracy": min(1.0, 0.5 + epoch / 40),
+                    }
+                )
         recs.append({"kind": "state", "t": t1 + epochs * dt, "worker": w, "state": status, "detail": ""})
     end = t1 + epochs * 0.005 + 0.05
     recs.append({"kind": "state", "t": end, "worker": None, "state": status, "detail": ""})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    (run / "summary.json").write_text(json.dumps({
-        "status": status, "strategy": cfg.parallel.strategy, "workers": workers, "epochs_done": epochs,
-        "samples_per_s": 20000.0, "wall_s": end - t0, "train_s": epochs * 0.005, "dataset": "iris",
-        "final": {"val_accuracy": 1.0, "val_loss": 1.0 / epochs, "train_loss": 0.05}}))
+    (run / "summary.json").write_text(
+        json.dumps(
+            {
+                "status": status,
+                "strategy": cfg.parallel.strategy,
+                "workers": workers,
+                "epochs_done": epochs,
+                "samples_per_s": 20000.0,
+                "wall_s": end - t0,
+                "train_s": epochs * 0.005,
+                "dataset": "iris",
+                "final": {"val_accuracy": 1.0, "val_loss": 1.0 / epochs, "train_loss": 0.05},
+            }
+        )
+    )
     return run
 
 
@@ -68,7 +107,7 @@ def test_note_typed_across_rescans_is_saved_whole(qtbot: Any, make_window: Any, 
             write_run(runs, "20261201-110000-hogwild-mlp", iris())
         with qtbot.waitSignal(view.scanned, timeout=20_000):
             view.refresh()
-        assert editor.text() == "".join(words[:i + 1])  # the scan left the editor alone
+        assert editor.text() == "".join(words[: i + 1])  # the scan left the editor alone
     assert view.proxy.rowCount() == 2
     qtbot.keyClick(editor, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: (run / "notes.json").is_file(), timeout=5_000)
@@ -76,8 +115,7 @@ def test_note_typed_across_rescans_is_saved_whole(qtbot: Any, make_window: Any, 
 
 
 # -- Runs: long fork names elide, the results stay in view ------------------------------------
-def test_long_fork_names_keep_accuracy_and_samples_per_s_in_view(qtbot: Any, make_window: Any,
-                                                                 tmp_path: Path) -> None:
+def test_long_fork_names_keep_accuracy_and_samples_per_s_in_view(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     parent = write_run(runs, "20261201-201410-hogwild-mlp", iris())
     fork = write_run(runs, "20261201-201424-20261201-201410-hogwild-mlp-fork-with-a-long-name", iris())
@@ -120,8 +158,9 @@ def open_and_wait(qtbot: Any, window: Any, run: Path) -> None:
     qtbot.waitUntil(lambda: window.viewing_run == run and not window._calls.busy, timeout=20_000)
 
 
-def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(qtbot: Any, make_window: Any, tmp_path: Path,
-                                                            monkeypatch: Any) -> None:
+def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(
+    qtbot: Any, make_window: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
     run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris())
     (run / "checkpoints").mkdir()
     (run / "checkpoints" / "last.pt").write_bytes(b"not a checkpoint")
@@ -131,12 +170,12 @@ def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(qtbot: Any, make_win
     assert window.action_fork.isEnabled() and window.action_export.isEnabled()
     actions_match_state(window)
     asked: list[int] = []
-    monkeypatch.setattr(window, "ask_fork",
-                        lambda d: asked.append(d.widgets["train.epochs"].minimum() - 1) or True)
+    monkeypatch.setattr(window, "ask_fork", lambda d: asked.append(d.widgets["train.epochs"].minimum() - 1) or True)
     window.panel.edit_lr.setText("0.01")
     window.action_fork.trigger()
-    qtbot.waitUntil(lambda: not window._preparing and not window._calls.busy and window.banner.isVisible(),
-                    timeout=20_000)
+    qtbot.waitUntil(
+        lambda: not window._preparing and not window._calls.busy and window.banner.isVisible(), timeout=20_000
+    )
     assert asked == [20]  # finished all its epochs: the fork asks for more instead of failing on them
     assert not window.controller.active
     assert window.viewing_run == run and window.label_state.text() == f"Viewing {run.name}"
@@ -147,8 +186,9 @@ def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(qtbot: Any, make_win
     actions_match_state(window)
     window.panel.spin_epochs.setValue(30)
     window.action_continue_run.trigger()  # continuing the bogus checkpoint fails too
-    qtbot.waitUntil(lambda: not window._preparing and not window._calls.busy and not window.controller.active,
-                    timeout=20_000)
+    qtbot.waitUntil(
+        lambda: not window._preparing and not window._calls.busy and not window.controller.active, timeout=20_000
+    )
     actions_match_state(window)
     assert window.action_fork.isEnabled() and window.action_open_run.isEnabled()
 
@@ -156,8 +196,7 @@ def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(qtbot: Any, make_win
 def test_enablement_is_derived_from_the_state_alone() -> None:
     from app.viewmodels.window_state import WindowState, derive
 
-    viewing = WindowState(viewing="r", run_config_shown=True, fork_source=True, export_target=True,
-                          continuable=True)
+    viewing = WindowState(viewing="r", run_config_shown=True, fork_source=True, export_target=True, continuable=True)
     d = derive(viewing)
     assert d.panel_mode == "view" and d.status == "Viewing r"
     assert d.enabled["action_fork"] and d.enabled["action_export"] and d.enabled["action_continue_run"]
@@ -172,8 +211,7 @@ def test_enablement_is_derived_from_the_state_alone() -> None:
 
 
 # -- settings: the user's own are saved, not those of the run on screen ----------------------
-def test_closing_while_viewing_a_run_keeps_the_users_own_settings(qtbot: Any, make_window: Any,
-                                                                  tmp_path: Path) -> None:
+def test_closing_while_viewing_a_run_keeps_the_users_own_settings(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     from app.shell.settings import AppSettings
     from core.config import parse_toml
 
@@ -194,8 +232,12 @@ def test_progress_of_an_early_stopped_run() -> None:
     from app.viewmodels.run_data import ProgressTracker
 
     p = ProgressTracker(60, 1)
-    p.add([{"kind": "eval", "t": 1.0, "worker": 0, "epoch": 9},
-           {"kind": "state", "t": 2.0, "worker": None, "state": "finished"}])
+    p.add(
+        [
+            {"kind": "eval", "t": 1.0, "worker": 0, "epoch": 9},
+            {"kind": "state", "t": 2.0, "worker": None, "state": "finished"},
+        ]
+    )
     p.end("finished", {"status": "finished", "epochs_done": 9, "stop_reason": "early stop: val_loss ..."})
     assert p.describe_end() == "stopped early at epoch 9 of 60"
     assert p.progress == 9 / 60
@@ -231,24 +273,38 @@ def check_compared_curves(qtbot: Any, window: Any, runs: list[Path]) -> None:
 
 
 def test_two_short_iris_runs_compare_on_every_axis(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
-    runs = [write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris()),
-            write_run(tmp_path / "runs", "20261201-100100-hogwild-mlp", iris(lr=0.01), startup_s=0.7)]
+    runs = [
+        write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris()),
+        write_run(tmp_path / "runs", "20261201-100100-hogwild-mlp", iris(lr=0.01), startup_s=0.7),
+    ]
     window = make_window()
     check_compared_curves(qtbot, window, runs)
 
 
 # -- reopened runs and forks draw what happened -----------------------------------------------
-def test_a_reopened_fork_draws_training_time_a_step_in_lr_and_its_fork_marker(qtbot: Any, make_window: Any,
-                                                                               tmp_path: Path) -> None:
+def test_a_reopened_fork_draws_training_time_a_step_in_lr_and_its_fork_marker(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
     import numpy as np
 
     runs = tmp_path / "runs"
     parent = write_run(runs, "20261201-100000-hogwild-mlp", iris(lr=0.05))
-    fork = write_run(runs, "20261201-103400-hogwild-mlp-fork", iris(epochs=40, lr=0.01), t0=1000.0 + 34 * 60,
-                     epochs=20, first_epoch=21)
+    fork = write_run(
+        runs,
+        "20261201-103400-hogwild-mlp-fork",
+        iris(epochs=40, lr=0.01),
+        t0=1000.0 + 34 * 60,
+        epochs=20,
+        first_epoch=21,
+    )
     summary = json.loads((fork / "summary.json").read_text())
-    summary["parent"] = {"run": str(parent), "name": parent.name, "epoch": 21, "step": 20,
-                         "changes": {"optim.lr": 0.01}}
+    summary["parent"] = {
+        "run": str(parent),
+        "name": parent.name,
+        "epoch": 21,
+        "step": 20,
+        "changes": {"optim.lr": 0.01},
+    }
     (fork / "summary.json").write_text(json.dumps(summary))
     window = make_window()
     open_and_wait(qtbot, window, fork)
@@ -263,12 +319,11 @@ def test_a_reopened_fork_draws_training_time_a_step_in_lr_and_its_fork_marker(qt
     old = np.flatnonzero(finite & np.isclose(rows[:, 2], 0.05))
     new = np.flatnonzero(finite & np.isclose(rows[:, 2], 0.01))
     assert len(old) and len(new)
-    between = rows[old.max() + 1:new.min(), 2]
+    between = rows[old.max() + 1 : new.min(), 2]
     assert len(between) and np.isnan(between).all()  # the line breaks: a step, not a ramp across the fork
 
 
-def test_a_constant_learning_rate_gets_an_axis_around_its_value(qtbot: Any, make_window: Any,
-                                                                tmp_path: Path) -> None:
+def test_a_constant_learning_rate_gets_an_axis_around_its_value(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", iris(lr=0.05))
     window = make_window()
     open_and_wait(qtbot, window, run)
@@ -300,8 +355,10 @@ def test_throughput_of_a_run_of_about_one_window_is_a_line_per_worker_and_in_tot
 
     recs: list[dict[str, Any]] = [{"kind": "state", "t": 0.0, "worker": None, "state": "starting"}]
     for w, dt in ((0, 0.05), (1, 0.03)):  # 0.6 s and 0.36 s of training: one window at most
-        recs += [{"kind": "step", "t": 1.0 + i * dt, "worker": w, "epoch": 1, "step": i, "samples": 64 * i,
-                  "loss": 1.0} for i in range(1, 13)]
+        recs += [
+            {"kind": "step", "t": 1.0 + i * dt, "worker": w, "epoch": 1, "step": i, "samples": 64 * i, "loss": 1.0}
+            for i in range(1, 13)
+        ]
         recs.append({"kind": "state", "t": 1.0 + 12 * dt, "worker": w, "state": "finished"})
     recs.append({"kind": "state", "t": 2.0, "worker": None, "state": "finished"})
     data = RunData()
@@ -324,8 +381,7 @@ def test_the_window_model_announces_each_change_once() -> None:
     model.update(preparing=True)  # nothing changed: nothing said
     model.update(advising=True, cancelling=False)
     assert [a.preparing for a in heard] == [True, True] and heard[-1].advising
-    assert model.facts() == {"advising": True, "cancelling": False, "preparing": True, "closing": False,
-                             "viewing": ""}
+    assert model.facts() == {"advising": True, "cancelling": False, "preparing": True, "closing": False, "viewing": ""}
     model.update(viewing_run=Path("runs/r1"))
     assert model.facts()["viewing"] == "r1"
     done: list[int] = []

@@ -9,15 +9,19 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLineEdit
+from test_window_flows import write_run
 
 from app.views.runs import COL
 from core.config import LIVE_KEYS, Config
-from test_window_flows import write_run
 
 
 def parent_config() -> Config:
-    return (Config().replace("data", source="builtin:iris").replace("optim", lr=0.01, weight_decay=0.001)
-            .replace("train", epochs=20, batch_size=48))
+    return (
+        Config()
+        .replace("data", source="builtin:iris")
+        .replace("optim", lr=0.01, weight_decay=0.001)
+        .replace("train", epochs=20, batch_size=48)
+    )
 
 
 def run_with_weights(runs: Path, name: str, cfg: Config) -> Path:
@@ -48,8 +52,9 @@ def editor_of(view: Any) -> QLineEdit | None:
 
 # -- Runs: a double-click opens, F2 and Rename edit ---------------------------------------------
 @pytest.mark.parametrize("attr", ["name", "tags", "status"])
-def test_a_double_click_anywhere_on_a_run_opens_its_curves(qtbot: Any, make_window: Any, tmp_path: Path,
-                                                          attr: str) -> None:
+def test_a_double_click_anywhere_on_a_run_opens_its_curves(
+    qtbot: Any, make_window: Any, tmp_path: Path, attr: str
+) -> None:
     run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", parent_config())
     window = make_window()
     view = show_runs(qtbot, window, 1)
@@ -126,9 +131,9 @@ def test_fork_dialog_shows_the_parents_live_keys_and_returns_only_the_edited_one
     assert ok.isEnabled() and dialog.changes() == {"train.batch_size": 32, "optim.lr": 0.02}
 
 
-def test_fork_from_runs_starts_from_the_parents_settings_not_the_panels(qtbot: Any, make_window: Any,
-                                                                        tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fork_from_runs_starts_from_the_parents_settings_not_the_panels(
+    qtbot: Any, make_window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     parent = parent_config()
     run = run_with_weights(tmp_path / "runs", "20261201-100000-hogwild-mlp", parent)
     window = make_window()
@@ -149,16 +154,16 @@ def test_fork_from_runs_starts_from_the_parents_settings_not_the_panels(qtbot: A
     window.action_fork.trigger()
     qtbot.waitUntil(lambda: bool(forked) and not window.calls.busy, timeout=20_000)
     # the parent's own values were offered (finished all 20 epochs: the fork offers to go on to 40)
-    assert shown == {"optim.lr": "0.01", "optim.weight_decay": "0.001", "train.batch_size": 48,
-                     "train.epochs": 40}
+    assert shown == {"optim.lr": "0.01", "optim.weight_decay": "0.001", "train.batch_size": 48, "train.epochs": 40}
     assert forked == [(run, {"train.batch_size": 32, "train.epochs": 40})]  # never the panel's lr 0.3
     fork_cfg = parent.with_changes(forked[0][1])
     assert fork_cfg.optim.lr == 0.01 and fork_cfg.data.source == "builtin:iris"
     assert window.panel.config() == fork_cfg  # the panel shows the fork's settings
 
 
-def test_fork_cancelled_starts_nothing(qtbot: Any, make_window: Any, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fork_cancelled_starts_nothing(
+    qtbot: Any, make_window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = run_with_weights(tmp_path / "runs", "20261201-100000-hogwild-mlp", parent_config())
     window = make_window()
     view = show_runs(qtbot, window, 1)
@@ -171,8 +176,9 @@ def test_fork_cancelled_starts_nothing(qtbot: Any, make_window: Any, tmp_path: P
 
 
 # -- Start: disabled while the settings cannot run, and a failed start clears nothing ----------------
-def test_start_is_disabled_while_the_config_is_invalid_and_says_why(qtbot: Any, make_window: Any,
-                                                                     tmp_path: Path) -> None:
+def test_start_is_disabled_while_the_config_is_invalid_and_says_why(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
     window = make_window()
     assert window.action_start.isEnabled()
     window.panel.edit_lr.setText("fast")
@@ -202,12 +208,17 @@ def test_start_is_disabled_while_the_dataset_cannot_be_read(qtbot: Any, make_win
 
 
 def test_a_start_that_fails_keeps_the_run_on_screen(qtbot: Any, make_window: Any) -> None:
-    from core.session import RecordBuffer
     from test_metrics_path import FakeSession
 
+    from core.session import RecordBuffer
+
     window = make_window()
-    window.panel.set_config(Config().replace("data", source="builtin:iris").replace("train", epochs=2)
-                            .replace("parallel", strategy="single", workers=1))
+    window.panel.set_config(
+        Config()
+        .replace("data", source="builtin:iris")
+        .replace("train", epochs=2)
+        .replace("parallel", strategy="single", workers=1)
+    )
     window.action_start.trigger()
     qtbot.waitUntil(lambda: window.controller.ended, timeout=120_000)
     run_dir = window.controller.run_dir
@@ -234,11 +245,12 @@ def test_a_start_that_fails_keeps_the_run_on_screen(qtbot: Any, make_window: Any
 
 
 # -- the first run: long enough to watch, pause and edit ----------------------------------------------
-def test_a_new_users_window_starts_from_the_first_run_config(qtbot: Any, make_window: Any,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_users_window_starts_from_the_first_run_config(
+    qtbot: Any, make_window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from app.shell.settings import FIRST_RUN_CONFIG, AppSettings
-    from core.training.augment import active
     from core.config import load_config
+    from core.training.augment import active
 
     first = load_config(FIRST_RUN_CONFIG)  # it validates
     assert first.model.kind == "cnn" and first.data.source == "builtin:digits" and first.train.epochs >= 30

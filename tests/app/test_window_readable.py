@@ -39,9 +39,9 @@ def test_lr_finder_and_search_plots_follow_the_theme(make_window: Any, qtbot: An
 def test_predict_shows_the_expected_columns_and_offers_them_by_position(qtbot: Any, tmp_path: Any) -> None:
     import numpy as np
     from sklearn.datasets import load_digits
+    from trained_run import make_run
 
     from app.views.predict import PredictView
-    from trained_run import make_run
 
     run_dir = make_run(tmp_path / "runs")
     digits = load_digits()
@@ -68,8 +68,7 @@ def test_predict_shows_the_expected_columns_and_offers_them_by_position(qtbot: A
     view.wait(30.0)
 
 
-def test_a_data_error_is_said_once_with_its_path_once_and_a_fix(make_window: Any, qtbot: Any,
-                                                                 tmp_path: Any) -> None:
+def test_a_data_error_is_said_once_with_its_path_once_and_a_fix(make_window: Any, qtbot: Any, tmp_path: Any) -> None:
     from PySide6.QtWidgets import QLabel
 
     csv = tmp_path / "people.csv"  # a column with no value at all: the fit refuses it, naming it and the way out
@@ -80,8 +79,9 @@ def test_a_data_error_is_said_once_with_its_path_once_and_a_fix(make_window: Any
     qtbot.waitUntil(lambda: "all missing" in panel.label_dataset_summary.text(), timeout=30_000)
 
     def shown() -> list[str]:
-        return [label.text() for label in window.findChildren(QLabel)
-                if label.isVisible() and "all missing" in label.text()]
+        return [
+            label.text() for label in window.findChildren(QLabel) if label.isVisible() and "all missing" in label.text()
+        ]
 
     assert len(shown()) == 1
     message = shown()[0]
@@ -112,8 +112,17 @@ pruner = "none"
 
 
 def _step(trial: int, worker: int, step: int, loss: float) -> dict[str, Any]:
-    return {"kind": "step", "t": 100.0 + step * 0.01 + trial, "worker": worker, "trial": trial, "epoch": 1,
-            "step": step, "samples": step * 64, "loss": loss, "lr": 0.1}
+    return {
+        "kind": "step",
+        "t": 100.0 + step * 0.01 + trial,
+        "worker": worker,
+        "trial": trial,
+        "epoch": 1,
+        "step": step,
+        "samples": step * 64,
+        "loss": loss,
+        "lr": 0.1,
+    }
 
 
 def test_search_records_draw_a_curve_per_trial_and_a_diverged_one_leaves_the_axis(qtbot: Any) -> None:
@@ -131,8 +140,10 @@ def test_search_records_draw_a_curve_per_trial_and_a_diverged_one_leaves_the_axi
         base = 200 * (trial // 2)
         records += [_step(trial, worker, base + i, 2.0 / (1 + i / 20)) for i in range(1, 200)]
     records += [_step(3, 1, 200 + i, 1.0 * 10.0 ** (i / 2)) for i in range(1, 24)]  # diverges to 4e11
-    records += [{"kind": "eval", "t": 103.0, "worker": w, "trial": t, "epoch": 1, "val_loss": v, "val_accuracy": 0.5}
-                for t, w, v in ((0, 0, 0.5), (1, 1, 0.6), (2, 0, 0.4), (3, 1, 3e11))]
+    records += [
+        {"kind": "eval", "t": 103.0, "worker": w, "trial": t, "epoch": 1, "val_loss": v, "val_accuracy": 0.5}
+        for t, w, v in ((0, 0, 0.5), (1, 1, 0.6), (2, 0, 0.4), (3, 1, 3e11))
+    ]
     panel.add_records(records)
     panel.flush()
     qtbot.wait(50)  # the view boxes fit their ranges at the next turn of the event loop
@@ -157,9 +168,17 @@ def test_search_progress_counts_trials() -> None:
     p.add(records)
     assert p.label("ETA 5s") == "Trial 10 of 12 · 8 done · %p% · ETA 5s"
     assert abs(p.progress - (8 + 1.0) / 12) < 1e-9  # trial 8 has run all its epochs, trial 9 none yet
-    text = search_end_text("finished", {"trials": [{"number": 0, "state": "complete", "value": 0.9},
-                                                   {"number": 1, "state": "pruned", "value": 0.2}],
-                                        "best_trial": 0, "metric": "val_accuracy"})
+    text = search_end_text(
+        "finished",
+        {
+            "trials": [
+                {"number": 0, "state": "complete", "value": 0.9},
+                {"number": 1, "state": "pruned", "value": 0.2},
+            ],
+            "best_trial": 0,
+            "metric": "val_accuracy",
+        },
+    )
     assert text == "finished: 2 trial(s): 1 complete, 1 pruned; best trial 0, val_accuracy 0.9000"
 
 
@@ -195,8 +214,17 @@ def test_robust_range_leaves_only_a_far_out_curve_off() -> None:
     assert low == 0.01 and top == 2.3
 
 
-DESIGN_TOOLBAR_ACTIONS = ("action_start", "action_pause", "action_resume", "action_stop", "action_export",
-                          "action_open_config", "action_save_config", "action_fork", "action_open_run")
+DESIGN_TOOLBAR_ACTIONS = (
+    "action_start",
+    "action_pause",
+    "action_resume",
+    "action_stop",
+    "action_export",
+    "action_open_config",
+    "action_save_config",
+    "action_fork",
+    "action_open_run",
+)
 
 
 @pytest.mark.parametrize("size", [(900, 600), (1280, 800)])
@@ -231,27 +259,42 @@ def test_training_tab_reads_at_900x600(make_window: Any, qtbot: Any) -> None:
 
     window = _small_window(make_window, qtbot)
     plots = window.plots
-    records = [{"kind": "step", "t": 1.0 + i * 0.01, "worker": w, "epoch": 1 + i // 1000, "step": i,
-                "samples": i * 64, "loss": 1.0 / (1 + i), "lr": 0.1 * (1 - i / 7000)}
-               for i in range(1, 7000, 7) for w in (0, 1)]
-    records += [{"kind": "eval", "t": 2.0 + e, "worker": 0, "epoch": e, "val_loss": 1.0 / e, "val_accuracy": 0.9}
-                for e in range(1, 8)]
+    records = [
+        {
+            "kind": "step",
+            "t": 1.0 + i * 0.01,
+            "worker": w,
+            "epoch": 1 + i // 1000,
+            "step": i,
+            "samples": i * 64,
+            "loss": 1.0 / (1 + i),
+            "lr": 0.1 * (1 - i / 7000),
+        }
+        for i in range(1, 7000, 7)
+        for w in (0, 1)
+    ]
+    records += [
+        {"kind": "eval", "t": 2.0 + e, "worker": 0, "epoch": e, "val_loss": 1.0 / e, "val_accuracy": 0.9}
+        for e in range(1, 8)
+    ]
     plots.add_records(records)
     plots.flush()
-    items = [(plot.objectName(), item) for plot in (plots.loss, plots.val, plots.throughput, plots.lr)
-             for item in plot.items]
+    items = [
+        (plot.objectName(), item) for plot in (plots.loss, plots.val, plots.throughput, plots.lr) for item in plot.items
+    ]
 
     def cut() -> list[tuple[str, str]]:
         return [(name, shown_title(item)) for name, item in items if shown_title(item) != item._full_title]
 
     try:  # once laid out, every title is whole
         qtbot.waitUntil(lambda: not cut(), timeout=5_000)
-    except Exception:  # noqa: BLE001 - say which
+    except Exception:
         pytest.fail(f"titles cut at 900x600: {cut()}")
     legend = plots.throughput.legends[0]  # the throughput legend is there, inside its plot's widget
     assert legend.isVisible() and [label.text for _s, label in legend.items] == ["worker 0", "worker 1", "total"]
-    qtbot.waitUntil(lambda: legend.mapRectToScene(legend.boundingRect()).right() <= plots.throughput.width() + 1,
-                    timeout=5_000)
+    qtbot.waitUntil(
+        lambda: legend.mapRectToScene(legend.boundingRect()).right() <= plots.throughput.width() + 1, timeout=5_000
+    )
     axis = plots.lr.plot.getAxis("bottom")  # step ticks up to 7000: labels that do not run together
     lo, hi = plots.lr.plot.getViewBox().viewRange()[0]
     width = axis.width() if axis.width() > 0 else plots.lr.plot.getViewBox().width()
@@ -282,15 +325,21 @@ def test_a_sweeps_validation_legend_is_not_cut(make_window: Any, qtbot: Any, siz
     qtbot.waitUntil(lambda: window.width() == size[0], timeout=5_000)
     plots = window.plots
     plots.set_run_shape({0: "lr 0.2", 1: "lr 0.05", 2: "lr 0.005"}, True, {0: 0.2, 1: 0.05, 2: 0.005})
-    plots.add_records([{"kind": "eval", "t": 1.0 + e, "worker": w, "epoch": e, "val_loss": 1.0 / e,
-                        "val_accuracy": 0.9} for e in range(1, 9) for w in range(3)])
+    plots.add_records(
+        [
+            {"kind": "eval", "t": 1.0 + e, "worker": w, "epoch": e, "val_loss": 1.0 / e, "val_accuracy": 0.9}
+            for e in range(1, 9)
+            for w in range(3)
+        ]
+    )
     plots.flush()
     qtbot.wait(100)
     legend = plots.val.legends[0]
     assert legend.isVisible() and [label.text for _s, label in legend.items] == ["lr 0.2", "lr 0.05", "lr 0.005"]
     # once laid out (the validation widget widens by its legend), the legend is inside it
-    qtbot.waitUntil(lambda: legend.mapRectToScene(legend.boundingRect()).right() <= plots.val.width() + 1,
-                    timeout=5_000)
+    qtbot.waitUntil(
+        lambda: legend.mapRectToScene(legend.boundingRect()).right() <= plots.val.width() + 1, timeout=5_000
+    )
 
 
 def test_narrow_axes_thin_their_ticks(qtbot: Any) -> None:

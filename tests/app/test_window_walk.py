@@ -17,8 +17,13 @@ from core.config import Config
 # -- one count of how far a run got ------------------------------------------------------------
 def _tiny(strategy: str = "hogwild", epochs: int = 5000, **parallel: Any) -> Config:
     """Iris, a small MLP: an epoch is a batch or two of a few milliseconds."""
-    return (Config().replace("data", source="builtin:iris").replace("model", hidden=(8,))
-            .replace("train", epochs=epochs, batch_size=64).replace("parallel", strategy=strategy, **parallel))
+    return (
+        Config()
+        .replace("data", source="builtin:iris")
+        .replace("model", hidden=(8,))
+        .replace("train", epochs=epochs, batch_size=64)
+        .replace("parallel", strategy=strategy, **parallel)
+    )
 
 
 def _run_and_stop(qtbot: Any, window: Any, cfg: Config, reached: Any) -> dict[str, Any]:
@@ -43,8 +48,7 @@ def _run_and_stop(qtbot: Any, window: Any, cfg: Config, reached: Any) -> dict[st
     view.refresh()
     qtbot.waitUntil(lambda: cell() is not None, timeout=30_000)
     ends = [line for line in window.log_pane.toPlainText().splitlines() if "session: stopped" in line]
-    return {"bar": window.progress_run.text(), "log": ends[-1],
-            "summary": summary, "table": cell()}
+    return {"bar": window.progress_run.text(), "log": ends[-1], "summary": summary, "table": cell()}
 
 
 def _number(pattern: str, text: str) -> int:
@@ -67,8 +71,9 @@ def test_a_stopped_run_says_one_count_of_epochs_everywhere(qtbot: Any, make_wind
 def test_a_stopped_sweep_counts_its_slowest_worker_and_says_so(qtbot: Any, make_window: Any) -> None:
     window = make_window()
     cfg = _tiny("sweep", workers=2, sweep_lr=[0.1, 0.01])
-    seen = _run_and_stop(qtbot, window, cfg, lambda p: min(p.stats.last_accuracy, default=-1) >= 0
-                         and p.stats.eval_epoch >= 3)
+    seen = _run_and_stop(
+        qtbot, window, cfg, lambda p: min(p.stats.last_accuracy, default=-1) >= 0 and p.stats.eval_epoch >= 3
+    )
     summary = seen["summary"]
     done = summary["epochs_done"]
     assert _number(r"^(\d+) of 5000 epochs \(slowest worker\)", seen["bar"]) == done, seen["bar"]
@@ -80,14 +85,20 @@ def test_a_stopped_sweep_counts_its_slowest_worker_and_says_so(qtbot: Any, make_
 def test_a_stopped_search_counts_trials_done_everywhere(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     path = tmp_path / "search.toml"
     # far more trials than can run before the Stop reaches the session, however fast the machine
-    path.write_text('[data]\nsource = "builtin:iris"\n[model]\nhidden = [8]\n[train]\nepochs = 20\n'
-                    '[parallel]\nstrategy = "search"\nworkers = 2\n'
-                    '[search]\ntrials = 400\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n')
+    path.write_text(
+        '[data]\nsource = "builtin:iris"\n[model]\nhidden = [8]\n[train]\nepochs = 20\n'
+        '[parallel]\nstrategy = "search"\nworkers = 2\n'
+        '[search]\ntrials = 400\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n'
+    )
     window = make_window()
     assert window.open_config(str(path))
     cfg = window.panel.config()
-    seen = _run_and_stop(qtbot, window, cfg, lambda _p: sum(t.get("state") == "complete"
-                                                            for t in window.search_view.trials.values()) >= 2)
+    seen = _run_and_stop(
+        qtbot,
+        window,
+        cfg,
+        lambda _p: sum(t.get("state") == "complete" for t in window.search_view.trials.values()) >= 2,
+    )
     summary = seen["summary"]
     done = sum(t["state"] in ("complete", "pruned", "failed") for t in summary["trials"])
     assert _number(r"^(\d+) of 400 trials", seen["bar"]) == done, seen["bar"]
@@ -101,8 +112,10 @@ def test_the_live_count_is_the_slowest_workers_and_a_summary_without_one_reads_a
     from core.session.reading.stats import RunCount, RunStats
 
     p = ProgressTracker(epochs=10, workers=2, samples_per_epoch=64)
-    recs = [{"kind": "step", "t": 1.0 + i, "worker": 0, "epoch": 1 + i, "step": i + 1, "samples": 64 * (i + 1),
-             "loss": 1.0} for i in range(8)]  # worker 0 is in its 8th epoch
+    recs = [
+        {"kind": "step", "t": 1.0 + i, "worker": 0, "epoch": 1 + i, "step": i + 1, "samples": 64 * (i + 1), "loss": 1.0}
+        for i in range(8)
+    ]  # worker 0 is in its 8th epoch
     recs += [{"kind": "step", "t": 1.5, "worker": 1, "epoch": 3, "step": 3, "samples": 192, "loss": 1.0}]
     p.add(recs)
     assert p.count() == RunCount(2, 10) and p.progress < 0.3  # worker 1 has done 2 epochs, not the mean's 5
@@ -120,8 +133,18 @@ def _short_hogwild_records() -> list[dict[str, Any]]:
     for i in range(3):
         for w in (0, 1):
             step, loss = points[w][i]
-            recs.append({"kind": "step", "t": 100.0 + 0.3 * i + 0.05 * w, "worker": w, "epoch": 1 + i,
-                         "step": step, "samples": step * 16, "loss": loss, "lr": 0.05})
+            recs.append(
+                {
+                    "kind": "step",
+                    "t": 100.0 + 0.3 * i + 0.05 * w,
+                    "worker": w,
+                    "epoch": 1 + i,
+                    "step": step,
+                    "samples": step * 16,
+                    "loss": loss,
+                    "lr": 0.05,
+                }
+            )
     return recs
 
 
@@ -146,8 +169,19 @@ def test_the_mean_of_a_short_run_lies_between_its_workers_curves(qtbot: Any, smo
         at = [float(np.interp(step, s.column(STEP), s.column(SMOOTH))) for s in curves]
         assert min(at) - 1e-9 <= value <= max(at) + 1e-9, (step, value, at)
     # the mean goes on as the records do, and re-smoothing keeps it on the same grid
-    more = [{"kind": "step", "t": 101.0 + 0.1 * w, "worker": w, "epoch": 4, "step": 120 + w, "samples": 2000,
-             "loss": 0.3, "lr": 0.05} for w in (0, 1)]
+    more = [
+        {
+            "kind": "step",
+            "t": 101.0 + 0.1 * w,
+            "worker": w,
+            "epoch": 4,
+            "step": 120 + w,
+            "samples": 2000,
+            "loss": 0.3,
+            "lr": 0.05,
+        }
+        for w in (0, 1)
+    ]
     panel.add_records(more)
     panel.flush()
     assert panel.data.mean.last(STEP) == 120.0
@@ -159,17 +193,27 @@ def test_the_mean_of_a_short_run_lies_between_its_workers_curves(qtbot: Any, smo
 def test_compare_names_runs_that_differ_only_in_the_middle_apart(qtbot: Any, tmp_path: Path) -> None:
     import numpy as np
 
-    from app.views.compare import CompareRun, CompareView
     from app.plots.text import distinct_names
+    from app.views.compare import CompareRun, CompareView
 
     view = CompareView()
     qtbot.addWidget(view)
     view.resize(1200, 700)
     curve = {k: np.arange(1.0, 4.0) for k in ("step", "epoch", "time")}
     names = ["20261202-041530-hogwild-mlp", "20261202-042712-hogwild-mlp", "20261202-042712-hogwild-mlp"]
-    runs = [CompareRun(tmp_path / f"{n}-{i}", n, {}, {}, {m: {**curve, "y": np.array([0.5, 0.6, 0.7]) + 0.01 * i}
-                                                        for m in ("val_accuracy", "val_loss", "train_loss")})
-            for i, n in enumerate(names)]
+    runs = [
+        CompareRun(
+            tmp_path / f"{n}-{i}",
+            n,
+            {},
+            {},
+            {
+                m: {**curve, "y": np.array([0.5, 0.6, 0.7]) + 0.01 * i}
+                for m in ("val_accuracy", "val_loss", "train_loss")
+            },
+        )
+        for i, n in enumerate(names)
+    ]
     view.show_runs(runs)
     texts = [label.text for _sample, label in view.legend.items]
     assert len(texts) == 3 and len(set(texts)) == 3, texts
@@ -184,8 +228,18 @@ def _steps_at(times: list[float], workers: int = 2, first_step: int = 1) -> list
     for i, t in enumerate(times):
         for w in range(workers):
             step = first_step + i
-            recs.append({"kind": "step", "t": t + 0.001 * w, "worker": w, "epoch": 1, "step": step,
-                         "samples": step * 16, "loss": 1.0 / step, "lr": 0.05})
+            recs.append(
+                {
+                    "kind": "step",
+                    "t": t + 0.001 * w,
+                    "worker": w,
+                    "epoch": 1,
+                    "step": step,
+                    "samples": step * 16,
+                    "loss": 1.0 / step,
+                    "lr": 0.05,
+                }
+            )
     return recs
 
 
@@ -200,15 +254,21 @@ def test_the_throughput_axis_label_never_carries_a_scale_that_could_stay_behind(
     axis = panel.throughput.plot.getAxis("bottom")
     labels = []
     # a run of 4 ms (its only rate window spans it: pyqtgraph would label the axis "(x0.001)"), then seconds
-    panel.add_records([{"kind": "state", "t": 100.0, "worker": None, "state": "running"}]
-                      + _steps_at([100.0 + 0.0001 * i for i in range(40)])
-                      + [{"kind": "state", "t": 100.004, "worker": w, "state": "finished"} for w in (0, 1)])
+    panel.add_records(
+        [{"kind": "state", "t": 100.0, "worker": None, "state": "running"}]
+        + _steps_at([100.0 + 0.0001 * i for i in range(40)])
+        + [{"kind": "state", "t": 100.004, "worker": w, "state": "finished"} for w in (0, 1)]
+    )
     panel.flush()
     panel.throughput.grab()  # painted: the view's range, and with it the axis, follows the data
     labels.append(axis.labelString())
-    panel.add_records([{"kind": "state", "t": 100.01, "worker": None, "state": "starting"},
-                       {"kind": "state", "t": 100.02, "worker": None, "state": "running"}]
-                      + _steps_at([100.1 + 0.05 * i for i in range(400)], first_step=41))
+    panel.add_records(
+        [
+            {"kind": "state", "t": 100.01, "worker": None, "state": "starting"},
+            {"kind": "state", "t": 100.02, "worker": None, "state": "running"},
+        ]
+        + _steps_at([100.1 + 0.05 * i for i in range(400)], first_step=41)
+    )
     panel.flush()
     panel.throughput.grab()
     labels.append(axis.labelString())
@@ -244,8 +304,15 @@ def test_marker_text_is_drawn_on_the_loss_plot_only(qtbot: Any) -> None:
     qtbot.addWidget(panel)
     panel.set_run_shape({0: "worker 0", 1: "worker 1"}, separate_models=False)
     records = _steps_at([100.0 + 0.05 * i for i in range(60)])
-    records.append({"kind": "config", "t": 103.5, "worker": None, "changes": {"optim.lr": {"from": 0.05, "to": 0.01}},
-                    "steps": {"0": 60, "1": 60}})
+    records.append(
+        {
+            "kind": "config",
+            "t": 103.5,
+            "worker": None,
+            "changes": {"optim.lr": {"from": 0.05, "to": 0.01}},
+            "steps": {"0": 60, "1": 60},
+        }
+    )
     panel.add_records(records)
     panel.flush()
 
@@ -259,16 +326,19 @@ def test_marker_text_is_drawn_on_the_loss_plot_only(qtbot: Any) -> None:
 
 
 @pytest.mark.parametrize("size", [(1280, 800), (900, 600)])
-def test_the_side_plots_x_axes_stay_in_view_in_a_search(qtbot: Any, make_window: Any, tmp_path: Path,
-                                                        size: tuple[int, int]) -> None:
+def test_the_side_plots_x_axes_stay_in_view_in_a_search(
+    qtbot: Any, make_window: Any, tmp_path: Path, size: tuple[int, int]
+) -> None:
     from PySide6.QtCore import QPointF
 
     from core.config import load_config
 
     window = make_window()
     path = tmp_path / "search.toml"
-    path.write_text('[data]\nsource = "builtin:iris"\n[train]\nepochs = 6\n[parallel]\nstrategy = "search"\n'
-                    'workers = 2\n[search]\ntrials = 14\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n')
+    path.write_text(
+        '[data]\nsource = "builtin:iris"\n[train]\nepochs = 6\n[parallel]\nstrategy = "search"\n'
+        'workers = 2\n[search]\ntrials = 14\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n'
+    )
     window.live.apply_run_shape(load_config(path))
     records: list[dict[str, Any]] = [{"kind": "state", "t": 100.0, "worker": None, "state": "running"}]
     t, step = 100.0, 0
@@ -276,10 +346,30 @@ def test_the_side_plots_x_axes_stay_in_view_in_a_search(qtbot: Any, make_window:
         for epoch in range(1, 7):
             for _batch in range(5):
                 step, t = step + 1, t + 0.01
-                records.append({"kind": "step", "t": t, "worker": trial % 2, "trial": trial, "epoch": epoch,
-                                "step": step, "samples": step * 16, "loss": 1.0 / step ** 0.3, "lr": 0.05})
-            records.append({"kind": "eval", "t": t, "worker": trial % 2, "trial": trial, "epoch": epoch,
-                            "val_loss": 1.0 / epoch, "val_accuracy": 0.5 + 0.08 * epoch})
+                records.append(
+                    {
+                        "kind": "step",
+                        "t": t,
+                        "worker": trial % 2,
+                        "trial": trial,
+                        "epoch": epoch,
+                        "step": step,
+                        "samples": step * 16,
+                        "loss": 1.0 / step**0.3,
+                        "lr": 0.05,
+                    }
+                )
+            records.append(
+                {
+                    "kind": "eval",
+                    "t": t,
+                    "worker": trial % 2,
+                    "trial": trial,
+                    "epoch": epoch,
+                    "val_loss": 1.0 / epoch,
+                    "val_accuracy": 0.5 + 0.08 * epoch,
+                }
+            )
     window.plots.add_records(records)
     window.tabs.setCurrentWidget(window.plots)
     window.resize(*size)
@@ -298,4 +388,3 @@ def test_the_side_plots_x_axes_stay_in_view_in_a_search(qtbot: Any, make_window:
             checked += 1
     assert checked == 3
     assert 1 <= len(window.plots.val.legends[0].items) <= 12  # the newest trials that fit beside the plots
-

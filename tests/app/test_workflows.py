@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,15 @@ END = ("finished", "stopped", "failed")
 
 def test_evaluate_tab_shows_the_finished_run(qtbot: Any, make_window: Any) -> None:
     window = make_window()
-    assert [window.tabs.tabText(i) for i in range(window.tabs.count())] == ["Training", "Runs", "Compare", "Evaluate",
-                                                                         "Predict", "Search", "Serve"]
+    assert [window.tabs.tabText(i) for i in range(window.tabs.count())] == [
+        "Training",
+        "Runs",
+        "Compare",
+        "Evaluate",
+        "Predict",
+        "Search",
+        "Serve",
+    ]
     window.panel.set_config(Config().replace("train", epochs=3))
     with qtbot.waitSignal(window.evaluate_view.evaluated, timeout=90_000) as blocker:
         window.action_start.trigger()
@@ -42,8 +48,7 @@ def test_continue_a_stopped_run(qtbot: Any, make_window: Any) -> None:
     window = make_window()
     window.panel.set_config(Config().replace("train", epochs=5000))
     window.action_start.trigger()
-    qtbot.waitUntil(lambda: window.controller.state == "running" and window.progress_run.value() > 0,
-                    timeout=60_000)
+    qtbot.waitUntil(lambda: window.controller.state == "running" and window.progress_run.value() > 0, timeout=60_000)
     window.action_stop.trigger()
     qtbot.waitUntil(lambda: window.controller.ended, timeout=60_000)
     run_dir = window.controller.run_dir
@@ -52,9 +57,14 @@ def test_continue_a_stopped_run(qtbot: Any, make_window: Any) -> None:
 
     window.panel.spin_epochs.setValue(done + 3)
     window.action_continue_run.trigger()
-    qtbot.waitUntil(lambda: window.controller.ended and window.controller.run_dir == run_dir
-                    and json.loads((run_dir / "summary.json").read_text())["epochs_done"] == done + 3,
-                    timeout=90_000)
+    qtbot.waitUntil(
+        lambda: (
+            window.controller.ended
+            and window.controller.run_dir == run_dir
+            and json.loads((run_dir / "summary.json").read_text())["epochs_done"] == done + 3
+        ),
+        timeout=90_000,
+    )
     assert window.controller.state == "finished"
     assert not window.action_continue_run.isEnabled()  # finished all the epochs asked for
 

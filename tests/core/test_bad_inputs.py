@@ -17,17 +17,17 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
 from core import cli
+from core.errors import RunError
 from core.launchers import local as launcher
 from core.session.machinery import recording as session_mod
 from core.training.checkpoint import load_checkpoint, model_from_checkpoint
-from core.errors import RunError
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "bad"
@@ -39,9 +39,9 @@ CKPT_CASES = [c for c in CASES if c["feed"] == "checkpoint"]
 SUBPROCESS = {
     "config-binary_garbage": {},
     "csv-utf16": {},
-    "npz-float64_overflow": {},        # numpy's overflow RuntimeWarning must not reach stderr
+    "npz-float64_overflow": {},  # numpy's overflow RuntimeWarning must not reach stderr
     "images-truncated_png": {"TRAINDESK_START_METHOD": ""},  # default start method: the forkserver warm-up
-    "model-sys_exit": {},              # SystemExit from a model file
+    "model-sys_exit": {},  # SystemExit from a model file
     "model-raises_multiline": {},
 }
 TIMEOUT_S = 120
@@ -83,8 +83,9 @@ def _started_runs(runs_dir: Path) -> list[str]:
     return sorted(p.name for p in runs_dir.iterdir() if p.is_dir())
 
 
-def _check_one_line_error(case: dict[str, Any], rc: int, out: str, err: str, runs_dir: Path,
-                          expect: bool = True) -> None:
+def _check_one_line_error(
+    case: dict[str, Any], rc: int, out: str, err: str, runs_dir: Path, expect: bool = True
+) -> None:
     what = f"{case['id']}: rc={rc}\nstdout: {out!r}\nstderr: {err!r}"
     assert rc == 2, what
     assert "Traceback" not in err and "Traceback" not in out, what
@@ -125,8 +126,9 @@ def in_process(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
 def _subprocess(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINDESK_START_METHOD": "spawn", **env_extra}
     env = {k: v for k, v in env.items() if v}  # "" removes a variable
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=TIMEOUT_S, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env
+    )
 
 
 # ----------------------------------------------------------------------------- the corpus itself
@@ -143,8 +145,9 @@ def test_manifest_and_corpus_agree() -> None:
             assert (CORPUS / rel).is_file(), f"{c['id']}: missing {rel}"
         if c["feed"] == "checkpoint":
             assert c.get("stage") in ("load", "model"), c
-    on_disk = {p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*")
-               if p.is_file() and "__pycache__" not in p.parts}
+    on_disk = {
+        p.relative_to(CORPUS).as_posix() for p in CORPUS.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
     total = sum((CORPUS / rel).stat().st_size for rel in on_disk)
     assert total < MAX_CORPUS_BYTES, f"corpus is {total} bytes; keep it under 1 MB"
     sys.path.insert(0, str(CORPUS))
@@ -157,8 +160,11 @@ def test_manifest_and_corpus_agree() -> None:
     expected = make_corpus.build(CORPUS)
     assert set(expected) | {"make_corpus.py"} == on_disk, "run tests/data/bad/make_corpus.py"
     # .pt and .npz bytes depend on the torch/numpy versions; everything else must match exactly
-    stale = [rel for rel, data in expected.items()
-             if not rel.endswith((".pt", ".npz")) and (CORPUS / rel).read_bytes() != data]
+    stale = [
+        rel
+        for rel, data in expected.items()
+        if not rel.endswith((".pt", ".npz")) and (CORPUS / rel).read_bytes() != data
+    ]
     assert not stale, f"out of date, run tests/data/bad/make_corpus.py: {stale}"
 
 
@@ -186,8 +192,9 @@ def test_subprocess_cases_exist() -> None:
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CKPT_CASES])
-def test_bad_checkpoint_is_a_one_line_run_error(case: dict[str, Any], corpus: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capfd: pytest.CaptureFixture[str]) -> None:
+def test_bad_checkpoint_is_a_one_line_run_error(
+    case: dict[str, Any], corpus: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(corpus)
     path = Path(case["value"])
     if case["stage"] == "load":
@@ -205,7 +212,9 @@ def test_bad_checkpoint_is_a_one_line_run_error(case: dict[str, Any], corpus: Pa
     assert "pwned" not in out + errout
 
 
-def test_pickled_code_never_runs(corpus: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+def test_pickled_code_never_runs(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
     import posix
 
     calls: list[Any] = []
@@ -257,9 +266,26 @@ def test_mixed_image_sizes_are_resized_to_one(corpus: Path, monkeypatch: pytest.
 
 @pytest.mark.slow
 def test_mixed_image_sizes_train(corpus: Path, tmp_path: Path) -> None:
-    res = _subprocess(["train", "--set", "data.source=images:images/mixed_sizes", "--set", "model.kind=cnn",
-                       "--set", "data.val_fraction=0.34", "--strategy", "single", "--epochs", "1",
-                       "--runs-dir", str(tmp_path / "runs"), "--quiet"], corpus, {})
+    res = _subprocess(
+        [
+            "train",
+            "--set",
+            "data.source=images:images/mixed_sizes",
+            "--set",
+            "model.kind=cnn",
+            "--set",
+            "data.val_fraction=0.34",
+            "--strategy",
+            "single",
+            "--epochs",
+            "1",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--quiet",
+        ],
+        corpus,
+        {},
+    )
     assert res.returncode == 0, res.stderr
     assert Path(res.stdout.strip().splitlines()[-1]).parent == tmp_path / "runs"
 

@@ -16,13 +16,28 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def traindesk(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def test_train_prints_run_dir_last(tmp_path: Path) -> None:
-    res = traindesk("train", str(ROOT / "resources/configs/hogwild.toml"), "--epochs", "2",
-                    "--runs-dir", str(tmp_path / "runs"), "--name", "cli", cwd=tmp_path)
+    res = traindesk(
+        "train",
+        str(ROOT / "resources/configs/hogwild.toml"),
+        "--epochs",
+        "2",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--name",
+        "cli",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     run_dir = Path(res.stdout.strip().splitlines()[-1])
     assert run_dir.parent == tmp_path / "runs" and run_dir.name.endswith("-cli")
@@ -54,8 +69,11 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
 
 def test_input_errors_exit_2_with_one_line(tmp_path: Path) -> None:
     for args, message in _bad_inputs(tmp_path):
-        res = traindesk(*args, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path) if args[0] == "train" \
+        res = (
+            traindesk(*args, "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path)
+            if args[0] == "train"
             else traindesk(*args, cwd=tmp_path)
+        )
         assert res.returncode == 2, (args, res.stderr)
         lines = res.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], (args, res.stderr)
@@ -66,7 +84,10 @@ def test_input_errors_exit_2_with_one_line(tmp_path: Path) -> None:
 def test_ctrl_c_stops_cleanly_with_exit_130(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "core", "train", "--epochs", "10000", "--runs-dir", str(tmp_path / "runs")],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
@@ -92,8 +113,13 @@ def test_ctrl_c_stops_cleanly_with_exit_130(tmp_path: Path) -> None:
 
 
 def test_python_m_core_help() -> None:
-    res = subprocess.run([sys.executable, "-m", "core", "--help"], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    res = subprocess.run(
+        [sys.executable, "-m", "core", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
     assert res.returncode == 0 and "train" in res.stdout
 
 
@@ -107,8 +133,13 @@ def test_help_lists_every_command_without_importing_them() -> None:
         "    pass\n"
         "print(json.dumps([m for m in sys.modules if m.split('.')[0] in ('core', 'app', 'torch', 'PySide6')]))\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert res.returncode == 0, res.stderr
     from core.cli import COMMANDS
 
@@ -126,7 +157,7 @@ def test_command_table_names_functions_that_exist() -> None:
     for name, command in cli.COMMANDS.items():
         for target in (command.run, command.configure):
             if target is not None:
-                assert callable(cli._load(target)), (name, target)  # noqa: SLF001
+                assert callable(cli._load(target)), (name, target)
 
 
 def test_gui_command_is_an_installed_entry_point() -> None:
@@ -197,9 +228,23 @@ def test_ctrl_c_before_the_run_exists_ends_the_command_at_once(tmp_path: Path, w
     path = tmp_path / "big.csv"
     _big_csv(path, 1500)  # 1.5 M rows, 100 MB: seconds to read, in blocks of a few MB
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "train", "--epochs", "5", "--runs-dir", str(tmp_path / "runs"),
-         "--set", f"data.source=csv:{path}"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--epochs",
+            "5",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--set",
+            f"data.source=csv:{path}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:
@@ -250,9 +295,23 @@ def test_a_second_ctrl_c_ends_the_workers_at_once_and_still_writes_the_summary(t
         "    return Slow(shape, classes)\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "train", "--epochs", "10", "--runs-dir", str(tmp_path / "runs"),
-         "--set", f"model.kind=custom:{model}:make"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--epochs",
+            "10",
+            "--runs-dir",
+            str(tmp_path / "runs"),
+            "--set",
+            f"model.kind=custom:{model}:make",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     try:

@@ -21,21 +21,32 @@ import psutil
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from trained_run import make_run  # noqa: E402
+from trained_run import make_run
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _start_train(runs: Path, ignore_hup: bool = False) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "core", "train", "--epochs", "100000", "--runs-dir", str(runs),
-           "--set", "train.checkpoint_every=0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "core",
+        "train",
+        "--epochs",
+        "100000",
+        "--runs-dir",
+        str(runs),
+        "--set",
+        "train.checkpoint_every=0",
+    ]
 
     def nohup() -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT,
-                            preexec_fn=nohup if ignore_hup else None)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT, preexec_fn=nohup if ignore_hup else None
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # training has begun once an epoch line comes
@@ -100,10 +111,10 @@ def test_a_reader_that_takes_one_line_gets_no_traceback(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     for _ in range(2):
         make_run(runs)
-    for cmd in (["runs", "--runs-dir", str(runs)],
-                ["train", "--epochs", "200", "--runs-dir", str(runs), "--quiet"]):
-        proc = subprocess.Popen([sys.executable, "-m", "core", *cmd], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+    for cmd in (["runs", "--runs-dir", str(runs)], ["train", "--epochs", "200", "--runs-dir", str(runs), "--quiet"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "core", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT
+        )
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.readline()
         proc.stdout.close()  # `| head -1`
@@ -112,8 +123,13 @@ def test_a_reader_that_takes_one_line_gets_no_traceback(tmp_path: Path) -> None:
 
 
 def _start_serve(run: Path, *args: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "core", "serve", str(run), "--port", "0", "--workers", "1",
-                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "serve", str(run), "--port", "0", "--workers", "1", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=ROOT,
+    )
     assert proc.stdout is not None
     url = proc.stdout.readline()
     assert url.startswith(b"http://"), (url, _end(proc, 10))
@@ -134,9 +150,24 @@ def test_serve_whose_readers_are_gone_drains_and_exits_0(tmp_path: Path, sig: st
 def test_die_with_a_process_that_is_not_there_is_one_line(tmp_path: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    res = subprocess.run([sys.executable, "-m", "core", "serve", str(make_run(tmp_path / "runs")), "--port", "0",
-                          "--die-with", str(gone.pid)], capture_output=True, text=True, env=ENV, cwd=ROOT,
-                         timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "serve",
+            str(make_run(tmp_path / "runs")),
+            "--port",
+            "0",
+            "--die-with",
+            str(gone.pid),
+        ],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert res.returncode == 2 and res.stderr.strip() == f"serve: --die-with {gone.pid}: no such process"
 
 
@@ -160,8 +191,13 @@ WINDOW = textwrap.dedent("""
 def test_a_server_started_by_the_window_goes_when_the_window_is_killed(tmp_path: Path) -> None:
     script = tmp_path / "window.py"
     script.write_text(WINDOW)
-    window = subprocess.Popen([sys.executable, str(script), str(make_run(tmp_path / "runs"))],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=ENV, cwd=ROOT)
+    window = subprocess.Popen(
+        [sys.executable, str(script), str(make_run(tmp_path / "runs"))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+        cwd=ROOT,
+    )
     server: Any = None
     try:
         assert window.stdout is not None
@@ -185,13 +221,21 @@ def test_a_server_started_by_the_window_goes_when_the_window_is_killed(tmp_path:
 def test_a_server_started_from_a_shell_outlives_nothing_it_was_not_told_to(tmp_path: Path) -> None:
     """Without --die-with a server keeps serving when the process that started it ends (a shell's nohup)."""
     launcher = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import subprocess, sys
             p = subprocess.Popen([sys.executable, "-m", "core", "serve", {str(make_run(tmp_path / "runs"))!r},
                                   "--port", "0", "--workers", "1"], stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL, start_new_session=True)
             print(p.pid, p.stdout.readline().decode().strip(), flush=True)
-        """)], stdout=subprocess.PIPE, env=ENV, cwd=ROOT)
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        env=ENV,
+        cwd=ROOT,
+    )
     assert launcher.stdout is not None
     pid, url = launcher.stdout.readline().decode().split()
     launcher.wait(30)

@@ -86,8 +86,13 @@ def test_median_and_fences_are_numpys(n: int) -> None:
     from core.schema.fit import FENCE_IQRS, _fill_and_fences
 
     rng = np.random.default_rng(n)
-    columns = [rng.standard_normal(n), rng.integers(0, 3, n), np.ones(n),
-               np.where(rng.random(n) < 0.9, 0, rng.exponential(5, n)), np.append(rng.standard_normal(n - 1), 1e4)]
+    columns = [
+        rng.standard_normal(n),
+        rng.integers(0, 3, n),
+        np.ones(n),
+        np.where(rng.random(n) < 0.9, 0, rng.exponential(5, n)),
+        np.append(rng.standard_normal(n - 1), 1e4),
+    ]
     for x in (c.astype(np.float32) for c in columns):
         median, fences = _fill_and_fences(x.copy(), True)
         assert median == float(np.median(x))

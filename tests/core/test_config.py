@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from core.config import (
-    BOUNDS, SECTIONS, Config, ConfigError, apply_overrides, from_dict, load_config, parse_toml, save_config,
+    BOUNDS,
+    SECTIONS,
+    Config,
+    ConfigError,
+    apply_overrides,
+    from_dict,
+    load_config,
+    parse_toml,
+    save_config,
     to_toml,
 )
 
@@ -38,8 +46,8 @@ def test_every_key_has_a_default() -> None:
         ('[data]\nsource = "ftp://x"', "data.source must be builtin:NAME"),
         ('[model]\nkind = "transformer"', "model.kind must be one of"),
         ("[model]\nhidden = [64, -1]", "model.hidden must be a list of integers"),
-        ("[parallel]\nstrategy = \"single\"\nworkers = 3", "parallel.workers must be 1 for strategy"),
-        ("[parallel]\nsweep_lr = [0.1]", "parallel.sweep_lr is for strategy \"sweep\" only"),
+        ('[parallel]\nstrategy = "single"\nworkers = 3', "parallel.workers must be 1 for strategy"),
+        ("[parallel]\nsweep_lr = [0.1]", 'parallel.sweep_lr is for strategy "sweep" only'),
         ('[parallel]\nstrategy = "sweep"\nworkers = 2\nsweep_lr = [0.1]', "one learning rate per worker"),
         ("data = 3", "[data] must be a table"),
         ("[train\n", "invalid TOML"),
@@ -70,10 +78,17 @@ def test_single_strategy_defaults_to_one_worker() -> None:
 
 
 def test_overrides_parse_toml_values_and_bare_words() -> None:
-    cfg = apply_overrides(Config(), [
-        "parallel.strategy=sweep", "parallel.workers=3", "parallel.sweep_lr=[0.01,0.05,0.1]",
-        "optim.name=adam", "model.hidden=[32]", "data.standardize=false",
-    ])
+    cfg = apply_overrides(
+        Config(),
+        [
+            "parallel.strategy=sweep",
+            "parallel.workers=3",
+            "parallel.sweep_lr=[0.01,0.05,0.1]",
+            "optim.name=adam",
+            "model.hidden=[32]",
+            "data.standardize=false",
+        ],
+    )
     assert cfg.parallel.sweep_lr == (0.01, 0.05, 0.1)
     assert cfg.optim.name == "adam"
     assert cfg.model.hidden == (32,)

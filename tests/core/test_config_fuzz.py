@@ -22,15 +22,42 @@ from hypothesis import strategies as st
 from core.config import SECTIONS, Config, ConfigError, apply_overrides, parse_toml
 
 FUZZ = settings(
-    max_examples=300, deadline=None, derandomize=True, database=None,
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 
 REAL_KEYS = {name: [f.name for f in fields(cls)] for name, cls in SECTIONS.items()}
 ALL_KEYS = sorted({k for keys in REAL_KEYS.values() for k in keys})
-REAL_STRINGS = ["builtin:digits", "builtin:iris", "csv:x.csv", "images:dir", "npz:a.npz", "mlp", "cnn",
-                "linear", "custom:m.py:make", "custom:m.py", "sgd", "adam", "adamw", "relu", "gelu",
-                "single", "hogwild", "ddp", "sweep", "cpu", "cuda", "cuda:0", "mps", "label", ""]
+REAL_STRINGS = [
+    "builtin:digits",
+    "builtin:iris",
+    "csv:x.csv",
+    "images:dir",
+    "npz:a.npz",
+    "mlp",
+    "cnn",
+    "linear",
+    "custom:m.py:make",
+    "custom:m.py",
+    "sgd",
+    "adam",
+    "adamw",
+    "relu",
+    "gelu",
+    "single",
+    "hogwild",
+    "ddp",
+    "sweep",
+    "cpu",
+    "cuda",
+    "cuda:0",
+    "mps",
+    "label",
+    "",
+]
 
 
 def check(text: str) -> Config | None:
@@ -49,6 +76,7 @@ def check(text: str) -> Config | None:
 
 
 # ----------------------------------------------------------------------------- TOML writing
+
 
 def toml_string(s: str) -> str:
     # JSON escapes are TOML escapes; TOML also wants DEL escaped.
@@ -147,13 +175,18 @@ def mutated_documents(draw: st.DrawFn) -> str:
             break
         i = draw(st.integers(0, len(text) - 1))
         if draw(st.booleans()):
-            text = text[:i] + text[i + draw(st.integers(1, 5)):]
+            text = text[:i] + text[i + draw(st.integers(1, 5)) :]
         else:
-            text = text[:i] + draw(st.sampled_from(["[", "]", "=", '"', "'", "\n", "{", ",", "\\", "#", "\x00", "9" * 30])) + text[i:]
+            text = (
+                text[:i]
+                + draw(st.sampled_from(["[", "]", "=", '"', "'", "\n", "{", ",", "\\", "#", "\x00", "9" * 30]))
+                + text[i:]
+            )
     return text
 
 
 # ----------------------------------------------------------------------------- properties
+
 
 @FUZZ
 @given(st.text(max_size=200))
@@ -174,11 +207,20 @@ def test_mutated_documents(text: str) -> None:
 
 
 @FUZZ
-@given(st.lists(st.one_of(
-    st.builds(lambda s, k, v: f"{s}.{k}={v}", st.sampled_from(list(SECTIONS)), st.sampled_from(ALL_KEYS),
-              st.one_of(values.map(toml_value), st.text(max_size=20))),
-    st.text(max_size=40),
-), max_size=4))
+@given(
+    st.lists(
+        st.one_of(
+            st.builds(
+                lambda s, k, v: f"{s}.{k}={v}",
+                st.sampled_from(list(SECTIONS)),
+                st.sampled_from(ALL_KEYS),
+                st.one_of(values.map(toml_value), st.text(max_size=20)),
+            ),
+            st.text(max_size=40),
+        ),
+        max_size=4,
+    )
+)
 def test_set_overrides(items: list[str]) -> None:
     """``--set`` values take the same path: a Config or a one-line ConfigError."""
     try:
@@ -190,10 +232,10 @@ def test_set_overrides(items: list[str]) -> None:
 def test_found_by_fuzzing() -> None:
     """Inputs that once escaped as other exceptions or as multi-line messages."""
     for text in [
-        '[data]\n"col\\nour" = 1',                      # key with a newline: message was two lines
-        '["a\\nb"]\nx = 1',                             # section name with a newline
-        "[optim]\nlr = 1" + "0" * 400,                   # OverflowError converting to float
-        "[train]\nseed = " + "9" * 5000,                 # ValueError: more than 4300 digits
+        '[data]\n"col\\nour" = 1',  # key with a newline: message was two lines
+        '["a\\nb"]\nx = 1',  # section name with a newline
+        "[optim]\nlr = 1" + "0" * 400,  # OverflowError converting to float
+        "[train]\nseed = " + "9" * 5000,  # ValueError: more than 4300 digits
         "[model]\nhidden = " + "[" * 2000 + "]" * 2000,  # RecursionError in tomllib
         "[model]\nhidden = " + "{a = " * 2000 + "1" + "}" * 2000,
         "[train]\nseed = 1979-05-27T07:32:00Z",

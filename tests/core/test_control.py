@@ -15,15 +15,21 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def traindesk(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True, env=ENV,
-                          cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120
+    )
 
 
 def test_pause_resume_stop_a_cli_run_from_another_process(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    train = subprocess.Popen([sys.executable, "-m", "core", "train", "--quiet", "--epochs", "100000",
-                              "--runs-dir", str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=ENV, cwd=ROOT)
+    train = subprocess.Popen(
+        [sys.executable, "-m", "core", "train", "--quiet", "--epochs", "100000", "--runs-dir", str(runs)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+    )
     try:
         deadline = time.monotonic() + 60
         run_dir = None
@@ -56,7 +62,9 @@ def test_pause_resume_stop_a_cli_run_from_another_process(tmp_path: Path) -> Non
             train.kill()
             train.wait()
     assert train.returncode == 130, err  # the run was stopped
-    states = [r["state"] for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "state" and r["worker"] is None]
+    states = [
+        r["state"] for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "state" and r["worker"] is None
+    ]
     assert "paused" in states and states[-1] == "stopped"
 
     again = traindesk("pause", str(run_dir))

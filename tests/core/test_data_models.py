@@ -12,8 +12,9 @@ from core.errors import DataError, ModelError
 from core.training.models import build_model, count_parameters
 
 
-@pytest.mark.parametrize("name, n, classes", [("digits", 1797, 10), ("iris", 150, 3), ("wine", 178, 3),
-                                               ("breast_cancer", 569, 2)])
+@pytest.mark.parametrize(
+    "name, n, classes", [("digits", 1797, 10), ("iris", 150, 3), ("wine", 178, 3), ("breast_cancer", 569, 2)]
+)
 def test_builtin_datasets(name: str, n: int, classes: int) -> None:
     data = load_data(DataConfig(source=f"builtin:{name}"))
     assert data.info.n_samples == n
@@ -54,15 +55,18 @@ def test_csv_with_class_names(tmp_path: Path) -> None:
     assert data.info.feature_names == ("a", "b")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("a,label\n1,x\nfoo,y\n", "column 'a' is not numeric (line 3: 'foo')"),
-    ("a,b\n1,2\n3,4\n", "target column 'label' not found"),
-    ("", "is empty"),
-    ("a,label\n", "no data rows"),
-    ("a,label\n1,x\n2\n", "line 3 has 1 fields, the header has 2"),
-    ("a,label\n1,x\n2,x\n", "only one class"),
-    ("a,label\n1,x\nnan,y\n", "non-finite value"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("a,label\n1,x\nfoo,y\n", "column 'a' is not numeric (line 3: 'foo')"),
+        ("a,b\n1,2\n3,4\n", "target column 'label' not found"),
+        ("", "is empty"),
+        ("a,label\n", "no data rows"),
+        ("a,label\n1,x\n2\n", "line 3 has 1 fields, the header has 2"),
+        ("a,label\n1,x\n2,x\n", "only one class"),
+        ("a,label\n1,x\nnan,y\n", "non-finite value"),
+    ],
+)
 def test_csv_errors_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
     src = _write_csv(tmp_path / "bad.csv", text)
     with pytest.raises(DataError) as err:

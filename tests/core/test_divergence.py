@@ -15,20 +15,43 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from core.training.checkpoint import load_checkpoint
-from core.runfiles.writing import read_metrics
 from test_reliability import ENV, cfg_for, custom_model, started_session
+
+from core.runfiles.writing import read_metrics
+from core.training.checkpoint import load_checkpoint
 
 
 def test_divergence_fails_the_cli_run_when_told_to_and_keeps_finite_weights(tmp_path: Path) -> None:
-    kind = custom_model(tmp_path, """
+    kind = custom_model(
+        tmp_path,
+        """
         if n == 40:
             return self.lin(x.flatten(1)) * float("nan")
-    """)
-    res = subprocess.run([sys.executable, "-m", "core", "train", "--set", kind, "--runs-dir", str(tmp_path / "r"),
-                          "--strategy", "single", "--epochs", "20", "--set", "train.on_divergence=fail"],
-                         capture_output=True, text=True, timeout=120, env=ENV, cwd=tmp_path)
+    """,
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--set",
+            kind,
+            "--runs-dir",
+            str(tmp_path / "r"),
+            "--strategy",
+            "single",
+            "--epochs",
+            "20",
+            "--set",
+            "train.on_divergence=fail",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        cwd=tmp_path,
+    )
     assert res.returncode == 1
     error = [line for line in res.stderr.splitlines() if line.startswith("error:")][0]
     assert re.search(r"loss became nan at worker 0, epoch 2, step \d+ \(learning rate 0.05\); lower optim.lr", error)
@@ -39,10 +62,13 @@ def test_divergence_fails_the_cli_run_when_told_to_and_keeps_finite_weights(tmp_
 
 def test_a_diverged_loss_rolls_back_lowers_the_rate_and_the_run_goes_on(tmp_path: Path, runs_dir: Path) -> None:
     """The default: the weights of the last healthy interval come back, the rate / 10, one log line, a marker."""
-    kind = custom_model(tmp_path, """
+    kind = custom_model(
+        tmp_path,
+        """
         if n == 130:
             return self.lin(x.flatten(1)) * float("inf")
-    """)
+    """,
+    )
     session, buf = started_session(cfg_for(kind, "parallel.strategy=single", "train.epochs=8"), runs_dir)
     assert session.wait(120) == "finished"
     assert session.error is None
@@ -62,20 +88,25 @@ def test_a_diverged_loss_rolls_back_lowers_the_rate_and_the_run_goes_on(tmp_path
 
 
 def test_divergence_pauses_the_run_when_asked_to(tmp_path: Path, runs_dir: Path) -> None:
-    kind = custom_model(tmp_path, """
+    kind = custom_model(
+        tmp_path,
+        """
         if n == 10:
             return self.lin(x.flatten(1)) * float("inf")
-    """)
-    session, buf = started_session(cfg_for(kind, "parallel.strategy=single", "train.epochs=5",
-                                           "train.on_divergence=pause"), runs_dir)
+    """,
+    )
+    session, buf = started_session(
+        cfg_for(kind, "parallel.strategy=single", "train.epochs=5", "train.on_divergence=pause"), runs_dir
+    )
     try:
         deadline = time.monotonic() + 30
         while session.state != "paused" and time.monotonic() < deadline:
             time.sleep(0.05)
         assert session.state == "paused"
         records = buf.drain(0.5)
-        assert any(r["kind"] == "log" and "run paused" in r["message"] and "lowered to 0.005" in r["message"]
-                   for r in records)
+        assert any(
+            r["kind"] == "log" and "run paused" in r["message"] and "lowered to 0.005" in r["message"] for r in records
+        )
         session.resume()  # the bad batch was skipped, the weights are the healthy ones: training goes on
         assert session.wait(60) == "finished"
     finally:
@@ -84,8 +115,7 @@ def test_divergence_pauses_the_run_when_asked_to(tmp_path: Path, runs_dir: Path)
 
 
 def test_a_sweep_worker_whose_rate_overflows_recovers_alone_and_the_sweep_finishes(runs_dir: Path) -> None:
-    cfg = cfg_for("parallel.strategy=sweep", "parallel.workers=2", "parallel.sweep_lr=[0.05,100.0]",
-                  "train.epochs=4")
+    cfg = cfg_for("parallel.strategy=sweep", "parallel.workers=2", "parallel.sweep_lr=[0.05,100.0]", "train.epochs=4")
     session, buf = started_session(cfg, runs_dir)
     assert session.wait(120) == "finished"  # no pause on the way
     records = list(read_metrics(session.run_dir / "metrics.jsonl"))
@@ -103,13 +133,17 @@ def test_a_sweep_worker_whose_rate_overflows_recovers_alone_and_the_sweep_finish
 def test_ddp_ranks_recover_together_when_one_rank_diverges(tmp_path: Path, runs_dir: Path) -> None:
     """One rank's loss overflows: the averaged gradients are non-finite on every rank, so all roll back at the
     same step and stay in step (a rank's own loss alone would split them)."""
-    kind = custom_model(tmp_path, """
+    kind = custom_model(
+        tmp_path,
+        """
         import torch.distributed as dist
         if n == 60 and dist.is_initialized() and dist.get_rank() == 1:
             return self.lin(x.flatten(1)) * float("inf")
-    """)
-    session, buf = started_session(cfg_for(kind, "parallel.strategy=ddp", "parallel.workers=2", "train.epochs=6"),
-                                   runs_dir)
+    """,
+    )
+    session, buf = started_session(
+        cfg_for(kind, "parallel.strategy=ddp", "parallel.workers=2", "train.epochs=6"), runs_dir
+    )
     assert session.wait(180) == "finished", session.error
     records = list(read_metrics(session.run_dir / "metrics.jsonl"))
     markers = [r for r in records if r["kind"] == "recovery"]

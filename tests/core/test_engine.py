@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.config import Config, apply_overrides
 from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 
 
 def cfg_for(*overrides: str) -> Config:
@@ -30,12 +30,15 @@ def run_to_end(cfg: Config, runs_dir: Path, timeout: float = 180) -> Session:
     return session
 
 
-@pytest.mark.parametrize("strategy, workers, extra", [
-    ("single", 1, []),
-    ("hogwild", 2, []),
-    ("ddp", 2, []),
-    ("sweep", 3, ["parallel.sweep_lr=[0.01,0.05,0.1]"]),
-])
+@pytest.mark.parametrize(
+    "strategy, workers, extra",
+    [
+        ("single", 1, []),
+        ("hogwild", 2, []),
+        ("ddp", 2, []),
+        ("sweep", 3, ["parallel.sweep_lr=[0.01,0.05,0.1]"]),
+    ],
+)
 def test_strategy_trains_digits(strategy: str, workers: int, extra: list[str], runs_dir: Path) -> None:
     cfg = cfg_for(f"parallel.strategy={strategy}", f"parallel.workers={workers}", "train.epochs=15", *extra)
     session = run_to_end(cfg, runs_dir)
@@ -66,10 +69,10 @@ def test_strategy_trains_digits(strategy: str, workers: int, extra: list[str], r
     ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     rebuilt = model_from_checkpoint(ckpt)
     final = session.final_model()
-    x = session._data.val.x[:32]  # noqa: SLF001 - test looks at the data the run used
+    x = session._data.val.x[:32]
     assert torch.allclose(rebuilt(x), final(x))
     # the parent's copy is the trained one (workers trained the shared-memory weights, not copies)
-    accuracy = (final(session._data.val.x).argmax(1) == session._data.val.y).float().mean().item()  # noqa: SLF001
+    accuracy = (final(session._data.val.x).argmax(1) == session._data.val.y).float().mean().item()
     assert abs(accuracy - s["final"]["val_accuracy"]) < 0.02
     if strategy == "sweep":
         assert s["best_lr"] in (0.01, 0.05, 0.1)
@@ -82,8 +85,12 @@ def _steps(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_pause_resume_then_finish(runs_dir: Path) -> None:
-    cfg = cfg_for("data.source=builtin:synthetic?n=20000&features=32&classes=5", "train.epochs=4",
-                  "model.hidden=[128]", "train.batch_size=32")
+    cfg = cfg_for(
+        "data.source=builtin:synthetic?n=20000&features=32&classes=5",
+        "train.epochs=4",
+        "model.hidden=[128]",
+        "train.batch_size=32",
+    )
     session = Session(cfg, runs_dir=runs_dir)
     buf = RecordBuffer()
     session.add_listener(buf.put)
@@ -156,8 +163,9 @@ def test_record_buffer_close_wakes_reader() -> None:
     assert time.monotonic() - t0 < 30  # woken by close, not by the timeout
 
 
-def test_a_stop_while_the_data_loads_ends_the_start_with_nothing_made(runs_dir: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stop_while_the_data_loads_ends_the_start_with_nothing_made(
+    runs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import core.data.prepare
     from core.readers import check_stop
 

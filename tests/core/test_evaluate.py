@@ -11,18 +11,28 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import metrics as skm
-
-from core.services.evaluate_run import (
-    attach_evaluation, compact, evaluate_run, metrics, misclassified_images, report,
-)
-from core.errors import RunError
 from test_export import raw_validation, run_cli
 from trained_run import make_run  # tests/core is on sys.path under pytest
 
+from core.errors import RunError
+from core.services.evaluate_run import (
+    attach_evaluation,
+    compact,
+    evaluate_run,
+    metrics,
+    misclassified_images,
+    report,
+)
+
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(2, 6).flatmap(lambda k: st.tuples(
-    st.just(k), st.lists(st.tuples(st.integers(0, k - 1), st.integers(0, k - 1)), min_size=1, max_size=80))))
+@given(
+    st.integers(2, 6).flatmap(
+        lambda k: st.tuples(
+            st.just(k), st.lists(st.tuples(st.integers(0, k - 1), st.integers(0, k - 1)), min_size=1, max_size=80)
+        )
+    )
+)
 def test_metrics_agree_with_sklearn(case: tuple[int, list[tuple[int, int]]]) -> None:
     k, pairs = case
     y_true = np.array([a for a, _ in pairs])
@@ -36,8 +46,9 @@ def test_metrics_agree_with_sklearn(case: tuple[int, list[tuple[int, int]]]) -> 
     assert [c["recall"] for c in m["per_class"]] == pytest.approx(r)
     assert [c["f1"] for c in m["per_class"]] == pytest.approx(f)
     assert [c["support"] for c in m["per_class"]] == list(s)
-    mp, mr, mf, _ = skm.precision_recall_fscore_support(y_true, y_pred, labels=list(range(k)), average="macro",
-                                                        zero_division=0)
+    mp, mr, mf, _ = skm.precision_recall_fscore_support(
+        y_true, y_pred, labels=list(range(k)), average="macro", zero_division=0
+    )
     assert (m["macro"]["precision"], m["macro"]["recall"], m["macro"]["f1"]) == pytest.approx((mp, mr, mf))
     json.dumps(m, allow_nan=False)  # JSON-safe: no NaN for a class never predicted
 
@@ -77,7 +88,9 @@ def test_report_lists_the_most_confident_mistakes_first() -> None:
     assert full["misclassified"][0] == {"index": 1, "true": "a", "predicted": "b", "confidence": 0.8, "path": "p1"}
     assert full["confusion"] == [[1, 2], [0, 1]]
     small = compact(full)
-    assert small["accuracy"] == 0.5 and small["file"] == "eval.json" and small["worst_class"] == {"class": "a", "f1": 0.5}  # a tie: by name
+    assert (
+        small["accuracy"] == 0.5 and small["file"] == "eval.json" and small["worst_class"] == {"class": "a", "f1": 0.5}
+    )  # a tie: by name
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +133,9 @@ def test_changed_data_is_refused(tmp_path: Path) -> None:
 
 
 def test_session_hook_adds_evaluation_and_never_raises(digits_run: Path, tmp_path: Path) -> None:
-    from core.training.checkpoint import load_checkpoint, model_from_checkpoint
     from core.config import from_dict
     from core.data import load_data
+    from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 
     ckpt = load_checkpoint(digits_run)
     model = model_from_checkpoint(ckpt)
@@ -172,7 +185,8 @@ def test_image_folder_mistakes_come_with_their_files(tmp_path: Path) -> None:
         (tmp_path / "imgs" / cls).mkdir(parents=True)
         for i in range(15):
             Image.fromarray(np.clip(rng.normal(level, 60, (6, 6, 3)), 0, 255).astype(np.uint8)).save(
-                tmp_path / "imgs" / cls / f"{i}.png")
+                tmp_path / "imgs" / cls / f"{i}.png"
+            )
     run_dir = make_run(tmp_path / "runs", source=f"images:{tmp_path / 'imgs'}", steps=1)
     full = evaluate_run(run_dir)
     assert full["n"] == 6 and all(Path(m["path"]).is_file() for m in full["misclassified"])

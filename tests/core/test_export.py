@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from trained_run import make_run  # tests/ is on sys.path under pytest (its conftest.py)
 
 from core import cli
-from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.data import full_tensors, load_data
 from core.errors import RunError, UserError
 from core.runfiles.writing import make_run_dir
-from trained_run import make_run  # tests/ is on sys.path under pytest (its conftest.py)
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 
 
 def raw_validation(run_dir: Path) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
@@ -121,8 +121,9 @@ def test_torch_export_program_runs_without_traindesk(digits_run: Path, tmp_path:
         "p = m(torch.full((5, 1, 8, 8), 4.0))\n"  # digits are images: (N, C, H, W)
         "print(tuple(p.shape), round(float(p.sum()), 4))\n"
     )
-    res = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split()[-3:] == ["(5,", "10)", "5.0"]  # 5 rows of probabilities
 
@@ -185,8 +186,9 @@ def test_unknown_format_exits_2(digits_run: Path, tmp_path: Path, capsys: pytest
         export_run(digits_run, "keras", tmp_path / "m.h5")
 
 
-def test_unwritable_path_exits_2_and_leaves_nothing(digits_run: Path, tmp_path: Path,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_unwritable_path_exits_2_and_leaves_nothing(
+    digits_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("a file where a folder should be")
     targets = [blocker / "model.safetensors", tmp_path / "missing" / "model.pt"]
@@ -207,7 +209,9 @@ def test_unwritable_path_exits_2_and_leaves_nothing(digits_run: Path, tmp_path: 
 
 def test_run_without_checkpoint_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     empty = make_run_dir(tmp_path / "runs", "nothing")  # a run that died before its first checkpoint
-    code, out, err = run_cli(capsys, "export", str(empty), "--format", "safetensors", "--out", str(tmp_path / "m.safetensors"))
+    code, out, err = run_cli(
+        capsys, "export", str(empty), "--format", "safetensors", "--out", str(tmp_path / "m.safetensors")
+    )
     assert code == 2 and err.strip().count("\n") == 0 and "has no checkpoint" in err
     code, out, err = run_cli(capsys, "export", str(tmp_path / "nope"), "--format", "onnx")
     assert code == 2 and err.strip().count("\n") == 0 and "not found" in err
@@ -242,9 +246,9 @@ def test_failed_write_leaves_no_file(digits_run: Path, tmp_path: Path, monkeypat
     assert _left(tmp_path) == []
 
 
-def test_onnx_without_the_extra_says_what_to_install(digits_run: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_onnx_without_the_extra_says_what_to_install(
+    digits_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "onnxscript", None)  # import onnxscript -> ModuleNotFoundError
     code, out, err = run_cli(capsys, "export", str(digits_run), "--format", "onnx", "--out", str(tmp_path / "m.onnx"))
     assert code == 2 and len(err.strip().splitlines()) == 1
@@ -272,8 +276,9 @@ class _Payload:
         return (open, (str(self.marker), "w"))
 
 
-def test_pickled_callable_is_refused_never_run(digits_run: Path, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_pickled_callable_is_refused_never_run(
+    digits_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from core.services.export import export_run
     from core.services.formats.module import load_state_dict_file
 

@@ -18,7 +18,7 @@ from core.config import DataConfig, ModelConfig
 from core.data import load_data, make_batches
 from core.training.models import build_model
 
-HOGWILD_NET = '''
+HOGWILD_NET = """
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -48,7 +48,7 @@ class Net(nn.Module):
 
 def make(input_shape, num_classes):
     return Net(input_shape, num_classes)
-'''
+"""
 
 
 @pytest.fixture
@@ -74,17 +74,23 @@ def _images(root: Path) -> Path:
     for cls, level in (("dark", 40), ("light", 200)):
         (root / cls).mkdir(parents=True)
         for i in range(6):
-            Image.fromarray(np.clip(rng.normal(level, 20, (12, 12)), 0, 255).astype(np.uint8)).save(root / cls / f"{i}.png")
+            Image.fromarray(np.clip(rng.normal(level, 20, (12, 12)), 0, 255).astype(np.uint8)).save(
+                root / cls / f"{i}.png"
+            )
     return root
 
 
-@pytest.mark.parametrize("source, shape", [
-    ("npz", (1, 28, 28)),
-    ("builtin:digits", (1, 8, 8)),
-    ("images", (1, 12, 12)),
-])
-def test_custom_conv_network_gets_c_h_w(tmp_path: Path, hogwild_kind: str, source: str,
-                                        shape: tuple[int, int, int]) -> None:
+@pytest.mark.parametrize(
+    "source, shape",
+    [
+        ("npz", (1, 28, 28)),
+        ("builtin:digits", (1, 8, 8)),
+        ("images", (1, 12, 12)),
+    ],
+)
+def test_custom_conv_network_gets_c_h_w(
+    tmp_path: Path, hogwild_kind: str, source: str, shape: tuple[int, int, int]
+) -> None:
     if source == "npz":
         source = f"npz:{_mnist_like_npz(tmp_path / 'mnist.npz')}"
     elif source == "images":
@@ -92,8 +98,9 @@ def test_custom_conv_network_gets_c_h_w(tmp_path: Path, hogwild_kind: str, sourc
     data = load_data(DataConfig(source=source), share=False)
     assert data.info.input_shape == data.info.image_shape == shape
     torch.manual_seed(0)
-    model = build_model(ModelConfig(kind=hogwild_kind), data.info.input_shape, data.info.num_classes,
-                        data.info.image_shape)
+    model = build_model(
+        ModelConfig(kind=hogwild_kind), data.info.input_shape, data.info.num_classes, data.info.image_shape
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.5)
     batches = make_batches(data.train, data.info, 8, loader_workers=0)
     xb, yb = next(iter(batches.epoch(torch.arange(len(data.train)))))
@@ -121,9 +128,10 @@ def test_builtin_models_take_the_image_shape() -> None:
 
 
 def test_custom_conv_network_exports_and_predicts(tmp_path: Path, hogwild_kind: str) -> None:
+    from trained_run import make_run
+
     from core.services.export import export_run
     from core.services.predict import predict
-    from trained_run import make_run
 
     npz = _mnist_like_npz(tmp_path / "mnist.npz")
     run_dir = make_run(tmp_path / "runs", source=f"npz:{npz}", kind=hogwild_kind, steps=5)

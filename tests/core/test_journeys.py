@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import journey_tables as jt  # noqa: E402
-from test_serve import serving  # noqa: E402
+import journey_tables as jt
+from test_serve import serving
 
-from core import cli  # noqa: E402
-from core.config import Config, apply_overrides  # noqa: E402
-from core.data import load_data  # noqa: E402
-from core.training.validation import result_line  # noqa: E402
-from core.session import Session  # noqa: E402
+from core import cli
+from core.config import Config, apply_overrides
+from core.data import load_data
+from core.session import Session
+from core.training.validation import result_line
 
 FORMATS = ("safetensors", "state-dict", "torch-export", "onnx")
 
@@ -138,8 +138,9 @@ TABLES = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(TABLES))
-def test_a_table_trained_at_defaults_is_one_model_on_every_face(kind: str, tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_table_trained_at_defaults_is_one_model_on_every_face(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     make, n, target, unseen, within = TABLES[kind]
     header, rows = make(n, seed=0)
     source = jt.write_csv(tmp_path / f"{kind}.csv", header, rows)
@@ -148,8 +149,9 @@ def test_a_table_trained_at_defaults_is_one_model_on_every_face(kind: str, tmp_p
     assert run_dir is not None
     summary = json.loads((run_dir / "summary.json").read_text())
     regression = summary["task"] == "regression"
-    assert not [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"recovery"' in line], \
+    assert not [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"recovery"' in line], (
         "the defaults diverged"
+    )
 
     # quality at defaults, against gradient boosting on the same split
     result = summary["result"]
@@ -158,9 +160,9 @@ def test_a_table_trained_at_defaults_is_one_model_on_every_face(kind: str, tmp_p
         assert figure >= baseline(session) - within, (figure, kind)
 
     # one figure: summary.json's result, evaluate of the default checkpoint, the log's end line, the Runs table
-    assert result["checkpoint"] == "best" and result["select_by"] == ("val_rmse" if regression else
-                                                                       "val_balanced_accuracy" if kind == "skewed"
-                                                                       else "val_accuracy")
+    assert result["checkpoint"] == "best" and result["select_by"] == (
+        "val_rmse" if regression else "val_balanced_accuracy" if kind == "skewed" else "val_accuracy"
+    )
     capsys.readouterr()
     assert cli.main(["evaluate", str(run_dir), "--json", "--no-write"]) == 0
     evaluated = json.loads(capsys.readouterr().out)

@@ -32,23 +32,30 @@ def test_no_qt_import_statements_in_core() -> None:
 
 
 def test_importing_every_core_module_loads_no_qt() -> None:
-    modules = [f"core.{'.'.join(p.relative_to(CORE).with_suffix('').parts)}" for p in CORE.rglob("*.py")
-               if p.stem not in ("__main__", "__init__")]
+    modules = [
+        f"core.{'.'.join(p.relative_to(CORE).with_suffix('').parts)}"
+        for p in CORE.rglob("*.py")
+        if p.stem not in ("__main__", "__init__")
+    ]
     code = (
         "import sys\n"
         f"for m in {modules!r}: __import__(m)\n"
         f"bad = [m for m in sys.modules if m.split('.')[0] in {QT!r}]\n"
         "print(bad); sys.exit(1 if bad else 0)\n"
     )
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=CORE.parent)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=CORE.parent)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_import_contracts_are_kept() -> None:
     lint_imports = Path(sys.executable).with_name("lint-imports")
-    res = subprocess.run([str(lint_imports), "--config", str(ROOT / "pyproject.toml"), "--no-cache", "--no-logo"],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    res = subprocess.run(
+        [str(lint_imports), "--config", str(ROOT / "pyproject.toml"), "--no-cache", "--no-logo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     assert " 0 broken" in res.stdout, res.stdout
 
@@ -76,7 +83,9 @@ def _contract(name: str) -> list[list[str]]:
     """The packages and modules of each layer of a layers contract, top first."""
     import tomllib
 
-    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"][
+        "contracts"
+    ]
     layers = next(c for c in contracts if c["id"] == name)["layers"]
     return [[name.strip() for name in layer.replace("|", ":").split(":") if name.strip()] for layer in layers]
 
@@ -112,8 +121,12 @@ def test_every_window_folder_is_in_the_window_layers() -> None:
 def test_the_folders_hold_at_most_twelve_modules_directly() -> None:
     """A folder that grows past twelve modules is split into ones that say what they hold."""
     crowded = {}
-    for folder in [ROOT / "app", CORE, *(p.parent for p in (ROOT / "app").rglob("__init__.py")),
-                   *(p.parent for p in CORE.rglob("__init__.py"))]:
+    for folder in [
+        ROOT / "app",
+        CORE,
+        *(p.parent for p in (ROOT / "app").rglob("__init__.py")),
+        *(p.parent for p in CORE.rglob("__init__.py")),
+    ]:
         count = len([p for p in folder.glob("*.py") if p.stem != "__init__"])
         if count > 12:
             crowded[str(folder.relative_to(ROOT))] = count

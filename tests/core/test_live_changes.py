@@ -27,14 +27,18 @@ def pause_when_all_stepped(session: Session, buf: RecordBuffer, workers: int) ->
     session.pause()
     paused: set[int] = set()
     while time.monotonic() < deadline and paused != set(range(workers)):
-        paused |= {r["worker"] for r in buf.drain(0.05)
-                   if r["kind"] == "state" and r["state"] == "paused" and r["worker"] is not None}
+        paused |= {
+            r["worker"]
+            for r in buf.drain(0.05)
+            if r["kind"] == "state" and r["state"] == "paused" and r["worker"] is not None
+        }
     assert paused == set(range(workers))
 
 
 def test_changes_made_while_paused_reach_every_worker_at_the_next_batch(runs_dir: Path) -> None:
-    session = Session(cfg_for("parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=90000"),
-                      runs_dir=runs_dir)
+    session = Session(
+        cfg_for("parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=90000"), runs_dir=runs_dir
+    )
     buf = RecordBuffer()
     session.add_listener(buf.put)
     session.start()
@@ -62,8 +66,8 @@ def test_changes_made_while_paused_reach_every_worker_at_the_next_batch(runs_dir
     assert change["changes"]["optim.lr"] == {"from": 0.05, "to": 0.01}
     assert change["changes"]["train.batch_size"] == {"from": 64, "to": 32}
     assert set(change["steps"]) == {"0", "1"}
-    before = [r for r in records[:changes[0]] if r["kind"] == "step"]
-    later = [r for r in records[changes[0]:] if r["kind"] == "step"]
+    before = [r for r in records[: changes[0]] if r["kind"] == "step"]
+    later = [r for r in records[changes[0] :] if r["kind"] == "step"]
     assert before and all(r["lr"] == 0.05 for r in before)
     assert {r["worker"] for r in later} == {0, 1} and all(r["lr"] == 0.01 for r in later)
     assert "lr = 0.01" in (session.run_dir / "config.toml").read_text()
@@ -71,8 +75,9 @@ def test_changes_made_while_paused_reach_every_worker_at_the_next_batch(runs_dir
 
 @pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs SIGSTOP")
 def test_a_change_reaches_workers_that_never_reached_the_pause(runs_dir: Path) -> None:
-    session = Session(cfg_for("parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=90000"),
-                      runs_dir=runs_dir)
+    session = Session(
+        cfg_for("parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=90000"), runs_dir=runs_dir
+    )
     buf = RecordBuffer()
     session.add_listener(buf.put)
     session.start()
@@ -113,7 +118,7 @@ def test_epochs_lowered_while_paused_end_the_run_there(runs_dir: Path) -> None:
     session.start()
     try:
         pause_when_all_stepped(session, buf, 1)
-        done = session._progress()[0]["epoch"] - 1  # noqa: SLF001
+        done = session._progress()[0]["epoch"] - 1
         session.resume({"train.epochs": done + 2})
         assert session.wait(60) == "finished"
     finally:

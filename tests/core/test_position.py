@@ -7,18 +7,25 @@ import inspect
 import torch
 
 from core.config import Config
-from core.worker.position import START, Position
-from core.training.precision import FullPrecision, MixedPrecision, precision_for
 from core.session.attached import AttachedSession
 from core.session.handle import RunHandle
 from core.session.session import Session
 from core.session.start_point import StartPoint
+from core.training.precision import FullPrecision, MixedPrecision, precision_for
+from core.worker.position import START, Position
 
 
 def test_a_position_is_the_same_flat_dict_as_checkpoints_and_records_hold() -> None:
     p = Position(epoch=3, batch=7, step=40, samples=2560, offset=448, lr_scale=0.5, lr_factor=0.1)
-    assert p.as_dict() == {"epoch": 3, "batch": 7, "step": 40, "samples": 2560, "offset": 448, "lr_scale": 0.5,
-                           "lr_factor": 0.1}
+    assert p.as_dict() == {
+        "epoch": 3,
+        "batch": 7,
+        "step": 40,
+        "samples": 2560,
+        "offset": 448,
+        "lr_scale": 0.5,
+        "lr_factor": 0.1,
+    }
     assert Position.of(p.as_dict()) == p
     assert p.counters() == {"epoch": 3, "batch": 7, "step": 40, "samples": 2560}
     assert Position.COUNTERS == ("epoch", "batch", "step", "samples")
@@ -35,9 +42,15 @@ def test_an_older_progress_entry_without_offset_or_lr_scale_reads_with_their_def
 def test_a_start_point_gives_each_worker_its_position_and_states() -> None:
     fresh = StartPoint()
     assert fresh.position(0) == START and fresh.states(0, 2) == (None, None)
-    ckpt = {"progress": [{"epoch": 2, "batch": 1, "step": 9, "samples": 576, "offset": 64},
-                         {"epoch": 2, "batch": 1, "step": 9, "samples": 576}],
-            "optimizers": [None, {"state": {}, "param_groups": []}], "rng": None, "model": {"w": 1}}
+    ckpt = {
+        "progress": [
+            {"epoch": 2, "batch": 1, "step": 9, "samples": 576, "offset": 64},
+            {"epoch": 2, "batch": 1, "step": 9, "samples": 576},
+        ],
+        "optimizers": [None, {"state": {}, "param_groups": []}],
+        "rng": None,
+        "model": {"w": 1},
+    }
     point = StartPoint(ckpt)
     assert point.position(0).offset == 64 and point.position(1).offset == -1
     optimizer, rng = point.states(1, 2)
@@ -64,7 +77,9 @@ def test_precision_objects_by_name() -> None:
 
 def _members(protocol: type) -> set[str]:
     names = set(getattr(protocol, "__annotations__", {}))
-    names |= {n for n, v in vars(protocol).items() if not n.startswith("_") and (callable(v) or isinstance(v, property))}
+    names |= {
+        n for n, v in vars(protocol).items() if not n.startswith("_") and (callable(v) or isinstance(v, property))
+    }
     return names
 
 
@@ -73,6 +88,9 @@ def test_session_and_attached_session_both_have_the_run_handle_face() -> None:
     missing = sorted(n for n in _members(RunHandle) if not hasattr(session, n))
     assert missing == []
     init = inspect.getsource(AttachedSession.__init__)
-    missing = sorted(n for n in _members(RunHandle)
-                     if not hasattr(AttachedSession, n) and f"self.{n} " not in init and f"self.{n}:" not in init)
+    missing = sorted(
+        n
+        for n in _members(RunHandle)
+        if not hasattr(AttachedSession, n) and f"self.{n} " not in init and f"self.{n}:" not in init
+    )
     assert missing == []

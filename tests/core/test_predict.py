@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
 
 from core.errors import UserError
 from core.services.predict import BATCH_ROWS, chunk_bounds, predict, read_model_meta
-from test_export import make_run, raw_validation, run_cli  # tests/core is on sys.path under pytest
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +80,26 @@ def test_every_format_predicts_like_the_trained_model(exported: dict[str, Path],
     assert [row[1] for row in rows[1:]] == res.predicted
 
 
-def test_workers_2_equals_workers_1_row_for_row(exported: dict[str, Path], inputs: dict[str, Path],
-                                                tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_workers_2_equals_workers_1_row_for_row(
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     for suffix in _formats(exported):
         outs = []
         for workers in ("1", "2"):
             out = tmp_path / f"pred{suffix}-{workers}.csv"
             # small batches: the 360 rows make 6 batches, shared by two processes
-            code, stdout, err = run_cli(capsys, "predict", str(exported[suffix]), str(inputs["csv"]),
-                                        "--out", str(out), "--workers", workers, "--batch-rows", "64")
+            code, stdout, err = run_cli(
+                capsys,
+                "predict",
+                str(exported[suffix]),
+                str(inputs["csv"]),
+                "--out",
+                str(out),
+                "--workers",
+                workers,
+                "--batch-rows",
+                "64",
+            )
             assert code == 0, err
             assert stdout.strip() == str(out) and f"{workers} worker(s)" in err
             outs.append(out.read_text())
@@ -105,8 +116,9 @@ def test_model_json_or_its_folder_stand_for_the_model(exported: dict[str, Path],
         assert res.model_path == exported[".safetensors"]  # the first runnable file model.json lists
 
 
-def test_stdout_when_no_out(exported: dict[str, Path], inputs: dict[str, Path],
-                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_stdout_when_no_out(
+    exported: dict[str, Path], inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, err = run_cli(capsys, "predict", str(exported[".pt2"]), str(inputs["npz"]))
     assert code == 0, err
     rows = _rows(out)
@@ -131,8 +143,9 @@ def test_any_worker_count_gives_the_same_bytes(exported: dict[str, Path], inputs
     assert predict(model, packed, workers=3, batch_rows=50).csv_text() == texts[1].csv_text()
 
 
-def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[str, Path],
-                                                                inputs: dict[str, Path]) -> None:
+def test_one_worker_uses_one_thread_and_gives_the_threads_back(
+    exported: dict[str, Path], inputs: dict[str, Path]
+) -> None:
     import torch
 
     before = torch.get_num_threads()
@@ -142,16 +155,20 @@ def test_one_worker_uses_one_thread_and_gives_the_threads_back(exported: dict[st
     assert auto.workers == 1 and auto.csv_text() == one.csv_text()
 
 
-def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str, Path], inputs: dict[str, Path],
-                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A CSV of one line per record is cut into pieces that the workers parse; any other goes whole."""
     import core.services.predict.run
 
     model = exported[".safetensors"]
     whole_reads: list[Path] = []
     read_input = core.services.predict.run.read_input
-    monkeypatch.setattr(core.services.predict.run, "read_input",
-                        lambda path, meta, *a: whole_reads.append(path) or read_input(path, meta, *a))
+    monkeypatch.setattr(
+        core.services.predict.run,
+        "read_input",
+        lambda path, meta, *a: whole_reads.append(path) or read_input(path, meta, *a),
+    )
     lines = inputs["csv"].read_text().splitlines()
     header = lines[0].split(",")
     no_ids = [",".join(c for c, h in zip(line.split(","), header) if h != "id") for line in lines]
@@ -179,8 +196,9 @@ def test_csv_pieces_parsed_by_the_workers_give_the_same_bytes(exported: dict[str
             predict(model, tmp_path / "late.csv", workers=workers, batch_rows=16)
 
 
-def test_no_more_processes_than_batches(exported: dict[str, Path], inputs: dict[str, Path],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_more_processes_than_batches(
+    exported: dict[str, Path], inputs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import core.services.predict.pool
 
     sizes: list[int] = []
@@ -193,7 +211,8 @@ def test_no_more_processes_than_batches(exported: dict[str, Path], inputs: dict[
 
 
 def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
-        exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import json
 
     import core.services.predict
@@ -215,7 +234,9 @@ def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
         auto = predict(model, inputs[name], batch_rows=16)
         assert started == [] and auto.workers == 1 and auto.csv_text() == one.csv_text(), name
         core.services.predict.remember_pool_start(kind, 0.0)  # one that starts at no cost: it always repays
-        monkeypatch.setattr(core.services.predict.planning, "busy_cores", lambda: 2.0)  # unless other work holds the other core
+        monkeypatch.setattr(
+            core.services.predict.planning, "busy_cores", lambda: 2.0
+        )  # unless other work holds the other core
         assert predict(model, inputs[name], batch_rows=16).workers == 1 and started == [], name
         monkeypatch.setattr(core.services.predict.planning, "busy_cores", lambda: 1.0)
         auto = predict(model, inputs[name], batch_rows=16)
@@ -234,12 +255,19 @@ def test_an_onnx_model_predicts_without_torch(exported: dict[str, Path], inputs:
     if ".onnx" not in exported:
         pytest.skip("the onnx extra is not installed")
     assert "torch" not in predict_preload(exported[".onnx"]) and "torch" in predict_preload(exported[".pt2"])
-    code = ("import sys; from core.services.predict import predict; "
-            f"r = predict({str(exported['.onnx'])!r}, {str(inputs['csv'])!r}, workers=1); "
-            "assert len(r.ids) == 360; print('torch' in sys.modules)")
+    code = (
+        "import sys; from core.services.predict import predict; "
+        f"r = predict({str(exported['.onnx'])!r}, {str(inputs['csv'])!r}, workers=1); "
+        "assert len(r.ids) == 360; print('torch' in sys.modules)"
+    )
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+    )
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
 
@@ -276,8 +304,9 @@ def test_image_folder_input(tmp_path: Path) -> None:
         predict(model, tmp_path / "imgs", workers=2, batch_rows=4)  # the error comes from a worker process
 
 
-def test_bad_inputs_exit_2_with_one_line(exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_inputs_exit_2_with_one_line(
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = str(exported[".safetensors"])
     (tmp_path / "nofeat.csv").write_text("id,a,b\n1,2,3\n")
     (tmp_path / "text.csv").write_text(_corrupt_csv(inputs["csv"]))
@@ -352,14 +381,17 @@ def test_a_model_trained_on_npz_images_takes_a_png_folder(tmp_path: Path) -> Non
     assert len(res.ids) == 10
     assert res.labels == ["0"] * 5 + ["1"] * 5  # class folders are the truth
     assert res.evaluation()["accuracy"] == 1.0
+
+
 # ----------------------------------------------------------------------------- a run directory or checkpoint as MODEL
 
 
 @pytest.fixture(scope="module")
 def run_with_best(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A digits run with last.pt and a different best.pt, and each checkpoint's safetensors export."""
-    from core.services.export import export_run
     from trained_run import add_best
+
+    from core.services.export import export_run
 
     root = tmp_path_factory.mktemp("bestrun")
     run_dir = make_run(root / "runs")
@@ -371,8 +403,9 @@ def run_with_best(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-def test_a_run_directory_predicts_like_an_export_of_its_checkpoint(run_with_best: dict[str, Path],
-                                                                   inputs: dict[str, Path]) -> None:
+def test_a_run_directory_predicts_like_an_export_of_its_checkpoint(
+    run_with_best: dict[str, Path], inputs: dict[str, Path]
+) -> None:
     run_dir = run_with_best["run"]
     for which in ("best", "last"):
         want = predict(run_with_best[which], inputs["csv"]).csv_text()
@@ -381,27 +414,34 @@ def test_a_run_directory_predicts_like_an_export_of_its_checkpoint(run_with_best
             assert got.csv_text() == want, (which, workers)
             assert got.model_path == run_dir / "checkpoints" / f"{which}.pt"
         # the checkpoint file itself stands for the same model
-        assert predict(run_dir / "checkpoints" / f"{which}.pt", inputs["npz"]).csv_text() == \
-            predict(run_with_best[which], inputs["npz"]).csv_text()
-    assert predict(run_with_best["best"], inputs["csv"]).csv_text() != \
-        predict(run_with_best["last"], inputs["csv"]).csv_text()  # the two checkpoints do differ
+        assert (
+            predict(run_dir / "checkpoints" / f"{which}.pt", inputs["npz"]).csv_text()
+            == predict(run_with_best[which], inputs["npz"]).csv_text()
+        )
+    assert (
+        predict(run_with_best["best"], inputs["csv"]).csv_text()
+        != predict(run_with_best["last"], inputs["csv"]).csv_text()
+    )  # the two checkpoints do differ
 
 
-def test_a_run_directory_defaults_to_best_once_it_exists(run_with_best: dict[str, Path], inputs: dict[str, Path],
-                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_run_directory_defaults_to_best_once_it_exists(
+    run_with_best: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = run_with_best["run"]
     best = predict(run_with_best["best"], inputs["npz"]).csv_text()
     out = tmp_path / "p.csv"
-    code, stdout, err = run_cli(capsys, "predict", str(run_dir), str(inputs["npz"]), "--out", str(out),
-                                "--workers", "2", "--batch-rows", "100")
+    code, stdout, err = run_cli(
+        capsys, "predict", str(run_dir), str(inputs["npz"]), "--out", str(out), "--workers", "2", "--batch-rows", "100"
+    )
     assert code == 0, err
     assert out.read_text() == best and "checkpoints/best.pt" in err
     only_last = make_run(tmp_path / "runs")  # no best.pt: the last checkpoint
     assert predict(only_last, inputs["npz"]).model_path == only_last / "checkpoints" / "last.pt"
 
 
-def test_checkpoint_errors_are_one_line(run_with_best: dict[str, Path], inputs: dict[str, Path], tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_checkpoint_errors_are_one_line(
+    run_with_best: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     only_last = make_run(tmp_path / "runs")
     empty_run = tmp_path / "empty-run"
     (empty_run / "checkpoints").mkdir(parents=True)

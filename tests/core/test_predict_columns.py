@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from core.services.predict import ColumnNamesDiffer, predict, read_model_meta
 from test_export import raw_validation, run_cli
 from test_predict import exported, inputs  # noqa: F401 - module fixtures: a digits run, its exports, its rows
+
+from core.services.predict import ColumnNamesDiffer, predict, read_model_meta
 
 
 def _renamed_csv(run_dir: Path, path: Path, with_id: bool) -> Path:
@@ -25,9 +25,9 @@ def _renamed_csv(run_dir: Path, path: Path, with_id: bool) -> Path:
     return path
 
 
-def test_other_names_same_count_are_offered_by_position(exported: dict[str, Path],  # noqa: F811
-                                                        inputs: dict[str, Path], tmp_path: Path,  # noqa: F811
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_other_names_same_count_are_offered_by_position(
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = exported[".safetensors"]
     renamed = _renamed_csv(exported["run"], tmp_path / "renamed.csv", with_id=True)
     with pytest.raises(ColumnNamesDiffer) as info:
@@ -48,8 +48,9 @@ def test_other_names_same_count_are_offered_by_position(exported: dict[str, Path
     assert code == 0 and out.splitlines()[0].startswith("id,")
 
 
-def test_a_wrong_count_says_what_the_model_takes(exported: dict[str, Path], tmp_path: Path,  # noqa: F811
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_wrong_count_says_what_the_model_takes(
+    exported: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = str(exported[".safetensors"])
     (tmp_path / "few.csv").write_text("a,b,c\n1,2,3\n")
     for extra in ([], ["--by-position"]):

@@ -34,12 +34,15 @@ def test_fast_and_exact_readers_agree(tmp_path: Path) -> None:
     assert fast.text[4].tolist() == exact.text[4].tolist() == [f"cls{i % 3}" for i in range(500)]
 
 
-@pytest.mark.parametrize("text", [
-    "a,label\n1,x\n0x10,y\n",          # pyarrow would read hex in an inferred column; we never infer
-    "a,label\n1,x\nnan,y\n",           # pyarrow reads nan as null
-    "a,label\n1,x\n1e39,y\n",          # finite as float64, not as float32
-    "a,label\n1,x\n2, \n",             # blank label
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a,label\n1,x\n0x10,y\n",  # pyarrow would read hex in an inferred column; we never infer
+        "a,label\n1,x\nnan,y\n",  # pyarrow reads nan as null
+        "a,label\n1,x\n1e39,y\n",  # finite as float64, not as float32
+        "a,label\n1,x\n2, \n",  # blank label
+    ],
+)
 def test_what_pyarrow_would_accept_gets_the_exact_reader(tmp_path: Path, text: str) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(text)
@@ -73,8 +76,7 @@ def _cut(path: Path, rows: int) -> tuple[readers.CsvSplit, list[readers.CsvRows]
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n"])
-def test_pieces_read_what_the_whole_file_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               newline: str) -> None:
+def test_pieces_read_what_the_whole_file_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, newline: str) -> None:
     monkeypatch.setattr(csv_pieces, "SCAN_BYTES", 64)  # many scan blocks, rows across their edges
     rng = np.random.default_rng(1)
     x = rng.normal(0, 1e3, (101, 3))
@@ -136,8 +138,10 @@ def test_reads_go_by_blocks_and_stop_between_them_when_asked(tmp_path: Path, mon
     rng = np.random.default_rng(0)
     x = np.round(rng.normal(0, 10, (3000, 4)), 3)
     path = tmp_path / "d.csv"
-    path.write_text('"a","b","c","d",label\n'  # a quoted header still goes by blocks
-                    + "".join(",".join(map(str, row)) + f",c{i % 3}\n" for i, row in enumerate(x)))
+    path.write_text(
+        '"a","b","c","d",label\n'  # a quoted header still goes by blocks
+        + "".join(",".join(map(str, row)) + f",c{i % 3}\n" for i, row in enumerate(x))
+    )
     calls: list[int] = []
 
     def stop_after(n: int) -> object:

@@ -14,22 +14,38 @@ def _line(rec: dict) -> str:
 def test_public_records_keep_their_keys_in_order() -> None:
     t = 1700000000.5
     assert _line(R.step_record(1, 2, 30, 640, 0.25, 0.05, t=t, trial=4)) == _line(
-        {"kind": "step", "t": t, "worker": 1, "epoch": 2, "step": 30, "samples": 640, "loss": 0.25, "lr": 0.05,
-         "trial": 4})
+        {
+            "kind": "step",
+            "t": t,
+            "worker": 1,
+            "epoch": 2,
+            "step": 30,
+            "samples": 640,
+            "loss": 0.25,
+            "lr": 0.05,
+            "trial": 4,
+        }
+    )
     metrics = {"val_loss": 0.3, "val_accuracy": 0.9}
     assert _line(R.eval_record(0, 3, metrics, 900, t=t)) == _line(
-        {"kind": "eval", "t": t, "worker": 0, "epoch": 3, "val_loss": 0.3, "val_accuracy": 0.9, "samples": 900})
+        {"kind": "eval", "t": t, "worker": 0, "epoch": 3, "val_loss": 0.3, "val_accuracy": 0.9, "samples": 900}
+    )
     assert _line(R.state_record(None, "paused", "asked", t=t)) == _line(
-        {"kind": "state", "t": t, "worker": None, "state": "paused", "detail": "asked"})
+        {"kind": "state", "t": t, "worker": None, "state": "paused", "detail": "asked"}
+    )
     assert _line(R.state_record(2, "starting", "pid 7", t=t, node="n1")) == _line(
-        {"kind": "state", "t": t, "worker": 2, "state": "starting", "detail": "pid 7", "node": "n1"})
+        {"kind": "state", "t": t, "worker": 2, "state": "starting", "detail": "pid 7", "node": "n1"}
+    )
     assert _line(R.log_record(None, "info", "3 classes", t=t, topic="data")) == _line(
-        {"kind": "log", "t": t, "worker": None, "level": "info", "message": "3 classes", "topic": "data"})
+        {"kind": "log", "t": t, "worker": None, "level": "info", "message": "3 classes", "topic": "data"}
+    )
     changes = {"optim.lr": {"from": 0.1, "to": 0.05}}
     assert _line(R.config_record(changes, {"0": 12}, t=t)) == _line(
-        {"kind": "config", "t": t, "worker": None, "changes": changes, "steps": {"0": 12}})
+        {"kind": "config", "t": t, "worker": None, "changes": changes, "steps": {"0": 12}}
+    )
     assert _line(R.trial_record(1, 5, "complete", t=t, value=0.9)) == _line(
-        {"kind": "trial", "t": t, "worker": 1, "trial": 5, "state": "complete", "value": 0.9})
+        {"kind": "trial", "t": t, "worker": 1, "trial": 5, "state": "complete", "value": 0.9}
+    )
 
 
 def test_internal_records_are_told_apart() -> None:

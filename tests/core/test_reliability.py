@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -17,11 +16,11 @@ import psutil
 import pytest
 import torch
 
-from core.training.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 from core.config import Config, apply_overrides
 from core.errors import RunError
 from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -52,7 +51,8 @@ def started_session(cfg: Config, runs_dir: Path, **kwargs: Any) -> tuple[Session
 def custom_model(tmp_path: Path, body: str) -> str:
     """A custom model file whose forward runs ``body`` (with a call counter ``n``) first."""
     path = tmp_path / "faulty.py"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         import math, os, time
         import torch
         from torch import nn
@@ -72,7 +72,8 @@ def custom_model(tmp_path: Path, body: str) -> str:
 
         def make(shape, classes):
             return Faulty(shape, classes)
-    """).format(body=textwrap.indent(textwrap.dedent(body), " " * 12)))
+    """).format(body=textwrap.indent(textwrap.dedent(body), " " * 12))
+    )
     return f"model.kind=custom:{path}:make"
 
 
@@ -95,10 +96,13 @@ def test_sigkilled_worker_fails_the_run_quickly(strategy: str, runs_dir: Path) -
 
 
 def test_exception_in_user_code_is_reported_with_traceback(tmp_path: Path, runs_dir: Path) -> None:
-    kind = custom_model(tmp_path, """
+    kind = custom_model(
+        tmp_path,
+        """
         if n == 30:
             raise ValueError("bad batch in user code")
-    """)
+    """,
+    )
     session, buf = started_session(cfg_for(kind, "parallel.strategy=single", "train.epochs=50"), runs_dir)
     assert session.wait(60) == "failed"
     assert session.error == "worker 0: ValueError: bad batch in user code"
@@ -107,13 +111,34 @@ def test_exception_in_user_code_is_reported_with_traceback(tmp_path: Path, runs_
 
 
 def test_cli_exits_1_with_one_line_reason_when_a_worker_fails(tmp_path: Path) -> None:
-    kind = custom_model(tmp_path, """
+    kind = custom_model(
+        tmp_path,
+        """
         if n == 5:
             os.kill(os.getpid(), 9)
-    """)
-    res = subprocess.run([sys.executable, "-m", "core", "train", "--set", kind, "--runs-dir", str(tmp_path / "r"),
-                          "--strategy", "hogwild", "--epochs", "5"],
-                         capture_output=True, text=True, timeout=120, env=ENV, cwd=tmp_path)
+    """,
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--set",
+            kind,
+            "--runs-dir",
+            str(tmp_path / "r"),
+            "--strategy",
+            "hogwild",
+            "--epochs",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        cwd=tmp_path,
+    )
     assert res.returncode == 1
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "died: killed by SIGKILL" in errors[0]
@@ -143,9 +168,25 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path, loader_workers: 
         source = f"images:{tmp_path / 'img'}"
     before = _shm()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "train", "--epochs", "100000", "--runs-dir", str(tmp_path / "r"),
-         "--set", f"data.source={source}", "--set", f"data.loader_workers={loader_workers}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=tmp_path, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--epochs",
+            "100000",
+            "--runs-dir",
+            str(tmp_path / "r"),
+            "--set",
+            f"data.source={source}",
+            "--set",
+            f"data.loader_workers={loader_workers}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+        cwd=tmp_path,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
@@ -196,12 +237,16 @@ def _descendants(root: int) -> list[int]:
 
 
 def test_stalled_worker_is_reported_and_stop_still_returns(tmp_path: Path, runs_dir: Path) -> None:
-    kind = custom_model(tmp_path, """
+    kind = custom_model(
+        tmp_path,
+        """
         if n == 20:
             time.sleep(3600)  # a deadlock, as far as anyone can tell
-    """)
+    """,
+    )
     session, buf = started_session(
-        cfg_for(kind, "parallel.strategy=single", "train.epochs=1000", "parallel.stall_timeout=1.0"), runs_dir)
+        cfg_for(kind, "parallel.strategy=single", "train.epochs=1000", "parallel.stall_timeout=1.0"), runs_dir
+    )
     try:
         deadline = time.monotonic() + 30
         warned = []
@@ -224,8 +269,8 @@ def test_non_finite_weights_never_replace_the_last_checkpoint(runs_dir: Path) ->
     path = session.run_dir / "checkpoints" / "last.pt"
     before = path.read_bytes()
     with torch.no_grad():
-        next(session._models[0].parameters()).fill_(float("nan"))  # noqa: SLF001
-    session._write_checkpoint(session._progress())  # noqa: SLF001
+        next(session._models[0].parameters()).fill_(float("nan"))
+    session._write_checkpoint(session._progress())
     assert path.read_bytes() == before
 
 
@@ -253,8 +298,11 @@ def test_resume_after_stop_reaches_the_uninterrupted_accuracy(runs_dir: Path) ->
     b = resumed.summary["final"]["val_accuracy"]
     assert resumed.summary["epochs_done"] == 12
     assert abs(a - b) <= 0.02, (a, b)
-    states = [r["state"] for r in read_metrics(first.run_dir / "metrics.jsonl")
-              if r["kind"] == "state" and r["worker"] is None]
+    states = [
+        r["state"]
+        for r in read_metrics(first.run_dir / "metrics.jsonl")
+        if r["kind"] == "state" and r["worker"] is None
+    ]
     assert states.count("starting") == 2 and states[-1] == "finished"
 
 
@@ -305,8 +353,14 @@ def test_killed_mid_checkpoint_write_keeps_the_previous_checkpoint(tmp_path: Pat
 def test_runs_dir_problems_are_reported_before_training(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    res = subprocess.run([sys.executable, "-m", "core", "train", "--runs-dir", str(blocker / "runs")],
-                         capture_output=True, text=True, timeout=120, env=ENV, cwd=tmp_path)
+    res = subprocess.run(
+        [sys.executable, "-m", "core", "train", "--runs-dir", str(blocker / "runs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        cwd=tmp_path,
+    )
     assert res.returncode == 2
     assert res.stderr.strip().startswith("runs: cannot use runs directory") and "file/runs" in res.stderr
 

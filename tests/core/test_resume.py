@@ -14,18 +14,24 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.training.checkpoint import load_checkpoint
 from core.config import Config, apply_overrides
 from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
+from core.training.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def traindesk(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", "train", "--quiet", *args], capture_output=True,
-                          text=True, env=ENV, cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "core", "train", "--quiet", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 def summary(run_dir: Path) -> dict:
@@ -43,9 +49,27 @@ def worker_pids(run_dir: Path) -> dict[int, int]:
 
 def kill_one_worker_mid_run(args: list[str], runs_dir: Path) -> tuple[Path, dict]:
     """Start a long CLI run, SIGKILL worker 1 once a checkpoint past the start exists; (run dir, checkpoint)."""
-    proc = subprocess.Popen([sys.executable, "-m", "core", "train", "--quiet", *args, "--epochs", "100000",
-                             "--runs-dir", str(runs_dir), "--set", "train.checkpoint_every=0.3"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "train",
+            "--quiet",
+            *args,
+            "--epochs",
+            "100000",
+            "--runs-dir",
+            str(runs_dir),
+            "--set",
+            "train.checkpoint_every=0.3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=ROOT,
+    )
     try:
         deadline = time.monotonic() + 120
         ckpt: dict = {}
@@ -54,7 +78,7 @@ def kill_one_worker_mid_run(args: list[str], runs_dir: Path) -> tuple[Path, dict
             if found:
                 try:
                     ckpt = load_checkpoint(found[0])
-                except Exception:  # noqa: BLE001 - replaced while we read it: read the next one
+                except Exception:
                     ckpt = {}
                 if ckpt and min(p["step"] for p in ckpt["progress"]) > 0:
                     break
@@ -99,8 +123,7 @@ def test_a_killed_run_resumes_and_finishes(strategy: str, tmp_path: Path) -> Non
 
 
 def test_a_stopped_single_run_resumed_reaches_the_uninterrupted_weights(runs_dir: Path) -> None:
-    cfg = apply_overrides(Config(), ["parallel.strategy=single", "train.epochs=6", "model.dropout=0.2",
-                                     "train.seed=3"])
+    cfg = apply_overrides(Config(), ["parallel.strategy=single", "train.epochs=6", "model.dropout=0.2", "train.seed=3"])
     straight = Session(cfg, runs_dir=runs_dir / "a")
     straight.start()
     assert straight.wait(120) == "finished"
@@ -125,8 +148,9 @@ def test_a_stopped_single_run_resumed_reaches_the_uninterrupted_weights(runs_dir
 
 
 def test_a_checkpoint_while_paused_holds_one_point_of_the_run(runs_dir: Path) -> None:
-    cfg = apply_overrides(Config(), ["parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=100000",
-                                     "train.checkpoint_every=0"])
+    cfg = apply_overrides(
+        Config(), ["parallel.strategy=hogwild", "parallel.workers=2", "train.epochs=100000", "train.checkpoint_every=0"]
+    )
     session = Session(cfg, runs_dir=runs_dir)
     buf = RecordBuffer()
     session.add_listener(buf.put)
@@ -139,8 +163,11 @@ def test_a_checkpoint_while_paused_holds_one_point_of_the_run(runs_dir: Path) ->
         session.pause()
         paused: set[int] = set()
         while time.monotonic() < deadline and paused != {0, 1}:
-            paused |= {r["worker"] for r in buf.drain(0.05) if r["kind"] == "state" and r["state"] == "paused"
-                       and r["worker"] is not None}
+            paused |= {
+                r["worker"]
+                for r in buf.drain(0.05)
+                if r["kind"] == "state" and r["state"] == "paused" and r["worker"] is not None
+            }
         last_steps = {}
         path = session.run_dir / "checkpoints" / "last.pt"
         before = path.stat().st_mtime_ns

@@ -48,4 +48,3 @@ def test_fork_names_do_not_nest_the_parents_time_stamp() -> None:
     assert fork_name("20261201-201410-hogwild-mlp") == "hogwild-mlp-fork"
     assert fork_name("20261201-201424-hogwild-mlp-fork") == "hogwild-mlp-fork"  # a fork of a fork
     assert fork_name("my-run") == "my-run-fork"
-

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.config import Config, ConfigError, apply_overrides, parse_toml
 from core.runfiles.writing import read_metrics
 from core.session import Session
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 
 SEARCH = """
 [train]
@@ -53,8 +53,9 @@ def test_search_prunes_keeps_the_best_trial_and_continues(runs_dir: Path) -> Non
     model_from_checkpoint(last)
     records = list(read_metrics(run_dir / "metrics.jsonl"))
     trial_states = {(r["trial"], r["state"]) for r in records if r["kind"] == "trial"}
-    assert {n for n, state in trial_states if state == "pruned"} == {t["number"] for t in trials
-                                                                      if t["state"] == "pruned"}
+    assert {n for n, state in trial_states if state == "pruned"} == {
+        t["number"] for t in trials if t["state"] == "pruned"
+    }
     assert all("trial" in r for r in records if r["kind"] == "eval")
 
     # continuing adds trials to the same study
@@ -66,7 +67,7 @@ def test_search_prunes_keeps_the_best_trial_and_continues(runs_dir: Path) -> Non
 
 
 def test_search_config_errors_name_the_key() -> None:
-    with pytest.raises(ConfigError, match=r'\[search\] needs at least one key'):
+    with pytest.raises(ConfigError, match=r"\[search\] needs at least one key"):
         apply_overrides(Config(), ['parallel.strategy="search"'])
     with pytest.raises(ConfigError, match=r'search\."train.batch_size"'):
         parse_toml('[search]\n"train.batch_size" = {low = 0, high = 8}')

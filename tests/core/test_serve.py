@@ -19,9 +19,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import aiohttp
 import httpx
@@ -30,7 +31,7 @@ import psutil
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from trained_run import add_best, make_run  # noqa: E402
+from trained_run import add_best, make_run
 
 ROOT = Path(__file__).resolve().parents[2]
 LOAD_S = float(os.environ.get("TRAINDESK_SERVE_LOAD_S", "3"))
@@ -148,9 +149,16 @@ class LoadResult:
         return sum(self.statuses.values())
 
 
-def run_load(url: str, seconds: float, clients: int = CLIENTS, headers: dict[str, str] | None = None,
-             stop_on: tuple[int, ...] = (), during: Any = None, rows: np.ndarray | None = None,
-             expected: np.ndarray | None = None) -> LoadResult:
+def run_load(
+    url: str,
+    seconds: float,
+    clients: int = CLIENTS,
+    headers: dict[str, str] | None = None,
+    stop_on: tuple[int, ...] = (),
+    during: Any = None,
+    rows: np.ndarray | None = None,
+    expected: np.ndarray | None = None,
+) -> LoadResult:
     """``clients`` closed-loop clients, one row per request, for ``seconds``; ``during()`` runs meanwhile in a
     thread. A client stops at a status in ``stop_on`` or at a refused connection (the server went away)."""
     result = LoadResult()
@@ -275,9 +283,11 @@ _SHARED: set[int] = set()  # the module's server and its processes: they outlive
 def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     """The suite's guard (tests/conftest.py), less the module's shared server, which its fixture checks."""
     yield
-    live_descendants = next(p for p in request.config.pluginmanager.get_plugins()
-                            if hasattr(p, "live_descendants") and hasattr(p, "no_leftover_processes")
-                            ).live_descendants
+    live_descendants = next(
+        p
+        for p in request.config.pluginmanager.get_plugins()
+        if hasattr(p, "live_descendants") and hasattr(p, "no_leftover_processes")
+    ).live_descendants
     deadline = time.monotonic() + 10
     left = [p for p in live_descendants() if p not in _SHARED]
     while left and time.monotonic() < deadline:
@@ -355,22 +365,29 @@ def test_openapi_and_docs_come_from_the_schema(digits_server: Server) -> None:
 def test_metrics_say_what_was_served(digits_server: Server) -> None:
     text = digits_server.get("/metrics").text
     version = digits_server.ready_info()["model_version"]
-    for name in ("traindesk_serve_requests_total", "traindesk_serve_latency_seconds_bucket",
-                 "traindesk_serve_batch_rows_bucket", "traindesk_serve_queue_rows",
-                 "traindesk_serve_worker_restarts_total"):
+    for name in (
+        "traindesk_serve_requests_total",
+        "traindesk_serve_latency_seconds_bucket",
+        "traindesk_serve_batch_rows_bucket",
+        "traindesk_serve_queue_rows",
+        "traindesk_serve_worker_restarts_total",
+    ):
         assert name in text
     assert f'version="{version}"' in text
 
 
-@pytest.mark.parametrize("body, status, words", [
-    (b'{"inputs": [[1, 2', 400, ("not valid JSON",)),
-    (b'[1, 2, 3]', 400, ("JSON object",)),
-    (b'{"inputs": [[1, 2, 3]]}', 422, ("inputs[0]", "3 values", "64")),
-    (b'{"inputs": [' + b"[" + b"0," * 63 + b'"7"]' + b"]}", 422, ("inputs[0][63]", "'7'", "not a number")),
-    (b'{"rows": [{"pixel_0_0": 1}]}', 422, ("rows[0]", "lacks column", "pixel_0_1")),
-    (b'{"colour": 1}', 422, ("unknown field", "colour")),
-    (b'{"inputs": []}', 422, ("non-empty",)),
-])
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        (b'{"inputs": [[1, 2', 400, ("not valid JSON",)),
+        (b"[1, 2, 3]", 400, ("JSON object",)),
+        (b'{"inputs": [[1, 2, 3]]}', 422, ("inputs[0]", "3 values", "64")),
+        (b'{"inputs": [' + b"[" + b"0," * 63 + b'"7"]' + b"]}", 422, ("inputs[0][63]", "'7'", "not a number")),
+        (b'{"rows": [{"pixel_0_0": 1}]}', 422, ("rows[0]", "lacks column", "pixel_0_1")),
+        (b'{"colour": 1}', 422, ("unknown field", "colour")),
+        (b'{"inputs": []}', 422, ("non-empty",)),
+    ],
+)
 def test_bad_bodies_get_one_line_4xx(digits_server: Server, body: bytes, status: int, words: tuple[str, ...]) -> None:
     one_line_error(digits_server.post("/predict", content=body), status, *words)
 
@@ -379,13 +396,20 @@ def test_bad_rows_name_the_row_and_column(digits_server: Server) -> None:
     features = [f"pixel_{i}_{j}" for i in range(8) for j in range(8)]
     good = {f: 1.0 for f in features}
     wrong_column = {**{f: 1.0 for f in features[1:]}, "pixel_9_9": 1.0}
-    one_line_error(digits_server.post("/predict", json={"rows": [good, good, wrong_column]}), 422,
-                   "rows[2]", "pixel_0_0")
+    one_line_error(
+        digits_server.post("/predict", json={"rows": [good, good, wrong_column]}), 422, "rows[2]", "pixel_0_0"
+    )
     extra = {**good, "colour": "red"}
     one_line_error(digits_server.post("/predict", json={"rows": [extra]}), 422, "rows[0]", "unknown column", "colour")
     text = {**good, "pixel_2_5": "bright"}
-    one_line_error(digits_server.post("/predict", json={"rows": [good, text]}), 422,
-                   "rows[1]", "column 'pixel_2_5'", "'bright'", "not a number")
+    one_line_error(
+        digits_server.post("/predict", json={"rows": [good, text]}),
+        422,
+        "rows[1]",
+        "column 'pixel_2_5'",
+        "'bright'",
+        "not a number",
+    )
     missing = {**good, "pixel_0_3": None}
     one_line_error(digits_server.post("/predict", json={"rows": [missing]}), 422, "pixel_0_3", "missing value")
 
@@ -394,11 +418,13 @@ def test_oversized_body_and_wrong_image(digits_server: Server) -> None:
     big = b'{"inputs": [' + b",".join([b"[" + b"1.0," * 63 + b"1.0]"] * 40_000) + b"]}"
     assert len(big) > 8 << 20
     one_line_error(digits_server.post("/predict", content=big), 413, "bytes")
-    one_line_error(digits_server.post("/predict", json={"images": [png(8, 8), png(10, 12)]}), 422,
-                   "images[1]", "10×12", "8×8")
+    one_line_error(
+        digits_server.post("/predict", json={"images": [png(8, 8), png(10, 12)]}), 422, "images[1]", "10×12", "8×8"
+    )
     one_line_error(digits_server.post("/predict", json={"images": ["not base64!"]}), 422, "images[0]", "base64")
-    one_line_error(digits_server.post("/predict", content=b"{}", headers={"X-Request-Timeout": "soon"}), 400,
-                   "X-Request-Timeout")
+    one_line_error(
+        digits_server.post("/predict", content=b"{}", headers={"X-Request-Timeout": "soon"}), 400, "X-Request-Timeout"
+    )
 
 
 def test_bad_requests_reach_no_worker(digits_server: Server) -> None:
@@ -514,8 +540,13 @@ def test_token_guards_everything_but_health(digits_run: Path, tmp_path: Path) ->
     with serving(digits_run, tmp_path, "--workers", "1", token="tok") as server:
         body = {"inputs": [[0.0] * 64]}
         assert httpx.get(server.url + "/health").status_code == 200
-        for method, path in (("POST", "/predict"), ("GET", "/ready"), ("GET", "/metrics"),
-                             ("GET", "/openapi.json"), ("POST", "/admin/reload")):
+        for method, path in (
+            ("POST", "/predict"),
+            ("GET", "/ready"),
+            ("GET", "/metrics"),
+            ("GET", "/openapi.json"),
+            ("POST", "/admin/reload"),
+        ):
             r = httpx.request(method, server.url + path, json=body if path == "/predict" else None)
             one_line_error(r, 401, "bearer token")
             bad = httpx.request(method, server.url + path, headers={"Authorization": "Bearer nope"})
@@ -532,9 +563,9 @@ def test_reload_without_a_token_is_refused(digits_server: Server) -> None:
 
 
 def test_full_queue_429_deadline_504_and_a_crashing_input_500(odd_run: Path, tmp_path: Path) -> None:
-    slow = {"inputs": [[-1e9] + [0.0] * 63]}   # the model sleeps 1 s on it
+    slow = {"inputs": [[-1e9] + [0.0] * 63]}  # the model sleeps 1 s on it
     fine = {"inputs": [[1.0] * 64]}
-    poison = {"inputs": [[1e9] * 64]}          # the model's process exits on it
+    poison = {"inputs": [[1e9] * 64]}  # the model's process exits on it
     args = ("--workers", "1", "--queue", "2", "--max-batch", "1", "--timeout-s", "30")
     with serving(odd_run, tmp_path, *args) as server:
         server.wait_ready()
@@ -610,8 +641,13 @@ def test_a_port_in_use_is_said_before_loading(digits_run: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = subprocess.run([sys.executable, "-m", "core", "serve", str(digits_run), "--port", str(port)],
-                              capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                              timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "core", "serve", str(digits_run), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            timeout=60,
+        )
     assert proc.returncode == 2
     assert f"127.0.0.1:{port}" in proc.stderr and proc.stderr.strip().count("\n") == 0

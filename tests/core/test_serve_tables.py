@@ -10,12 +10,12 @@ import orjson
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import journey_tables as jt  # noqa: E402
+import journey_tables as jt
 
-from core.data.describe import describe_source  # noqa: E402
-from core.schema import Schema, encode_rows  # noqa: E402
-from core.services.serve.openapi import openapi  # noqa: E402
-from core.services.serve.schema import BadRequest, ModelSchema  # noqa: E402
+from core.data.describe import describe_source
+from core.schema import Schema, encode_rows
+from core.services.serve.openapi import openapi
+from core.services.serve.schema import BadRequest, ModelSchema
 
 
 @pytest.fixture(scope="module")
@@ -28,36 +28,54 @@ def census_schema(tmp_path_factory: pytest.TempPathFactory) -> Schema:
 
 
 def model_schema(schema: Schema) -> ModelSchema:
-    meta = {"input": {"shape": [schema.n_features], "features": schema.feature_names},
-            "preprocessing": {"mean": [0.0]}, "classes": list(schema.classes), "schema": schema.to_json()}
+    meta = {
+        "input": {"shape": [schema.n_features], "features": schema.feature_names},
+        "preprocessing": {"mean": [0.0]},
+        "classes": list(schema.classes),
+        "schema": schema.to_json(),
+    }
     return ModelSchema.from_meta(meta)
 
 
 def test_rows_are_encoded_as_predict_encodes_a_csv(census_schema: Schema) -> None:
     ms = model_schema(census_schema)
-    rows = [{"sex": "male", "island": "Dream", "bill_length_mm": 40.1, "flipper_length_mm": "190", "adult": True,
-             "body_mass_g": None, "note": [1, 2]},          # any order; an extra key of any kind is ignored
-            {"island": "Atlantis", "bill_length_mm": ""}]  # an unseen level; "" and left-out keys are missing
+    rows = [
+        {
+            "sex": "male",
+            "island": "Dream",
+            "bill_length_mm": 40.1,
+            "flipper_length_mm": "190",
+            "adult": True,
+            "body_mass_g": None,
+            "note": [1, 2],
+        },  # any order; an extra key of any kind is ignored
+        {"island": "Atlantis", "bill_length_mm": ""},
+    ]  # an unseen level; "" and left-out keys are missing
     x, notes = ms.parse(orjson.dumps({"rows": rows}))
-    assert np.array_equal(x, encode_rows(census_schema, [{k: v for k, v in r.items() if k != "note"}
-                                                         for r in rows]).x)
+    assert np.array_equal(x, encode_rows(census_schema, [{k: v for k, v in r.items() if k != "note"} for r in rows]).x)
     assert notes is not None and notes["unseen"] == {"island": 1}
     assert notes["missing"]["body_mass_g"] == 2 and notes["missing"]["sex"] == 1
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"rows": [{"island": "Dream"}, {"island": "Dream", "bill_length_mm": "long"}]},
-     "rows[1]: column 'bill_length_mm': 'long' (text) is not a number"),
-    ({"rows": [{"island": "Dream", "bill_length_mm": True}]},
-     "rows[0]: column 'bill_length_mm': true (a boolean) is not a number"),
-    ({"rows": [{"island": ["Dream"]}]}, "rows[0]: column 'island': a list is not a value"),
-    ({"rows": [{"adult": "perhaps"}]}, "rows[0]: column 'adult': 'perhaps' (text) is not true/false"),
-    ({"rows": ["Dream"]}, "rows[0]: is 'Dream' (text); each row must be an object of column: value"),
-    ({"rows": [{"bill_length_mm_missing": 1, "species": "Adelie"}]}, "rows[0]: has none of the model's columns"),
-    ({"inputs": [[0.0] * 10]}, "'inputs': this model was trained on a table: send"),
-])
-def test_a_bad_row_is_one_line_naming_its_row_and_raw_column(census_schema: Schema, body: dict,
-                                                             message: str) -> None:
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            {"rows": [{"island": "Dream"}, {"island": "Dream", "bill_length_mm": "long"}]},
+            "rows[1]: column 'bill_length_mm': 'long' (text) is not a number",
+        ),
+        (
+            {"rows": [{"island": "Dream", "bill_length_mm": True}]},
+            "rows[0]: column 'bill_length_mm': true (a boolean) is not a number",
+        ),
+        ({"rows": [{"island": ["Dream"]}]}, "rows[0]: column 'island': a list is not a value"),
+        ({"rows": [{"adult": "perhaps"}]}, "rows[0]: column 'adult': 'perhaps' (text) is not true/false"),
+        ({"rows": ["Dream"]}, "rows[0]: is 'Dream' (text); each row must be an object of column: value"),
+        ({"rows": [{"bill_length_mm_missing": 1, "species": "Adelie"}]}, "rows[0]: has none of the model's columns"),
+        ({"inputs": [[0.0] * 10]}, "'inputs': this model was trained on a table: send"),
+    ],
+)
+def test_a_bad_row_is_one_line_naming_its_row_and_raw_column(census_schema: Schema, body: dict, message: str) -> None:
     with pytest.raises(BadRequest) as err:
         model_schema(census_schema).parse(orjson.dumps(body))
     assert err.value.status == 422 and err.value.message.startswith(message), err.value.message
@@ -83,12 +101,25 @@ def test_answers_are_classes_or_a_value_and_the_description_lists_raw_columns(ce
     x, _ = ms.parse(orjson.dumps(described["example"]))
     assert np.array_equal(x, ms.canary())
 
-    regression = Schema.from_json({**census_schema.to_json(), "task": "regression",
-                                   "target": {"name": "mass", "kind": "number", "mean": 0.0, "std": 1.0}})
-    meta = {"input": {"shape": [regression.n_features], "features": regression.feature_names},
-            "preprocessing": {"mean": [0.0]}, "classes": [], "schema": regression.to_json()}
+    regression = Schema.from_json(
+        {
+            **census_schema.to_json(),
+            "task": "regression",
+            "target": {"name": "mass", "kind": "number", "mean": 0.0, "std": 1.0},
+        }
+    )
+    meta = {
+        "input": {"shape": [regression.n_features], "features": regression.feature_names},
+        "preprocessing": {"mean": [0.0]},
+        "classes": [],
+        "schema": regression.to_json(),
+    }
     rs = ModelSchema.from_meta(meta)
     assert orjson.loads(rs.answer(np.array([[3120.5]], dtype=np.float32), "v1"))["predictions"] == [{"value": 3120.5}]
     assert rs.answers_right(np.array([[3120.5]], dtype=np.float32))
-    assert openapi(rs, "t", "v1")["components"]["schemas"]["PredictAnswer"]["properties"]["predictions"][
-        "items"]["properties"]["value"]["type"] == "number"
+    assert (
+        openapi(rs, "t", "v1")["components"]["schemas"]["PredictAnswer"]["properties"]["predictions"]["items"][
+            "properties"
+        ]["value"]["type"]
+        == "number"
+    )

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.services.advisor import advise, candidates
 from core.config import Config, apply_overrides
+from core.services.advisor import advise, candidates
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,8 +30,13 @@ def test_both_start_methods_train(method: str, tmp_path: Path) -> None:
     )
     script = tmp_path / "run.py"
     script.write_text(code)
-    res = subprocess.run([sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True,
-                         timeout=240, env={**os.environ, "PYTHONPATH": str(ROOT), "TRAINDESK_START_METHOD": method})
+    res = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "TRAINDESK_START_METHOD": method},
+    )
     assert res.returncode == 0, res.stderr
     started_with, state, accuracy = res.stdout.split()
     assert started_with == method and state == "finished" and float(accuracy) >= 0.9
@@ -58,12 +63,38 @@ def test_advisor_returns_a_suggestion_it_measured() -> None:
 
 def test_bench_command_validates_and_suggests(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    bad = subprocess.run([sys.executable, "-m", "core", "bench", "--strategies", "magic"],
-                         capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    bad = subprocess.run(
+        [sys.executable, "-m", "core", "bench", "--strategies", "magic"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and "--strategies takes single, hogwild, ddp" in bad.stderr
-    res = subprocess.run([sys.executable, "-m", "core", "bench", "--seconds", "0.6", "--strategies", "hogwild",
-                          "--max-workers", "2", "--set", "data.source=builtin:iris", "--json", "out.json"],
-                         capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "bench",
+            "--seconds",
+            "0.6",
+            "--strategies",
+            "hogwild",
+            "--max-workers",
+            "2",
+            "--set",
+            "data.source=builtin:iris",
+            "--json",
+            "out.json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("suggestion: --strategy hogwild --workers ")
     assert len(json.loads((tmp_path / "out.json").read_text())["probes"]) == 2
@@ -111,8 +142,13 @@ def test_workers_keep_the_memory_each_step_frees() -> None:
     )
     faults = {}
     for mode in ("keep", "default"):
-        res = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        res = subprocess.run(
+            [sys.executable, "-c", code, mode],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert res.returncode == 0, res.stderr
         faults[mode] = int(res.stdout)
     assert faults["default"] > 50 * 500  # glibc's default: the freed heap is trimmed, then faulted in again

@@ -9,18 +9,20 @@ from core.session.reading.stats import RunStats
 
 
 def _run() -> list[dict]:
-    recs: list[dict] = [R.state_record(None, "starting", t=99.0),
-                        R.state_record(0, "starting", "pid 11", t=99.5, launcher="torchrun", node="a", pid=11,
-                                       local_rank=0),
-                        R.state_record(1, "starting", "pid 12", t=99.5),
-                        R.state_record(None, "running", t=99.8)]
+    recs: list[dict] = [
+        R.state_record(None, "starting", t=99.0),
+        R.state_record(0, "starting", "pid 11", t=99.5, launcher="torchrun", node="a", pid=11, local_rank=0),
+        R.state_record(1, "starting", "pid 12", t=99.5),
+        R.state_record(None, "running", t=99.8),
+    ]
     for i in range(1, 21):  # two epochs of 10 steps, 32 samples each, per worker
         for w in (0, 1):
             recs.append(R.step_record(w, 1 + (i - 1) // 10, i, 32 * i, 1.0 / i, 0.1, t=100.0 + i))
         if i % 10 == 0:
             for w, acc in ((0, 0.5 + i / 100), (1, 0.9 - i / 100)):
-                recs.append(R.eval_record(w, i // 10, {"val_loss": 1.0 - acc, "val_accuracy": acc}, 32 * i,
-                                          t=100.5 + i))
+                recs.append(
+                    R.eval_record(w, i // 10, {"val_loss": 1.0 - acc, "val_accuracy": acc}, 32 * i, t=100.5 + i)
+                )
     return recs
 
 

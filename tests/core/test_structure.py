@@ -40,8 +40,7 @@ def _docstrings(tree: ast.Module) -> set[int]:
 
 
 def test_no_module_is_longer_than_500_lines() -> None:
-    long = [f"{rel}: {len(text.splitlines())} lines" for rel, _t, text in SOURCES
-            if len(text.splitlines()) > MAX_LINES]
+    long = [f"{rel}: {len(text.splitlines())} lines" for rel, _t, text in SOURCES if len(text.splitlines()) > MAX_LINES]
     assert long == []
 
 
@@ -63,19 +62,25 @@ def test_command_line_functions_live_only_in_core_cli() -> None:
             continue
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
-                    node.name == "configure_cli" or node.name.startswith("cmd_")):
+                node.name == "configure_cli" or node.name.startswith("cmd_")
+            ):
                 found.append(f"{rel}:{node.lineno} {node.name}")
     assert found == []
 
 
 def test_the_checkpoint_file_name_is_written_in_one_module() -> None:
-    """"last.pt" as a name (not a sentence of help text that mentions the file) only in core/runfiles/layout.py."""
+    """ "last.pt" as a name (not a sentence of help text that mentions the file) only in core/runfiles/layout.py."""
     found = []
     for rel, tree, _text in SOURCES:
         docs = _docstrings(tree)
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
-                    and "last.pt" in node.value and " " not in node.value.strip()):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and "last.pt" in node.value
+                and " " not in node.value.strip()
+            ):
                 found.append(f"{rel}:{node.lineno} {node.value!r}")
     assert {f.split(":")[0] for f in found} <= {"core/runfiles/layout.py"}, found
 
@@ -97,12 +102,18 @@ def _strategy_tests(tree: ast.Module) -> list[tuple[int, str]]:
 
 
 def test_no_strategy_name_is_tested_outside_the_strategies() -> None:
-    found = [f"{rel}:{line} {code}" for rel, tree, _text in SOURCES if not rel.startswith("core/strategies/")
-             for line, code in _strategy_tests(tree)]
+    found = [
+        f"{rel}:{line} {code}"
+        for rel, tree, _text in SOURCES
+        if not rel.startswith("core/strategies/")
+        for line, code in _strategy_tests(tree)
+    ]
     assert found == []
 
 
-@pytest.mark.parametrize("code, caught", [("if s == 'sweep': pass", True), ("x = s in ('ddp', 'single')", True),
-                                          ("if s == 'sweeping': pass", False)])
+@pytest.mark.parametrize(
+    "code, caught",
+    [("if s == 'sweep': pass", True), ("x = s in ('ddp', 'single')", True), ("if s == 'sweeping': pass", False)],
+)
 def test_the_strategy_name_check_sees_what_it_should(code: str, caught: bool) -> None:
     assert bool(_strategy_tests(ast.parse(code))) is caught

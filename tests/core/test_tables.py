@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from core import cli
-from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.config import Config, apply_overrides
 from core.data import load_data
 from core.errors import DataError
 from core.runfiles.writing import read_metrics
 from core.schema import Schema, embedding_size, encode_columns, encode_rows, read_table
 from core.session import Session
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 
 COLORS = ("red", "green", "blue")
 
@@ -44,7 +44,9 @@ def mixed_rows(n: int, seed: int, missing: float = 0.1) -> tuple[list[str], list
         age = float(rng.normal(40, 12))
         color = COLORS[int(rng.integers(3))]
         member = bool(rng.random() < 0.5)
-        score = (age - 40) / 12 + (1.5 if color == "red" else -0.5 if color == "blue" else 0.0) + (0.8 if member else -0.8)
+        score = (
+            (age - 40) / 12 + (1.5 if color == "red" else -0.5 if color == "blue" else 0.0) + (0.8 if member else -0.8)
+        )
         label = "buy" if score + rng.normal(0, 0.3) > 0 else "skip"
         cells: list[Any] = [f"c{i:05d}", f"{age:.2f}", color, "yes" if member else "no", label]
         for j in (1, 2, 3):
@@ -76,8 +78,9 @@ def mixed_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mixed_run(mixed_csv: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cfg = cfg_for(f"data.source=\"csv:{mixed_csv}\"", "train.epochs=8", "optim.name=adam", "optim.lr=0.01",
-                  "model.hidden=[32]")
+    cfg = cfg_for(
+        f'data.source="csv:{mixed_csv}"', "train.epochs=8", "optim.name=adam", "optim.lr=0.01", "model.hidden=[32]"
+    )
     session = run_to_end(cfg, tmp_path_factory.mktemp("runs"))
     assert session.run_dir is not None
     return session.run_dir
@@ -109,7 +112,7 @@ def test_kinds_are_inferred_and_fitted_on_the_training_split(mixed_csv: Path) ->
 
 
 def load_cfg(path: Path, *extra: str) -> Config:
-    return apply_overrides(Config(), [f"data.source=\"csv:{path}\"", *extra])
+    return apply_overrides(Config(), [f'data.source="csv:{path}"', *extra])
 
 
 def _train_rows(table: Any, data: Any) -> np.ndarray:
@@ -126,8 +129,9 @@ def test_a_table_is_described_by_its_columns_before_its_target_is_known(mixed_cs
     from core.data import describe_source
 
     info = describe_source(f"csv:{mixed_csv}", target="outcome")  # not one of its columns
-    assert info.needs_target and info.task == "" and info.table_columns == ("customer", "age", "color", "member",
-                                                                              "label")
+    assert (
+        info.needs_target and info.task == "" and info.table_columns == ("customer", "age", "color", "member", "label")
+    )
     columns = {c["name"]: c for c in info.schema["columns"]}
     assert list(columns) == list(info.table_columns)  # every column, the future target's included
     assert columns["color"]["kind"] == "category" and columns["color"]["levels"] == sorted(COLORS)
@@ -142,16 +146,20 @@ def test_a_table_is_described_by_its_columns_before_its_target_is_known(mixed_cs
         describe_source(f"csv:{mixed_csv}", target="outcome", columns={"nope": "category"})
 
 
-@pytest.mark.parametrize("names, kinds, proposed", [
-    (("carat", "cut", "price", "x", "y", "z"), {}, "price"),        # y beside x and z is a coordinate
-    (("x1", "x2", "y"), {}, "y"),
-    (("bill_length_mm", "island", "Species", "sex"), {}, "Species"),  # an obvious name, whatever its case
-    (("age", "city", "income", "notes"), {}, "income"),
-    (("age", "city", "kind"), {}, "kind"),                           # else the last column
-    (("a", "b", "row_id"), {"row_id": "ignore"}, "b"),              # that is not ignored
-])
+@pytest.mark.parametrize(
+    "names, kinds, proposed",
+    [
+        (("carat", "cut", "price", "x", "y", "z"), {}, "price"),  # y beside x and z is a coordinate
+        (("x1", "x2", "y"), {}, "y"),
+        (("bill_length_mm", "island", "Species", "sex"), {}, "Species"),  # an obvious name, whatever its case
+        (("age", "city", "income", "notes"), {}, "income"),
+        (("age", "city", "kind"), {}, "kind"),  # else the last column
+        (("a", "b", "row_id"), {"row_id": "ignore"}, "b"),  # that is not ignored
+    ],
+)
 def test_the_proposed_target_is_an_obvious_name_else_the_last_usable_column(
-        names: tuple[str, ...], kinds: dict[str, str], proposed: str) -> None:
+    names: tuple[str, ...], kinds: dict[str, str], proposed: str
+) -> None:
     from core.data import propose_target
 
     assert propose_target([{"name": n, "kind": kinds.get(n, "number")} for n in names]) == proposed
@@ -165,14 +173,18 @@ def test_overrides_and_embedding_sizes(tmp_path: Path) -> None:
     schema = Schema.from_json(data.info.schema)
     assert {c.name: c.kind for c in schema.columns} == {"zone": "category", "v": "number"}
     assert schema.categorical[0].levels == ["0", "1", "2", "3"]
-    assert embedding_size(6) == round(1.6 * 6 ** 0.56) and embedding_size(10**7) == 600
+    assert embedding_size(6) == round(1.6 * 6**0.56) and embedding_size(10**7) == 600
 
 
 def test_encoding_takes_any_order_counts_unseen_and_names_bad_cells(mixed_csv: Path) -> None:
     data = load_data(load_cfg(mixed_csv).data, seed=0, share=False)
     schema = Schema.from_json(data.info.schema)
-    cols = {"extra": ["a", "b", "c"], "member": ["no", "NA", "YES"], "color": ["purple", "red", ""],
-            "age": [30.0, float("nan"), 50.0]}
+    cols = {
+        "extra": ["a", "b", "c"],
+        "member": ["no", "NA", "YES"],
+        "color": ["purple", "red", ""],
+        "age": [30.0, float("nan"), 50.0],
+    }
     enc = encode_columns(schema, cols)
     age = next(c for c in schema.columns if c.name == "age")
     assert enc.unseen == {"color": 1} and enc.missing == {"member": 1, "age": 1, "color": 1}
@@ -185,8 +197,9 @@ def test_encoding_takes_any_order_counts_unseen_and_names_bad_cells(mixed_csv: P
     with pytest.raises(DataError, match="lacks column 'color'"):
         encode_columns(schema, {"age": [1.0], "member": ["yes"]})
     with pytest.raises(DataError, match=r"column 'age' is not numeric \(row 2: 'old'\)"):
-        encode_columns(schema, {"age": np.array(["3", "old"], dtype=object), "member": ["yes", "no"],
-                                "color": ["red", "red"]})
+        encode_columns(
+            schema, {"age": np.array(["3", "old"], dtype=object), "member": ["yes", "no"], "color": ["red", "red"]}
+        )
 
 
 def test_missing_targets_are_dropped_and_counted(tmp_path: Path) -> None:
@@ -212,12 +225,16 @@ def test_parquet_source_reads_typed_columns(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     n = 60
-    table = pa.table({"size": [float(i) if i % 7 else None for i in range(n)],
-                      "kind": ["a" if i % 3 else None for i in range(n)],
-                      "flag": [bool(i % 2) for i in range(n)], "label": ["xy"[i % 2] for i in range(n)]})
+    table = pa.table(
+        {
+            "size": [float(i) if i % 7 else None for i in range(n)],
+            "kind": ["a" if i % 3 else None for i in range(n)],
+            "flag": [bool(i % 2) for i in range(n)],
+            "label": ["xy"[i % 2] for i in range(n)],
+        }
+    )
     pq.write_table(table, tmp_path / "t.parquet")
-    data = load_data(apply_overrides(Config(), [f"data.source=\"parquet:{tmp_path / 't.parquet'}\""]).data,
-                     share=False)
+    data = load_data(apply_overrides(Config(), [f'data.source="parquet:{tmp_path / "t.parquet"}"']).data, share=False)
     kinds = {c["name"]: c["kind"] for c in data.info.schema["columns"]}
     assert kinds == {"size": "number", "kind": "category", "flag": "bool"}
 
@@ -237,7 +254,8 @@ def _trained_outputs(run_dir: Path, columns: dict[str, Any]) -> np.ndarray:
 
 
 def test_mixed_table_trains_and_predicts_raw_rows_like_the_trained_model(
-        mixed_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    mixed_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     summary = json.loads((mixed_run / "summary.json").read_text())
     final = summary["final"]
     assert final["val_accuracy"] > 0.8
@@ -245,8 +263,9 @@ def test_mixed_table_trains_and_predicts_raw_rows_like_the_trained_model(
     header, rows = mixed_rows(12, seed=5, missing=0.25)
     rows[0][2] = "purple"  # an unseen category
     order = [4, 3, 0, 2, 1]  # shuffled columns, the target included (a labelled test set)
-    path = _write(tmp_path / "new.csv", [header[i] for i in order] + ["note"], [[r[i] for i in order] + ["x"]
-                                                                                for r in rows])
+    path = _write(
+        tmp_path / "new.csv", [header[i] for i in order] + ["note"], [[r[i] for i in order] + ["x"] for r in rows]
+    )
     out = tmp_path / "pred.csv"
     assert cli.main(["predict", str(mixed_run), str(path), "--out", str(out)]) == 0
     err = capsys.readouterr().err
@@ -270,9 +289,11 @@ def test_onnx_export_takes_raw_columns_in_a_bare_session(mixed_run: Path, tmp_pa
     assert [i["name"] for i in side["files"]["m.onnx"]["inputs"]] == ["age", "color", "member"]
     assert side["schema"]["columns"][2]["levels"] == sorted(COLORS)
     session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
-    feed = {"age": np.array([25.0, np.nan, 61.5, 40.0], dtype=np.float32),
-            "color": np.array(["red", "purple", "", "blue"], dtype=object),
-            "member": np.array(["yes", "No", "NA", "TRUE"], dtype=object)}
+    feed = {
+        "age": np.array([25.0, np.nan, 61.5, 40.0], dtype=np.float32),
+        "color": np.array(["red", "purple", "", "blue"], dtype=object),
+        "member": np.array(["yes", "No", "NA", "TRUE"], dtype=object),
+    }
     got = session.run(None, feed)[0]
     want = _trained_outputs(mixed_run, {k: list(v) for k, v in feed.items()})
     np.testing.assert_allclose(got, want, atol=1e-4)
@@ -315,8 +336,14 @@ def test_easy_regression_reaches_r2_above_0_9(tmp_path: Path) -> None:
         y = 3 * a - 2 * b + {"n": 2.0, "s": -1.0, "e": 0.0}[zone] + rng.normal(0, 0.2) + 100
         rows.append([f"{a:.4f}", f"{b:.4f}" if rng.random() > 0.1 else "", zone, f"{y:.4f}"])
     path = _write(tmp_path / "r.csv", ["a", "b", "zone", "y"], rows)
-    cfg = cfg_for(f"data.source=\"csv:{path}\"", "data.target=y", "train.epochs=12", "optim.name=adam",
-                  "optim.lr=0.01", "model.hidden=[32]")
+    cfg = cfg_for(
+        f'data.source="csv:{path}"',
+        "data.target=y",
+        "train.epochs=12",
+        "optim.name=adam",
+        "optim.lr=0.01",
+        "model.hidden=[32]",
+    )
     session = run_to_end(cfg, tmp_path / "runs")
     assert session.run_dir is not None
     summary = json.loads((session.run_dir / "summary.json").read_text())
@@ -352,8 +379,9 @@ def _skewed_csv(tmp_path: Path) -> Path:
     for i in range(660):
         minority = i % 11 == 0  # 60 of 660: a 10:1 split
         centre = 1.0 if minority else 0.0
-        rows.append([f"{rng.normal(centre, 1.0):.4f}", f"{rng.normal(centre, 1.0):.4f}",
-                     "rare" if minority else "common"])
+        rows.append(
+            [f"{rng.normal(centre, 1.0):.4f}", f"{rng.normal(centre, 1.0):.4f}", "rare" if minority else "common"]
+        )
     return _write(tmp_path / "skew.csv", ["a", "b", "label"], rows)
 
 
@@ -378,8 +406,9 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path: Path) -> None:
     assert "imbalanced" in data.info.imbalance_warning
     recalls = {}
     for weights in ("none", "balanced"):
-        cfg = cfg_for(f"data.source=\"csv:{path}\"", f"train.class_weights={weights}", "train.epochs=6",
-                      "model.hidden=[16]")
+        cfg = cfg_for(
+            f'data.source="csv:{path}"', f"train.class_weights={weights}", "train.epochs=6", "model.hidden=[16]"
+        )
         session = run_to_end(cfg, tmp_path / weights)
         assert session.run_dir is not None
         final = json.loads((session.run_dir / "summary.json").read_text())["final"]
@@ -388,8 +417,9 @@ def test_balanced_class_weights_raise_minority_recall(tmp_path: Path) -> None:
     assert recalls["balanced"] > recalls["none"] + 0.2, recalls
 
 
-def test_onnx_export_verifies_on_random_rows_when_the_table_is_gone(mixed_run: Path, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_onnx_export_verifies_on_random_rows_when_the_table_is_gone(
+    mixed_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import core.data
     from core.services.export import export_run
 
@@ -407,7 +437,10 @@ def test_sweep_and_search_pick_the_lowest_rmse_for_regression() -> None:
 
     cfg = apply_overrides(Config(), ["parallel.strategy=sweep", "parallel.workers=2", "parallel.sweep_lr=[0.01,0.1]"])
     sweep = get_strategy(cfg, task="regression")
-    evals = {0: {"val_loss": 0.5, "val_rmse": 60.0, "val_r2": 0.4}, 1: {"val_loss": 0.4, "val_rmse": 55.0, "val_r2": 0.5}}
+    evals = {
+        0: {"val_loss": 0.5, "val_rmse": 60.0, "val_r2": 0.4},
+        1: {"val_loss": 0.4, "val_rmse": 55.0, "val_r2": 0.5},
+    }
     assert sweep.result_worker(evals) == 1
     assert selection_metric(cfg, "regression") == "val_rmse" == search_metric(cfg, "regression")
     assert selection_metric(cfg.replace("train", select_by="val_r2"), "regression") == "val_r2"

@@ -21,9 +21,13 @@ import pytest
 from core.runfiles.writing import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-       # a fresh rendezvous store each round: a restarted group must not read the last round's addresses
-       "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "OMP_NUM_THREADS": "1",
+    # a fresh rendezvous store each round: a restarted group must not read the last round's addresses
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+}
 
 
 def free_port() -> int:
@@ -39,13 +43,35 @@ class TwoNodes:
         self.tmp, self.runs = tmp, tmp / "runs"
         port, self.procs = free_port(), []
         for node in (0, 1):
-            cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=1",
-                   "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=job-{port}",
-                   f"--max-restarts={max_restarts}", "--monitor-interval=0.5",
-                   "-m", "core", "train", "--quiet", "--runs-dir", str(self.runs), *train_args]
-            self.procs.append(subprocess.Popen(cmd, stdout=(tmp / f"out{node}.txt").open("w"),
-                                               stderr=(tmp / f"err{node}.txt").open("w"), env=env or ENV, cwd=tmp,
-                                               start_new_session=True))
+            cmd = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc-per-node=1",
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint=127.0.0.1:{port}",
+                f"--rdzv-id=job-{port}",
+                f"--max-restarts={max_restarts}",
+                "--monitor-interval=0.5",
+                "-m",
+                "core",
+                "train",
+                "--quiet",
+                "--runs-dir",
+                str(self.runs),
+                *train_args,
+            ]
+            self.procs.append(
+                subprocess.Popen(
+                    cmd,
+                    stdout=(tmp / f"out{node}.txt").open("w"),
+                    stderr=(tmp / f"err{node}.txt").open("w"),
+                    env=env or ENV,
+                    cwd=tmp,
+                    start_new_session=True,
+                )
+            )
 
     def run_dir(self, timeout: float = 120) -> Path:
         deadline = time.monotonic() + timeout
@@ -124,8 +150,11 @@ def test_a_killed_rank_restarts_the_group_and_the_run_finishes(nodes: Any) -> No
     victim = None
     while time.monotonic() < deadline and victim is None:
         records = job.records()
-        ranks = {r["worker"]: r["pid"] for r in records
-                 if r["kind"] == "state" and r["state"] == "starting" and r["worker"] is not None}
+        ranks = {
+            r["worker"]: r["pid"]
+            for r in records
+            if r["kind"] == "state" and r["state"] == "starting" and r["worker"] is not None
+        }
         steps = [r for r in records if r["kind"] == "step"]
         if 1 in ranks and steps and steps[-1]["epoch"] >= 3:
             victim = ranks[1]
@@ -152,15 +181,17 @@ def test_restarts_with_the_shared_rendezvous_store_are_refused_before_training(n
     assert all(c not in (None, 0) for c in codes), (codes, job.errors())
     assert took < 60, f"the job took {took:.0f} s to fail"
     for node in (0, 1):
-        lines = [line for line in (job.tmp / f"err{node}.txt").read_text().splitlines()
-                 if "needs TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in line]
+        lines = [
+            line
+            for line in (job.tmp / f"err{node}.txt").read_text().splitlines()
+            if "needs TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1" in line
+        ]
         assert lines and lines[0].startswith("traindesk train: torchrun --max-restarts 1 needs"), job.errors()
     assert not list(job.runs.glob("*/metrics.jsonl")), "a run was started"
 
 
 def traindesk(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True, env=ENV,
-                          timeout=60)
+    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True, env=ENV, timeout=60)
 
 
 @pytest.mark.slow
@@ -174,8 +205,11 @@ def test_pause_resume_stop_a_two_node_job_from_outside(nodes: Any) -> None:
     t0 = time.monotonic()
     assert traindesk("pause", str(run_dir)).returncode == 0
     while time.monotonic() - t0 < 30:  # every rank holds at the same step
-        paused = {r["worker"]: r["detail"] for r in job.records()
-                  if r["kind"] == "state" and r["state"] == "paused" and r["worker"] is not None}
+        paused = {
+            r["worker"]: r["detail"]
+            for r in job.records()
+            if r["kind"] == "state" and r["state"] == "paused" and r["worker"] is not None
+        }
         if set(paused) == {0, 1}:
             break
         time.sleep(0.1)

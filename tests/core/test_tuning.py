@@ -10,16 +10,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from core.training.checkpoint import load_checkpoint, model_from_checkpoint
 from core.cli import main
 from core.config import Config, ConfigError, ScheduleConfig, apply_overrides
 from core.data import full_tensors, load_data
-from core.services.export import export_run
-from core.services.lr_finder import find_lr, valley
-from core.training.models import build_model
 from core.runfiles.writing import read_metrics
-from core.training.schedule import Plateau, lr_at, lr_sequence
+from core.services.lr_finder import find_lr, valley
 from core.session import Session
+from core.training.checkpoint import load_checkpoint, model_from_checkpoint
+from core.training.models import build_model
+from core.training.schedule import Plateau, lr_at, lr_sequence
 
 
 def run(runs_dir: Path, *overrides: str) -> Session:
@@ -33,6 +32,7 @@ def run(runs_dir: Path, *overrides: str) -> Session:
 
 
 # ----------------------------------------------------------------------------- schedules (pure)
+
 
 def test_cosine_falls_to_min_lr_at_the_last_step() -> None:
     lrs = lr_sequence(ScheduleConfig(kind="cosine", min_lr=0.001), 0.1, steps_per_epoch=10, epochs=3)
@@ -74,9 +74,16 @@ def test_precision_16_needs_cuda() -> None:
 
 # ----------------------------------------------------------------------------- real runs
 
+
 def test_cosine_run_records_the_lr_and_keeps_the_best_weights(runs_dir: Path, tmp_path: Path) -> None:
-    session = run(runs_dir, "train.epochs=4", 'schedule.kind="cosine"', "schedule.min_lr=0.001",
-                  "schedule.warmup_steps=5", "train.monitor=val_loss")
+    session = run(
+        runs_dir,
+        "train.epochs=4",
+        'schedule.kind="cosine"',
+        "schedule.min_lr=0.001",
+        "schedule.warmup_steps=5",
+        "train.monitor=val_loss",
+    )
     assert session.summary is not None and session.summary["status"] == "finished"
     run_dir = session.run_dir
     assert run_dir is not None
@@ -134,6 +141,7 @@ def test_bf16_mixed_trains(runs_dir: Path) -> None:
 
 # ----------------------------------------------------------------------------- the lr finder
 
+
 def test_valley_is_inside_the_longest_fall() -> None:
     losses = [3.0, 3.1, 2.9, 2.5, 2.0, 1.5, 1.2, 1.1, 4.0, 9.0]
     assert 3 <= valley(list(range(10)), losses) <= 6
@@ -160,10 +168,11 @@ def test_lr_find_cli_prints_the_suggestion_last(capsys: pytest.CaptureFixture[st
 
 # ----------------------------------------------------------------------------- augmentation
 
+
 def test_augmentation_changes_training_images_only() -> None:
-    from core.training.augment import make_augment, preview
     from core.config import AugmentConfig
     from core.data import make_batches
+    from core.training.augment import make_augment, preview
 
     assert make_augment(AugmentConfig(), (1, 8, 8)) is None  # off by default
     cfg = AugmentConfig(crop_scale=0.6, hflip=True, rotation=15.0, jitter=0.2)
@@ -172,8 +181,9 @@ def test_augmentation_changes_training_images_only() -> None:
     x, _ = full_tensors(data.train, data.info)
     plain = next(make_batches(data.train, data.info, 16, 0).epoch(torch.arange(16)))[0]
     torch.manual_seed(0)
-    changed = next(make_batches(data.train, data.info, 16, 0, make_augment(cfg, data.info.image_shape))
-                   .epoch(torch.arange(16)))[0]
+    changed = next(
+        make_batches(data.train, data.info, 16, 0, make_augment(cfg, data.info.image_shape)).epoch(torch.arange(16))
+    )[0]
     assert changed.shape == plain.shape and torch.isfinite(changed).all() and not torch.equal(changed, plain)
     assert torch.equal(plain, x[:16])
     grid = preview(cfg, x[:3].view(-1, 1, 8, 8), copies=4)
@@ -183,9 +193,9 @@ def test_augmentation_changes_training_images_only() -> None:
 def test_preview_grid_shows_each_sample_then_its_augmented_copies() -> None:
     import numpy as np
 
-    from core.training.augment import preview_grid
     from core.config import AugmentConfig
     from core.data import describe_source
+    from core.training.augment import preview_grid
 
     grey = [a for a, _ in describe_source("builtin:digits").preview_images[:3]]
     colour = np.random.default_rng(0).integers(0, 256, (12, 10, 3), dtype=np.uint8)

@@ -72,8 +72,8 @@ def resolve_model_path(path: Path, checkpoint: str | None = None) -> Path:
     a run directory for its ``checkpoint`` (best or last; None: best once best.pt exists, else last)."""
     path = Path(path).expanduser()
     if is_run_dir(path):
-        from core.training.checkpoint import checkpoint_file
         from core.runfiles.layout import RunDir
+        from core.training.checkpoint import checkpoint_file
 
         return checkpoint_file(path, checkpoint or RunDir(path).default_checkpoint(), "predict")
     if checkpoint is not None:
@@ -118,7 +118,22 @@ def load_predictor(path: Path, threads: int = 0) -> Predictor:
 
 
 __all__ = [
-    "EXPORT_FORMATS", "ModelFormat", "ONNX", "OUTPUTS", "Predictor", "RUNNABLE_SUFFIXES", "RUN_CHECKPOINT",
-    "SAFETENSORS", "STATE_DICT", "TORCH_EXPORT", "export_format", "format_of", "is_run_dir", "load_predictor",
-    "needs_torch", "read_model_meta", "resolve_model_path", "runtime",
+    "EXPORT_FORMATS",
+    "ModelFormat",
+    "ONNX",
+    "OUTPUTS",
+    "Predictor",
+    "RUNNABLE_SUFFIXES",
+    "RUN_CHECKPOINT",
+    "SAFETENSORS",
+    "STATE_DICT",
+    "TORCH_EXPORT",
+    "export_format",
+    "format_of",
+    "is_run_dir",
+    "load_predictor",
+    "needs_torch",
+    "read_model_meta",
+    "resolve_model_path",
+    "runtime",
 ]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,11 +27,11 @@ if TYPE_CHECKING:
 class ModelFormat:
     """One file format of a trained model."""
 
-    name: str = ""              # the export's --format value (and the "format" of its model.json entry)
-    suffix: str = ""            # the file's suffix
-    label: str = ""             # the window's words for it
-    graph: bool = False         # a program with the standardisation inside: raw features in
-    runtime: str = "torch"      # what runs it: "torch" or "onnx"
+    name: str = ""  # the export's --format value (and the "format" of its model.json entry)
+    suffix: str = ""  # the file's suffix
+    label: str = ""  # the window's words for it
+    graph: bool = False  # a program with the standardisation inside: raw features in
+    runtime: str = "torch"  # what runs it: "torch" or "onnx"
     takes_raw_columns: bool = False  # a table's model takes the raw columns, its lookups inside the file
     reloads_as: str | None = None  # what ``reload`` returns: fixed, or None for the export's --output
 
@@ -54,8 +55,9 @@ class ModelFormat:
         """Write ``model`` (trained, standardised input) described by ``desc``; ``raw`` is a batch to trace."""
         raise NotImplementedError(f"{self.name} is not written by an export")
 
-    def reload(self, path: Path, desc: dict[str, Any], output: str,
-               raw: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None, str]:
+    def reload(
+        self, path: Path, desc: dict[str, Any], output: str, raw: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray | None, str]:
         """The written file on ``raw``: (outputs on the batch, on its first row alone or None, the loader)."""
         raise NotImplementedError
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from core.services.formats.base import ModelFormat
 
-META_KEY = "traindesk.model"          # metadata key in .safetensors / .onnx; extra file name in .pt2
+META_KEY = "traindesk.model"  # metadata key in .safetensors / .onnx; extra file name in .pt2
 PT2_EXTRA = "traindesk.model.json"
 META_FORMAT = "traindesk.model"
 SIDECAR = "model.json"
@@ -82,8 +82,11 @@ def _table_description(info: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if info.get("task", "classification") != "classification":
         out["task"] = info["task"]
-        out["output"] = {"kind": "number", "name": ((info.get("schema") or {}).get("target") or {}).get("name"),
-                         "units": "the target's (un-standardised)"}
+        out["output"] = {
+            "kind": "number",
+            "name": ((info.get("schema") or {}).get("target") or {}).get("name"),
+            "units": "the target's (un-standardised)",
+        }
     if info.get("schema"):
         out["schema"] = info["schema"]
     if info.get("categories"):

@@ -10,8 +10,9 @@ from __future__ import annotations
 import functools
 import math
 import pickle
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from core.errors import ModelFileError, RunError
 
@@ -42,8 +43,14 @@ def _standardized_class() -> type:
         mean: torch.Tensor
         std: torch.Tensor
 
-        def __init__(self, model: nn.Module, mean: torch.Tensor, std: torch.Tensor, probabilities: bool,
-                     target_scale: tuple[float, float] | None = None) -> None:
+        def __init__(
+            self,
+            model: nn.Module,
+            mean: torch.Tensor,
+            std: torch.Tensor,
+            probabilities: bool,
+            target_scale: tuple[float, float] | None = None,
+        ) -> None:
             super().__init__()
             self.model = model
             self.register_buffer("mean", mean)
@@ -93,9 +100,13 @@ def rebuild_module(meta: dict[str, Any], state: dict[str, Any], where: str) -> n
     try:
         model_cfg = from_dict({"model": meta["architecture"]}).model
         image_shape = meta["input"].get("image_shape")
-        module = build_model(model_cfg, tuple(meta["input"]["shape"]), max(1, len(meta["classes"])),
-                             tuple(image_shape) if image_shape else None,
-                             tuple(int(c) for c in meta.get("categories") or ()))
+        module = build_model(
+            model_cfg,
+            tuple(meta["input"]["shape"]),
+            max(1, len(meta["classes"])),
+            tuple(image_shape) if image_shape else None,
+            tuple(int(c) for c in meta.get("categories") or ()),
+        )
     except (KeyError, TypeError, ConfigError) as exc:
         raise ModelFileError(f"{where}: its model description is unusable: {exc}") from None
     try:

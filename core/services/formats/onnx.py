@@ -105,8 +105,13 @@ class OnnxFormat(ModelFormat):
         try:
             with quiet_exporters():
                 program = torch.onnx.export(
-                    graph, (example_batch(raw),), None, dynamo=True, verbose=False,
-                    input_names=["x"], output_names=[file_entry(self, output, desc)["output_name"]],
+                    graph,
+                    (example_batch(raw),),
+                    None,
+                    dynamo=True,
+                    verbose=False,
+                    input_names=["x"],
+                    output_names=[file_entry(self, output, desc)["output_name"]],
                     dynamic_shapes=({0: torch.export.Dim("batch")},),
                 )
         except Exception as exc:
@@ -120,11 +125,13 @@ class OnnxFormat(ModelFormat):
             try:
                 add_raw_columns(str(path), schema)
             except Exception as exc:
-                raise RunError(f"export: cannot put the table's preprocessing into the ONNX graph: "
-                               f"{first_line(exc)}") from None
+                raise RunError(
+                    f"export: cannot put the table's preprocessing into the ONNX graph: {first_line(exc)}"
+                ) from None
 
-    def reload(self, path: Path, desc: dict[str, Any], output: str,
-               raw: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None, str]:
+    def reload(
+        self, path: Path, desc: dict[str, Any], output: str, raw: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray | None, str]:
         """onnxruntime when installed, else onnx's reference evaluator (slow, exact semantics).
 
         A table's graph takes raw columns: it is fed the columns (strings, NaN) that encode to ``raw``."""

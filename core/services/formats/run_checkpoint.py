@@ -41,8 +41,16 @@ def checkpoint_meta(path: Path, data: dict[str, Any]) -> dict[str, Any]:
         meta = describe(data, run_dir)
     except (KeyError, TypeError, ValueError) as exc:
         raise RunError(f"{where}: its info is unusable ({type(exc).__name__}: {exc})") from None
-    return {**meta, "export": {"format": "checkpoint", "checkpoint": path.stem, "preprocessing_included": False,
-                               "input": "standardised features: apply 'preprocessing' first", "output": "logits"}}
+    return {
+        **meta,
+        "export": {
+            "format": "checkpoint",
+            "checkpoint": path.stem,
+            "preprocessing_included": False,
+            "input": "standardised features: apply 'preprocessing' first",
+            "output": "logits",
+        },
+    }
 
 
 class RunCheckpointFormat(ModelFormat):

@@ -50,8 +50,9 @@ class SafetensorsFormat(ModelFormat):
 
         save_file(trained_state(model), str(path), metadata={META_KEY: embedded(self, desc, "logits")})
 
-    def reload(self, path: Path, desc: dict[str, Any], output: str,
-               raw: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None, str]:
+    def reload(
+        self, path: Path, desc: dict[str, Any], output: str, raw: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray | None, str]:
         meta = sidecar_entry(path)  # core's rebuild path: from the model.json beside the weights
         if meta is None:
             raise RunError(f"export: the {SIDECAR} beside {path.name} does not list it")

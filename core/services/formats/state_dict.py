@@ -39,14 +39,14 @@ class StateDictFormat(ModelFormat):
 
         torch.save(trained_state(model), path)
 
-    def reload(self, path: Path, desc: dict[str, Any], output: str,
-               raw: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None, str]:
+    def reload(
+        self, path: Path, desc: dict[str, Any], output: str, raw: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray | None, str]:
         import torch
 
         rebuilt = rebuild_module(desc, load_state_dict_file(path), str(path))
         with torch.no_grad():
-            return standardized(rebuilt, desc, "logits", str(path))(raw).numpy(), None, \
-                "torch.load(weights_only=True)"
+            return standardized(rebuilt, desc, "logits", str(path))(raw).numpy(), None, "torch.load(weights_only=True)"
 
 
 STATE_DICT = StateDictFormat()

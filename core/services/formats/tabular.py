@@ -22,7 +22,8 @@ Torch-free.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -53,12 +54,16 @@ def table_entry(graph: bool, raw_columns: bool, entry: dict[str, Any], desc: Map
     if schema is None:
         return entry
     if raw_columns:
-        entry["input"] = "raw columns: one named input per column (strings for categories and booleans, " \
-                         "float32 with NaN for missing numbers)"
+        entry["input"] = (
+            "raw columns: one named input per column (strings for categories and booleans, "
+            "float32 with NaN for missing numbers)"
+        )
         entry["inputs"] = raw_inputs(schema)
     elif graph:
-        entry["input"] = "encoded rows (schema.encoded: numbers filled, missing indicators, category indices); " \
-                         "encode raw columns with the schema first"
+        entry["input"] = (
+            "encoded rows (schema.encoded: numbers filled, missing indicators, category indices); "
+            "encode raw columns with the schema first"
+        )
     else:
         entry["input"] = "encoded rows (schema.encoded), then standardised with 'preprocessing'"
     return entry
@@ -66,8 +71,10 @@ def table_entry(graph: bool, raw_columns: bool, entry: dict[str, Any], desc: Map
 
 def raw_inputs(schema: Schema) -> list[dict[str, str]]:
     """What the raw-column ONNX graph takes: one entry per used column."""
-    return [{"name": c.name, "kind": c.kind, "dtype": "float32" if c.kind == "number" else "string",
-             "shape": "batch"} for c in schema.used]
+    return [
+        {"name": c.name, "kind": c.kind, "dtype": "float32" if c.kind == "number" else "string", "shape": "batch"}
+        for c in schema.used
+    ]
 
 
 def columns_from_encoded(schema: Schema, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -145,18 +152,38 @@ def add_raw_columns(path: str, schema: Schema, encoded_input: str = "x") -> None
             new_inputs.append(helper.make_tensor_value_info(c.name, TensorProto.STRING, ["batch"]))
             keys = list(c.levels) + [m for m in schema.missing_values if m not in c.levels]
             values = [float(i + RESERVED_LEVELS) for i in range(len(c.levels))] + [0.0] * (len(keys) - len(c.levels))
-            nodes.append(helper.make_node("LabelEncoder", [c.name], [f"{p}_code"], domain=ML_DOMAIN,
-                                          keys_strings=keys, values_floats=values, default_float=1.0))
+            nodes.append(
+                helper.make_node(
+                    "LabelEncoder",
+                    [c.name],
+                    [f"{p}_code"],
+                    domain=ML_DOMAIN,
+                    keys_strings=keys,
+                    values_floats=values,
+                    default_float=1.0,
+                )
+            )
             unsq(f"{p}_code", f"{p}_col")
             cats.append(f"{p}_col")
             continue
         if c.kind == "bool":
             new_inputs.append(helper.make_tensor_value_info(c.name, TensorProto.STRING, ["batch"]))
-            nodes.append(helper.make_node("StringNormalizer", [c.name], [f"{p}_low"], case_change_action="LOWER", locale="C"))
+            nodes.append(
+                helper.make_node("StringNormalizer", [c.name], [f"{p}_low"], case_change_action="LOWER", locale="C")
+            )
             words = sorted(TRUE_WORDS) + ["1"] + sorted(FALSE_WORDS) + ["0"]
             vals = [1.0] * (len(TRUE_WORDS) + 1) + [0.0] * (len(FALSE_WORDS) + 1)
-            nodes.append(helper.make_node("LabelEncoder", [f"{p}_low"], [f"{p}_num"], domain=ML_DOMAIN,
-                                          keys_strings=words, values_floats=vals, default_float=float("nan")))
+            nodes.append(
+                helper.make_node(
+                    "LabelEncoder",
+                    [f"{p}_low"],
+                    [f"{p}_num"],
+                    domain=ML_DOMAIN,
+                    keys_strings=words,
+                    values_floats=vals,
+                    default_float=float("nan"),
+                )
+            )
             value = f"{p}_num"
         else:
             new_inputs.append(helper.make_tensor_value_info(c.name, TensorProto.FLOAT, ["batch"]))

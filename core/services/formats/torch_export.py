@@ -52,14 +52,14 @@ class TorchExportFormat(ModelFormat):
         batch = torch.export.Dim("batch")
         try:
             with quiet_exporters():
-                program = torch.export.export(graph, (example_batch(raw),), dynamic_shapes=({0: batch},),
-                                              strict=False)
+                program = torch.export.export(graph, (example_batch(raw),), dynamic_shapes=({0: batch},), strict=False)
         except Exception as exc:
             raise RunError(f"export: torch.export cannot trace this model: {first_line(exc)}") from None
         torch.export.save(program, str(path), extra_files={PT2_EXTRA: embedded(self, desc, output)})
 
-    def reload(self, path: Path, desc: dict[str, Any], output: str,
-               raw: torch.Tensor) -> tuple[np.ndarray, np.ndarray | None, str]:
+    def reload(
+        self, path: Path, desc: dict[str, Any], output: str, raw: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray | None, str]:
         import torch
 
         module = torch.export.load(str(path)).module()

@@ -12,7 +12,7 @@ from core.services.predict.output import format_rows
 if TYPE_CHECKING:
     import numpy as np
 
-BATCH_ROWS = 2048                      # fixed batch boundaries: results do not depend on --workers
+BATCH_ROWS = 2048  # fixed batch boundaries: results do not depend on --workers
 
 
 def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, int]]:
@@ -20,20 +20,22 @@ def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, i
     return [(lo, min(lo + batch_rows, n_rows)) for lo in range(0, n_rows, batch_rows)]
 
 
-def predict_chunk(predictor: Predictor, inp: PredictInput, start: int, stop: int,
-                  batch_rows: int = BATCH_ROWS) -> tuple[np.ndarray, str]:
+def predict_chunk(
+    predictor: Predictor, inp: PredictInput, start: int, stop: int, batch_rows: int = BATCH_ROWS
+) -> tuple[np.ndarray, str]:
     """Probabilities and CSV lines for rows ``start:stop``, in batches of ``batch_rows`` from ``start``."""
     import numpy as np
 
     out = np.empty((stop - start, len(predictor.classes)), dtype=np.float32)
     for b in range(start, stop, batch_rows):
         e = min(b + batch_rows, stop)
-        out[b - start:e - start] = predictor.probabilities(inp.rows(b, e, predictor.input_shape))
+        out[b - start : e - start] = predictor.probabilities(inp.rows(b, e, predictor.input_shape))
     return out, format_rows(inp.ids[start:stop], out, predictor.classes)
 
 
-def predict_piece(predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None,
-                  batch_rows: int) -> tuple[np.ndarray, str, list[str], list[str]] | None:
+def predict_piece(
+    predictor: Predictor, piece: Any, id_col: int | None, label_col: int | None, batch_rows: int
+) -> tuple[np.ndarray, str, list[str], list[str]] | None:
     """Parse one CSV piece (core.readers.CsvRows) on this thread and predict it: probabilities, CSV lines,
     the id column's values and the true labels (empty when the CSV has none); None if it needs the whole read."""
     from core.readers import read_csv_rows

@@ -9,9 +9,10 @@ A CSV's columns are matched to the model's features by name (or taken in order,
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from core.errors import DataError
 
@@ -56,10 +57,10 @@ class PredictInput:
     ids: Sequence[str]
     x: np.ndarray | None = None
     paths: tuple[str, ...] = ()
-    labels: list[str] | None = None   # the true classes, when the input has them (a test set)
+    labels: list[str] | None = None  # the true classes, when the input has them (a test set)
     image_shape: tuple[int, ...] = ()  # decode images to this (C, H, W); empty: the model's input shape
-    pixel_scale: float = 1.0           # decoded pixels are [0, 1]; x 255 for a model trained on 0-255 arrays
-    notes: tuple[str, ...] = ()        # what reading it met (a table's unseen category values)
+    pixel_scale: float = 1.0  # decoded pixels are [0, 1]; x 255 for a model trained on 0-255 arrays
+    notes: tuple[str, ...] = ()  # what reading it met (a table's unseen category values)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -120,8 +121,10 @@ def csv_plan(path: Path, meta: dict[str, Any], header: list[str], by_position: b
     text = [c for c in (id_col, label_col) if c is not None]
     others = [i for i in range(len(header)) if i not in text]  # the columns that could be features
     if missing and by_position and len(others) != n_features:
-        raise DataError(f"predict: {path} has {len(others)} feature columns, the model takes {n_features}; "
-                        "--by-position needs the same number, in the training order")
+        raise DataError(
+            f"predict: {path} has {len(others)} feature columns, the model takes {n_features}; "
+            "--by-position needs the same number, in the training order"
+        )
     if missing and len(others) == n_features:
         if by_position:
             return CsvPlan(Columns(numeric=others, text=text), id_col, label_col)
@@ -129,11 +132,14 @@ def csv_plan(path: Path, meta: dict[str, Any], header: list[str], by_position: b
         raise ColumnNamesDiffer(
             f"predict: {path} has the model's {n_features} feature columns' count but not their names "
             f"({_names(found)} where the model has {_names(features)}); pass --by-position to use them in order",
-            features, found)
+            features,
+            found,
+        )
     if missing:
         raise DataError(
             f"predict: {path} lacks {len(missing)} of the model's {n_features} feature columns, e.g. "
-            + ", ".join(repr(m) for m in missing[:4]) + f"; the model takes {_names(features)}"
+            + ", ".join(repr(m) for m in missing[:4])
+            + f"; the model takes {_names(features)}"
         )
     return CsvPlan(Columns(numeric=[index[f] for f in features], text=text), id_col, label_col)
 
@@ -231,10 +237,14 @@ def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
     tops = [i.split("/")[0] if "/" in i else None for i in ids]
     labels = [str(t) for t in tops] if tops and all(t in classes for t in tops) else None
     # A model trained on an array of 0-255 pixels (its mean says so) gets them as it learned them.
-    scale = 255.0 if max((abs(float(m)) for m in (meta.get("preprocessing") or {}).get("mean") or [0.0]),
-                         default=0.0) > 1.5 else 1.0
-    return PredictInput(ids, paths=tuple(str(p) for p in files), labels=labels,
-                        image_shape=tuple(image_shape), pixel_scale=scale)
+    scale = (
+        255.0
+        if max((abs(float(m)) for m in (meta.get("preprocessing") or {}).get("mean") or [0.0]), default=0.0) > 1.5
+        else 1.0
+    )
+    return PredictInput(
+        ids, paths=tuple(str(p) for p in files), labels=labels, image_shape=tuple(image_shape), pixel_scale=scale
+    )
 
 
 def _named_features(meta: dict[str, Any]) -> bool:

@@ -7,9 +7,10 @@ pyarrow in C++, by the pool's processes when there are several.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from core.errors import UserError
 from core.services.predict.inputs import RowNumbers
@@ -61,8 +62,8 @@ def format_rows(ids: Sequence[str], probs: np.ndarray, classes: Sequence[str]) -
     columns += [pc.cast(pa.array(np.ascontiguousarray(probs[:, j])), pa.string()) for j in range(probs.shape[1])]
     lines = pc.binary_join_element_wise(pc.binary_join_element_wise(*columns, ","), "\n", "")
     _, offsets, data = lines.buffers()  # one string array: its data buffer is the lines end to end
-    bounds = np.frombuffer(offsets, np.int32)[lines.offset:lines.offset + len(lines) + 1]
-    return memoryview(data)[bounds[0]:bounds[-1]].tobytes().decode("utf-8")
+    bounds = np.frombuffer(offsets, np.int32)[lines.offset : lines.offset + len(lines) + 1]
+    return memoryview(data)[bounds[0] : bounds[-1]].tobytes().decode("utf-8")
 
 
 @dataclass
@@ -77,7 +78,7 @@ class Predictions:
     workers: int
     seconds: float
     labels: list[str] | None = None  # true classes of a labelled input (a test set)
-    notes: tuple[str, ...] = ()      # what reading the input met (unseen category values)
+    notes: tuple[str, ...] = ()  # what reading the input met (unseen category values)
 
     @property
     def predicted(self) -> list[str]:

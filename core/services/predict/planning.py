@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 MAX_WORKERS = 256
 AUTO_POOL_BATCHES = 16  # an automatic worker count considers a pool from this many batches of rows on
 AUTO_POOL_IMAGE_BATCHES = 2  # or of images, whose decoding is slow Python work a pool spreads
-AUTO_MEASURE_S = 0.3   # this process predicts this long before it judges the work left
-AUTO_REPAY = 2.0       # a pool is started when it would save this many times its start-up
+AUTO_MEASURE_S = 0.3  # this process predicts this long before it judges the work left
+AUTO_REPAY = 2.0  # a pool is started when it would save this many times its start-up
 POOL_START_S = {"onnx": 1.5, "torch": 3.0}  # a pool's start-up until it is measured here (forkserver cold)
-PIECE_BATCHES = 4      # a CSV piece (what one process parses and predicts at a time) is at most this many batches
+PIECE_BATCHES = 4  # a CSV piece (what one process parses and predicts at a time) is at most this many batches
 PIECES_PER_WORKER = 4  # and pieces are cut small enough that each worker gets several: the last ones even out
-TAIL_BATCHES = 2       # batches per worker at the end of the input that go out one at a time
+TAIL_BATCHES = 2  # batches per worker at the end of the input that go out one at a time
 
 
 def worker_limit() -> int:
@@ -133,7 +133,7 @@ class AutoPool:
         self.seconds = 0.0
         self.decided = False
         self._thread: threading.Thread | None = None
-        self._pool: Any = None       # the context manager of the pool, once the thread made it
+        self._pool: Any = None  # the context manager of the pool, once the thread made it
         self._executor: Any = None
         self._ready: list[Any] = []
         self._started = 0.0
@@ -157,13 +157,14 @@ class AutoPool:
     def _decide(self, runner: Runner) -> None:
         self.decided = True
         if busy_cores() > self.processes - 0.5:  # other work holds the other cores: a pool would share them
-            return                                 # (2 workers on a loaded 2-core machine ran 0.69-1.10x)
+            return  # (2 workers on a loaded 2-core machine ran 0.69-1.10x)
         left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
         if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(runtime(runner.model_path)):
             return
         self._started = time.perf_counter()
-        self._thread = threading.Thread(target=self._start, args=(runner.model_path,), name="traindesk-pool-start",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._start, args=(runner.model_path,), name="traindesk-pool-start", daemon=True
+        )
         self._thread.start()
 
     def _start(self, model_path: Path) -> None:
@@ -173,7 +174,7 @@ class AutoPool:
             self._pool = pool
             self._ready = [executor.submit(pools.ready) for _ in range(self.processes)]  # done once all are up
             self._executor = executor
-        except Exception:  # noqa: BLE001 - no pool: this process predicts the rest, as it would have anyway
+        except Exception:
             return
 
     def close(self) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
 from core.services.formats import load_predictor, runtime
@@ -26,8 +27,18 @@ if TYPE_CHECKING:
 # what a pool process needs, imported once by the forkserver: a CSV piece parsed and its rows formatted
 # (pyarrow alone takes 0.13 s to import), and the model's runtime: onnxruntime for an ONNX graph (torch is
 # not imported at all then: 1.3-2.5 s of the pool's start here), torch and the model builders otherwise
-PREDICT_PRELOAD = ["core.services.predict", "core.readers", "core.host.lifeline", "core.host.machine", "pyarrow.csv", "pyarrow.compute"]
-RUNTIME_PRELOAD = {"onnx": ["onnxruntime"], "torch": ["torch", "core.training.models", "core.training.checkpoint", "safetensors.torch"]}
+PREDICT_PRELOAD = [
+    "core.services.predict",
+    "core.readers",
+    "core.host.lifeline",
+    "core.host.machine",
+    "pyarrow.csv",
+    "pyarrow.compute",
+]
+RUNTIME_PRELOAD = {
+    "onnx": ["onnxruntime"],
+    "torch": ["torch", "core.training.models", "core.training.checkpoint", "safetensors.torch"],
+}
 
 
 def predict_preload(model_path: Path) -> list[str]:
@@ -84,8 +95,9 @@ def ready() -> None:
     _process.ready()
 
 
-def predict_task(inp: PredictInput, start: int, stop: int, batch_rows: int,
-                 stored: Any = None) -> tuple[np.ndarray, str]:
+def predict_task(
+    inp: PredictInput, start: int, stop: int, batch_rows: int, stored: Any = None
+) -> tuple[np.ndarray, str]:
     """One batch in a pool process; ``inp`` holds just this batch's rows (ids, features or paths), or
     ``stored`` (core.readers.StoredArray) says where in the input file its features are."""
     if stored is not None:
@@ -99,8 +111,7 @@ def _stored_rows(predictor: Predictor, stored: Any, start: int, stop: int) -> np
 
 def piece_task(piece: Any, id_col: int | None, label_col: int | None, batch_rows: int) -> Any:
     """One CSV piece in a pool process, parsed there (see ``predict_piece``)."""
-    return _process.call(piece.first, piece.first + piece.count, predict_piece, piece, id_col, label_col,
-                         batch_rows)
+    return _process.call(piece.first, piece.first + piece.count, predict_piece, piece, id_col, label_col, batch_rows)
 
 
 @contextlib.contextmanager
@@ -113,8 +124,12 @@ def open_pool(model_path: Path, workers: int) -> Iterator[Any]:
     # the forkserver boots with what this model needs alone (inference needs neither torch._dynamo nor, for
     # ONNX, torch), unless a training run of this process started it already; no tensors pass: no torch here
     launcher.warm_up(preload=predict_preload(model_path), tensors=False)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=launcher.get_context(tensors=False),
-                               initializer=_init_worker, initargs=(str(model_path), os.getpid()))
+    pool = ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=launcher.get_context(tensors=False),
+        initializer=_init_worker,
+        initargs=(str(model_path), os.getpid()),
+    )
     try:
         for _ in range(workers):  # a process starts per task submitted while none is idle: all of them now
             pool.submit(ready)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
 from core.services.formats import load_predictor, needs_torch, read_model_meta, resolve_model_path
@@ -25,8 +26,14 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def predict(model_path: Path, input_path: Path, workers: int | None = None, batch_rows: int = BATCH_ROWS,
-            checkpoint: str | None = None, by_position: bool = False) -> Predictions:
+def predict(
+    model_path: Path,
+    input_path: Path,
+    workers: int | None = None,
+    batch_rows: int = BATCH_ROWS,
+    checkpoint: str | None = None,
+    by_position: bool = False,
+) -> Predictions:
     """Predict every row of ``input_path`` with the exported model (or run directory) at ``model_path``.
 
     ``checkpoint`` picks a run directory's ``best`` or ``last`` checkpoint (None: best once it exists).
@@ -69,8 +76,9 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
                 stack.callback(auto.close)
             runner = Runner(model_path, processes, stack, predictor, auto=auto)
         rows = None
-        if input_path.suffix.lower() == ".csv" and input_path.is_file() \
-                and not reads_table(meta):  # a table's columns are encoded whole
+        if (
+            input_path.suffix.lower() == ".csv" and input_path.is_file() and not reads_table(meta)
+        ):  # a table's columns are encoded whole
             rows = _predict_csv_pieces(runner, input_path, meta, batch_rows, by_position)
         if rows is None:
             rows = _predict_input(runner, input_path, meta, batch_rows, by_position)
@@ -78,8 +86,17 @@ def predict(model_path: Path, input_path: Path, workers: int | None = None, batc
 
     classes = output_names(meta)
     probs = np.concatenate(rows.probs) if rows.probs else np.empty((0, len(classes)), np.float32)
-    return Predictions(rows.ids, classes, probs, rows.texts, model_path, rows.workers,
-                       time.perf_counter() - t0, rows.labels, rows.notes)
+    return Predictions(
+        rows.ids,
+        classes,
+        probs,
+        rows.texts,
+        model_path,
+        rows.workers,
+        time.perf_counter() - t0,
+        rows.labels,
+        rows.notes,
+    )
 
 
 @dataclass
@@ -94,30 +111,39 @@ class _Rows:
     notes: tuple[str, ...] = ()
 
 
-def _predict_input(runner: Runner, input_path: Path, meta: dict[str, Any], batch_rows: int,
-                   by_position: bool = False) -> _Rows:
+def _predict_input(
+    runner: Runner, input_path: Path, meta: dict[str, Any], batch_rows: int, by_position: bool = False
+) -> _Rows:
     """Read the whole input here, then predict fixed batches of it (in the pool, or in this process)."""
     inp = read_input(input_path, meta, by_position)
     check_shape(inp, meta, input_path)
     chunks = chunk_bounds(len(inp), batch_rows)
     stored = _stored_x(input_path, inp) if runner.processes > 1 else None  # the processes read their rows of
-                                                                             # the file, not sent them
+    # the file, not sent them
 
     def part(lo: int, hi: int) -> PredictInput:
-        return PredictInput(inp.ids[lo:hi], x=None if inp.x is None or stored else inp.x[lo:hi],
-                            paths=inp.paths[lo:hi], image_shape=inp.image_shape, pixel_scale=inp.pixel_scale)
+        return PredictInput(
+            inp.ids[lo:hi],
+            x=None if inp.x is None or stored else inp.x[lo:hi],
+            paths=inp.paths[lo:hi],
+            image_shape=inp.image_shape,
+            pixel_scale=inp.pixel_scale,
+        )
 
     with _progress(len(inp)) as bar:
         results = runner.run(
-            chunks, bar,
+            chunks,
+            bar,
             here=lambda c: predict_chunk(runner.predictor(), inp, c[0], c[1], batch_rows),
-            task=lambda c: (pools.predict_task, (part(*c), c[0], c[1], batch_rows, stored)))
+            task=lambda c: (pools.predict_task, (part(*c), c[0], c[1], batch_rows, stored)),
+        )
     assert results is not None  # these tasks never give None
     return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, runner.used(), inp.notes)
 
 
-def _predict_csv_pieces(runner: Runner, path: Path, meta: dict[str, Any], batch_rows: int,
-                        by_position: bool = False) -> _Rows | None:
+def _predict_csv_pieces(
+    runner: Runner, path: Path, meta: dict[str, Any], batch_rows: int, by_position: bool = False
+) -> _Rows | None:
     """A CSV with one line per record, cut into pieces of whole batches that are parsed where they are
     predicted, in the pool while this process goes on cutting; None when it must be read whole (quotes,
     blank lines, or a value whose error the whole read reports)."""
@@ -139,10 +165,12 @@ def _predict_csv_pieces(runner: Runner, path: Path, meta: dict[str, Any], batch_
     extra = (plan.id_col, plan.label_col, batch_rows)
     with _progress(estimate) as bar:
         results = runner.run(
-            split.pieces(step, **cut), bar,
+            split.pieces(step, **cut),
+            bar,
             here=lambda piece: predict_piece(runner.predictor(), piece, *extra),
             task=lambda piece: (pools.piece_task, (piece, *extra)),
-            void=lambda: split.whole)
+            void=lambda: split.whole,
+        )
         if split.whole or results is None:
             return None
     ids = [i for r in results for i in r[2]] if plan.id_col is not None else RowNumbers(range(split.n_rows))

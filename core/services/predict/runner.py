@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from core.services.formats import load_predictor
 from core.services.formats.predictor import Predictor
@@ -16,8 +17,14 @@ from core.services.predict.planning import AutoPool
 
 
 class Runner:
-    def __init__(self, model_path: Path, processes: int, stack: contextlib.ExitStack,
-                 predictor: Predictor | None = None, auto: AutoPool | None = None) -> None:
+    def __init__(
+        self,
+        model_path: Path,
+        processes: int,
+        stack: contextlib.ExitStack,
+        predictor: Predictor | None = None,
+        auto: AutoPool | None = None,
+    ) -> None:
         self.model_path = model_path
         self.processes = processes  # what the pieces are cut for
         self._stack = stack
@@ -39,9 +46,14 @@ class Runner:
         """The processes that predicted: 1 (this one) or the pool's, at most one per piece it had."""
         return max(1, min(self.processes, self._pooled)) if self._pooled else 1
 
-    def run(self, items: Iterable[Any], bar: Any, here: Callable[[Any], Any],
-            task: Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]],
-            void: Callable[[], bool] = lambda: False) -> list[Any] | None:
+    def run(
+        self,
+        items: Iterable[Any],
+        bar: Any,
+        here: Callable[[Any], Any],
+        task: Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]],
+        void: Callable[[], bool] = lambda: False,
+    ) -> list[Any] | None:
         """``here(item)`` in this process or ``task(item)``'s call in the pool for each item, results in
         order, ``bar`` advanced by each result's rows; None as soon as one gives None."""
         items = iter(items)

@@ -32,8 +32,9 @@ def read_table_input(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
     labels = None
     if schema.target in table.columns and schema.target not in used:
         values = table.columns[schema.target]
-        texts = ["" if v is None or (isinstance(v, float) and np.isnan(v)) else _category_text(v)
-                 for v in values.tolist()]  # 1.0 read from a file is class "1", as in training
+        texts = [
+            "" if v is None or (isinstance(v, float) and np.isnan(v)) else _category_text(v) for v in values.tolist()
+        ]  # 1.0 read from a file is class "1", as in training
         if all(texts):
             labels = texts
     note = unseen_note(enc)

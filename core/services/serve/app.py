@@ -14,9 +14,10 @@ import hmac
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
@@ -30,18 +31,40 @@ from core.host.lifeline import alive
 from core.runfiles.layout import RunDir
 from core.services.serve.batching import Limits, ServeError
 from core.services.serve.handles import is_run_source, model_file
-from core.services.serve.pool import InferencePool, StartError
 from core.services.serve.openapi import docs_html, openapi
+from core.services.serve.pool import InferencePool, StartError
 from core.services.serve.schema import BadRequest
 
 TOKEN_ENV = "TRAINDESK_SERVE_TOKEN"
 MAX_BODY_BYTES = 8 << 20
-LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15,
-                   0.2, 0.3, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0)
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.002,
+    0.003,
+    0.005,
+    0.0075,
+    0.01,
+    0.015,
+    0.02,
+    0.03,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    0.75,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048)
 WATCH_EVERY_S = 1.0
 DRAIN_GRACE_S = 30.0
-DRAIN_QUIET_S = 0.25   # a drain ends once no request came for this long
+DRAIN_QUIET_S = 0.25  # a drain ends once no request came for this long
 
 
 @dataclass
@@ -58,7 +81,7 @@ class ServeOptions:
     timeout_s: float = 10.0
     token: str | None = None
     watch: bool = False
-    die_with: int | None = None   # a process whose end stops the server (the window that started it)
+    die_with: int | None = None  # a process whose end stops the server (the window that started it)
     max_body_bytes: int = MAX_BODY_BYTES
     log: Callable[[str], None] = field(default=lambda text: sys.stderr.write(text + "\n"))
 
@@ -81,8 +104,12 @@ def check_options(o: ServeOptions) -> None:
         raise ServeConfigError(f"serve: {o.source} has no {best} or {run.last.name}: the run saved no weights")
     if o.watch and not is_run_source(path):
         raise ServeConfigError(f"serve: --watch follows a run directory's {run.best.name}; give a run directory")
-    for name, value, low in (("--workers", o.workers, 1), ("--max-batch", o.max_batch, 1), ("--queue", o.queue, 1),
-                             ("--port", o.port, 0)):
+    for name, value, low in (
+        ("--workers", o.workers, 1),
+        ("--max-batch", o.max_batch, 1),
+        ("--queue", o.queue, 1),
+        ("--port", o.port, 0),
+    ):
         if value < low:
             raise ServeConfigError(f"serve: {name} must be at least {low}, got {value}")
     if o.port > 65535:
@@ -97,22 +124,30 @@ class _Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("traindesk_serve_requests", "requests answered, by endpoint and status",
-                                ["endpoint", "status"], registry=r)
-        self.latency = Histogram("traindesk_serve_latency_seconds", "time to answer a /predict request",
-                                 buckets=LATENCY_BUCKETS, registry=r)
-        self.batch = Histogram("traindesk_serve_batch_rows", "rows per batch sent to a model process",
-                               buckets=BATCH_BUCKETS, registry=r)
+        self.requests = Counter(
+            "traindesk_serve_requests", "requests answered, by endpoint and status", ["endpoint", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "traindesk_serve_latency_seconds", "time to answer a /predict request", buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.batch = Histogram(
+            "traindesk_serve_batch_rows", "rows per batch sent to a model process", buckets=BATCH_BUCKETS, registry=r
+        )
         self.rows = Counter("traindesk_serve_rows", "rows predicted", registry=r)
         self.queue = Gauge("traindesk_serve_queue_rows", "rows waiting for a model process", registry=r)
         self.in_flight = Gauge("traindesk_serve_in_flight_rows", "rows being computed", registry=r)
-        self.restarts = Counter("traindesk_serve_worker_restarts", "model processes started again after dying",
-                                registry=r)
+        self.restarts = Counter(
+            "traindesk_serve_worker_restarts", "model processes started again after dying", registry=r
+        )
         self.workers_ready = Gauge("traindesk_serve_workers_ready", "model processes serving", registry=r)
         self.model = Info("traindesk_serve_model", "the model served", registry=r)
         self.reloads = Counter("traindesk_serve_reloads", "reloads by result", ["result"], registry=r)
-        self.unseen = Counter("traindesk_serve_unseen_values", "a table's category values training never saw, "
-                              "by column", ["column"], registry=r)
+        self.unseen = Counter(
+            "traindesk_serve_unseen_values",
+            "a table's category values training never saw, by column",
+            ["column"],
+            registry=r,
+        )
         self._predict_ok = self.requests.labels("predict", "200")
 
     def batch_done(self, rows: int) -> None:
@@ -126,32 +161,40 @@ class Service:
     def __init__(self, options: ServeOptions) -> None:
         self.options = options
         self.metrics = _Metrics()
-        self.pool = InferencePool(options.source, options.workers, options.limits(),
-                                  on_batch=self.metrics.batch_done, on_restart=self.metrics.restarts.inc)
+        self.pool = InferencePool(
+            options.source,
+            options.workers,
+            options.limits(),
+            on_batch=self.metrics.batch_done,
+            on_restart=self.metrics.restarts.inc,
+        )
         self.token = options.token or os.environ.get(TOKEN_ENV) or None
         self._bearer = f"Bearer {self.token}".encode() if self.token else None
         self.draining = False
-        self.active = 0                 # /predict requests being answered
-        self.last_arrival = 0.0         # when the last /predict request came (monotonic)
+        self.active = 0  # /predict requests being answered
+        self.last_arrival = 0.0  # when the last /predict request came (monotonic)
         self.url = ""
         self._idle = asyncio.Event()
         self._watch_task: asyncio.Task[None] | None = None
-        self.app = Starlette(routes=[
-            Route("/predict", self.predict, methods=["POST"]),
-            Route("/health", self.health, methods=["GET"]),
-            Route("/ready", self.ready, methods=["GET"]),
-            Route("/metrics", self.metrics_page, methods=["GET"]),
-            Route("/openapi.json", self.openapi, methods=["GET"]),
-            Route("/docs", self.docs, methods=["GET"]),
-            Route("/admin/reload", self.reload, methods=["POST"]),
-        ])
+        self.app = Starlette(
+            routes=[
+                Route("/predict", self.predict, methods=["POST"]),
+                Route("/health", self.health, methods=["GET"]),
+                Route("/ready", self.ready, methods=["GET"]),
+                Route("/metrics", self.metrics_page, methods=["GET"]),
+                Route("/openapi.json", self.openapi, methods=["GET"]),
+                Route("/docs", self.docs, methods=["GET"]),
+                Route("/admin/reload", self.reload, methods=["POST"]),
+            ]
+        )
 
     # ------------------------------------------------------------------ helpers
 
     def _error(self, endpoint: str, status: int, message: str, headers: dict[str, str] | None = None) -> Response:
         self.metrics.requests.labels(endpoint, str(status)).inc()
-        return Response(orjson.dumps({"error": message}), status_code=status, headers=headers,
-                        media_type="application/json")
+        return Response(
+            orjson.dumps({"error": message}), status_code=status, headers=headers, media_type="application/json"
+        )
 
     def _unauthorised(self, request: Request) -> bool:
         if self._bearer is None:
@@ -162,8 +205,9 @@ class Service:
         return True
 
     def _auth_error(self, endpoint: str) -> Response:
-        return self._error(endpoint, 401, "a bearer token is required: Authorization: Bearer TOKEN",
-                           {"WWW-Authenticate": "Bearer"})
+        return self._error(
+            endpoint, 401, "a bearer token is required: Authorization: Bearer TOKEN", {"WWW-Authenticate": "Bearer"}
+        )
 
     async def _body(self, receive: Any, length: bytes | None) -> bytes:
         """The body, refused with 413 once it passes the limit (by its Content-Length or as it arrives)."""
@@ -204,26 +248,43 @@ class Service:
         through Starlette."""
         if scope["type"] == "http" and scope["path"] == "/predict" and scope["method"] == "POST":
             status, body, headers = await self._predict(scope["headers"], receive)
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(body)).encode()), *headers]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode()),
+                        *headers,
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
         else:
             await self.app(scope, receive, send)
 
     async def predict(self, request: Request) -> Response:  # the same through Starlette (not the hot path)
         status, body, headers = await self._predict(request.scope["headers"], request.receive)
-        return Response(body, status_code=status, media_type="application/json",
-                        headers={k.decode(): v.decode() for k, v in headers})
+        return Response(
+            body,
+            status_code=status,
+            media_type="application/json",
+            headers={k.decode(): v.decode() for k, v in headers},
+        )
 
-    def _refusal(self, status: int, message: str, headers: dict[str, str] | None = None
-                 ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    def _refusal(
+        self, status: int, message: str, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         self.metrics.requests.labels("predict", str(status)).inc()
-        return status, orjson.dumps({"error": message}), [(k.lower().encode(), v.encode())
-                                                          for k, v in (headers or {}).items()]
+        return (
+            status,
+            orjson.dumps({"error": message}),
+            [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+        )
 
-    async def _predict(self, headers: list[tuple[bytes, bytes]], receive: Any
-                       ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+    async def _predict(
+        self, headers: list[tuple[bytes, bytes]], receive: Any
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         t0 = time.perf_counter()
         self.last_arrival = time.monotonic()
         auth = length = timeout_header = None
@@ -235,11 +296,13 @@ class Service:
             elif key == b"x-request-timeout":
                 timeout_header = value
         if self._bearer is not None and (auth is None or not hmac.compare_digest(auth, self._bearer)):
-            return self._refusal(401, "a bearer token is required: Authorization: Bearer TOKEN",
-                                 {"WWW-Authenticate": "Bearer"})
+            return self._refusal(
+                401, "a bearer token is required: Authorization: Bearer TOKEN", {"WWW-Authenticate": "Bearer"}
+            )
         if self.draining:
-            return self._refusal(503, "the server is draining: it answers what it holds, then stops",
-                                 {"Connection": "close"})
+            return self._refusal(
+                503, "the server is draining: it answers what it holds, then stops", {"Connection": "close"}
+            )
         self.active += 1
         try:
             pool = self.pool
@@ -303,8 +366,9 @@ class Service:
             return self._auth_error("openapi")
         assert self.pool.schema is not None
         self.metrics.requests.labels("openapi", "200").inc()
-        return Response(orjson.dumps(openapi(self.pool.schema, self._title(), self.pool.version)),
-                        media_type="application/json")
+        return Response(
+            orjson.dumps(openapi(self.pool.schema, self._title(), self.pool.version)), media_type="application/json"
+        )
 
     async def docs(self, request: Request) -> Response:
         if self._unauthorised(request):
@@ -315,8 +379,9 @@ class Service:
 
     async def reload(self, request: Request) -> Response:
         if self._bearer is None:
-            return self._error("reload", 403, "reload needs the server started with --token "
-                                              f"(or {TOKEN_ENV}) and that bearer token")
+            return self._error(
+                "reload", 403, f"reload needs the server started with --token (or {TOKEN_ENV}) and that bearer token"
+            )
         if self._unauthorised(request):
             return self._auth_error("reload")
         body = await request.body()
@@ -350,8 +415,14 @@ class Service:
 
     def _describe_model(self) -> None:
         source = self.pool.meta.get("source") or {}
-        self.metrics.model.info({"version": self.pool.version, "path": model_file(self.pool.source),
-                                 "run": str(source.get("run") or ""), "epoch": str(source.get("epoch") or "")})
+        self.metrics.model.info(
+            {
+                "version": self.pool.version,
+                "path": model_file(self.pool.source),
+                "run": str(source.get("run") or ""),
+                "epoch": str(source.get("epoch") or ""),
+            }
+        )
 
     # ------------------------------------------------------------------ life
 

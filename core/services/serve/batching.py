@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -32,10 +32,10 @@ class ServeError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    max_batch: int = 64          # rows per batch
-    max_wait_s: float = 0.0      # how long a batch may wait for more rows while another one computes
-    queue_rows: int = 1024       # rows waiting at most; more get 429
-    timeout_s: float = 10.0      # a request's deadline unless it sends X-Request-Timeout
+    max_batch: int = 64  # rows per batch
+    max_wait_s: float = 0.0  # how long a batch may wait for more rows while another one computes
+    queue_rows: int = 1024  # rows waiting at most; more get 429
+    timeout_s: float = 10.0  # a request's deadline unless it sends X-Request-Timeout
 
 
 class Request:
@@ -69,7 +69,7 @@ class Batch:
         start = 0
         for r in self.requests:
             if not r.future.done():
-                r.future.set_result(probs[start:start + r.n])
+                r.future.set_result(probs[start : start + r.n])
             if r.timer is not None:
                 r.timer.cancel()
             start += r.n
@@ -80,12 +80,12 @@ class RequestQueue:
 
     def __init__(self, limits: Limits, first_id: int, on_waited: Callable[[], None]) -> None:
         self.limits = limits
-        self.loop: asyncio.AbstractEventLoop | None = None   # set once the server's loop runs
-        self.rows = 0                                        # rows waiting
+        self.loop: asyncio.AbstractEventLoop | None = None  # set once the server's loop runs
+        self.rows = 0  # rows waiting
         self._queue: collections.deque[Request] = collections.deque()
         self._next_id = first_id
         self._wait_timer: asyncio.TimerHandle | None = None
-        self._on_waited = on_waited                          # the batching wait is over: offer batches again
+        self._on_waited = on_waited  # the batching wait is over: offer batches again
 
     def submit(self, x: np.ndarray, timeout_s: float) -> asyncio.Future[np.ndarray]:
         """Queue rows ``x``; the future gets their probabilities, or a ServeError (429 at once when full)."""
@@ -95,8 +95,9 @@ class RequestQueue:
         if n > limit:
             raise ServeError(413, f"the request has {n} rows; at most {limit} fit in the queue")
         if self.rows + n > limit:
-            raise ServeError(429, f"the queue is full ({self.rows} of {limit} rows waiting); retry later",
-                             {"Retry-After": "1"})
+            raise ServeError(
+                429, f"the queue is full ({self.rows} of {limit} rows waiting); retry later", {"Retry-After": "1"}
+            )
         loop = self.loop
         now = loop.time()
         r = Request(x, loop.create_future(), now + timeout_s, now)

@@ -23,18 +23,18 @@ class WorkerHandle:
         self.path = path
         self.proc: Any = None
         self.conn: Connection | None = None
-        self.state = "starting"        # starting | idle | busy | off
-        self.reserved = False          # taken out of rotation (a reload): no new batches
+        self.state = "starting"  # starting | idle | busy | off
+        self.reserved = False  # taken out of rotation (a reload): no new batches
         self.batch: Batch | None = None
         self.last_seen = 0.0
         self.version = ""
         self.canary_ok = False
-        self.reply: asyncio.Future[tuple[str, Any]] | None = None   # a load/swap answer awaited
+        self.reply: asyncio.Future[tuple[str, Any]] | None = None  # a load/swap answer awaited
         self.canary: asyncio.Future[np.ndarray] | None = None
         self.idle_waiter: asyncio.Future[None] | None = None
-        self.failures = 0               # restarts in a row that did not reach a served model
+        self.failures = 0  # restarts in a row that did not reach a served model
         self.restarts = 0
-        self.busy_s = 0.0               # seconds spent computing batches, all processes of this slot together
+        self.busy_s = 0.0  # seconds spent computing batches, all processes of this slot together
         self.busy_since: float | None = None
 
     def computing(self, now: float) -> None:
@@ -46,11 +46,16 @@ class WorkerHandle:
             self.busy_since = None
 
     def info(self, now: float) -> dict[str, Any]:
-        return {"worker": self.index, "pid": self.proc.pid if self.proc is not None else None,
-                "state": "reloading" if self.reserved and self.state != "off" else self.state,
-                "version": self.version, "canary": self.canary_ok, "restarts": self.restarts,
-                "seen_s_ago": round(now - self.last_seen, 3) if self.last_seen else None,
-                "busy_s": round(self.busy_s + (now - self.busy_since if self.busy_since is not None else 0.0), 4)}
+        return {
+            "worker": self.index,
+            "pid": self.proc.pid if self.proc is not None else None,
+            "state": "reloading" if self.reserved and self.state != "off" else self.state,
+            "version": self.version,
+            "canary": self.canary_ok,
+            "restarts": self.restarts,
+            "seen_s_ago": round(now - self.last_seen, 3) if self.last_seen else None,
+            "busy_s": round(self.busy_s + (now - self.busy_since if self.busy_since is not None else 0.0), 4),
+        }
 
     def wake_idle_waiter(self) -> None:
         """A reload waiting for this worker to be free hears that it is (or that it died)."""

@@ -19,8 +19,9 @@ import os
 import struct
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,12 +31,22 @@ from core.services.serve.handles import WorkerHandle, model_file, model_version
 from core.services.serve.schema import ModelSchema
 from core.services.serve.worker import BATCH_HEAD, CANARY_ID, RESULT_HEAD, SERVE_PRELOAD, worker_main
 
-__all__ = ["ALIVE_S", "HEARTBEAT_S", "InferencePool", "LOAD_TIMEOUT_S", "Limits", "RESTART_BACKOFF_S", "ServeError",
-           "StartError", "model_file", "model_version"]
+__all__ = [
+    "ALIVE_S",
+    "HEARTBEAT_S",
+    "InferencePool",
+    "LOAD_TIMEOUT_S",
+    "Limits",
+    "RESTART_BACKOFF_S",
+    "ServeError",
+    "StartError",
+    "model_file",
+    "model_version",
+]
 
-HEARTBEAT_S = 0.25       # how often each worker is asked to answer
-ALIVE_S = 1.0            # a worker that answered nothing for this long is not ready
-LOAD_TIMEOUT_S = 120.0   # loading a model (a cold forkserver imports torch first)
+HEARTBEAT_S = 0.25  # how often each worker is asked to answer
+ALIVE_S = 1.0  # a worker that answered nothing for this long is not ready
+LOAD_TIMEOUT_S = 120.0  # loading a model (a cold forkserver imports torch first)
 RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 
@@ -46,9 +57,14 @@ class StartError(Exception):
 class InferencePool:
     """N inference processes behind a batching queue; every method runs on the event loop's thread."""
 
-    def __init__(self, source: str, workers: int, limits: Limits,
-                 on_batch: Callable[[int], None] | None = None,
-                 on_restart: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        workers: int,
+        limits: Limits,
+        on_batch: Callable[[int], None] | None = None,
+        on_restart: Callable[[], None] | None = None,
+    ) -> None:
         self.source = source
         self.limits = limits
         self._on_batch = on_batch
@@ -90,8 +106,9 @@ class InferencePool:
         """Start ``w``'s process, take the description of what it loaded and check it with a canary."""
         assert self._loop is not None
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=worker_main, args=(child, w.path, os.getpid()),
-                                 name=f"traindesk-serve-{w.index}", daemon=False)
+        proc = self._ctx.Process(
+            target=worker_main, args=(child, w.path, os.getpid()), name=f"traindesk-serve-{w.index}", daemon=False
+        )
         w.reply = self._loop.create_future()
         w.state, w.canary_ok, w.batch = "starting", False, None
         proc.start()
@@ -390,8 +407,7 @@ class InferencePool:
         diff = self.schema.difference(ModelSchema.from_meta(payload))
         if diff is not None:
             w.conn.send_bytes(b"D")
-            raise ServeError(409, f"reload: {target} is a model of another schema ({diff}); "
-                                  "the served model is kept")
+            raise ServeError(409, f"reload: {target} is a model of another schema ({diff}); the served model is kept")
         w.reply = self._loop.create_future()
         w.conn.send_bytes(b"S")
         await asyncio.wait_for(w.reply, LOAD_TIMEOUT_S)

@@ -47,7 +47,7 @@ class ModelSchema:
     classes: tuple[str, ...]
     image_shape: tuple[int, ...] | None  # (C, H, W) when images are accepted
     pixel_scale: float
-    table: TableRows | None = None       # a table's model: rows by its raw columns, never encoded features
+    table: TableRows | None = None  # a table's model: rows by its raw columns, never encoded features
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> ModelSchema:
@@ -107,7 +107,8 @@ class ModelSchema:
         if other.image_shape != self.image_shape or other.pixel_scale != self.pixel_scale:
             return "another image size or pixel scale"
         if (self.table is None) != (other.table is None) or (
-                self.table is not None and other.table is not None and not self.table.same_as(other.table)):
+            self.table is not None and other.table is not None and not self.table.same_as(other.table)
+        ):
             return "other table columns, kinds or levels"
         return None
 
@@ -125,25 +126,34 @@ class ModelSchema:
         except orjson.JSONDecodeError as exc:
             raise BadRequest(400, f"the body is not valid JSON: {exc}") from None
         if not isinstance(doc, dict):
-            raise BadRequest(400, 'the body must be a JSON object: {"inputs": [...]}, {"rows": [...]} '
-                                  'or {"images": [...]}')
+            raise BadRequest(
+                400, 'the body must be a JSON object: {"inputs": [...]}, {"rows": [...]} or {"images": [...]}'
+            )
         given = [k for k in BODY_KEYS if k in doc]
         unknown = [k for k in doc if k not in BODY_KEYS]
         if unknown:
-            raise BadRequest(422, f"unknown field {unknown[0]!r}: the body takes one of "
-                                  + ", ".join(repr(k) for k in BODY_KEYS))
+            raise BadRequest(
+                422, f"unknown field {unknown[0]!r}: the body takes one of " + ", ".join(repr(k) for k in BODY_KEYS)
+            )
         if len(given) != 1:
-            raise BadRequest(422, "the body must have exactly one of " + ", ".join(repr(k) for k in BODY_KEYS)
-                             + (f", not {len(given)}" if given else ""))
+            raise BadRequest(
+                422,
+                "the body must have exactly one of "
+                + ", ".join(repr(k) for k in BODY_KEYS)
+                + (f", not {len(given)}" if given else ""),
+            )
         key = given[0]
         items = doc[key]
         if not isinstance(items, list) or not items:
             raise BadRequest(422, f"{key!r} must be a non-empty list")
         if self.table is not None:
             if key != "rows":
-                raise BadRequest(422, f"{key!r}: this model was trained on a table: send "
-                                      f"{{\"rows\": [{{column: value, ...}}]}} by its column names "
-                                      f"({self.table.names_text()})")
+                raise BadRequest(
+                    422,
+                    f"{key!r}: this model was trained on a table: send "
+                    f'{{"rows": [{{column: value, ...}}]}} by its column names '
+                    f"({self.table.names_text()})",
+                )
             try:
                 x, notes = self.table.encode(items)
             except RowError as exc:
@@ -197,8 +207,7 @@ class ModelSchema:
             got = None
         if got not in (self.shape, (self.row_values,)):
             shown = "ragged lists" if got is None else f"shape {shape_text(got)}"
-            raise BadRequest(422, f"{where}: has {len(flat)} values in {shown}; the model takes "
-                                  f"{self.sample_text()}")
+            raise BadRequest(422, f"{where}: has {len(flat)} values in {shown}; the model takes {self.sample_text()}")
 
     def _finite(self, arr: np.ndarray, key: str) -> np.ndarray:
         big = ~(np.abs(arr) <= FLOAT32_MAX)
@@ -209,8 +218,7 @@ class ModelSchema:
 
     def _rows(self, rows: list[Any]) -> np.ndarray:
         if not self.features:
-            raise BadRequest(422, f"'rows': this model has no named columns; send 'inputs' "
-                                  f"({self.sample_text()})")
+            raise BadRequest(422, f"'rows': this model has no named columns; send 'inputs' ({self.sample_text()})")
         features = self.features
         want = len(features)
         values: list[list[Any]] = []
@@ -221,13 +229,20 @@ class ModelSchema:
                 line = [row[f] for f in features]
             except KeyError:
                 missing = [f for f in features if f not in row]
-                raise BadRequest(422, f"rows[{i}]: lacks column {missing[0]!r}"
-                                      + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")) from None
+                raise BadRequest(
+                    422,
+                    f"rows[{i}]: lacks column {missing[0]!r}"
+                    + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                ) from None
             if len(row) != want:
                 known = set(features)
                 extra = next(k for k in row if k not in known)
-                raise BadRequest(422, f"rows[{i}]: unknown column {extra!r}; the model's columns are "
-                                      + ", ".join(repr(f) for f in features[:5]) + (", ..." if want > 5 else ""))
+                raise BadRequest(
+                    422,
+                    f"rows[{i}]: unknown column {extra!r}; the model's columns are "
+                    + ", ".join(repr(f) for f in features[:5])
+                    + (", ..." if want > 5 else ""),
+                )
             values.append(line)
         try:
             arr = np.array(values)
@@ -247,8 +262,9 @@ class ModelSchema:
 
     def _images(self, images: list[Any]) -> np.ndarray:
         if self.image_shape is None:
-            raise BadRequest(422, f"'images': this model takes {self.row_values} tabular values, not images; "
-                                  "send 'inputs' or 'rows'")
+            raise BadRequest(
+                422, f"'images': this model takes {self.row_values} tabular values, not images; send 'inputs' or 'rows'"
+            )
         from PIL import Image, UnidentifiedImageError
 
         c, h, w = self.image_shape
@@ -270,8 +286,7 @@ class ModelSchema:
             except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
                 raise BadRequest(422, f"{where}: is not a readable PNG or JPEG image") from None
             if img.size != (w, h):
-                raise BadRequest(422, f"{where}: is {img.size[0]}×{img.size[1]} pixels; the model takes "
-                                      f"{w}×{h}")
+                raise BadRequest(422, f"{where}: is {img.size[0]}×{img.size[1]} pixels; the model takes {w}×{h}")
             arr = np.asarray(img.convert("L" if c == 1 else "RGB"), dtype=np.float32) * (self.pixel_scale / 255.0)
             out[i] = arr[None] if c == 1 else arr.transpose(2, 0, 1)
         return out.reshape((len(images), *self.shape))
@@ -286,8 +301,7 @@ class ModelSchema:
         else:
             classes = self.classes
             best = probs.argmax(axis=1).tolist()
-            rows = [{"class": classes[k], "probabilities": dict(zip(classes, p))}
-                    for k, p in zip(best, probs.tolist())]
+            rows = [{"class": classes[k], "probabilities": dict(zip(classes, p))} for k, p in zip(best, probs.tolist())]
         return orjson.dumps({"predictions": rows, "model_version": version, **(notes or {})})
 
     # ------------------------------------------------------------------ description

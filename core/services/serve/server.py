@@ -13,7 +13,8 @@ import gc
 import os
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from core.host.lifeline import alive, set_pdeathsig
 from core.services.serve.app import ServeConfigError, ServeOptions, Service, StartError, check_options
@@ -59,10 +60,20 @@ def _uvicorn_server(service: Service, sock: Any) -> Any:
                 for sig, handler in before.items():
                     signal.signal(sig, handler)
 
-    config = uvicorn.Config(service.asgi, interface="asgi3", proxy_headers=False, log_level="warning",
-                            access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=5, server_header=False, date_header=False,
-                            loop="none", http="auto", backlog=2048)
+    config = uvicorn.Config(
+        service.asgi,
+        interface="asgi3",
+        proxy_headers=False,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=5,
+        server_header=False,
+        date_header=False,
+        loop="none",
+        http="auto",
+        backlog=2048,
+    )
     return Server(config)
 
 

@@ -12,8 +12,9 @@ features never appear in what a client sees. Torch-free.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -74,8 +75,10 @@ class TableRows:
             if not isinstance(row, dict):
                 raise RowError(f"rows[{i}]: is {kind_text(row)}; each row must be an object of column: value")
             if not kinds.keys() & row.keys():
-                raise RowError(f"rows[{i}]: has none of the model's columns ({self.names_text()}); "
-                               "a column left out is a missing value, but a row needs at least one")
+                raise RowError(
+                    f"rows[{i}]: has none of the model's columns ({self.names_text()}); "
+                    "a column left out is a missing value, but a row needs at least one"
+                )
             for key, value in row.items():
                 kind = kinds.get(key)
                 if kind is None or value is None:
@@ -87,8 +90,9 @@ class TableRows:
         try:
             enc = encode_rows(self.schema, rows)
         except CellError as exc:
-            raise RowError(f"rows[{exc.row}]: column {exc.column!r}: {kind_text(exc.value)} is not "
-                           f"{exc.expected}") from None
+            raise RowError(
+                f"rows[{exc.row}]: column {exc.column!r}: {kind_text(exc.value)} is not {exc.expected}"
+            ) from None
         notes = {k: v for k, v in (("unseen", enc.unseen), ("missing", enc.missing)) if v}
         return enc.x, notes
 
@@ -139,9 +143,13 @@ class TableRows:
 
     def description(self) -> dict[str, Any]:
         """What the window's try-it form and a client read: ``x-traindesk`` of /openapi.json."""
-        return {"task": self.schema.task, "target": self.schema.target, "columns": self.columns(),
-                "example": {"rows": [self.example_row()]},
-                **({"classes": list(self.schema.classes)} if not self.regression else {})}
+        return {
+            "task": self.schema.task,
+            "target": self.schema.target,
+            "columns": self.columns(),
+            "example": {"rows": [self.example_row()]},
+            **({"classes": list(self.schema.classes)} if not self.regression else {}),
+        }
 
     def row_schema(self) -> dict[str, Any]:
         props: dict[str, Any] = {}
@@ -150,25 +158,42 @@ class TableRows:
             if c.kind == "number":
                 prop: dict[str, Any] = {"type": ["number", "null"], "description": "a number; null when missing"}
             elif c.kind == "bool":
-                prop = {"type": ["boolean", "string", "null"],
-                        "description": "true/false (also yes/no, 1/0); null when missing"}
+                prop = {
+                    "type": ["boolean", "string", "null"],
+                    "description": "true/false (also yes/no, 1/0); null when missing",
+                }
             else:
                 shown = ", ".join(c.levels[:30]) + (", ..." if len(c.levels) > 30 else "")
-                prop = {"type": ["string", "number", "null"], "x-levels": list(c.levels),
-                        "description": f"one of: {shown}; another value is taken as unseen; null when missing"}
+                prop = {
+                    "type": ["string", "number", "null"],
+                    "x-levels": list(c.levels),
+                    "description": f"one of: {shown}; another value is taken as unseen; null when missing",
+                }
             prop["example"] = example.get(c.name)
             props[c.name] = prop
-        return {"type": "object", "properties": props, "additionalProperties": True,
-                "description": "a row by the table's column names, in any order; a column left out is missing, "
-                               "other keys are ignored"}
+        return {
+            "type": "object",
+            "properties": props,
+            "additionalProperties": True,
+            "description": "a row by the table's column names, in any order; a column left out is missing, "
+            "other keys are ignored",
+        }
 
     def answer_schema(self, classes: tuple[str, ...]) -> dict[str, Any]:
         if self.regression:
-            return {"type": "object", "properties": {"value": {
-                "type": "number", "description": f"the predicted {self.schema.target}, in its own units"}}}
-        return {"type": "object", "properties": {
-            "class": {"type": "string", "enum": list(classes)},
-            "probabilities": {"type": "object", "properties": {c: {"type": "number"} for c in classes}}}}
+            return {
+                "type": "object",
+                "properties": {
+                    "value": {"type": "number", "description": f"the predicted {self.schema.target}, in its own units"}
+                },
+            }
+        return {
+            "type": "object",
+            "properties": {
+                "class": {"type": "string", "enum": list(classes)},
+                "probabilities": {"type": "object", "properties": {c: {"type": "number"} for c in classes}},
+            },
+        }
 
     def docs_list(self) -> str:
         items = []

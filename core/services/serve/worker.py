@@ -23,11 +23,18 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-BATCH_HEAD = struct.Struct("<QI")        # batch id, rows
-RESULT_HEAD = struct.Struct("<QII")      # batch id, rows, classes
-CANARY_ID = 0                            # the batch id of a canary (real batches count from 1)
-SERVE_PRELOAD = ["torch", "core.services.predict", "core.training.models", "core.services.serve.worker", "safetensors.torch", "numpy",
-                 "onnxruntime"]
+BATCH_HEAD = struct.Struct("<QI")  # batch id, rows
+RESULT_HEAD = struct.Struct("<QII")  # batch id, rows, classes
+CANARY_ID = 0  # the batch id of a canary (real batches count from 1)
+SERVE_PRELOAD = [
+    "torch",
+    "core.services.predict",
+    "core.training.models",
+    "core.services.serve.worker",
+    "safetensors.torch",
+    "numpy",
+    "onnxruntime",
+]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -73,15 +80,16 @@ def worker_main(conn: Connection, model_path: str, parent_pid: int) -> None:
             if data is None:
                 raise
             buf = bytearray(len(data) * 2)
-            buf[:len(data)] = data
+            buf[: len(data)] = data
             size = len(data)
             msg = memoryview(buf)[:size]
         kind = bytes(msg[:1])
         if kind == b"B":
             batch_id, n = BATCH_HEAD.unpack_from(msg, 1)
             try:
-                x = np.frombuffer(buf, dtype=np.float32, count=n * _prod(shape),
-                                  offset=1 + BATCH_HEAD.size).reshape((n, *shape))
+                x = np.frombuffer(buf, dtype=np.float32, count=n * _prod(shape), offset=1 + BATCH_HEAD.size).reshape(
+                    (n, *shape)
+                )
                 probs = np.ascontiguousarray(predictor.probabilities(x), dtype=np.float32)
             except Exception as exc:
                 conn.send_bytes(b"E" + struct.pack("<Q", batch_id) + _one_line(exc).encode())
@@ -113,4 +121,3 @@ def _prod(shape: tuple[int, ...]) -> int:
     for s in shape:
         out *= s
     return out
-

@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from core.worker.position import Position
 from core.runfiles.records import SNAPSHOT
 from core.session.machinery.recording import checkpoint_payload, weights_finite
+from core.worker.position import Position
 
 if TYPE_CHECKING:
-    from core.session.session import Session
     from core.session.reading.stats import RunStats
+    from core.session.session import Session
     from core.strategies.base import Strategy
 
 CHECKPOINT_TIMEOUT_S = 60.0  # a worker that does not answer a checkpoint request this long: give up on it
 
 
-def result_model(strategy: "Strategy", stats: "RunStats") -> int:
+def result_model(strategy: Strategy, stats: RunStats) -> int:
     """The index of the model that is the run's result (the best one for a sweep)."""
     return strategy.model_index(strategy.result_worker(stats.last_eval))
 
@@ -48,7 +48,7 @@ class _Request:
 class CheckpointCoordinator:
     """The checkpoint protocol of one session (its collector thread and its control API call in)."""
 
-    def __init__(self, session: "Session") -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         self._request: _Request | None = None
         self._ids = 0
@@ -67,8 +67,11 @@ class CheckpointCoordinator:
                 with s._run.lock:
                     self._request = None
                     s._apply_word()
-                s._log("warning", f"checkpoint skipped: worker(s) {sorted(request.waiting)} did not answer "
-                                  f"within {CHECKPOINT_TIMEOUT_S:g} s")
+                s._log(
+                    "warning",
+                    f"checkpoint skipped: worker(s) {sorted(request.waiting)} did not answer "
+                    f"within {CHECKPOINT_TIMEOUT_S:g} s",
+                )
             return
         every = s.config.train.checkpoint_every
         if every and now - self._last >= every:
@@ -131,7 +134,6 @@ class CheckpointCoordinator:
             s._log("error", "weights are not finite: the last checkpoint was kept as it was")
             return False
         lrs = [s.strategy.worker_lr(r) for r in range(s.num_workers)]
-        payload = checkpoint_payload(s.config, s.info.as_dict(), states, result_model(s.strategy, s.stats), parts,
-                                     lrs)
+        payload = checkpoint_payload(s.config, s.info.as_dict(), states, result_model(s.strategy, s.stats), parts, lrs)
         s._recorder.checkpoint(payload)
         return True

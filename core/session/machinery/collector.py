@@ -15,13 +15,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from core.worker.channels import PAUSE
-from core.training.checkpoint import state_from_bytes
 from core.config import to_dict
-from core.runfiles.control_file import ControlWatcher
 from core.metric_names import selection_metric
+from core.runfiles.control_file import ControlWatcher
 from core.runfiles.records import BEST, DONE, EVAL, INTERNAL, SNAPSHOT, STATE, log_record
+from core.training.checkpoint import state_from_bytes
 from core.training.schedule import improved
+from core.worker.channels import PAUSE
 
 if TYPE_CHECKING:
     from core.session.session import Session
@@ -30,7 +30,7 @@ CONTROL_POLL_S = 0.2  # how often the control file is looked at
 
 
 class Collector:
-    def __init__(self, session: "Session", control: ControlWatcher | None) -> None:
+    def __init__(self, session: Session, control: ControlWatcher | None) -> None:
         self.session = session
         self._control = control
         self._control_polled = 0.0
@@ -116,8 +116,9 @@ class Collector:
         if not s.strategy.keeps_best:
             return
         train = s.config.train
-        monitor = selection_metric(s.config, s.info.task if s.info else "classification",
-                                   s.info.imbalanced if s.info else False)
+        monitor = selection_metric(
+            s.config, s.info.task if s.info else "classification", s.info.imbalanced if s.info else False
+        )
         value = rec[monitor]
         if improved(value, s.best["value"] if s.best else None, monitor, train.early_stop_min_delta):
             s.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
@@ -126,8 +127,10 @@ class Collector:
         if not patience or s.best is None or s.stop_reason is not None:
             return
         if rec["epoch"] - s.best["epoch"] >= patience:
-            s.stop_reason = (f"early stop: {monitor} did not improve for {patience} epoch(s) "
-                             f"(best {s.best['value']:.4g} at epoch {s.best['epoch']})")
+            s.stop_reason = (
+                f"early stop: {monitor} did not improve for {patience} epoch(s) "
+                f"(best {s.best['value']:.4g} at epoch {s.best['epoch']})"
+            )
             s._log("info", s.stop_reason)
             s.request_stop()
 
@@ -137,10 +140,19 @@ class Collector:
         best = s.best
         if best is None or (best["worker"], best["epoch"]) != (rec["worker"], rec["epoch"]) or s.info is None:
             return
-        s._recorder.best({"config": to_dict(s.config), "info": s.info.as_dict(),
-                          "model": state_from_bytes(rec["weights"]), "models": None,
-                          "epoch": rec["epoch"], "steps": rec["step"], "best_worker": rec["worker"],
-                          "monitor": best["monitor"], "value": best["value"]})
+        s._recorder.best(
+            {
+                "config": to_dict(s.config),
+                "info": s.info.as_dict(),
+                "model": state_from_bytes(rec["weights"]),
+                "models": None,
+                "epoch": rec["epoch"],
+                "steps": rec["step"],
+                "best_worker": rec["worker"],
+                "monitor": best["monitor"],
+                "value": best["value"],
+            }
+        )
 
     def _on_diverged(self, rec: dict[str, Any]) -> None:
         """A worker paused the run on a non-finite loss (``train.on_divergence = "pause"``)."""

@@ -13,22 +13,22 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from core.worker.channels import STOP
-from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
-from core.training.validation import attach_evaluation
 from core.metric_names import selection_metric
-from core.training.models import build_model
-from core.worker.position import Position
 from core.runfiles.layout import RunDir
 from core.session.machinery.processes import TERMINATE_GRACE_S
 from core.session.reading.stats import run_count
+from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
+from core.training.models import build_model
+from core.training.validation import attach_evaluation
+from core.worker.channels import STOP
+from core.worker.position import Position
 
 if TYPE_CHECKING:
     from core.session.session import Session
 
 
 class RunEnd:
-    def __init__(self, session: "Session") -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
 
     def finish(self) -> None:
@@ -169,8 +169,11 @@ class RunEnd:
                 "train_loss": stats.train_loss([result] if own_models and result in stats.epoch_loss else None),
                 "val_loss": ev["val_loss"] if ev else None,
                 "val_accuracy": ev.get("val_accuracy") if ev else None,
-                **({k: v for k, v in ev.items() if k.startswith("val_") and k not in ("val_loss", "val_accuracy")}
-                   if ev else {}),
+                **(
+                    {k: v for k, v in ev.items() if k.startswith("val_") and k not in ("val_loss", "val_accuracy")}
+                    if ev
+                    else {}
+                ),
             },
             **({"task": info.task} if info else {}),
             **({"dropped_rows": info.dropped_rows} if info and info.dropped_rows else {}),

@@ -23,7 +23,7 @@ SECONDARY_S = 2.0  # a peer's failure this soon after a death is caused by it (a
 
 
 class ProcessHealth:
-    def __init__(self, session: "Session") -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         self.stalled: set[int] = set()
         self._last_seen: dict[int, float] = {}  # worker -> monotonic time of its last record
@@ -60,8 +60,9 @@ class ProcessHealth:
             return None
         except (QueueBroken, EOFError, OSError) as exc:
             self._queue_broken = True
-            self.session._log("error", f"records from the workers stopped: a worker ended while sending them "
-                                       f"({exc}); the run stops")
+            self.session._log(
+                "error", f"records from the workers stopped: a worker ended while sending them ({exc}); the run stops"
+            )
             self.session.request_stop()
             return None
 
@@ -76,8 +77,7 @@ class ProcessHealth:
                 continue
             if s._stop_deadline is not None and s.error is None and time.monotonic() >= s._stop_deadline:
                 # ended by the stop escalation (terminate/kill): the run was stopped, not failed
-                s._log("warning", f"worker {rank} did not stop in time and was ended "
-                                  f"({procs.exit_reason(rank)})", rank)
+                s._log("warning", f"worker {rank} did not stop in time and was ended ({procs.exit_reason(rank)})", rank)
                 s._collector.worker_done({"kind": DONE, "worker": rank, "status": "stopped", "error": None})
                 continue
             message = procs.describe_exit(rank)
@@ -110,5 +110,9 @@ class ProcessHealth:
             seen = self._last_seen.setdefault(rank, now)
             if now - seen > limit:
                 self.stalled.add(rank)
-                s._log("warning", f"worker {rank} stalled: no progress for {now - seen:.0f} s "
-                                  f"(parallel.stall_timeout = {limit:g}); Stop ends it", rank)
+                s._log(
+                    "warning",
+                    f"worker {rank} stalled: no progress for {now - seen:.0f} s "
+                    f"(parallel.stall_timeout = {limit:g}); Stop ends it",
+                    rank,
+                )

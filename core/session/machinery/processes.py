@@ -18,7 +18,7 @@ TERMINATE_GRACE_S = 2.0
 class WorkerProcesses:
     """The workers a launcher started, one per rank (processes, or torchrun's rank thread)."""
 
-    def __init__(self, procs: "list[WorkerHandle]") -> None:
+    def __init__(self, procs: list[WorkerHandle]) -> None:
         self.procs = procs
 
     def __len__(self) -> int:

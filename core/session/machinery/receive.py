@@ -16,10 +16,11 @@ import os
 import queue as queue_mod
 import struct
 import time
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from multiprocessing.queues import Queue as ProcessQueue
 from multiprocessing.reduction import ForkingPickler
-from typing import Any, Callable
+from typing import Any
 
 STALL_S = 1.0  # a batch whose bytes stop this long, with a worker dead, is given up
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import torch
 
-from core.training.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes
-from core.errors import RunError
 from core.config import Config, to_dict, to_toml
-from core.worker.position import Position
+from core.errors import RunError
 from core.runfiles.layout import RunDir
 from core.runfiles.writing import MetricsLog, RunsLock, atomic_write_text, check_free_space, make_run_dir, write_summary
+from core.training.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes
+from core.worker.position import Position
 
 POSITION_KEYS = Position.COUNTERS
 
@@ -26,8 +26,9 @@ class RunRecorder:
         self._pending: list[dict[str, Any]] = []  # records announced before the directory exists
         self._lock: RunsLock | None = None
 
-    def open(self, runs_dir: Path, name: str, config: Config, parameters: int, workers: int,
-             existing: Path | None = None) -> Path:
+    def open(
+        self, runs_dir: Path, name: str, config: Config, parameters: int, workers: int, existing: Path | None = None
+    ) -> Path:
         """Take the runs directory's lock, make (or reuse) the run directory, write config.toml."""
         self._lock = RunsLock.acquire(runs_dir, name)
         try:
@@ -73,8 +74,12 @@ class RunRecorder:
         keys = ("monitor", "value", "best_worker", "epoch")
         if not all(k in data for k in keys):
             return None
-        return {"monitor": data["monitor"], "value": float(data["value"]), "worker": int(data["best_worker"]),
-                "epoch": int(data["epoch"])}
+        return {
+            "monitor": data["monitor"],
+            "value": float(data["value"]),
+            "worker": int(data["best_worker"]),
+            "epoch": int(data["epoch"]),
+        }
 
     def summary(self, summary: dict[str, Any]) -> None:
         if self.run_dir is not None:
@@ -92,8 +97,14 @@ def weights_finite(states: list[dict[str, torch.Tensor]]) -> bool:
     return all(torch.isfinite(v).all() for s in states for v in s.values() if v.is_floating_point())
 
 
-def checkpoint_payload(config: Config, info: dict[str, Any], states: list[dict[str, torch.Tensor]],
-                       result: int, parts: list[dict[str, Any]], worker_lrs: list[float]) -> dict[str, Any]:
+def checkpoint_payload(
+    config: Config,
+    info: dict[str, Any],
+    states: list[dict[str, torch.Tensor]],
+    result: int,
+    parts: list[dict[str, Any]],
+    worker_lrs: list[float],
+) -> dict[str, Any]:
     """A checkpoint of one consistent point of the run.
 
     ``states`` are the models' weights (one, or one per worker), ``result`` the
@@ -101,8 +112,13 @@ def checkpoint_payload(config: Config, info: dict[str, Any], states: list[dict[s
     position and its optimizer and RNG states (bytes, or None before its
     first step) taken at the same point as the weights.
     """
-    progress = [{**{k: int(p[k]) for k in (*POSITION_KEYS, "offset") if k in p},
-                 **{k: float(p[k]) for k in ("lr_scale", "lr_factor") if k in p}} for p in parts]
+    progress = [
+        {
+            **{k: int(p[k]) for k in (*POSITION_KEYS, "offset") if k in p},
+            **{k: float(p[k]) for k in ("lr_scale", "lr_factor") if k in p},
+        }
+        for p in parts
+    ]
     return {
         "config": to_dict(config),
         "info": info,

@@ -14,8 +14,9 @@ run started elsewhere read the same facts from their own instance.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from core.runfiles.records import DONE, EVAL, STATE, STEP, TRIAL
 
@@ -32,8 +33,8 @@ class EpochPosition:
     """Where a worker is in its epoch, from its step records' sample counts."""
 
     epoch: int
-    start: float                # the worker's samples when this epoch began (0 for a first epoch)
-    samples: float              # its latest samples
+    start: float  # the worker's samples when this epoch began (0 for a first epoch)
+    samples: float  # its latest samples
     measured: float | None = None  # the samples of its previous epoch, once one has ended
 
     def share(self, samples_per_epoch: float | None = None) -> float:
@@ -61,12 +62,12 @@ class RunCount:
     trials done, out of those asked."""
 
     done: int
-    of: int = 0             # epochs or trials asked (0: not known)
-    unit: str = "epochs"    # "epochs" | "trials"
-    slowest: bool = False   # the count is the slowest worker's: the others may be further on
+    of: int = 0  # epochs or trials asked (0: not known)
+    unit: str = "epochs"  # "epochs" | "trials"
+    slowest: bool = False  # the count is the slowest worker's: the others may be further on
 
     def text(self) -> str:
-        """"1143 of 3000 epochs", "2 of 40 epochs (slowest worker)", "7 of 10 trials"."""
+        """ "1143 of 3000 epochs", "2 of 40 epochs (slowest worker)", "7 of 10 trials"."""
         unit = self.unit[:-1] if self.of == 1 or (not self.of and self.done == 1) else self.unit
         text = f"{self.done} of {self.of} {unit}" if self.of else f"{self.done} {unit}"
         return text + (" (slowest worker)" if self.slowest else "")
@@ -80,39 +81,40 @@ class RunCount:
         return {"done": self.done, "of": self.of, "unit": self.unit, "slowest": self.slowest}
 
     @classmethod
-    def of_summary(cls, summary: Mapping[str, Any] | None, of: int = 0) -> "RunCount":
+    def of_summary(cls, summary: Mapping[str, Any] | None, of: int = 0) -> RunCount:
         """The count a ``summary.json`` holds; one written before it held ``progress``: its ``epochs_done``
         out of ``of``."""
         summary = summary or {}
         p = summary.get("progress")
         if isinstance(p, Mapping) and _number(p.get("done")) and p.get("unit") in ("epochs", "trials"):
-            return cls(int(p["done"]), int(p["of"]) if _number(p.get("of")) else of, str(p["unit"]),
-                       bool(p.get("slowest")))
+            return cls(
+                int(p["done"]), int(p["of"]) if _number(p.get("of")) else of, str(p["unit"]), bool(p.get("slowest"))
+            )
         done = summary.get("epochs_done")
         return cls(int(done) if _number(done) else 0, of)
 
 
 @dataclass
 class RunStats:
-    last_step: dict[int, dict[str, Any]] = field(default_factory=dict)     # worker -> its last step record
+    last_step: dict[int, dict[str, Any]] = field(default_factory=dict)  # worker -> its last step record
     epoch_loss: dict[int, tuple[int, float, int]] = field(default_factory=dict)  # worker -> (epoch, sum, n)
-    last_eval: dict[int, dict[str, Any]] = field(default_factory=dict)     # worker -> its last eval record
-    latest_eval: dict[str, Any] | None = None                              # the last eval record of any worker
-    eval_epoch: int = 0                                                    # the highest epoch evaluated
-    last_accuracy: dict[int, float] = field(default_factory=dict)          # worker -> its last val_accuracy
-    best_accuracy: dict[int, float] = field(default_factory=dict)          # worker -> its best val_accuracy
+    last_eval: dict[int, dict[str, Any]] = field(default_factory=dict)  # worker -> its last eval record
+    latest_eval: dict[str, Any] | None = None  # the last eval record of any worker
+    eval_epoch: int = 0  # the highest epoch evaluated
+    last_accuracy: dict[int, float] = field(default_factory=dict)  # worker -> its last val_accuracy
+    best_accuracy: dict[int, float] = field(default_factory=dict)  # worker -> its best val_accuracy
     task: str = "classification"  # "regression" once an evaluation carries val_rmse and no accuracy
-    position: dict[int, EpochPosition] = field(default_factory=dict)       # worker -> where it is in its epoch
-    done: dict[int, dict[str, Any]] = field(default_factory=dict)          # worker -> its final record
+    position: dict[int, EpochPosition] = field(default_factory=dict)  # worker -> where it is in its epoch
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)  # worker -> its final record
     first_step_t: float | None = None
     last_step_t: float | None = None
-    pauses: list[list[float | None]] = field(default_factory=list)        # [start, end] (end None while paused)
-    state: str | None = None                                               # the session's latest state
-    launcher: str | None = None                                            # as the state records name it
-    where: dict[int, dict[str, Any]] = field(default_factory=dict)         # worker -> pid, node, local_rank
-    worker_details: dict[int, str] = field(default_factory=dict)           # worker -> its starting detail
-    completed: dict[int, int] = field(default_factory=dict)                # worker -> epochs it has completed
-    trials: dict[int, str] = field(default_factory=dict)                   # a search's trial -> its latest state
+    pauses: list[list[float | None]] = field(default_factory=list)  # [start, end] (end None while paused)
+    state: str | None = None  # the session's latest state
+    launcher: str | None = None  # as the state records name it
+    where: dict[int, dict[str, Any]] = field(default_factory=dict)  # worker -> pid, node, local_rank
+    worker_details: dict[int, str] = field(default_factory=dict)  # worker -> its starting detail
+    completed: dict[int, int] = field(default_factory=dict)  # worker -> epochs it has completed
+    trials: dict[int, str] = field(default_factory=dict)  # a search's trial -> its latest state
 
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         for rec in records:
@@ -224,8 +226,7 @@ class RunStats:
 
     def train_loss(self, workers: Iterable[int] | None = None) -> float | None:
         """Mean over the chosen workers of their mean loss in their latest epoch."""
-        chosen = [self.epoch_loss[w] for w in (self.epoch_loss if workers is None else workers)
-                  if w in self.epoch_loss]
+        chosen = [self.epoch_loss[w] for w in (self.epoch_loss if workers is None else workers) if w in self.epoch_loss]
         if not chosen:
             return None
         return sum(total / max(1, count) for _, total, count in chosen) / len(chosen)
@@ -251,8 +252,9 @@ class RunStats:
         """A search's trials that have run their course (complete, pruned or failed)."""
         return sum(state in TRIALS_DONE for state in self.trials.values())
 
-    def count(self, of: int, workers: int, trials: bool = False, slowest: bool = False,
-              start: Mapping[int, int] | None = None) -> RunCount:
+    def count(
+        self, of: int, workers: int, trials: bool = False, slowest: bool = False, start: Mapping[int, int] | None = None
+    ) -> RunCount:
         """How far the run got (see :class:`RunCount`): ``trials`` for a search (``of`` its budget), else the
         epochs of ``workers`` workers (``slowest``: they train models of their own)."""
         if trials:
@@ -260,9 +262,14 @@ class RunStats:
         return RunCount(self.epochs_done(range(workers), start), of, "epochs", slowest and workers > 1)
 
 
-def run_count(stats: RunStats, strategy: "Strategy", start: Mapping[int, int] | None = None) -> RunCount:
+def run_count(stats: RunStats, strategy: Strategy, start: Mapping[int, int] | None = None) -> RunCount:
     """The count of a run of ``strategy`` (its config's epochs, or its trial budget) from ``stats``."""
     budget = strategy.trial_budget()
     n = strategy.num_workers
-    return stats.count(budget if budget is not None else strategy.config.train.epochs, n,
-                       trials=budget is not None, slowest=strategy.num_models > 1, start=start)
+    return stats.count(
+        budget if budget is not None else strategy.config.train.epochs,
+        n,
+        trials=budget is not None,
+        slowest=strategy.num_models > 1,
+        start=start,
+    )

@@ -22,8 +22,9 @@ never go backwards.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from core.runfiles.records import EVAL, STATE, STEP
 
@@ -40,17 +41,17 @@ class Place:
 class Timeline:
     def __init__(self, samples_per_epoch: float | None = None) -> None:
         self.samples_per_epoch = samples_per_epoch  # a worker's epoch before one was measured (None: unknown)
-        self.parts = 0                   # parts of the run with training records (a fork's parent, the fork)
+        self.parts = 0  # parts of the run with training records (a fork's parent, the fork)
         self._new_part = True
-        self._offset = 0.0               # time at which the current part starts
+        self._offset = 0.0  # time at which the current part starts
         self._part_t0: float | None = None  # wall time of the current part's first training record
-        self.end = 0.0                   # the latest time placed
+        self.end = 0.0  # the latest time placed
         self._last_step: dict[tuple[int, int | None], float] = {}
         self._epoch: dict[tuple[int, int | None], tuple[int, float, float]] = {}  # -> (epoch, start, last samples)
         self._size: dict[tuple[int, int | None], float] = {}  # the measured size of the worker's last full epoch
 
     @classmethod
-    def of(cls, records: list[dict[str, Any]]) -> "Timeline":
+    def of(cls, records: list[dict[str, Any]]) -> Timeline:
         """A timeline for a whole, recorded run: an epoch's size is known from its first epoch on."""
         first: dict[int, float] = {}
         for rec in records:
@@ -112,8 +113,9 @@ class Timeline:
             return Place(w, step, self._step_epoch(key, rec), at, trial)
         step = float(rec["step"]) if isinstance(rec.get("step"), (int, float)) else self._last_step.get(key, 0.0)
         epoch = rec.get("epoch")
-        return Place(w, step, float(epoch) if isinstance(epoch, (int, float)) else self._epoch.get(key, (0,))[0],
-                     at, trial)
+        return Place(
+            w, step, float(epoch) if isinstance(epoch, (int, float)) else self._epoch.get(key, (0,))[0], at, trial
+        )
 
     def place(self, records: Iterable[dict[str, Any]]) -> list[tuple[dict[str, Any], Place]]:
         """Each step and evaluation record with its place."""
