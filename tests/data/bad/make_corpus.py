@@ -13,7 +13,7 @@ so that every path is relative to this folder:
 - ``config``     ``traindesk train VALUE``
 - ``source``     ``traindesk train --set data.source=VALUE`` (plus ``args``)
 - ``model``      ``traindesk train --set data.source=builtin:iris --set model.kind=VALUE``
-- ``checkpoint`` ``core.checkpoint.load_checkpoint(VALUE)`` (``stage = "load"`` fails there) and
+- ``checkpoint`` ``core.training.checkpoint.load_checkpoint(VALUE)`` (``stage = "load"`` fails there) and
                  ``model_from_checkpoint`` (``stage = "model"``); also ``train --resume VALUE``
 
 Decisions recorded here:
@@ -120,7 +120,7 @@ def _iris_checkpoint(hidden: list[int], weights_hidden: list[int], kind: str = "
     import torch
 
     from core.config import Config, from_dict, to_dict
-    from core.models import build_model
+    from core.training.models import build_model
 
     cfg = to_dict(Config())
     cfg["data"]["source"] = "builtin:iris"
