@@ -32,12 +32,12 @@ from PySide6.QtWidgets import (
 from app.shell.tasks import BackgroundCalls
 from app.views.class_tables import ConfusionTable, PerClassTable
 from app.views.export_dialog import error_text
-from core.services.formats import RUNNABLE_SUFFIXES
-from core.services.formats.description import SIDECAR
+from core.readers.inputs import INPUT_FILTERS
+from core.services.formats import model_file_filter
 
-MODEL_FILTER = "Exported models (" + " ".join(f"*{s}" for s in RUNNABLE_SUFFIXES) + f" {SIDECAR})"
-INPUT_FILTER = "Features (*.csv *.npz)"
-# A labelled input (a CSV "label"/"target" column, an NPZ "y", class folders) is scored as a test set.
+MODEL_FILTER = model_file_filter("Exported models")  # the formats registry's files
+INPUT_FILTER = INPUT_FILTERS  # the input registry's files (core.readers.inputs); folders have their own button
+# A labelled input (a "label"/"target" column, an NPZ "y", class folders) is scored as a test set.
 
 Index = QModelIndex | QPersistentModelIndex
 

@@ -51,11 +51,12 @@ from app.viewmodels.serve_metrics import histogram_quantile, parse_metrics
 from app.views.serve_form import TryItForm, answer_text, curl_line
 from app.views.serve_monitor import ServeMonitor
 from core.runfiles.layout import RunDir
+from core.services.formats import model_file_filter
 
 __all__ = ["ServeView", "histogram_quantile", "parse_metrics"]
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_FILTER = "Models (*.safetensors *.pt2 *.onnx *.pt model.json)"
+MODEL_FILTER = model_file_filter("Models")  # the formats registry's files
 POLL_MS = 1000
 STOP_WAIT_MS = 15000  # a drain answers what it holds; then the process is killed
 BANNER = "serving "  # the start-up line `traindesk serve` writes on stderr (core/cli/serve.py): not a reason

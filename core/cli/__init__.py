@@ -42,7 +42,7 @@ COMMANDS: dict[str, Command] = {
         "core.cli.export:configure_cli",
     ),
     "predict": Command(
-        "predict classes for a CSV, NPZ or image folder with an exported model",
+        "predict classes for a CSV, Parquet, JSON lines, NPZ or image folder with an exported model",
         "core.cli.predict:cmd_predict",
         "core.cli.predict:configure_cli",
     ),

@@ -11,13 +11,16 @@ from core.errors import UserError
 
 
 def configure_cli(p: argparse.ArgumentParser) -> None:
-    """predict classes for a CSV, NPZ or image folder with an exported model"""
+    """predict classes for a CSV, Parquet, JSON lines, NPZ or image folder with an exported model"""
     from core.services.predict import BATCH_ROWS
 
     p.add_argument(
         "model", help="exported model (.safetensors with model.json, .pt2, .onnx), a run directory or a checkpoint file"
     )
-    p.add_argument("input", help="CSV or NPZ with the training features, or an image folder")
+    from core.readers.inputs import INPUT_KINDS
+
+    kinds = "; ".join(f"{k.label} ({', '.join(k.suffixes) or 'a folder'}): {k.help}" for k in INPUT_KINDS)
+    p.add_argument("input", help=f"the training features, raw: {kinds}")
     p.add_argument("--out", help="predictions CSV (default: standard output)")
     p.add_argument(
         "--workers",
@@ -36,7 +39,7 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--by-position",
         action="store_true",
-        help="take a CSV's columns in order when their names differ from the model's features "
+        help="take a table's columns in order when their names differ from the model's features "
         "(the same number of columns; an id and a label column are left out)",
     )
     p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help=argparse.SUPPRESS)

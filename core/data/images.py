@@ -14,8 +14,7 @@ import numpy as np
 from core.data.raw import RawSource, where
 from core.errors import DataError
 from core.readers import check_stop
-
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+from core.readers.inputs import IMAGE_SUFFIXES  # the image folder input kind's
 
 
 def read_image_folder(dir_text: str, image_size: int, source: str) -> RawSource:

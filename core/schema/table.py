@@ -1,4 +1,4 @@
-"""A table's columns as read from a CSV or Parquet file (:class:`RawTable`), before any kind is inferred."""
+"""A table's columns as read from a CSV, Parquet or JSON lines file (:class:`RawTable`), before any kind is inferred."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class RawTable:
     path: str
     columns: dict[str, np.ndarray]  # in file order
     n_rows: int
-    kind: str = ""  # "csv" or "parquet": where it came from
+    kind: str = ""  # "csv", "parquet" or "jsonl": where it came from
 
     @property
     def names(self) -> list[str]:
@@ -45,11 +45,12 @@ def _as_text(values: np.ndarray, missing: frozenset[str]) -> np.ndarray:
 
 
 def read_table(path: Path, scheme: str, where: str, missing: Sequence[str] = DEFAULT_MISSING) -> RawTable:
-    """Read every column of a CSV (``scheme`` "csv") or Parquet file; raise :class:`DataError`."""
+    """Read every column of a CSV (``scheme`` "csv"), Parquet ("parquet") or JSON lines ("jsonl") file;
+    raise :class:`DataError`."""
     path = Path(path).expanduser()
     miss = frozenset(missing)
-    if scheme == "parquet":
-        return _read_parquet(path, where, miss)
+    if scheme in ("parquet", "jsonl"):
+        return _read_arrow(path, scheme, where, miss)
     fast = _read_csv_fast(path, where, miss)
     if fast is not None:
         return fast
@@ -145,20 +146,23 @@ def _numeric_levels(values: list[str], missing: frozenset[str]) -> np.ndarray | 
     return out
 
 
-def _read_parquet(path: Path, where: str, missing: frozenset[str]) -> RawTable:
+def _read_arrow(path: Path, scheme: str, where: str, missing: frozenset[str]) -> RawTable:
+    """A Parquet ("parquet") or JSON lines ("jsonl") file's columns, by the types the file gives them."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    if not path.is_file():
-        raise DataError(f"{where}: file not found: {path}")
-    try:
-        table = pq.read_table(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
-        why = " ".join(str(exc).split())[:120]
-        raise DataError(f"{where}: {path} is not a readable Parquet file ({why})") from None
-    if table.num_rows == 0:
-        raise DataError(f"{where}: {path} has no data rows")
+    from core.readers.arrow_file import read_arrow_table
+
+    def read(p: Path) -> Any:
+        if scheme == "jsonl":
+            import pyarrow.json as pajson
+
+            return pajson.read_json(p)
+        import pyarrow.parquet as pq
+
+        return pq.read_table(p)
+
+    table = read_arrow_table(path, where, read, "JSON lines file" if scheme == "jsonl" else "Parquet file")
     columns: dict[str, np.ndarray] = {}
     for name in table.column_names:
         col = table.column(name)
@@ -172,4 +176,4 @@ def _read_parquet(path: Path, where: str, missing: frozenset[str]) -> RawTable:
         else:
             values = [None if v is None else str(v).strip() for v in col.to_pylist()]
             columns[str(name)] = _as_text(np.asarray(values, dtype=object), missing)
-    return RawTable(where, str(path), columns, int(table.num_rows), "parquet")
+    return RawTable(where, str(path), columns, int(table.num_rows), scheme)

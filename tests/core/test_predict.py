@@ -318,7 +318,7 @@ def test_bad_inputs_exit_2_with_one_line(
         ([model, str(tmp_path / "text.csv")], "is not numeric (line 4: 'abc')"),
         ([model, str(tmp_path / "shape.npz")], "the model takes (1, 8, 8)"),
         ([model, str(tmp_path / "missing.csv")], "input not found"),
-        ([model, str(tmp_path / "notes.txt")], "must be a .csv, a .npz or an image folder"),
+        ([model, str(tmp_path / "notes.txt")], "not an input; give a CSV file (.csv), a Parquet file"),
         ([model, str(tmp_path)], "holds no images"),  # digits models take (1, 8, 8) images
         ([str(tmp_path / "notes.txt"), str(inputs["csv"])], "is not an exported model"),
         ([str(tmp_path / "bare.pt"), str(inputs["csv"])], "bare state dict"),

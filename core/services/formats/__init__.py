@@ -4,7 +4,8 @@
 ``format_of(path)`` is the format a file is read with (a ``.pt`` that a ``model.json``
 lists is a state dict, any other ``.pt`` a run's checkpoint); ``resolve_model_path``
 turns a run directory or a ``model.json`` into the file it stands for;
-``read_model_meta`` and ``load_predictor`` read any of them. Export, predict, evaluate,
+``read_model_meta`` and ``load_predictor`` read any of them; ``model_file_filter`` is an Open
+dialog's filter for them. Export, predict, evaluate,
 serving and the window all ask here instead of looking at suffixes themselves.
 Nothing here imports torch (an ONNX model is read and run without it).
 """
@@ -30,6 +31,11 @@ OUTPUTS = ("probabilities", "logits")  # what an exported graph returns
 RUNNABLE: tuple[ModelFormat, ...] = (SAFETENSORS, TORCH_EXPORT, ONNX, STATE_DICT)
 RUNNABLE_SUFFIXES = tuple(f.suffix for f in RUNNABLE)
 _BY_SUFFIX = {f.suffix: f for f in RUNNABLE}
+
+
+def model_file_filter(label: str = "Models") -> str:
+    """An Open dialog's filter for every model file predict and serve read: the runnable suffixes and model.json."""
+    return f"{label} (" + " ".join(f"*{s}" for s in RUNNABLE_SUFFIXES) + f" {SIDECAR})"
 
 
 def export_format(name: str) -> ModelFormat:
@@ -132,6 +138,7 @@ __all__ = [
     "format_of",
     "is_run_dir",
     "load_predictor",
+    "model_file_filter",
     "needs_torch",
     "read_model_meta",
     "resolve_model_path",

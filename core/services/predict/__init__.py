@@ -7,9 +7,10 @@ state dict is accepted when a ``model.json`` beside it describes it. MODEL may
 also be a run directory (its best or last checkpoint, ``checkpoint``) or a
 checkpoint file, rebuilt the way a ``.safetensors`` export is, so the
 predictions are those of an export then ``predict``, byte for byte. The
-formats themselves are ``core.services.formats``. INPUT is a CSV, an NPZ or an image
-folder with the training features, raw (unscaled): every predictor
-standardises with the statistics it carries.
+formats themselves are ``core.services.formats``. INPUT is a table of columns (CSV,
+Parquet, JSON lines), an NPZ or an image folder with the training features, raw
+(unscaled): every predictor standardises with the statistics it carries. The
+kinds of input are ``core.readers.INPUT_KINDS``.
 
 The package's parts:
 

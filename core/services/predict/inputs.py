@@ -1,9 +1,10 @@
-"""What prediction reads: rows of raw features from a CSV, an NPZ, an image folder or a table, with ids
-and, when the input has them, the true classes (a test set).
+"""What prediction reads: rows of raw features from a table of columns (CSV, Parquet, JSON lines), an
+NPZ or an image folder, with ids and, when the input has them, the true classes (a test set).
 
-A CSV's columns are matched to the model's features by name (or taken in order,
-``by_position``); a table trained with a schema is encoded by it
-(``core.services.predict.table``); images are decoded when their batch is predicted.
+The kind of input is ``core.readers.input_kind``'s (the registry of inputs). A table's columns are
+matched to the model's features by name (or taken in order, ``by_position``), whatever file holds
+them; a model trained on a table with a schema encodes it whole (``core.services.predict.table``);
+images are decoded when their batch is predicted.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from core.errors import DataError
+from core.readers.inputs import CSV, IMAGE_SUFFIXES, NPZ, InputKind, accepted_kinds, input_kind
 
 if TYPE_CHECKING:
     import numpy as np
 
-LABEL_COLUMNS = ("label", "target", "class", "y")  # a CSV column with the true classes makes a test set
+LABEL_COLUMNS = ("label", "target", "class", "y")  # a column with the true classes makes a test set
 
 
 class RowNumbers(Sequence[str]):
@@ -82,7 +84,7 @@ class PredictInput:
 
 @dataclass(frozen=True)
 class CsvPlan:
-    """Which columns of a CSV's header feed the model, name the rows and hold true classes."""
+    """Which columns of a table's header (a CSV's, a Parquet file's, ...) feed the model, name the rows and hold true classes."""
 
     columns: Any  # core.readers.Columns: the features (numbers), then the id and label columns (text)
     id_col: int | None
@@ -112,7 +114,7 @@ def csv_plan(path: Path, meta: dict[str, Any], header: list[str], by_position: b
     features = [str(f) for f in meta["input"].get("features") or []]
     n_features = math.prod(int(s) for s in meta["input"]["shape"])
     if len(features) != n_features:
-        raise DataError(f"predict: the model takes {n_features} values per sample, not CSV columns; give an NPZ")
+        raise DataError(f"predict: the model takes {n_features} values per sample, not named columns; give an NPZ")
     index = {name: i for i, name in enumerate(header)}
     missing = [f for f in features if f not in index]
     id_col = index.get("id")
@@ -145,7 +147,7 @@ def csv_plan(path: Path, meta: dict[str, Any], header: list[str], by_position: b
 
 
 class CsvPlanner:
-    """The column chooser core.readers calls with a CSV's header; keeps the plan it made."""
+    """The column chooser core.readers calls with a table's header; keeps the plan it made."""
 
     def __init__(self, path: Path, meta: dict[str, Any], by_position: bool = False) -> None:
         self.path, self.meta, self.by_position = path, meta, by_position
@@ -156,18 +158,25 @@ class CsvPlanner:
         return self.plan.columns
 
 
-def read_csv_input(path: Path, meta: dict[str, Any], by_position: bool = False) -> PredictInput:
-    """The model's feature columns, by name (or in order), from a CSV; an ``id`` column, if any, names the rows."""
-    from core.readers import read_csv
-
+def read_columns_input(
+    path: Path, meta: dict[str, Any], by_position: bool = False, kind: InputKind = CSV
+) -> PredictInput:
+    """The model's feature columns, by name (or in order), from a table of columns (``kind``: CSV, Parquet,
+    JSON lines); an ``id`` column, if any, names the rows, a label column holds the true classes."""
+    assert kind.read is not None
     planner = CsvPlanner(path, meta, by_position)
-    table = read_csv(path, "predict", planner)
+    table = kind.read(path, "predict", planner)
     plan = planner.plan
     assert plan is not None
     x = table.x
     ids = table.text[plan.id_col].tolist() if plan.id_col is not None else RowNumbers(range(x.shape[0]))
     labels = [str(v) for v in table.text[plan.label_col].tolist()] if plan.label_col is not None else None
     return PredictInput(ids, x=x.reshape((x.shape[0], *meta["input"]["shape"])), labels=labels)
+
+
+def read_csv_input(path: Path, meta: dict[str, Any], by_position: bool = False) -> PredictInput:
+    """A CSV's feature columns (:func:`read_columns_input`)."""
+    return read_columns_input(path, meta, by_position, CSV)
 
 
 def read_npz_input(path: Path, meta: dict[str, Any]) -> PredictInput:
@@ -213,8 +222,6 @@ def _class_labels(values: list[Any], classes: list[str]) -> list[str]:
 
 def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
     """Every image under ``root`` (recursively, sorted); ids are their paths relative to ``root``."""
-    from core.data import IMAGE_SUFFIXES
-
     shape = [int(s) for s in meta["input"]["shape"]]
     image_shape = [int(s) for s in meta["input"].get("image_shape") or []]
     if len(shape) == 3:
@@ -226,7 +233,7 @@ def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
     if len(image_shape) != 3 or math.prod(image_shape) != math.prod(shape):
         raise DataError(
             f"predict: {root} is an image folder but the model takes {math.prod(shape)} tabular features; "
-            "give a CSV or NPZ"
+            "give a table of its features (CSV, Parquet, JSON lines) or an NPZ"
         )
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
     if not files:
@@ -259,24 +266,25 @@ def reads_table(meta: dict[str, Any]) -> bool:
 
 
 def read_input(path: Path, meta: dict[str, Any], by_position: bool = False) -> PredictInput:
+    """Read an input of any kind the registry (``core.readers.INPUT_KINDS``) has, for the model ``meta`` describes."""
     path = Path(path).expanduser()
     if path.is_dir():
         return read_image_input(path, meta)
     if not path.is_file():
         raise DataError(f"predict: input not found: {path}")
-    suffix = path.suffix.lower()
-    if reads_table(meta) and suffix in (".csv", ".parquet"):
+    kind = input_kind(path)
+    if kind.read is not None and reads_table(meta):  # the schema encodes the columns, all of them
         from core.services.predict.table import read_table_input
 
-        parts = read_table_input(path, meta)
+        parts = read_table_input(path, meta, kind.name)
         if parts["ids"] is None:
             parts["ids"] = RowNumbers(range(len(parts["x"])))
         return PredictInput(**parts)
-    if suffix == ".csv":
-        return read_csv_input(path, meta, by_position)
-    if suffix == ".npz":
+    if kind.read is not None:
+        return read_columns_input(path, meta, by_position, kind)
+    if kind is NPZ:
         return read_npz_input(path, meta)
-    raise DataError(f"predict: {path}: input must be a .csv, a .npz or an image folder")
+    raise DataError(f"predict: {path}: {kind.spelled} is read as a folder; give {accepted_kinds()}")
 
 
 def check_shape(inp: PredictInput, meta: dict[str, Any], path: Path) -> None:

@@ -14,7 +14,6 @@ import json
 import os
 import threading
 import time
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,31 +49,12 @@ def looks_large(path: Path, batch_rows: int) -> bool:
 
 def estimated_rows(path: Path, cap: int) -> int | None:
     """About how many rows an input holds (counted up to ``cap`` for an image folder), without reading it all;
-    None when that cannot be told this way (reading the input then says what is wrong, if anything).
+    None when that cannot be told this way. Each input kind's own estimate (``core.readers.INPUT_KINDS``):
+    a CSV by its size over its first row's length, a Parquet file by its footer, an NPZ by the shape in its
+    ``x`` header, an image folder by its image files."""
+    from core.readers.inputs import estimated_rows as kind_rows
 
-    An image folder by its image files; an NPZ by the shape in its ``x``
-    header; a CSV by its size over its first row's length.
-    """
-    try:
-        if path.is_dir():
-            from core.data import IMAGE_SUFFIXES
-
-            images = (f for f in path.rglob("*") if f.suffix.lower() in IMAGE_SUFFIXES)
-            return sum(1 for _ in zip(range(cap), images))
-        if path.suffix.lower() == ".npz":
-            import numpy as np
-
-            with zipfile.ZipFile(path) as zf, zf.open("x.npy") as fh:
-                major, _ = np.lib.format.read_magic(fh)
-                read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-                shape = read_header(fh)[0]
-            return int(shape[0]) if shape else None
-        with path.open("rb") as fh:
-            header = len(fh.readline(1 << 20))
-            line = len(fh.readline(1 << 20)) or header or 1  # the first row's length, else the header's
-        return max(0, path.stat().st_size - header) // line
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return None
+    return kind_rows(path, cap)
 
 
 def busy_cores() -> float:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
+from core.readers.inputs import CSV, NPZ, find_input_kind
 from core.services.formats import load_predictor, needs_torch, read_model_meta, resolve_model_path
 from core.services.formats.predictor import output_names
 from core.services.predict import planning
@@ -77,7 +78,7 @@ def predict(
             runner = Runner(model_path, processes, stack, predictor, auto=auto)
         rows = None
         if (
-            input_path.suffix.lower() == ".csv" and input_path.is_file() and not reads_table(meta)
+            find_input_kind(input_path) is CSV and input_path.is_file() and not reads_table(meta)
         ):  # a table's columns are encoded whole
             rows = _predict_csv_pieces(runner, input_path, meta, batch_rows, by_position)
         if rows is None:
@@ -201,7 +202,7 @@ def _progress(total: int) -> Any:
 
 def _stored_x(path: Path, inp: PredictInput) -> Any:
     """Where the input file keeps the features just read, uncompressed (np.savez), or None."""
-    if inp.x is None or path.suffix.lower() != ".npz":
+    if inp.x is None or find_input_kind(path) is not NPZ:
         return None
     from core.readers import stored_npz_x
 

@@ -19,10 +19,10 @@ import numpy as np
 from core.schema import Schema, _category_text, encode_table, read_table, unseen_note
 
 
-def read_table_input(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a ``core.services.predict.inputs.PredictInput``: ``ids`` (None: number the rows), ``x``, ``labels``, ``notes``."""
+def read_table_input(path: Path, meta: dict[str, Any], scheme: str = "csv") -> dict[str, Any]:
+    """The fields of a ``core.services.predict.inputs.PredictInput``: ``ids`` (None: number the rows), ``x``,
+    ``labels``, ``notes``; ``scheme`` is the input kind's name ("csv", "parquet", "jsonl")."""
     schema = Schema.from_json(meta["schema"])
-    scheme = "parquet" if path.suffix.lower() == ".parquet" else "csv"
     table = read_table(path, scheme, "predict", schema.missing_values)
     enc = encode_table(schema, table)
     used = {c.name for c in schema.used}
