@@ -68,11 +68,6 @@ class RunDir:
         return self.path / "checkpoints"
 
     @property
-    def exports(self) -> Path:
-        """What export writes by default (made with the run)."""
-        return self.path / "exports"
-
-    @property
     def last(self) -> Path:
         return self.checkpoint("last")
 
@@ -88,7 +83,7 @@ class RunDir:
 
     @property
     def exports(self) -> Path:
-        """The run's own folder of exported models (what an export writes by default)."""
+        """The run's own folder of exported models (made with the run; what an export writes by default)."""
         return self.path / "exports"
 
     @property
