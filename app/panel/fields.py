@@ -146,23 +146,23 @@ class Bindings:
         for key, w in (widgets or {}).items():
             self.bind(key, w)
 
-    def bind(self, key: str, widget: QWidget) -> None:
-        """Show ``key`` in ``widget`` (ValueError naming the key when it is unknown or bound already)."""
+    def _free(self, key: str) -> None:
         if key not in FIELDS:
             raise ValueError(f"{key}: no such config key")
         if key in self.widgets:
             raise ValueError(f"{key}: bound twice")
+
+    def bind(self, key: str, widget: QWidget) -> None:
+        """Show ``key`` in ``widget`` (ValueError naming the key when it is unknown or bound already)."""
+        self._free(key)
         self.widgets[key] = widget
 
     def row(self, form: QFormLayout, key: str, label: str, widget: QWidget | None = None, **opts: Any) -> Any:
         """Add the form row ``label`` for ``key`` and bind it: ``widget``, or :func:`key_widget`'s with ``opts``."""
-        if key not in FIELDS:
-            raise ValueError(f"{key}: no such config key")
-        if key in self.widgets:
-            raise ValueError(f"{key}: bound twice")
+        self._free(key)
         w = key_widget(key, **opts) if widget is None else widget
         form.addRow(label, w)
-        self.bind(key, w)
+        self.widgets[key] = w
         return w
 
     def show(self, cfg: Config) -> None:
