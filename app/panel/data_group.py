@@ -17,7 +17,6 @@ import numpy as np
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QGroupBox,
     QHBoxLayout,
@@ -32,7 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.panel.fields import Bindings, float_spin, form_of, int_spin
+from app.panel.fields import Bindings, form_of
 from core.config import FIELDS, Config
 from core.data import BUILTIN_DATASETS, propose_target
 
@@ -76,29 +75,19 @@ class DataGroup(QGroupBox):
         self.combo_target.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.combo_target.setToolTip(FIELDS["data.target"].help)
         self.combo_target.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        form.addRow("Target column", self.combo_target)
+        self.bindings = b = Bindings()
+        b.row(form, "data.target", "Target column", self.combo_target)
         self.label_target_task = QLabel(objectName="label_target_task")
         self.label_target_task.setWordWrap(True)
         self.label_target_task.setToolTip('The task the target implies (train.task = "auto")')
         form.addRow("", self.label_target_task)
-        self.spin_image_size = int_spin("data.image_size", "spin_image_size")
+        self.spin_image_size = b.row(form, "data.image_size", "Image size", name="spin_image_size")
         self.spin_image_size.setSpecialValueText("original")
-        form.addRow("Image size", self.spin_image_size)
-        self.spin_val_fraction = float_spin("data.val_fraction", 2, 0.05, "spin_val_fraction")
-        form.addRow("Validation share", self.spin_val_fraction)
-        self.spin_loader_workers = int_spin("data.loader_workers", "spin_loader_workers")
-        form.addRow("Loader processes", self.spin_loader_workers)
-        self.check_standardize = QCheckBox(FIELDS["data.standardize"].help, objectName="check_standardize")
-        form.addRow("", self.check_standardize)
-        self.bindings = Bindings(
-            {
-                "data.target": self.combo_target,
-                "data.image_size": self.spin_image_size,
-                "data.val_fraction": self.spin_val_fraction,
-                "data.loader_workers": self.spin_loader_workers,
-                "data.standardize": self.check_standardize,
-            }
+        self.spin_val_fraction = b.row(
+            form, "data.val_fraction", "Validation share", name="spin_val_fraction", decimals=2, step=0.05
         )
+        self.spin_loader_workers = b.row(form, "data.loader_workers", "Loader processes", name="spin_loader_workers")
+        self.check_standardize = b.row(form, "data.standardize", "", name="check_standardize")
 
     def _build_picker(self) -> QHBoxLayout:
         self.combo_dataset = narrow_combo(QComboBox(objectName="combo_dataset"), 8)

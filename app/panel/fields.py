@@ -96,6 +96,32 @@ def line_edit(key: str, name: str) -> QLineEdit:
     return edit
 
 
+def key_widget(
+    key: str,
+    name: str,
+    *,
+    labels: Sequence[str] = (),
+    decimals: int | None = None,
+    step: float = 1.0,
+    tip: str | None = None,
+) -> QWidget:
+    """The widget for the config key ("section.key") from its field: a combo of its choices, a check box
+    (its help the text), a spin box over its range (a number's only when ``decimals`` is given), or a line edit.
+    """
+    f = FIELDS.get(key)
+    if f is None:
+        raise ValueError(f"{key}: no such config key")
+    if f.type == "choice":
+        return choice_combo(key, name, labels)
+    if f.type == "bool":
+        return QCheckBox(f.help, objectName=name)
+    if f.type == "int" and f.bounds is not None:
+        return int_spin(key, name, tip)
+    if f.type == "float" and f.bounds is not None and decimals is not None:
+        return float_spin(key, decimals, step, name, tip)
+    return line_edit(key, name)
+
+
 def form_of(box: QGroupBox) -> QFormLayout:
     """The group's form, laid out as every group of the panel is."""
     form = QFormLayout(box)
@@ -114,9 +140,30 @@ def value_of(cfg: Config, key: str) -> Any:
 class Bindings:
     """ "section.key" -> the widget that shows it; show a Config, take the widgets' values back."""
 
-    def __init__(self, widgets: dict[str, QWidget]) -> None:
-        self.widgets = widgets
+    def __init__(self, widgets: dict[str, QWidget] | None = None) -> None:
+        self.widgets: dict[str, QWidget] = {}
         self._shown: dict[str, float] = {}  # spin values as displayed for the loaded config
+        for key, w in (widgets or {}).items():
+            self.bind(key, w)
+
+    def _free(self, key: str) -> None:
+        if key not in FIELDS:
+            raise ValueError(f"{key}: no such config key")
+        if key in self.widgets:
+            raise ValueError(f"{key}: bound twice")
+
+    def bind(self, key: str, widget: QWidget) -> None:
+        """Show ``key`` in ``widget`` (ValueError naming the key when it is unknown or bound already)."""
+        self._free(key)
+        self.widgets[key] = widget
+
+    def row(self, form: QFormLayout, key: str, label: str, widget: QWidget | None = None, **opts: Any) -> Any:
+        """Add the form row ``label`` for ``key`` and bind it: ``widget``, or :func:`key_widget`'s with ``opts``."""
+        self._free(key)
+        w = key_widget(key, **opts) if widget is None else widget
+        form.addRow(label, w)
+        self.widgets[key] = w
+        return w
 
     def show(self, cfg: Config) -> None:
         for key, w in self.widgets.items():

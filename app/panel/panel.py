@@ -40,6 +40,15 @@ from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
 MODES = ("edit", "locked", "live", "view")
 
 
+def live_bindings(groups: Any) -> dict[str, QWidget]:
+    """The widget of each live key among the groups' bindings (ValueError naming a live key none shows)."""
+    shown = {k: w for group in groups for k, w in group.bindings.widgets.items()}
+    missing = [key for key in LIVE_KEYS if key not in shown]
+    if missing:
+        raise ValueError(f"live keys without a widget in the panel: {', '.join(missing)}")
+    return {key: shown[key] for key in LIVE_KEYS}
+
+
 class ConfigPanel(QWidget):
     """All settings of a run. Emits ``changed`` on every edit.
 
@@ -135,8 +144,7 @@ class ConfigPanel(QWidget):
 
     def live_widgets(self) -> dict[str, QWidget]:
         """The widget of each key a paused run accepts (and a fork of a shown run may change)."""
-        shown = {k: w for group in self._groups for k, w in group.bindings.widgets.items()}
-        return {key: shown[key] for key in LIVE_KEYS}
+        return live_bindings(self._groups)
 
     def set_mode(self, mode: str) -> None:
         """See the class docstring."""

@@ -14,7 +14,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
-from app.panel.fields import Bindings, choice_combo, float_spin, form_of, int_spin, line_edit, parse_list
+from app.panel.fields import Bindings, choice_combo, form_of, parse_list
 from core.config import STRATEGIES, Config
 from core.strategies import strategy_class
 
@@ -58,24 +58,13 @@ class ModelGroup(QGroupBox):
         self.custom_row.addWidget(self.edit_custom_model, 1)
         self.custom_row.addWidget(self.button_browse_model)
         form.addRow("File:function", self.custom_row)
-        self.edit_hidden = line_edit("model.hidden", "edit_hidden")
-        form.addRow("Hidden layers", self.edit_hidden)
-        self.edit_channels = line_edit("model.channels", "edit_channels")
-        form.addRow("Conv channels", self.edit_channels)
-        self.combo_activation = choice_combo("model.activation", "combo_activation")
-        form.addRow("Activation", self.combo_activation)
-        self.spin_dropout = float_spin("model.dropout", 2, 0.05, "spin_dropout")
-        form.addRow("Dropout", self.spin_dropout)
+        self.bindings = b = Bindings()
+        self.edit_hidden = b.row(form, "model.hidden", "Hidden layers", name="edit_hidden")
+        self.edit_channels = b.row(form, "model.channels", "Conv channels", name="edit_channels")
+        self.combo_activation = b.row(form, "model.activation", "Activation", name="combo_activation")
+        self.spin_dropout = b.row(form, "model.dropout", "Dropout", name="spin_dropout", decimals=2, step=0.05)
         self.label_model_params = QLabel(objectName="label_model_params")
         form.addRow(self.label_model_params)
-        self.bindings = Bindings(
-            {
-                "model.hidden": self.edit_hidden,
-                "model.channels": self.edit_channels,
-                "model.activation": self.combo_activation,
-                "model.dropout": self.spin_dropout,
-            }
-        )
 
     def show_config(self, cfg: Config) -> None:
         kind = cfg.model.kind
@@ -110,31 +99,16 @@ class TrainingGroup(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Training", parent)
         self.form = form = form_of(self)
-        self.combo_optimizer = choice_combo("optim.name", "combo_optimizer", ("SGD", "Adam", "AdamW"))
-        form.addRow("Optimizer", self.combo_optimizer)
-        self.edit_lr = line_edit("optim.lr", "edit_lr")
-        form.addRow("Learning rate", self.edit_lr)
-        self.spin_momentum = float_spin("optim.momentum", 3, 0.05, "spin_momentum")
-        form.addRow("Momentum", self.spin_momentum)
-        self.edit_weight_decay = line_edit("optim.weight_decay", "edit_weight_decay")
-        form.addRow("Weight decay", self.edit_weight_decay)
-        self.spin_epochs = int_spin("train.epochs", "spin_epochs")
-        form.addRow("Epochs", self.spin_epochs)
-        self.spin_batch_size = int_spin("train.batch_size", "spin_batch_size")
-        form.addRow("Batch size", self.spin_batch_size)
-        self.spin_seed = int_spin("train.seed", "spin_seed")
-        form.addRow("Seed", self.spin_seed)
-        self.bindings = Bindings(
-            {
-                "optim.name": self.combo_optimizer,
-                "optim.lr": self.edit_lr,
-                "optim.momentum": self.spin_momentum,
-                "optim.weight_decay": self.edit_weight_decay,
-                "train.epochs": self.spin_epochs,
-                "train.batch_size": self.spin_batch_size,
-                "train.seed": self.spin_seed,
-            }
+        self.bindings = b = Bindings()
+        self.combo_optimizer = b.row(
+            form, "optim.name", "Optimizer", name="combo_optimizer", labels=("SGD", "Adam", "AdamW")
         )
+        self.edit_lr = b.row(form, "optim.lr", "Learning rate", name="edit_lr")
+        self.spin_momentum = b.row(form, "optim.momentum", "Momentum", name="spin_momentum", decimals=3, step=0.05)
+        self.edit_weight_decay = b.row(form, "optim.weight_decay", "Weight decay", name="edit_weight_decay")
+        self.spin_epochs = b.row(form, "train.epochs", "Epochs", name="spin_epochs")
+        self.spin_batch_size = b.row(form, "train.batch_size", "Batch size", name="spin_batch_size")
+        self.spin_seed = b.row(form, "train.seed", "Seed", name="spin_seed")
 
     def show_config(self, cfg: Config) -> None:
         self.bindings.show(cfg)
@@ -162,30 +136,19 @@ class ParallelGroup(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Parallel", parent)
         self.form = form = form_of(self)
-        self.combo_strategy = choice_combo("parallel.strategy", "combo_strategy")
+        self.bindings = b = Bindings()
+        self.combo_strategy = b.row(form, "parallel.strategy", "Strategy", name="combo_strategy")
         for i, name in enumerate(STRATEGIES):
             self.combo_strategy.setItemData(i, strategy_class(name).description, Qt.ItemDataRole.ToolTipRole)
-        form.addRow("Strategy", self.combo_strategy)
-        self.spin_workers = int_spin("parallel.workers", "spin_workers")
-        form.addRow("Workers", self.spin_workers)
-        self.spin_threads = int_spin("parallel.threads_per_worker", "spin_threads")
+        self.spin_workers = b.row(form, "parallel.workers", "Workers", name="spin_workers")
+        self.spin_threads = b.row(form, "parallel.threads_per_worker", "Threads / worker", name="spin_threads")
         self.spin_threads.setSpecialValueText("automatic")
-        form.addRow("Threads / worker", self.spin_threads)
         self.combo_device = QComboBox(objectName="combo_device")
         for dev in available_devices():
             self.combo_device.addItem(dev, dev)
         form.addRow("Device", self.combo_device)
-        self.edit_sweep_lr = line_edit("parallel.sweep_lr", "edit_sweep_lr")
+        self.edit_sweep_lr = b.row(form, "parallel.sweep_lr", "Sweep rates", name="edit_sweep_lr")
         self.edit_sweep_lr.setPlaceholderText("one per worker, e.g. 0.1, 0.05")
-        form.addRow("Sweep rates", self.edit_sweep_lr)
-        self.bindings = Bindings(
-            {
-                "parallel.strategy": self.combo_strategy,
-                "parallel.workers": self.spin_workers,
-                "parallel.threads_per_worker": self.spin_threads,
-                "parallel.sweep_lr": self.edit_sweep_lr,
-            }
-        )
 
     def show_config(self, cfg: Config) -> None:
         self.bindings.show(cfg)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QCheckBox, QFormLayout, QGroupBox, QPushButton, QWidget
+from PySide6.QtWidgets import QFormLayout, QGroupBox, QPushButton, QWidget
 
-from app.panel.fields import Bindings, choice_combo, float_spin, int_spin, line_edit
+from app.panel.fields import Bindings
 from core.config import FIELDS, Config
 
 SCHEDULE_HELP = {
@@ -33,31 +33,26 @@ class TuningGroup(QGroupBox):
         super().__init__("Tuning", parent)
         self._images = False
         form = QFormLayout(self)
-        self.combo_schedule = choice_combo("schedule.kind", "combo_schedule")
+        self.bindings = b = Bindings()
+        self.combo_schedule = b.row(form, "schedule.kind", "LR schedule", name="combo_schedule")
         for i, name in enumerate(FIELDS["schedule.kind"].choices):
             self.combo_schedule.setItemData(i, SCHEDULE_HELP[name], Qt.ItemDataRole.ToolTipRole)
-        form.addRow("LR schedule", self.combo_schedule)
-        self.spin_warmup_steps = int_spin("schedule.warmup_steps", "spin_warmup_steps")
-        form.addRow("Warm-up steps", self.spin_warmup_steps)
-        self.edit_min_lr = line_edit("schedule.min_lr", "edit_min_lr")
-        form.addRow("Minimum rate", self.edit_min_lr)
-        self.spin_early_stop = int_spin("train.early_stop_patience", "spin_early_stop_patience")
+        self.spin_warmup_steps = b.row(form, "schedule.warmup_steps", "Warm-up steps", name="spin_warmup_steps")
+        self.edit_min_lr = b.row(form, "schedule.min_lr", "Minimum rate", name="edit_min_lr")
+        self.spin_early_stop = b.row(
+            form, "train.early_stop_patience", "Early stop after", name="spin_early_stop_patience"
+        )
         self.spin_early_stop.setSpecialValueText("never")
-        form.addRow("Early stop after", self.spin_early_stop)
-        monitored = FIELDS["train.monitor"].choices
-        self.combo_monitor = choice_combo("train.monitor", "combo_monitor", [n.replace("_", " ") for n in monitored])
-        form.addRow("Monitor", self.combo_monitor)
-        self.combo_precision = choice_combo("parallel.precision", "combo_precision")
-        form.addRow("Precision", self.combo_precision)
-        self.spin_crop_scale = float_spin("augment.crop_scale", 2, 0.05, "spin_crop_scale")
-        form.addRow("Crop scale", self.spin_crop_scale)
-        self.check_hflip = QCheckBox(FIELDS["augment.hflip"].help, objectName="check_hflip")
-        form.addRow("", self.check_hflip)
-        self.spin_rotation = float_spin("augment.rotation", 1, 5.0, "spin_rotation")
+        monitored = [n.replace("_", " ") for n in FIELDS["train.monitor"].choices]
+        self.combo_monitor = b.row(form, "train.monitor", "Monitor", name="combo_monitor", labels=monitored)
+        self.combo_precision = b.row(form, "parallel.precision", "Precision", name="combo_precision")
+        self.spin_crop_scale = b.row(
+            form, "augment.crop_scale", "Crop scale", name="spin_crop_scale", decimals=2, step=0.05
+        )
+        self.check_hflip = b.row(form, "augment.hflip", "", name="check_hflip")
+        self.spin_rotation = b.row(form, "augment.rotation", "Rotation", name="spin_rotation", decimals=1, step=5.0)
         self.spin_rotation.setSuffix("°")
-        form.addRow("Rotation", self.spin_rotation)
-        self.spin_jitter = float_spin("augment.jitter", 2, 0.05, "spin_jitter")
-        form.addRow("Colour jitter", self.spin_jitter)
+        self.spin_jitter = b.row(form, "augment.jitter", "Colour jitter", name="spin_jitter", decimals=2, step=0.05)
         self.button_augment_preview = QPushButton("Preview augmentation…", objectName="button_augment_preview")
         self.button_augment_preview.setToolTip(
             "a grid of augmented samples of the chosen data set (training images only are augmented)"
@@ -68,20 +63,6 @@ class TuningGroup(QGroupBox):
         self.check_hflip.toggled.connect(self._update_preview_button)
         self.button_augment_preview.clicked.connect(self.augment_preview_requested)
         self._update_preview_button()
-        self.bindings = Bindings(
-            {
-                "schedule.kind": self.combo_schedule,
-                "schedule.warmup_steps": self.spin_warmup_steps,
-                "schedule.min_lr": self.edit_min_lr,
-                "train.early_stop_patience": self.spin_early_stop,
-                "train.monitor": self.combo_monitor,
-                "parallel.precision": self.combo_precision,
-                "augment.crop_scale": self.spin_crop_scale,
-                "augment.hflip": self.check_hflip,
-                "augment.rotation": self.spin_rotation,
-                "augment.jitter": self.spin_jitter,
-            }
-        )
 
     @property
     def augment_on(self) -> bool:

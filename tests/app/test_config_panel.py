@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QComboBox, QLineEdit, QSpinBox, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QWidget,
+)
 
-from app.panel.panel import ConfigPanel
-from core.config import Config, from_dict, load_config, to_dict, to_toml
+from app.panel.fields import Bindings, key_widget
+from app.panel.panel import ConfigPanel, live_bindings
+from core.config import FIELDS, LIVE_KEYS, Config, from_dict, load_config, to_dict, to_toml
 
 CONFIG_WIDGETS = [
     "combo_dataset",
@@ -187,3 +199,100 @@ def test_spin_boxes_take_their_ranges_from_the_config_bounds(panel: ConfigPanel)
     }
     for key, spin in spins.items():
         assert (spin.minimum(), spin.maximum()) == BOUNDS[key][:2], key
+
+
+# every bound key: its widget's object name (a contract) and its row's label
+PANEL_ROWS = {
+    "model.hidden": ("edit_hidden", "Hidden layers"),
+    "model.channels": ("edit_channels", "Conv channels"),
+    "model.activation": ("combo_activation", "Activation"),
+    "model.dropout": ("spin_dropout", "Dropout"),
+    "optim.name": ("combo_optimizer", "Optimizer"),
+    "optim.lr": ("edit_lr", "Learning rate"),
+    "optim.momentum": ("spin_momentum", "Momentum"),
+    "optim.weight_decay": ("edit_weight_decay", "Weight decay"),
+    "train.epochs": ("spin_epochs", "Epochs"),
+    "train.batch_size": ("spin_batch_size", "Batch size"),
+    "train.seed": ("spin_seed", "Seed"),
+    "parallel.strategy": ("combo_strategy", "Strategy"),
+    "parallel.workers": ("spin_workers", "Workers"),
+    "parallel.threads_per_worker": ("spin_threads", "Threads / worker"),
+    "parallel.sweep_lr": ("edit_sweep_lr", "Sweep rates"),
+    "schedule.kind": ("combo_schedule", "LR schedule"),
+    "schedule.warmup_steps": ("spin_warmup_steps", "Warm-up steps"),
+    "schedule.min_lr": ("edit_min_lr", "Minimum rate"),
+    "train.early_stop_patience": ("spin_early_stop_patience", "Early stop after"),
+    "train.monitor": ("combo_monitor", "Monitor"),
+    "parallel.precision": ("combo_precision", "Precision"),
+    "augment.crop_scale": ("spin_crop_scale", "Crop scale"),
+    "augment.hflip": ("check_hflip", ""),
+    "augment.rotation": ("spin_rotation", "Rotation"),
+    "augment.jitter": ("spin_jitter", "Colour jitter"),
+    "data.target": ("combo_target", "Target column"),
+    "data.image_size": ("spin_image_size", "Image size"),
+    "data.val_fraction": ("spin_val_fraction", "Validation share"),
+    "data.loader_workers": ("spin_loader_workers", "Loader processes"),
+    "data.standardize": ("check_standardize", ""),
+}
+
+
+def _label_of(widget: QWidget) -> str | None:
+    """The text of the form row's label that ``widget`` is the field of (None: in no form row)."""
+    form = widget.parentWidget().layout()
+    if not isinstance(form, QFormLayout) or form.getWidgetPosition(widget)[0] < 0:
+        return None
+    label = form.labelForField(widget)
+    return label.text() if isinstance(label, QLabel) else ""
+
+
+def test_every_shown_key_has_one_binding_and_its_label(panel: ConfigPanel) -> None:
+    bound = [(key, w) for group in panel._groups for key, w in group.bindings.widgets.items()]
+    keys = [key for key, _ in bound]
+    assert sorted(keys) == sorted(PANEL_ROWS), "each key is bound once, and only the keys the panel shows"
+    assert all(key in FIELDS for key in keys)
+    for key, w in bound:
+        name, label = PANEL_ROWS[key]
+        assert w.objectName() == name, key
+        assert _label_of(w) == label, key
+    assert len({id(w) for _, w in bound}) == len(bound), "no widget shows two keys"
+
+
+def test_key_widget_follows_the_declaration(qtbot: Any) -> None:
+    spin = key_widget("train.epochs", "spin")
+    assert isinstance(spin, QSpinBox) and spin.minimum() == int(FIELDS["train.epochs"].bounds.lo)
+    combo = key_widget("optim.name", "combo", labels=("SGD",))
+    assert isinstance(combo, QComboBox)
+    assert [combo.itemData(i) for i in range(combo.count())] == list(FIELDS["optim.name"].choices)
+    assert combo.itemText(0) == "SGD"
+    assert isinstance(key_widget("augment.hflip", "check"), QCheckBox)
+    assert isinstance(key_widget("augment.jitter", "jitter", decimals=2), QDoubleSpinBox)
+    assert isinstance(key_widget("optim.lr", "lr"), QLineEdit)
+    with pytest.raises(ValueError, match=r"train\.nonsense"):
+        key_widget("train.nonsense", "x")
+
+
+def test_row_refuses_an_unknown_key_and_a_second_binding(qtbot: Any) -> None:
+    box = QGroupBox()
+    qtbot.addWidget(box)
+    form = QFormLayout(box)
+    b = Bindings()
+    spin = b.row(form, "train.epochs", "Epochs", name="spin_epochs")
+    assert b.widgets == {"train.epochs": spin} and form.rowCount() == 1
+    assert _label_of(spin) == "Epochs"
+    with pytest.raises(ValueError, match=r"train\.nonsense"):
+        b.row(form, "train.nonsense", "Nonsense", name="spin_nonsense")
+    with pytest.raises(ValueError, match=r"train\.epochs"):
+        b.row(form, "train.epochs", "Epochs again", name="spin_epochs_2")
+    with pytest.raises(ValueError, match=r"train\.epochs"):
+        b.row(form, "train.epochs", "Epochs again", QSpinBox())
+    assert form.rowCount() == 1, "a refused row is not added"
+
+
+def test_a_live_key_without_a_widget_is_named(panel: ConfigPanel) -> None:
+    assert set(live_bindings(panel._groups)) == set(LIVE_KEYS)
+    dropped = next(g for g in panel._groups if "optim.lr" in g.bindings.widgets)
+    widgets = dict(dropped.bindings.widgets)
+    del widgets["optim.lr"]
+    others = [g for g in panel._groups if g is not dropped]
+    with pytest.raises(ValueError, match=r"optim\.lr"):
+        live_bindings([*others, SimpleNamespace(bindings=Bindings(widgets))])
