@@ -114,11 +114,6 @@ def epoch_indices(n: int, epoch: int, seed: int, rank: int, world: int) -> torch
     return perm
 
 
-def _value(config: Config, key: str) -> Any:
-    section, _, name = key.partition(".")
-    return getattr(getattr(config, section), name)
-
-
 class Trainer:
     """The training loop of one worker."""
 
@@ -257,7 +252,7 @@ class Trainer:
         self.strategy = self.strategy.with_config(self.config)  # live keys change no part of the run's shape
         if self.strategy.worker_lr(self.spec.rank) != was:
             self._lr_factor = 1.0  # a rate the user chose replaces what recoveries left
-        effects = {FIELDS[k].effect for k in LIVE_KEYS if _value(old, k) != _value(self.config, k)}
+        effects = {FIELDS[k].effect for k in LIVE_KEYS if old.value(k) != self.config.value(k)}
         for effect in sorted(effects, key=list(self.LIVE_HANDLERS).index):  # the batches restart last
             getattr(self, self.LIVE_HANDLERS[effect])()
 
