@@ -15,7 +15,7 @@ and the table ``FIELDS`` made of them), ``space`` (the search space of
 from __future__ import annotations
 
 from core.config.document import Config, apply_overrides, from_dict, to_dict
-from core.config.fields import Bounds, Field
+from core.config.fields import LIVE_EFFECTS, Bounds, Field
 from core.config.files import load_config, parse_toml, save_config, to_toml
 from core.config.sections import (
     ACTIVATIONS,
@@ -65,6 +65,7 @@ __all__ = [
     "DATA_SCHEMES",
     "FIELDS",
     "FORKABLE_SECTIONS",
+    "LIVE_EFFECTS",
     "LIVE_KEYS",
     "LR",
     "MAXIMIZED",

@@ -67,6 +67,11 @@ class Config:
                 data["parallel"]["workers"] = fixed
         return from_dict(data)
 
+    def value(self, key: str) -> Any:
+        """The value of a dotted key ("optim.lr")."""
+        section, _, name = key.partition(".")
+        return getattr(getattr(self, section), name)
+
     def replace(self, section: str, **values: Any) -> Config:
         """A copy with some keys of one section changed, validated."""
         return self.with_changes({f"{section}.{name}": value for name, value in values.items()})

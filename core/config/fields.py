@@ -33,6 +33,14 @@ class Bounds(NamedTuple):
 
 Check = Callable[["Field", Any], Any]
 
+# What a live key does to a running worker when a paused run resumes with a new value; the
+# worker has one handler per effect (core.worker.trainer), so a live key cannot go unapplied.
+LIVE_EFFECTS: dict[str, str] = {
+    "optimizer": "every parameter group takes the new value at the next step",
+    "batches": "the epoch goes on from its offset in batches of the new size",
+    "loop": "the training loop reads it at each epoch's end",
+}
+
 
 @dataclass(frozen=True)
 class Field:
@@ -44,9 +52,14 @@ class Field:
     check: Check
     bounds: Bounds | None = None
     choices: tuple[str, ...] = ()
-    live: bool = False  # a paused run may change it (every worker applies it at one batch)
+    effect: str = ""  # a paused run may change it; what that does (a LIVE_EFFECTS key)
     forkable: bool = False  # a fork of a run may change it
     help: str = ""
+
+    @property
+    def live(self) -> bool:
+        """A paused run may change it (every worker applies it at the same batch)."""
+        return bool(self.effect)
 
     @property
     def section(self) -> str:
@@ -68,13 +81,19 @@ def key(
     *,
     bounds: Bounds | tuple[float, float] | None = None,
     choices: Sequence[str] = (),
-    live: bool = False,
+    effect: str = "",
     help: str = "",
 ) -> Any:
-    """Declare a section's key (a dataclass field carrying its facts)."""
+    """Declare a section's key (a dataclass field carrying its facts).
+
+    ``effect`` makes it live: a paused run may change it, and it names what the change does
+    to a running worker (one of :data:`LIVE_EFFECTS`).
+    """
+    if effect and effect not in LIVE_EFFECTS:
+        raise ValueError(f"live effect {effect!r} is not one of {', '.join(LIVE_EFFECTS)}")
     if bounds is not None and not isinstance(bounds, Bounds):
         bounds = Bounds(*bounds)
-    facts = {"type": type, "check": check, "bounds": bounds, "choices": tuple(choices), "live": live, "help": help}
+    facts = {"type": type, "check": check, "bounds": bounds, "choices": tuple(choices), "effect": effect, "help": help}
     return field(default=default, metadata=facts)
 
 

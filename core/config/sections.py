@@ -54,12 +54,12 @@ DEVICES = ("cpu", "cuda", "mps")  # and cuda:N
 LR = Bounds(0.0, 100.0, lo_open=True)
 
 
-def _int(default: int, lo: float, hi: float, help: str = "", live: bool = False) -> Any:
-    return key(default, check_int, "int", bounds=(lo, hi), help=help, live=live)
+def _int(default: int, lo: float, hi: float, help: str = "", effect: str = "") -> Any:
+    return key(default, check_int, "int", bounds=(lo, hi), help=help, effect=effect)
 
 
-def _float(default: float, lo: float, hi: float, help: str = "", live: bool = False, lo_open: bool = False) -> Any:
-    return key(default, check_float, "float", bounds=Bounds(lo, hi, lo_open), help=help, live=live)
+def _float(default: float, lo: float, hi: float, help: str = "", effect: str = "", lo_open: bool = False) -> Any:
+    return key(default, check_float, "float", bounds=Bounds(lo, hi, lo_open), help=help, effect=effect)
 
 
 def _choice(default: str, choices: tuple[str, ...], help: str = "") -> Any:
@@ -118,17 +118,17 @@ class OptimConfig(Section):
     forkable = True
     searchable = True
     name: str = _choice("sgd", OPTIMIZERS)
-    lr: float = key(0.05, check_float, "float", bounds=LR, help="Learning rate, e.g. 0.05 or 1e-3", live=True)
+    lr: float = key(0.05, check_float, "float", bounds=LR, help="Learning rate, e.g. 0.05 or 1e-3", effect="optimizer")
     momentum: float = _float(0.9, 0.0, 0.999, "SGD momentum")
-    weight_decay: float = _float(0.0, 0.0, 10.0, live=True)
+    weight_decay: float = _float(0.0, 0.0, 10.0, effect="optimizer")
 
 
 @dataclass(frozen=True)
 class TrainConfig(Section):
     forkable = True
     searchable = True
-    epochs: int = _int(10, 1, 100000, "Passes over the training data", live=True)
-    batch_size: int = _int(64, 1, 1 << 20, "Samples per optimizer step, per worker", live=True)
+    epochs: int = _int(10, 1, 100000, "Passes over the training data", effect="loop")
+    batch_size: int = _int(64, 1, 1 << 20, "Samples per optimizer step, per worker", effect="batches")
     seed: int = _int(0, 0, 2**31 - 1, "Random seed (worker i uses seed + i)")
     # seconds between consistent checkpoints while training; 0 = only at the end
     checkpoint_every: float = _float(30.0, 0.0, 86400.0)

@@ -23,12 +23,12 @@ import copy
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from core.config import Config, OptimConfig
+from core.config import FIELDS, LIVE_KEYS, Config, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.host.devices import worker_device
 from core.host.machine import usable_cores
@@ -116,6 +116,13 @@ def epoch_indices(n: int, epoch: int, seed: int, rank: int, world: int) -> torch
 
 class Trainer:
     """The training loop of one worker."""
+
+    # a live key's declared effect -> the method that applies it; the batches restart last
+    LIVE_HANDLERS: ClassVar[dict[str, str]] = {
+        "optimizer": "_retune_optimizer",
+        "loop": "_read_by_loop",
+        "batches": "_rebatch",
+    }
 
     def __init__(
         self,
@@ -231,7 +238,11 @@ class Trainer:
             self._apply_settings()
 
     def _apply_settings(self) -> None:
-        """Take the config changes the session made while paused (every rank at the same batch)."""
+        """Take the config changes the session made while paused (every rank at the same batch).
+
+        Each changed key's declared effect (``core.config.LIVE_EFFECTS``) runs once, through
+        :attr:`LIVE_HANDLERS`.
+        """
         box = self.ch.settings
         if box.version.value == self._settings_version:
             return
@@ -241,21 +252,29 @@ class Trainer:
         self.strategy = self.strategy.with_config(self.config)  # live keys change no part of the run's shape
         if self.strategy.worker_lr(self.spec.rank) != was:
             self._lr_factor = 1.0  # a rate the user chose replaces what recoveries left
+        effects = {FIELDS[k].effect for k in LIVE_KEYS if old.value(k) != self.config.value(k)}
+        for effect in sorted(effects, key=list(self.LIVE_HANDLERS).index):  # the batches restart last
+            getattr(self, self.LIVE_HANDLERS[effect])()
+
+    def _retune_optimizer(self) -> None:
         lr = self._base_lr = self.strategy.worker_lr(self.spec.rank) * self._lr_factor  # a schedule goes on
         for group in self.optimizer.param_groups:
             group["lr"] = lr
             group["weight_decay"] = self.config.optim.weight_decay
         self._lr = lr
-        self._scheduled = scheduled(self.config.schedule)
-        if self.config.train.batch_size != old.train.batch_size:
-            self.batches = make_batches(
-                self.data.train,
-                self.data.info,
-                self.config.train.batch_size,
-                self.config.data.loader_workers,
-                make_augment(self.config.augment, self.data.info.image_shape),
-            )
-            raise _EpochRestart  # the epoch goes on from its offset with the new batch size
+
+    def _read_by_loop(self) -> None:
+        """Nothing to do now: the loop reads the key (the epoch count) at each epoch's end."""
+
+    def _rebatch(self) -> None:
+        self.batches = make_batches(
+            self.data.train,
+            self.data.info,
+            self.config.train.batch_size,
+            self.config.data.loader_workers,
+            make_augment(self.config.augment, self.data.info.image_shape),
+        )
+        raise _EpochRestart  # the epoch goes on from its offset with the new batch size
 
     def exchange_records(self) -> None:
         """torchrun: every rank hands what it said since the last exchange to rank 0 (a collective).

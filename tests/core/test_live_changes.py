@@ -147,3 +147,23 @@ def test_a_fork_starts_from_the_parents_checkpoint_and_names_it(runs_dir: Path) 
     steps = [r for r in read_metrics(child.run_dir / "metrics.jsonl") if r["kind"] == "step"]
     assert steps[0]["step"] > parent.summary["steps"] and all(r["lr"] == 0.01 for r in steps)
     assert parent.summary == __import__("json").loads((parent.run_dir / "summary.json").read_text())
+
+
+def test_every_live_key_declares_an_effect_that_workers_apply() -> None:
+    from core.config import FIELDS, LIVE_EFFECTS, LIVE_KEYS
+    from core.worker.trainer import Trainer
+
+    assert LIVE_KEYS, "no live keys: a paused run could change nothing"
+    assert set(Trainer.LIVE_HANDLERS) == set(LIVE_EFFECTS)
+    for effect, method in Trainer.LIVE_HANDLERS.items():
+        assert callable(getattr(Trainer, method, None)), f"{effect}: Trainer.{method} is missing"
+    assert {FIELDS[k].effect for k in LIVE_KEYS} <= set(LIVE_EFFECTS)
+    assert FIELDS["train.batch_size"].effect == "batches" and FIELDS["optim.lr"].effect == "optimizer"
+    assert not FIELDS["model.kind"].live
+
+
+def test_a_key_declared_with_an_unknown_effect_is_refused() -> None:
+    from core.config.fields import check_int, key
+
+    with pytest.raises(ValueError, match="live effect 'reload'"):
+        key(1, check_int, "int", effect="reload")
