@@ -147,7 +147,6 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
             "traindesk train: under torchrun a run resumes by itself after a restart "
             "(--max-restarts); --resume is for local runs"
         )
-    tr.refuse_hanging_restarts()
     world = int(os.environ["WORLD_SIZE"])
     cfg = _load_train_config(args).replace("parallel", strategy="ddp", workers=world)
     tr.join_group(cfg)

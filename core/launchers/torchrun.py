@@ -207,29 +207,11 @@ class TorchrunLauncher:
 
 
 GROUP_TIMEOUT_S = 120  # the process group's timeout: how long a rank waits on its peers at most
-SHARED_STORE_FIX = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
+ROUND_POLL_S = 0.02  # how often rank 0 looks for the other ranks' hellos while a round meets
 
 
 class PeersLost(Exception):
     """This rank waited on its peers for the process group's timeout and gave up (one line: what it waited for)."""
-
-
-def refuse_hanging_restarts() -> None:
-    """Refuse, before anything starts, restarts that cannot work: with torchrun's rendezvous store shared
-    across restarts (its default), a restarted group meets under each agent's own restart count, and
-    agents count apart (pytorch/pytorch#135712): the group waits for ever or dies without a step."""
-    from core.errors import UserError
-
-    restarts = os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")
-    shared = (
-        os.environ.get("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "0") != "1"
-        and os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "True") != "False"
-    )
-    if restarts.isdigit() and int(restarts) > 0 and shared:
-        raise UserError(
-            f"traindesk train: torchrun --max-restarts {restarts} needs {SHARED_STORE_FIX} in torchrun's "
-            "environment (with its rendezvous store shared across restarts a restarted group hangs)"
-        )
 
 
 @contextlib.contextmanager
@@ -246,13 +228,66 @@ def waiting_for(what: str) -> Iterator[None]:
 
 
 def join_group(cfg: Config) -> None:
-    """Join torchrun's process group (from env://) before anything else talks over it."""
+    """Join torchrun's process group (from env://) before anything else talks over it.
+
+    With the rendezvous store shared across restarts (torchrun's default), the store still
+    holds the last round's keys, and the agents' restart counts differ (an agent whose rank
+    died counts a restart, the others do not: pytorch/pytorch#135712), so neither the bare
+    store nor a prefix per restart count is safe. The ranks meet in the store under a name
+    rank 0 makes up for this round (:func:`round_store`), and the group lives under it.
+    """
     import torch.distributed as dist
 
     backend = "nccl" if cfg.parallel.device.startswith("cuda") else "gloo"
     where = f"{os.environ.get('MASTER_ADDR', '?')}:{os.environ.get('MASTER_PORT', '?')}"
+    timeout = timedelta(seconds=GROUP_TIMEOUT_S)
     with waiting_for(f"the other ranks to join the process group at {where}"):
-        dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=GROUP_TIMEOUT_S))
+        if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, False, timeout=timeout
+            )
+            group_store = round_store(store, rank, world, GROUP_TIMEOUT_S)
+            dist.init_process_group(backend, store=group_store, rank=rank, world_size=world, timeout=timeout)
+        else:
+            dist.init_process_group(backend, init_method="env://", timeout=timeout)
+
+
+def round_store(store: Any, rank: int, world: int, timeout_s: float) -> Any:
+    """``store`` under a name only this round's ranks know, however many rounds used it before.
+
+    Rank 0 names the round; every other rank says hello with a name of its own, and rank 0
+    answers each hello it reads under that name. A hello left by the last round is answered
+    too, but nobody waits there, and an answer can only be to a hello of this round, so no
+    rank joins a dead round. Rank 0 answers until every rank has taken its answer.
+    """
+    import secrets
+    import time
+
+    import torch.distributed as dist
+
+    deadline = time.monotonic() + timeout_s
+    if rank != 0:
+        mine = secrets.token_hex(8)
+        store.set(f"traindesk/hello/{rank}", mine)
+        store.wait([f"traindesk/answer/{mine}"], timedelta(seconds=timeout_s))
+        name = store.get(f"traindesk/answer/{mine}").decode()
+        store.add(f"traindesk/round/{name}/joined", 1)
+        return dist.PrefixStore(f"traindesk/round/{name}", store)
+    name = secrets.token_hex(8)
+    answered: dict[int, bytes] = {}
+    while store.add(f"traindesk/round/{name}/joined", 0) < world - 1:
+        for other in range(1, world):
+            key = f"traindesk/hello/{other}"
+            if store.check([key]):
+                hello = store.get(key)
+                if answered.get(other) != hello:
+                    store.set(f"traindesk/answer/{hello.decode()}", name)
+                    answered[other] = hello
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{world - 1 - store.add(f'traindesk/round/{name}/joined', 0)} rank(s) never said hello")
+        time.sleep(ROUND_POLL_S)
+    return dist.PrefixStore(f"traindesk/round/{name}", store)
 
 
 def find_run(runs_dir: Path) -> tuple[Path, int] | None:
