@@ -10,7 +10,7 @@ how evaluation is split.
 
 The worker reads the control word (:mod:`core.worker.channels`) at batch
 boundaries. On a checkpoint request every worker publishes its weights,
-sends its optimizer and RNG states and its :class:`~core.worker.position.Position`,
+sends its optimizer, RNG and precision states and its :class:`~core.worker.position.Position`,
 and waits until the session has copied the weights: a checkpoint holds one
 consistent point of the run. How a step computes (autocast, gradient
 scaling) is a :mod:`core.training.precision` object. The process around the loop
@@ -72,6 +72,7 @@ class WorkerSpec:
     run_dir: str = ""  # the run directory (a search keeps its study there)
     optimizer_state: bytes | None = None
     rng_state: bytes | None = None
+    precision_state: bytes | None = None  # the precision object's state_dict() (a gradient scaler's scale)
 
 
 class StopTraining(Exception):
@@ -174,6 +175,8 @@ class Trainer:
         self._plateau = Plateau(cfg.schedule, self.monitor, start.lr_scale) if cfg.schedule.kind == "plateau" else None
         self._samples_per_epoch = max(1, strategy.samples_per_epoch(len(data.train)))
         self.precision = precision_for(cfg.parallel.precision, self.device)
+        if spec.precision_state is not None:
+            self.precision.load_state_dict(state_from_bytes(spec.precision_state))
         self._best: float | None = None  # this worker's best monitored value (best.pt)
         self.keeps_best = strategy.keeps_best
         self.record_extra: dict[str, Any] = {}  # added to this worker's step and eval records
@@ -311,6 +314,7 @@ class Trainer:
                 self.position().as_dict(),
                 state_to_bytes(self.optimizer.state_dict()),
                 state_to_bytes(torch.get_rng_state()),
+                state_to_bytes(self.precision.state_dict()),
             )
         )
         self.out.flush()
