@@ -28,6 +28,8 @@ import torch
 
 
 class Precision(Protocol):
+    skips_overflowing_steps: bool  # an infinite gradient skips the step (a scaler's signal, not a divergence)
+
     def autocast(self) -> ContextManager[object]:
         """The context the forward pass and the loss run in."""
 
@@ -45,8 +47,9 @@ class Precision(Protocol):
 
 
 class FullPrecision:
-    skips_overflowing_steps = False
     """float32: no autocast, a plain backward pass and step."""
+
+    skips_overflowing_steps = False
 
     def autocast(self) -> ContextManager[object]:
         return contextlib.nullcontext()

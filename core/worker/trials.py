@@ -22,6 +22,7 @@ from core.metric_names import search_metric
 from core.runfiles.layout import RunDir
 from core.runfiles.records import snapshot_record, trial_record
 from core.strategies.base import Strategy
+from core.strategies.collectives import Collectives, SingleProcess
 from core.strategies.search import open_study, study_lock, suggest, trial_config
 from core.training.checkpoint import save_checkpoint, state_to_bytes
 from core.training.models import build_model
@@ -49,6 +50,9 @@ class _Trial(Strategy):
 
     def permutation_seed(self, rank: int) -> int:
         return self.config.train.seed + self.number
+
+    def collectives(self, device: torch.device) -> Collectives:
+        return SingleProcess()
 
 
 class TrialRunner:
