@@ -98,6 +98,7 @@ def test_session_and_attached_session_both_have_the_run_handle_face(tmp_path: Pa
         deadline = time.monotonic() + 60
         while running.state != "running" and time.monotonic() < deadline:
             running.wait(0.05)
+        assert running.run_dir is not None
         attached = AttachedSession(running.run_dir)
         missing = sorted(n for n in _members(RunHandle) if not hasattr(attached, n))
         assert missing == []

@@ -352,6 +352,7 @@ def test_killed_mid_checkpoint_write_keeps_the_previous_checkpoint(tmp_path: Pat
         assert caught, "never caught a write in progress"
         proc.kill()
         proc.wait(10)
+        assert proc.stdout is not None
         rounds = [int(line.split()[1]) for line in proc.stdout.read().splitlines() if line.startswith("writing")]
     finally:
         if proc.poll() is None:
