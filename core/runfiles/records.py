@@ -190,8 +190,15 @@ def trial_record(worker: int, trial: int, state: str, t: float | None = None, **
 
 # -- worker -> session ------------------------------------------------------------------------------
 def snapshot_record(
-    worker: int, request: int, position: dict[str, Any], optimizer: bytes, rng: bytes, t: float | None = None
+    worker: int,
+    request: int,
+    position: dict[str, Any],
+    optimizer: bytes,
+    rng: bytes,
+    precision: bytes,
+    t: float | None = None,
 ) -> Record:
+    """A worker's part of a checkpoint: its position and its optimizer, RNG and precision (gradient scaler) states."""
     return {
         "kind": SNAPSHOT,
         "t": _now(t),
@@ -200,6 +207,7 @@ def snapshot_record(
         **position,
         "optimizer": optimizer,
         "rng": rng,
+        "precision": precision,
     }
 
 
@@ -227,6 +235,7 @@ def done_record(
     position: dict[str, Any],
     optimizer: bytes | None = None,
     rng: bytes | None = None,
+    precision: bytes | None = None,
     t: float | None = None,
 ) -> Record:
     """A worker's last record: how it ended (finished | stopped | failed) and where to continue from."""
@@ -240,6 +249,7 @@ def done_record(
         **position,
         "optimizer": optimizer,
         "rng": rng,
+        "precision": precision,
     }
 
 

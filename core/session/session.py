@@ -156,7 +156,7 @@ class Session:
         return self._procs.pids()
 
     def start_fields(self, rank: int) -> dict[str, Any]:
-        """A worker's WorkerSpec fields for where it starts (position, optimizer and RNG states)."""
+        """A worker's WorkerSpec fields for where it starts (position, optimizer, RNG and precision states)."""
         return self._start.worker_fields(rank, self.num_workers)
 
     def start_positions(self) -> list[Position]:

@@ -2,7 +2,7 @@
 
 :func:`resume_point` and :func:`fork_point` read and check the checkpoint once
 and return a :class:`StartPoint`; the session asks it for each worker's
-:class:`~core.worker.position.Position` and optimizer and RNG states, and for the
+:class:`~core.worker.position.Position` and optimizer, RNG and precision states, and for the
 models' weights. A fresh run's start point is ``StartPoint()``.
 """
 
@@ -54,10 +54,22 @@ class StartPoint:
         rng = (self.checkpoint.get("rng") or [None] * workers)[rank]
         return (state_to_bytes(opt) if opt is not None else None, state_to_bytes(rng) if rng is not None else None)
 
+    def precision_state(self, rank: int) -> bytes | None:
+        """Worker ``rank``'s precision state (a gradient scaler's scale; serialised), None for a fresh one (a
+        fresh run, or a checkpoint written before checkpoints held it)."""
+        states = (self.checkpoint or {}).get("precisions") or []
+        state = states[rank] if rank < len(states) else None
+        return state_to_bytes(state) if state is not None else None
+
     def worker_fields(self, rank: int, workers: int) -> dict[str, Any]:
-        """A worker's WorkerSpec fields for where it starts (position, optimizer and RNG states)."""
+        """A worker's WorkerSpec fields for where it starts (position, optimizer, RNG and precision states)."""
         optimizer, rng = self.states(rank, workers)
-        return {"start": self.position(rank), "optimizer_state": optimizer, "rng_state": rng}
+        return {
+            "start": self.position(rank),
+            "optimizer_state": optimizer,
+            "rng_state": rng,
+            "precision_state": self.precision_state(rank),
+        }
 
     def model_states(self, n_models: int) -> list[Any]:
         """The weights each model starts from (None: freshly initialised)."""

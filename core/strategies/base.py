@@ -7,17 +7,18 @@ Its class says the rules that need no config (the worker count it always has,
 the keys only it reads, how the advisor probes it, whether each worker trains
 a model of its own) and checks what it needs of a config (``check_config``).
 The session asks it about the run's shape (workers, models, shards, learning
-rates, which model is the result); each worker asks it how to wrap the model,
-how ranks agree on pause/stop/checkpoint, when the trained weights reach the
-shared copy the session reads, and how evaluation is split. Callers never test
-a strategy's name.
+rates, which model is the result); each worker asks it which ranks it steps
+with (``collectives``: a :class:`~core.strategies.collectives.Collectives`,
+which wraps the model, agrees on pause/stop/checkpoint, says which rank
+publishes the trained weights to the shared copy the session reads, and splits
+and sums the evaluation). Callers never test a strategy's name.
 
 Importing a strategy loads no torch: the config asks the classes its rules.
 """
 
 from __future__ import annotations
 
-import copy
+import abc
 import dataclasses
 import math
 from collections.abc import Iterable
@@ -30,14 +31,14 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import torch
-    from torch import nn
 
     from core.config import Config
+    from core.strategies.collectives import Collectives
     from core.worker.trainer import WorkerSpec
 
 
 @dataclasses.dataclass(frozen=True)
-class Strategy:
+class Strategy(abc.ABC):
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""  # one line, for the window's tooltip and docs
     runs_on_gpu: ClassVar[bool] = True
@@ -67,7 +68,7 @@ class Strategy:
             return (cls.fixed_workers,)
         return tuple(range(cls.min_workers, max_workers + 1))
 
-    @classmethod
+    @classmethod  # noqa: B027 - a hook most strategies leave empty
     def check_config(cls, config: Config) -> None:
         """Refuse a config this strategy's keys make no sense with (ConfigError, one line); no machine checks."""
 
@@ -151,7 +152,7 @@ class Strategy:
         the worker whose model the run hands on, when its best checkpoint says)."""
         return {}
 
-    def prepare_run(self, run_dir: Path, resuming: bool) -> None:
+    def prepare_run(self, run_dir: Path, resuming: bool) -> None:  # noqa: B027 - a hook most strategies leave empty
         """Once the run directory exists, before the workers start (search: open the study)."""
 
     def result_checkpoint(self, run_dir: Path) -> Path | None:
@@ -161,40 +162,16 @@ class Strategy:
     # -- inside a worker ------------------------------------------------------------------
     control_every: ClassVar[int] = 1  # batches between reads of the control word
 
-    def setup_worker(self, spec: WorkerSpec) -> None:
+    def setup_worker(self, spec: WorkerSpec) -> None:  # noqa: B027 - a hook most strategies leave empty
         """Before the model is built (e.g. join the process group)."""
 
     def evaluates(self, rank: int) -> bool:
         return True
 
-    def wrap_model(self, shared: nn.Module, device: torch.device) -> tuple[nn.Module, nn.Module]:
-        """(model whose parameters the optimizer steps, module the batch goes through).
+    @abc.abstractmethod
+    def collectives(self, device: torch.device) -> Collectives:
+        """What this worker does with the ranks it steps with, once ``setup_worker`` has run: a
+        :class:`~core.strategies.collectives.SingleProcess` when it steps alone."""
 
-        On the CPU the worker trains the shared-memory weights in place; on a GPU a copy.
-        """
-        if device.type == "cpu":
-            return shared, shared
-        model = copy.deepcopy(shared).to(device)
-        return model, model
-
-    def agree(self, command: int, device: torch.device) -> int:
-        """The command every rank acts on (ranks that must step together take the max)."""
-        return command
-
-    def publishes_weights(self, rank: int) -> bool:
-        """Whether this worker copies its weights to the shared copy (when it trains a copy)."""
-        return True
-
-    def eval_split(self, x: torch.Tensor, y: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return x, y
-
-    def reduce_eval(self, stats: torch.Tensor, rank: int, device: torch.device) -> bool:
-        """Combine (loss sum, correct, count) across ranks in place; True if this rank reports."""
-        return True
-
-    def gather(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj``, in rank order (a collective where ranks step together)."""
-        return [obj]
-
-    def teardown_worker(self, failed: bool) -> None:
+    def teardown_worker(self, failed: bool) -> None:  # noqa: B027 - a hook most strategies leave empty
         """After the last record is delivered (e.g. leave the process group)."""

@@ -6,7 +6,13 @@ permutation; rank 0 evaluates the shared weights at its epoch ends.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.strategies.base import Strategy
+from core.strategies.collectives import Collectives, SingleProcess
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Hogwild(Strategy):
@@ -20,3 +26,6 @@ class Hogwild(Strategy):
 
     def evaluates(self, rank: int) -> bool:
         return rank == 0
+
+    def collectives(self, device: torch.device) -> Collectives:
+        return SingleProcess()  # the workers share the weights themselves, not through collectives

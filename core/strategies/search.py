@@ -23,9 +23,11 @@ from typing import TYPE_CHECKING, Any
 from core.errors import ConfigError
 from core.runfiles.layout import RunDir
 from core.strategies.base import Strategy
+from core.strategies.collectives import Collectives, SingleProcess
 
 if TYPE_CHECKING:
     import optuna
+    import torch
 
     from core.config import Config
 
@@ -60,6 +62,9 @@ class Search(Strategy):
 
     def trial_budget(self) -> int | None:
         return int(self.config.search.trials)
+
+    def collectives(self, device: torch.device) -> Collectives:
+        return SingleProcess()  # each worker trains trials of its own
 
     # -- session side ------------------------------------------------------------------
     def prepare_run(self, run_dir: Path, resuming: bool) -> None:

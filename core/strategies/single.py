@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from core.strategies.base import Strategy
+from core.strategies.collectives import Collectives, SingleProcess
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Single(Strategy):
@@ -10,3 +16,6 @@ class Single(Strategy):
     description = "One worker process: the baseline, and the easiest to debug."
     fixed_workers = 1
     advisable = True
+
+    def collectives(self, device: torch.device) -> Collectives:
+        return SingleProcess()

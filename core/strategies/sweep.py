@@ -6,9 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import ConfigError
 from core.strategies.base import Strategy
+from core.strategies.collectives import Collectives, SingleProcess
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import torch
 
     from core.config import Config
 
@@ -29,6 +32,9 @@ class Sweep(Strategy):
 
     def model_index(self, rank: int) -> int:
         return rank
+
+    def collectives(self, device: torch.device) -> Collectives:
+        return SingleProcess()  # each worker trains a model of its own
 
     def worker_lr(self, rank: int) -> float:
         rates = self.config.parallel.sweep_lr

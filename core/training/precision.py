@@ -12,17 +12,24 @@ same for every precision::
 autocast; ``16-mixed`` (CUDA) under float16 autocast with a gradient scaler,
 which scales the loss before the backward pass and unscales the gradients in
 the step (skipping a step whose gradients overflowed).
+
+Each object's ``state_dict()`` (empty for one that keeps none; the scaler's
+scale and growth tracker for ``16-mixed``) travels in a checkpoint with the
+optimizer's state, so a resumed run goes on with the scale it had reached.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Protocol
+from contextlib import AbstractContextManager as ContextManager
+from typing import Any, Protocol
 
 import torch
 
 
 class Precision(Protocol):
+    skips_overflowing_steps: bool  # an infinite gradient skips the step (a scaler's signal, not a divergence)
+
     def autocast(self) -> ContextManager[object]:
         """The context the forward pass and the loss run in."""
 
@@ -32,10 +39,17 @@ class Precision(Protocol):
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         """The optimizer's step from those gradients."""
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a resumed run needs to compute the same steps ({} when it keeps nothing)."""
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Go on from ``state_dict()`` of an earlier run ({}: a fresh start)."""
+
 
 class FullPrecision:
-    skips_overflowing_steps = False
     """float32: no autocast, a plain backward pass and step."""
+
+    skips_overflowing_steps = False
 
     def autocast(self) -> ContextManager[object]:
         return contextlib.nullcontext()
@@ -45,6 +59,12 @@ class FullPrecision:
 
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         optimizer.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore: the step keeps no state of its own."""
 
 
 class MixedPrecision(FullPrecision):
@@ -73,6 +93,14 @@ class ScaledMixedPrecision(MixedPrecision):
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         self.scaler.step(optimizer)
         self.scaler.update()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The scaler's scale, growth and backoff factors, growth interval and growth tracker."""
+        return dict(self.scaler.state_dict())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:  # {}: a checkpoint of a step that kept no scaler; this one starts fresh
+            self.scaler.load_state_dict(state)
 
 
 def precision_for(precision: str, device: torch.device) -> Precision:

@@ -41,6 +41,7 @@ def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | N
         trainer.position().as_dict(),
         state_to_bytes(trainer.optimizer.state_dict()),
         state_to_bytes(torch.get_rng_state()),
+        state_to_bytes(trainer.precision.state_dict()),
     )
 
 

@@ -5,12 +5,13 @@ shared-memory tensors, not modules: each
 worker builds its model from the config (a custom model's class need not be
 importable by name) and binds it to those tensors. The training step is as
 plain as pytorch/examples' mnist_hogwild; the strategy object
-(:mod:`core.strategies`) says how the model is wrapped, how ranks agree and
-how evaluation is split.
+(:mod:`core.strategies`) plans the worker's part of the run and names the
+ranks it steps with, a :class:`~core.strategies.collectives.Collectives` that
+wraps the model, agrees on the control word and splits and sums the evaluation.
 
 The worker reads the control word (:mod:`core.worker.channels`) at batch
 boundaries. On a checkpoint request every worker publishes its weights,
-sends its optimizer and RNG states and its :class:`~core.worker.position.Position`,
+sends its optimizer, RNG and precision states and its :class:`~core.worker.position.Position`,
 and waits until the session has copied the weights: a checkpoint holds one
 consistent point of the run. How a step computes (autocast, gradient
 scaling) is a :mod:`core.training.precision` object. The process around the loop
@@ -72,6 +73,7 @@ class WorkerSpec:
     run_dir: str = ""  # the run directory (a search keeps its study there)
     optimizer_state: bytes | None = None
     rng_state: bytes | None = None
+    precision_state: bytes | None = None  # the precision object's state_dict() (a gradient scaler's scale)
 
 
 class StopTraining(Exception):
@@ -140,7 +142,8 @@ class Trainer:
         rank = spec.rank
         self.device = worker_device(cfg.parallel.device, spec.local_rank)
         self.shared = bind_shared_model(spec, data, shared[strategy.model_index(rank)])
-        self.model, self.net = strategy.wrap_model(self.shared, self.device)
+        self.collectives = strategy.collectives(self.device)  # the ranks this worker steps with
+        self.model, self.net = self.collectives.wrap_model(self.shared, self.device)
         self.optimizer = make_optimizer(self.model.parameters(), cfg.optim, strategy.worker_lr(rank))
         self.shard_rank, self.shard_world = strategy.shard(rank)
         self.batches = make_batches(
@@ -181,6 +184,8 @@ class Trainer:
         self._plateau = Plateau(cfg.schedule, self.monitor, start.lr_scale) if cfg.schedule.kind == "plateau" else None
         self._samples_per_epoch = max(1, strategy.samples_per_epoch(len(data.train)))
         self.precision = precision_for(cfg.parallel.precision, self.device)
+        if spec.precision_state is not None:
+            self.precision.load_state_dict(state_from_bytes(spec.precision_state))
         self._best: float | None = None  # this worker's best monitored value (best.pt)
         self.keeps_best = strategy.keeps_best
         self.record_extra: dict[str, Any] = {}  # added to this worker's step and eval records
@@ -230,7 +235,7 @@ class Trainer:
                     self.out.state("paused", f"epoch {self.epoch} step {self.step}")
                     self.exchange_records()
                 self._wait_while(PAUSE)
-            word = self.strategy.agree(self._control_word(), self.device)
+            word = self.collectives.agree(self._control_word())
             cmd = word & ~SETTINGS
         if paused:
             self.out.state("running", "resumed")
@@ -289,7 +294,7 @@ class Trainer:
             self.out.flush()
             mine = self.ch.queue.take()
         # rank 0's own records follow at its next flush: a peer's last records come before rank 0's end
-        gathered = self.strategy.gather(mine)
+        gathered = self.collectives.gather(mine)
         if self.spec.rank == 0:
             for records in gathered[1:]:
                 if records:
@@ -322,7 +327,7 @@ class Trainer:
         self.publish_weights()
         self._emit_step(force=True)
         # under torchrun only rank 0 has the session's request id: ranks agree on it (the max)
-        request = self.strategy.agree(int(self.ch.request.value), self.device)
+        request = self.collectives.agree(int(self.ch.request.value))
         self.out.add(
             snapshot_record(
                 self.spec.rank,
@@ -330,6 +335,7 @@ class Trainer:
                 self.position().as_dict(),
                 state_to_bytes(self.optimizer.state_dict()),
                 state_to_bytes(torch.get_rng_state()),
+                state_to_bytes(self.precision.state_dict()),
             )
         )
         self.out.flush()
@@ -405,7 +411,7 @@ class Trainer:
                     self.exchange_records()
                 word = self._control_word()
                 if every > 1:
-                    word = strategy.agree(word, device)
+                    word = self.collectives.agree(word)
                 if word:
                     self._control(word)
             if not on_cpu:
@@ -486,7 +492,7 @@ class Trainer:
 
     def publish_weights(self) -> None:
         """Copy the trained weights to the shared model the session reads (when training a copy)."""
-        if self.model is self.shared or not self.strategy.publishes_weights(self.spec.rank):
+        if self.model is self.shared or not self.collectives.publishes_weights():
             return
         with torch.no_grad():
             for dst, src in zip(self.shared.state_dict().values(), self.model.state_dict().values()):
@@ -498,7 +504,7 @@ class Trainer:
         reporter = self.strategy.evaluates(rank)
         if not (reporter or self._plateau) or self.data.info.n_val == 0:
             return  # a plateau schedule needs the metric on every worker, reported or not
-        x, y = self.strategy.eval_split(*full_tensors(self.data.val, self.data.info), rank)
+        x, y = self.collectives.eval_split(*full_tensors(self.data.val, self.data.info))
         model = self._frozen()
         model.eval()
         info = self.data.info
@@ -510,7 +516,7 @@ class Trainer:
             stats = part if stats is None else stats + part
         if stats is None:  # this rank's share is empty: zeros of the right size
             stats = eval_stats(torch.zeros(0, info.num_classes), y[:0], self.loss_fn, info.num_classes)
-        reports = self.strategy.reduce_eval(stats, rank, self.device) and reporter
+        reports = self.collectives.reduce_eval(stats) and reporter
         model.train()
         record = eval_record(
             rank, epoch, eval_metrics(stats, info.task, info.num_classes), self.samples, **self.record_extra

@@ -22,9 +22,11 @@ from core.metric_names import search_metric
 from core.runfiles.layout import RunDir
 from core.runfiles.records import snapshot_record, trial_record
 from core.strategies.base import Strategy
+from core.strategies.collectives import Collectives, SingleProcess
 from core.strategies.search import open_study, study_lock, suggest, trial_config
 from core.training.checkpoint import save_checkpoint, state_to_bytes
 from core.training.models import build_model
+from core.training.precision import FullPrecision, Precision
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
 from core.worker.position import Position
 from core.worker.trainer import Diverged, Trainer, WorkerSpec
@@ -48,6 +50,9 @@ class _Trial(Strategy):
 
     def permutation_seed(self, rank: int) -> int:
         return self.config.train.seed + self.number
+
+    def collectives(self, device: torch.device) -> Collectives:
+        return SingleProcess()
 
 
 class TrialRunner:
@@ -76,6 +81,7 @@ class TrialRunner:
         self.net: Any = None
         # the last trial's optimizer: its state goes into the worker's final record
         self.optimizer: torch.optim.Optimizer = torch.optim.SGD([torch.zeros(1)], lr=self.config.optim.lr)
+        self.precision: Precision = FullPrecision()  # each trial's step starts fresh: no state carries over
 
     def position(self) -> Position:
         """A search continues with new trials: every position is a fresh start."""
@@ -104,6 +110,7 @@ class TrialRunner:
                         self.position().as_dict(),
                         state_to_bytes(self.optimizer.state_dict()),
                         state_to_bytes(torch.get_rng_state()),
+                        state_to_bytes(self.precision.state_dict()),
                     )
                 )
                 self.out.flush()
@@ -154,7 +161,9 @@ class TrialRunner:
         info = self.data.info
         torch.manual_seed(cfg.train.seed + trial.number)
         model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
-        spec = dataclasses.replace(self.spec, config=cfg, start=self.position(), optimizer_state=None, rng_state=None)
+        spec = dataclasses.replace(
+            self.spec, config=cfg, start=self.position(), optimizer_state=None, rng_state=None, precision_state=None
+        )
         trainer = Trainer(spec, self.data, [model.state_dict()], self.ch, self.out, _Trial(cfg, trial.number))
         trainer.record_extra = {"trial": trial.number}
         metric = search_metric(cfg, self.data.info.task)

@@ -12,20 +12,44 @@ from PySide6.QtWidgets import QToolButton
 import app.flows.advisor as advisor_flow
 
 
-def test_toolbar_overflows_into_a_visible_button_at_900x600(make_window: Any, qtbot: Any) -> None:
-    window = make_window()
-    window.resize(900, 600)
-    qtbot.waitUntil(lambda: window.width() <= 900, timeout=5_000)
-    more = window.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
-    hidden = [
+def _hidden_actions(window: Any) -> list[str]:
+    return [
         a.objectName()
         for a in window.toolbar.actions()
         if a.objectName() and not window.toolbar.widgetForAction(a).isVisible()
     ]
-    if hidden:  # what does not fit is one click away
-        assert more is not None and more.isVisible() and not more.icon().isNull()
-        assert more.geometry().right() <= window.toolbar.width()
+
+
+def test_toolbar_fits_900x600_and_overflows_into_a_visible_button(make_window: Any, qtbot: Any) -> None:
+    window = make_window()
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: window.width() <= 900, timeout=5_000)
     assert window.width() <= 900 and window.minimumSizeHint().width() <= 900
+
+    def everything_shown() -> bool:
+        button = window.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+        return _hidden_actions(window) == [] and (button is None or not button.isVisible())
+
+    qtbot.waitUntil(everything_shown, timeout=5_000)  # at 900 px every action is shown, no overflow button
+
+    window.toolbar.setMaximumWidth(400)  # less room than the actions take
+
+    def overflowed() -> bool:
+        button = window.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+        return (
+            window.toolbar.width() <= 400
+            and _hidden_actions(window) != []
+            and button is not None
+            and button.isVisible()
+        )
+
+    qtbot.waitUntil(overflowed, timeout=5_000)
+    hidden = _hidden_actions(window)
+    named = [a.objectName() for a in window.toolbar.actions() if a.objectName()]
+    assert hidden and hidden == named[-len(hidden) :]  # the last ones go first
+    more = window.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+    assert more is not None and more.isVisible() and not more.icon().isNull()  # what does not fit is one click away
+    assert more.geometry().right() <= window.toolbar.width()
 
 
 def test_theme_change_repaints_legend_text(make_window: Any) -> None:

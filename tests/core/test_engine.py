@@ -75,7 +75,14 @@ def test_strategy_trains_digits(strategy: str, workers: int, extra: list[str], r
     accuracy = (final(session._data.val.x).argmax(1) == session._data.val.y).float().mean().item()
     assert abs(accuracy - s["final"]["val_accuracy"]) < 0.02
     if strategy == "sweep":
-        assert s["best_lr"] in (0.01, 0.05, 0.1)
+        # best_lr is the rate of the worker whose evaluation scored highest of every recorded one
+        rates = (0.01, 0.05, 0.1)
+        monitor = s["best"]["monitor"]
+        assert monitor == "val_accuracy"  # higher is better
+        top = max(r[monitor] for r in evals)
+        assert s["best"]["value"] == top
+        assert s["best_worker"] in {r["worker"] for r in evals if r[monitor] == top}
+        assert s["best_lr"] == rates[s["best_worker"]]
         assert len(s["sweep"]) == 3
         # the winner is the worker whose evaluation made best.pt; the final figures are that worker's
         assert s["best_worker"] == s["best"]["worker"]

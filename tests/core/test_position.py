@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
+import time
+from pathlib import Path
 
 import torch
 
-from core.config import Config
+from core.config import Config, apply_overrides
+from core.session import RecordBuffer
 from core.session.attached import AttachedSession
 from core.session.handle import RunHandle
 from core.session.session import Session
@@ -83,14 +85,39 @@ def _members(protocol: type) -> set[str]:
     return names
 
 
-def test_session_and_attached_session_both_have_the_run_handle_face() -> None:
+def test_session_and_attached_session_both_have_the_run_handle_face(tmp_path: Path) -> None:
     session = Session(Config())
     missing = sorted(n for n in _members(RunHandle) if not hasattr(session, n))
     assert missing == []
-    init = inspect.getsource(AttachedSession.__init__)
-    missing = sorted(
-        n
-        for n in _members(RunHandle)
-        if not hasattr(AttachedSession, n) and f"self.{n} " not in init and f"self.{n}:" not in init
+
+    running = Session(
+        apply_overrides(Config(), ["parallel.strategy=single", "train.epochs=100000"]), runs_dir=tmp_path / "runs"
     )
-    assert missing == []
+    running.start()
+    try:
+        deadline = time.monotonic() + 60
+        while running.state != "running" and time.monotonic() < deadline:
+            running.wait(0.05)
+        assert running.run_dir is not None
+        attached = AttachedSession(running.run_dir)
+        missing = sorted(n for n in _members(RunHandle) if not hasattr(attached, n))
+        assert missing == []
+        assert attached.attached and attached.run_dir == running.run_dir and attached.num_workers == 1
+        assert attached.config == running.config and attached.worker_pids() == []
+        buf = RecordBuffer()
+        attached.add_listener(buf.put)
+        attached.start()
+        for command, state in ((attached.pause, "paused"), (attached.resume, "running")):
+            command()
+            deadline = time.monotonic() + 60
+            seen: set[str] = set()
+            while state not in seen and time.monotonic() < deadline:
+                seen |= {r["state"] for r in buf.drain(0.05) if r["kind"] == "state" and r["worker"] is None}
+            assert state in seen and attached.state == state and attached.active
+            assert running.state == state  # the run itself did it
+        attached.request_stop()
+        assert attached.wait(60) == "stopped" and not attached.active
+        assert running.wait(60) == "stopped"
+        assert attached.summary is not None and attached.summary["status"] == "stopped"
+    finally:
+        running.stop(10)

@@ -51,9 +51,14 @@ def test_public_records_keep_their_keys_in_order() -> None:
 def test_internal_records_are_told_apart() -> None:
     position = {"epoch": 2, "batch": 3, "step": 40, "samples": 1280}
     done = R.done_record(0, "stopped", None, 1, position)
-    assert done["kind"] == "_done" and done["epoch"] == 2 and done["optimizer"] is None
+    assert done["kind"] == "_done" and done["epoch"] == 2 and done["optimizer"] is None and done["precision"] is None
     assert R.is_internal(done) and R.is_internal(R.diverged_record(0, "loss is nan"))
-    assert R.is_internal(R.snapshot_record(0, 7, position, b"o", b"r"))
+    snapshot = R.snapshot_record(0, 7, position, b"o", b"r", b"p")
+    assert R.is_internal(snapshot) and (snapshot["optimizer"], snapshot["rng"], snapshot["precision"]) == (
+        b"o",
+        b"r",
+        b"p",
+    )
     assert R.is_internal(R.best_record(0, 2, 40, 0.9, b"w"))
     assert not R.is_internal(R.step_record(0, 1, 1, 32, 1.0, 0.1))
     assert set(R.INTERNAL).isdisjoint(R.PUBLIC)

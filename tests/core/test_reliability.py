@@ -329,25 +329,39 @@ def test_killed_mid_checkpoint_write_keeps_the_previous_checkpoint(tmp_path: Pat
         i = 0
         print("ready", flush=True)
         while True:
+            print("writing", i, flush=True)
             save_checkpoint({str(path)!r}, {{"model": {{"w": big}}, "round": i}})
             i += 1
     """)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        # kill while a temp file is being written
+        # freeze the writer while a temp file is being written, then kill it there
         deadline = time.monotonic() + 30
-        while not list(tmp_path.glob(".last.pt.*.tmp")) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        assert list(tmp_path.glob(".last.pt.*.tmp")), "never caught a write in progress"
+        caught = False
+        while not caught and time.monotonic() < deadline:
+            if list(tmp_path.glob(".last.pt.*.tmp")):
+                os.kill(proc.pid, signal.SIGSTOP)
+                while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED:
+                    time.sleep(0.001)
+                caught = bool(list(tmp_path.glob(".last.pt.*.tmp")))  # still mid-write once frozen
+                if not caught:
+                    os.kill(proc.pid, signal.SIGCONT)
+            else:
+                time.sleep(0.005)
+        assert caught, "never caught a write in progress"
         proc.kill()
         proc.wait(10)
+        assert proc.stdout is not None
+        rounds = [int(line.split()[1]) for line in proc.stdout.read().splitlines() if line.startswith("writing")]
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    killed_in = rounds[-1]  # the round being written when the writer was killed
     data = load_checkpoint(path)
-    assert data["round"] >= -1 and data["model"]["w"].numel() in (10, 8_000_000)
+    assert data["round"] == killed_in - 1  # the one before it, whole
+    assert data["model"]["w"].numel() == (10 if killed_in == 0 else 8_000_000)
 
 
 def test_runs_dir_problems_are_reported_before_training(tmp_path: Path) -> None:

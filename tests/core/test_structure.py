@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MAX_LINES = 500
 MAX_METHODS = 30
+MAX_STRATEGY_METHODS = 25
 STRATEGY_NAMES = {"single", "hogwild", "ddp", "sweep", "search"}
 
 
@@ -59,6 +60,14 @@ def test_no_class_has_more_than_30_methods() -> None:
                 if n > MAX_METHODS:
                     big.append(f"{rel}:{node.lineno} {node.name}: {n} methods")
     assert big == []
+
+
+def test_the_strategy_plans_in_at_most_25_methods() -> None:
+    """What ranks do together is the strategy's Collectives, not more methods of the Strategy."""
+    (tree,) = [t for rel, t, _text in SOURCES if rel == "core/strategies/base.py"]
+    (strategy,) = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "Strategy"]
+    n = sum(isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)) for b in strategy.body)
+    assert n <= MAX_STRATEGY_METHODS, f"Strategy: {n} methods"
 
 
 def test_command_line_functions_live_only_in_core_cli() -> None:

@@ -122,11 +122,15 @@ class CheckpointCoordinator:
         parts = []
         for rank in range(s.num_workers):
             optimizer, rng = s._start.states(rank, s.num_workers)
-            parts.append({**s._start.position(rank).as_dict(), "optimizer": optimizer, "rng": rng})
+            precision = s._start.precision_state(rank)
+            parts.append(
+                {**s._start.position(rank).as_dict(), "optimizer": optimizer, "rng": rng, "precision": precision}
+            )
         return self.write(parts)
 
     def write(self, parts: list[dict[str, Any]], states: list[dict[str, torch.Tensor]] | None = None) -> bool:
-        """The run's last checkpoint from each worker's part (position, optimizer and RNG states) and the weights."""
+        """The run's last checkpoint from each worker's part (position, optimizer, RNG and precision states) and the
+        weights."""
         s = self.session
         assert s.info is not None
         states = states if states is not None else self.clone_states()

@@ -109,8 +109,8 @@ def checkpoint_payload(
 
     ``states`` are the models' weights (one, or one per worker), ``result`` the
     index of the model that is the run's result, ``parts`` per worker: its
-    position and its optimizer and RNG states (bytes, or None before its
-    first step) taken at the same point as the weights.
+    position and its optimizer, RNG and precision states (bytes, or None before
+    its first step) taken at the same point as the weights.
     """
     progress = [
         {
@@ -126,6 +126,7 @@ def checkpoint_payload(
         "models": states if len(states) > 1 else None,
         "optimizers": [state_from_bytes(p["optimizer"]) if p.get("optimizer") else None for p in parts],
         "rng": [state_from_bytes(p["rng"]) if p.get("rng") else None for p in parts],
+        "precisions": [state_from_bytes(p["precision"]) if p.get("precision") else None for p in parts],
         "progress": progress,
         "epoch": min(p["epoch"] for p in progress) - 1,  # epochs completed by every worker
         "steps": sum(p["step"] for p in progress),
