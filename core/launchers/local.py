@@ -118,10 +118,30 @@ def _wait_for_forkserver(ctx: Any) -> None:
     proc.join()
 
 
-def forkserver_pid() -> int | None:
-    from multiprocessing import forkserver
+# multiprocessing has no public way to ask for its forkserver's pid or to end it at once, nor its resource
+# tracker: these are CPython's own names for them (3.10 to 3.13), read with getattr so that a version
+# without one reads None; _forkserver() is the one place that takes the server itself.
+_SERVER_FIELDS = ("_forkserver_pid", "_forkserver_address", "_forkserver_alive_fd")
+_TRACKER_FIELDS = ("_fd", "_pid")
 
-    return getattr(forkserver._forkserver, "_forkserver_pid", None)
+
+def _forkserver() -> Any:
+    """This process's ``multiprocessing.forkserver`` server object; None when that module is not imported
+    (then no server was started). Imports nothing: it may run in a signal handler, in the middle of an
+    import."""
+    module = sys.modules.get("multiprocessing.forkserver")
+    if module is None or not hasattr(module, "_forkserver"):
+        return None
+    return module._forkserver  # noqa: SLF001 — the standard library's server: it has no public handle
+
+
+def _clear(obj: Any, fields: tuple[str, ...]) -> None:
+    for name in fields:
+        setattr(obj, name, None)
+
+
+def forkserver_pid() -> int | None:
+    return getattr(_forkserver(), "_forkserver_pid", None)
 
 
 def stop_forkserver() -> None:
@@ -129,10 +149,7 @@ def stop_forkserver() -> None:
     otherwise keep it alive for seconds after this process exits); the next worker starts a new one.
     Imports nothing (it may run in a signal handler, in the middle of an import): a module not yet
     imported started no server."""
-    forkserver = sys.modules.get("multiprocessing.forkserver")
-    if forkserver is None or not hasattr(forkserver, "_forkserver"):
-        return
-    server = forkserver._forkserver
+    server = _forkserver()
     pid = getattr(server, "_forkserver_pid", None)
     if pid is None:
         return
@@ -141,15 +158,13 @@ def stop_forkserver() -> None:
         os.waitpid(pid, 0)
     except (ProcessLookupError, ChildProcessError):
         pass
-    server._forkserver_pid = None
-    server._forkserver_address = None
     alive = getattr(server, "_forkserver_alive_fd", None)
+    _clear(server, _SERVER_FIELDS)
     if alive is not None:
         try:
             os.close(alive)
         except OSError:
             pass
-        server._forkserver_alive_fd = None
     _stop_resource_tracker()
 
 
@@ -159,10 +174,10 @@ def _stop_resource_tracker(wait_s: float = 0.5) -> None:
     import time
 
     tracker = getattr(sys.modules.get("multiprocessing.resource_tracker"), "_resource_tracker", None)
-    fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+    fd, pid = (getattr(tracker, name, None) for name in _TRACKER_FIELDS)
     if fd is None or pid is None:
         return
-    tracker._fd = tracker._pid = None
+    _clear(tracker, _TRACKER_FIELDS)
     try:
         os.close(fd)
         deadline = time.monotonic() + wait_s

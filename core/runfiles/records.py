@@ -253,5 +253,11 @@ def done_record(
     }
 
 
+def lost_record(worker: int, status: str, error: str | None, t: float | None = None) -> Record:
+    """The last record of a worker that ended without sending its own (it died, or the stop escalation ended
+    it): how it ended, and no position to continue from."""
+    return {"kind": DONE, "t": _now(t), "worker": worker, "status": status, "error": error}
+
+
 def is_internal(record: Record) -> bool:
     return record.get("kind") in INTERNAL

@@ -11,6 +11,9 @@ then drains the workers' records and reacts to them until the run ends
 - :mod:`core.session.machinery.health`: dead, stalled and unreadable workers;
 - :mod:`core.session.live`: what a paused run may change.
 
+They share the run through one :class:`~core.session.machinery.context.RunContext`
+and are handed the pieces they call when the session builds them.
+
 ``Session`` satisfies :class:`core.session.handle.RunHandle`, as does the
 :class:`~core.session.attached.AttachedSession` that follows another
 process's run.
@@ -29,7 +32,7 @@ import torch
 from torch import nn
 
 from core.config import Config, to_toml
-from core.data import DatasetInfo, PreparedData, load_data
+from core.data import DatasetInfo, load_data
 from core.errors import ModelError, RunError
 from core.launchers.base import Launcher
 from core.launchers.local import LocalLauncher
@@ -41,6 +44,7 @@ from core.runfiles.writing import atomic_write_text
 from core.session.live import live_change
 from core.session.machinery.checkpoints import CheckpointCoordinator, result_model
 from core.session.machinery.collector import Collector
+from core.session.machinery.context import RunContext
 from core.session.machinery.ending import RunEnd
 from core.session.machinery.health import ProcessHealth
 from core.session.machinery.processes import TERMINATE_GRACE_S, WorkerProcesses
@@ -51,7 +55,7 @@ from core.session.state import ENDED, RunState
 from core.strategies import get_strategy
 from core.training.checkpoint import load_weights
 from core.training.models import build_model, count_parameters
-from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels
+from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP
 from core.worker.position import Position
 from core.worker.trainer import WorkerSpec, default_threads
 
@@ -76,8 +80,8 @@ class Session:
         self.launcher: Launcher = launcher or LocalLauncher()
         self.runs_dir = Path(runs_dir)
         self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
-        self._start = start or StartPoint()
-        self.parent = self._start.parent  # a fork: the run and step it branched from
+        start = start or StartPoint()
+        self.parent = start.parent  # a fork: the run and step it branched from
         self.info: DatasetInfo | None = None
         self.summary: dict[str, Any] | None = None
         self.error: str | None = None
@@ -88,20 +92,19 @@ class Session:
         self.stop_reason: str | None = None  # why a run ended early yet finished (early stopping)
         self._listeners: list[Listener] = []
         self._emit_lock = threading.Lock()
-        self._run = RunState(lambda rec: self._emit([rec]))
-        self._recorder = RunRecorder()
-        self._procs = WorkerProcesses([])
-        self._channels: Channels | None = None
-        self._models: list[nn.Module] = []
-        self._data: PreparedData | None = None
-        self._desired = RUN  # what the user asked: RUN, PAUSE or STOP
-        self._stop_deadline: float | None = None
-        self._t_start = 0.0
-        self._health = ProcessHealth(self)
+        # what the run's pieces share; each piece is handed the others it calls
+        self._ctx = RunContext(
+            run=RunState(lambda rec: self._emit([rec])),
+            recorder=RunRecorder(),
+            start=start,
+            emit=self._emit,
+            apply_word=self._apply_word,
+        )
+        self._health = ProcessHealth(self, self._ctx)
         self.stalled = self._health.stalled  # workers reported stalled (and not heard from since)
-        self._checkpoints = CheckpointCoordinator(self)
-        self._end = RunEnd(self)
-        self._collector = Collector(self, None)
+        self._checkpoints = CheckpointCoordinator(self, self._ctx)
+        self._end = RunEnd(self, self._ctx, self._checkpoints)
+        self._collector = self._new_collector(None)
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -135,15 +138,15 @@ class Session:
     # -- what a caller reads -------------------------------------------------------------
     @property
     def state(self) -> str:
-        return self._run.value
+        return self._ctx.run.value
 
     @property
     def active(self) -> bool:
-        return self._run.active
+        return self._ctx.run.active
 
     @property
     def run_dir(self) -> Path | None:
-        return self._recorder.run_dir
+        return self._ctx.recorder.run_dir
 
     def describe(self) -> str:
         where = f"run folder {self.run_dir}" if self.run_dir is not None else "no run folder yet"
@@ -153,21 +156,21 @@ class Session:
         self._listeners.append(fn)
 
     def worker_pids(self) -> list[int]:
-        return self._procs.pids()
+        return self._ctx.procs.pids()
 
     def start_fields(self, rank: int) -> dict[str, Any]:
         """A worker's WorkerSpec fields for where it starts (position, optimizer, RNG and precision states)."""
-        return self._start.worker_fields(rank, self.num_workers)
+        return self._ctx.start.worker_fields(rank, self.num_workers)
 
     def start_positions(self) -> list[Position]:
         """Where each worker starts (the beginning, or a resumed checkpoint's position)."""
-        return [self._start.position(r) for r in range(self.num_workers)]
+        return [self._ctx.start.position(r) for r in range(self.num_workers)]
 
     def final_model(self) -> nn.Module:
         """A copy of the trained model (the best one for a sweep)."""
-        if not self._models or self.info is None:
+        if not self._ctx.models or self.info is None:
             raise RuntimeError("no model: the session has not started")
-        src = self._models[result_model(self.strategy, self.stats)]
+        src = self._ctx.models[result_model(self.strategy, self.stats)]
         model = build_model(
             self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape, self.info.categories
         )
@@ -178,9 +181,9 @@ class Session:
     # -- the lifecycle ---------------------------------------------------------------------
     def begin(self) -> bool:
         """Announce the run as starting (cheap); :meth:`start` does the work. False if not idle."""
-        if self._run.value == "idle":
-            self._t_start = time.time()
-        return self._run.move("starting", "loading data")
+        if self._ctx.run.value == "idle":
+            self._ctx.t_start = time.time()
+        return self._ctx.run.move("starting", "loading data")
 
     def start(self) -> None:
         """Load data, build the model, create the run directory and spawn the workers.
@@ -189,15 +192,15 @@ class Session:
         run then ends ``failed``. A stop asked before the workers exist ends the run
         ``stopped`` without spawning any.
         """
-        with self._run.lock:
-            state = self._run.value
+        with self._ctx.run.lock:
+            state = self._ctx.run.value
             if state == "idle":
                 self.begin()
             elif state == "stopped":
                 return None  # stopped before it started
-            elif state == "stopping" and self._channels is None:
+            elif state == "stopping" and self._ctx.channels is None:
                 return self._end.stopped_before_spawn()
-            elif state not in ("starting", "paused") or self._channels is not None:
+            elif state not in ("starting", "paused") or self._ctx.channels is not None:
                 raise RuntimeError(f"session already {state}")
         try:
             self._prepare()
@@ -206,18 +209,18 @@ class Session:
         except BaseException as exc:
             self._end.fail_before_spawn(exc)
             raise
-        with self._run.lock:
-            if self._desired == STOP:
+        with self._ctx.run.lock:
+            if self._ctx.desired == STOP:
                 return self._end.stopped_before_spawn()
             # from here a stop reaches the workers through the control word, even while they start
-            self._channels = self.launcher.channels(RUN)
+            self._ctx.channels = self.launcher.channels(RUN)
             self._apply_word()
         try:
             self._spawn()
         except BaseException as exc:
             self._end.fail_before_spawn(exc)
             raise
-        self._collector = Collector(self, ControlWatcher(self.run_dir) if self.run_dir is not None else None)
+        self._collector = self._new_collector(ControlWatcher(self.run_dir) if self.run_dir is not None else None)
         self._thread = threading.Thread(target=self._collector.run, name="traindesk-collector", daemon=True)
         self._thread.start()
 
@@ -225,16 +228,16 @@ class Session:
         cfg = self.config
         self.strategy.validate()
         self.launcher.warm_up()
-        with stop_reading_when(lambda: self._desired == STOP):  # a stop now ends the read between its blocks
+        with stop_reading_when(lambda: self._ctx.desired == STOP):  # a stop now ends the read between its blocks
             data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
-        models = _build_models(cfg, data.info, self.strategy.num_models, self._start)
+        models = _build_models(cfg, data.info, self.strategy.num_models, self._ctx.start)
         self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)
         self.num_parameters = count_parameters(models[0])
-        self._data, self._models, self.info = data, models, data.info
-        if self._desired == STOP:
+        self._ctx.data, self._ctx.models, self.info = data, models, data.info
+        if self._ctx.desired == STOP:
             return
-        continues = self._start.continues
-        self._recorder.open(
+        continues = self._ctx.start.continues
+        self._ctx.recorder.open(
             self.runs_dir,
             self.name,
             cfg,
@@ -249,16 +252,16 @@ class Session:
         if continues is None:  # a run that fails before its first checkpoint restarts from here
             self._checkpoints.write_start()
         else:
-            self.best = self._recorder.best_so_far()
-        self.strategy.prepare_run(self._recorder.run_dir, resuming=self._start.resuming)
+            self.best = self._ctx.recorder.best_so_far()
+        self.strategy.prepare_run(self._ctx.recorder.run_dir, resuming=self._ctx.start.resuming)
 
     def _spawn(self) -> None:
         cfg = self.config
-        detail = f"{self.num_workers} worker(s), {self.num_parameters:,} parameters" + self._start.describe()
-        self._log("info", detail)
+        detail = f"{self.num_workers} worker(s), {self.num_parameters:,} parameters" + self._ctx.start.describe()
+        self._ctx.log("info", detail)
         dist_init = self.launcher.rendezvous(self.strategy.uses_process_group)
         threads = default_threads(self.num_workers, cfg.parallel.threads_per_worker)
-        shared = [m.state_dict() for m in self._models]  # shared-memory tensors, rebound in each worker
+        shared = [m.state_dict() for m in self._ctx.models]  # shared-memory tensors, rebound in each worker
         specs = [
             WorkerSpec(
                 rank=rank,
@@ -273,14 +276,14 @@ class Session:
             )
             for rank in range(self.num_workers)
         ]
-        assert self._channels is not None
-        self._procs = WorkerProcesses(self.launcher.start(specs, self._data, shared, self._channels))
+        assert self._ctx.channels is not None
+        self._ctx.procs = WorkerProcesses(self.launcher.start(specs, self._ctx.data, shared, self._ctx.channels))
 
     # -- the control API ---------------------------------------------------------------------
     def pause(self) -> None:
-        with self._run.lock:
-            if self._run.value in ("running", "starting") and self._run.move("paused"):
-                self._desired = PAUSE
+        with self._ctx.run.lock:
+            if self._ctx.run.value in ("running", "starting") and self._ctx.run.move("paused"):
+                self._ctx.desired = PAUSE
                 self._apply_word()
 
     def resume(self, changes: dict[str, Any] | None = None) -> None:
@@ -288,15 +291,15 @@ class Session:
 
         Bad changes raise ConfigError (one line naming the key) and the run stays paused.
         """
-        with self._run.lock:
-            if self._run.value != "paused":
+        with self._ctx.run.lock:
+            if self._ctx.run.value != "paused":
                 return
             if changes:
                 self._change_settings(changes)
             self._health.resumed()
-            self._desired = RUN
+            self._ctx.desired = RUN
             self._apply_word()
-            self._run.move("running", "resumed")
+            self._ctx.run.move("running", "resumed")
 
     def _change_settings(self, changes: dict[str, Any]) -> None:
         done = min((p.epoch - 1 for p in self._end.progress()), default=0)
@@ -305,8 +308,8 @@ class Session:
             return
         self.config = new
         self.strategy = self.strategy.with_config(new)  # live keys change no part of the run's shape
-        if self._channels is not None:
-            self._channels.settings.write({k: v["to"] for k, v in diff.items()})
+        if self._ctx.channels is not None:
+            self._ctx.channels.settings.write({k: v["to"] for k, v in diff.items()})
         if self.run_dir is not None:
             atomic_write_text(RunDir(self.run_dir).config, to_toml(new))
         steps = {str(w): r["step"] for w, r in sorted(self.stats.last_step.items())}
@@ -314,39 +317,39 @@ class Session:
 
     def checkpoint(self) -> bool:
         """Ask for a consistent checkpoint now (running or paused); False if one cannot be asked."""
-        with self._run.lock:
+        with self._ctx.run.lock:
             return self._checkpoints.request()
 
     def stop(self, timeout: float = 10.0) -> str | None:
         """Stop at the next batch, write checkpoint and summary, join; bounded by ``timeout``."""
         self.request_stop(timeout)
-        self._run.ended.wait(timeout + 2 * TERMINATE_GRACE_S + 5.0)
-        return self.summary["status"] if self.summary else self._run.value
+        self._ctx.run.ended.wait(timeout + 2 * TERMINATE_GRACE_S + 5.0)
+        return self.summary["status"] if self.summary else self._ctx.run.value
 
     def request_stop(self, timeout: float = 10.0) -> None:
         """Ask the workers to stop and return at once. ``timeout`` 0: end them now (terminate, then kill)."""
-        with self._run.lock:
-            state = self._run.value
+        with self._ctx.run.lock:
+            state = self._ctx.run.value
             if state == "idle":
-                self._run.move("stopped", "stopped before start")
-                self._run.ended.set()
+                self._ctx.run.move("stopped", "stopped before start")
+                self._ctx.run.ended.set()
                 return
             if state in ENDED or state == "finishing":
                 return
-            self._desired = STOP
+            self._ctx.desired = STOP
             deadline = time.monotonic() + timeout
-            if self._stop_deadline is None or deadline < self._stop_deadline:
-                self._stop_deadline = deadline
+            if self._ctx.stop_deadline is None or deadline < self._ctx.stop_deadline:
+                self._ctx.stop_deadline = deadline
             self._apply_word()
-            self._run.move("stopping")
+            self._ctx.run.move("stopping")
 
     def wait(self, timeout: float | None = None) -> str | None:
-        if not self._run.ended.wait(timeout):
+        if not self._ctx.run.ended.wait(timeout):
             return None
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(5.0)  # nothing of the run may still be running when the caller exits
-        return self._run.value
+        return self._ctx.run.value
 
     def detach(self) -> None:
         """Nothing to let go of: this process runs the run (closing its face stops it, see RunHandle)."""
@@ -354,25 +357,28 @@ class Session:
     # -- shared by the run's pieces ---------------------------------------------------------
     def _apply_word(self) -> None:
         """Set the workers' control word from what was asked (lock held): stop wins, then a checkpoint."""
-        ch = self._channels
+        ch = self._ctx.channels
         if ch is None:
             return
-        if self._desired == STOP:
+        if self._ctx.desired == STOP:
             word = STOP
         elif self._checkpoints.pending:
             word = CHECKPOINT
         else:
-            word = self._desired
+            word = self._ctx.desired
         ch.command.value = word
         if word in (RUN, STOP):
             ch.run_event.set()  # wakes waiting workers, which then read the word
         else:
             ch.run_event.clear()
 
+    def _new_collector(self, control: ControlWatcher | None) -> Collector:
+        return Collector(self, self._ctx, self._health, self._checkpoints, self._end, control)
+
     def _emit(self, records: list[dict[str, Any]]) -> None:
         with self._emit_lock:  # the caller's thread (pause/resume) and the collector both emit
             self.stats.add(records)
-            self._recorder.write(records)
+            self._ctx.recorder.write(records)
             for fn in list(self._listeners):
                 try:
                     fn(records)
@@ -382,10 +388,7 @@ class Session:
     def note(self, level: str, message: str) -> None:
         """A line for the run's log (metrics.jsonl) from whoever drives the run, e.g. the command line's
         stderr gone. Not from a listener: listeners are called while records are being emitted."""
-        self._log(level, message)
-
-    def _log(self, level: str, message: str, worker: int | None = None) -> None:
-        self._emit([log_record(worker, level, message)])
+        self._ctx.log(level, message)
 
     def _progress(self) -> list[dict[str, int]]:
         """Each worker's position now (epoch, batch, step, samples)."""

@@ -73,8 +73,10 @@ class Search(Strategy):
 
         with study_lock(run_dir):
             study, storage = open_study(run_dir, self.config, seed=self.config.train.seed, task=self.task)
+            study_id = storage.get_study_id_from_name(study.study_name)
             for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
-                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+                trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
+                storage.set_trial_state_values(trial_id, TrialState.FAIL)
             plan_path = RunDir(run_dir).search_plan
             generation = json.loads(plan_path.read_text())["generation"] + 1 if plan_path.exists() else 0
             target = len(study.get_trials(deepcopy=False)) + self.config.search.trials

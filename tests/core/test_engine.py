@@ -69,10 +69,10 @@ def test_strategy_trains_digits(strategy: str, workers: int, extra: list[str], r
     ckpt = load_checkpoint(run_dir / "checkpoints" / "last.pt")
     rebuilt = model_from_checkpoint(ckpt)
     final = session.final_model()
-    x = session._data.val.x[:32]
+    x = session._ctx.data.val.x[:32]
     assert torch.allclose(rebuilt(x), final(x))
     # the parent's copy is the trained one (workers trained the shared-memory weights, not copies)
-    accuracy = (final(session._data.val.x).argmax(1) == session._data.val.y).float().mean().item()
+    accuracy = (final(session._ctx.data.val.x).argmax(1) == session._ctx.data.val.y).float().mean().item()
     assert abs(accuracy - s["final"]["val_accuracy"]) < 0.02
     if strategy == "sweep":
         # best_lr is the rate of the worker whose evaluation scored highest of every recorded one

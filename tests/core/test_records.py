@@ -62,3 +62,15 @@ def test_internal_records_are_told_apart() -> None:
     assert R.is_internal(R.best_record(0, 2, 40, 0.9, b"w"))
     assert not R.is_internal(R.step_record(0, 1, 1, 32, 1.0, 0.1))
     assert set(R.INTERNAL).isdisjoint(R.PUBLIC)
+
+
+def test_a_lost_worker_ends_without_a_position_to_continue_from() -> None:
+    from core.session.reading.stats import RunStats
+    from core.worker.position import Position
+
+    lost = R.lost_record(1, "failed", "worker 1 was killed by SIGKILL")
+    assert R.is_internal(lost) and lost["kind"] == R.DONE
+    stats = RunStats()
+    stats.add([lost])
+    assert stats.done[1]["status"] == "failed" and stats.done[1]["error"] == "worker 1 was killed by SIGKILL"
+    assert not Position.holds(lost) and lost.get("optimizer") is None  # the last consistent checkpoint is kept

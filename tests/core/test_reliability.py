@@ -269,7 +269,7 @@ def test_non_finite_weights_never_replace_the_last_checkpoint(runs_dir: Path) ->
     path = session.run_dir / "checkpoints" / "last.pt"
     before = path.read_bytes()
     with torch.no_grad():
-        next(session._models[0].parameters()).fill_(float("nan"))
+        next(session._ctx.models[0].parameters()).fill_(float("nan"))
     session._write_checkpoint(session._progress())
     assert path.read_bytes() == before
 

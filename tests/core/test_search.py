@@ -75,3 +75,20 @@ def test_search_config_errors_name_the_key() -> None:
         from core.strategies import get_strategy
 
         get_strategy(parse_toml(SEARCH.replace("[train]", "[data]\nval_fraction = 0.0\n[train]"))).validate()
+
+
+def test_trials_a_killed_run_left_running_fail_when_it_continues(tmp_path: Path) -> None:
+    from optuna.trial import TrialState
+
+    from core.strategies import get_strategy
+    from core.strategies.search import open_study
+
+    cfg = parse_toml(SEARCH)
+    study, _ = open_study(tmp_path, cfg, seed=cfg.train.seed)
+    done = study.ask()
+    study.tell(done, 0.5)
+    left = study.ask()  # its worker was killed: the journal still says it runs
+    get_strategy(cfg).prepare_run(tmp_path, resuming=True)
+    study, _ = open_study(tmp_path, cfg, seed=cfg.train.seed)
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states == {done.number: TrialState.COMPLETE, left.number: TrialState.FAIL}

@@ -148,7 +148,7 @@ class _Metrics:
             ["column"],
             registry=r,
         )
-        self._predict_ok = self.requests.labels("predict", "200")
+        self.predict_ok = self.requests.labels("predict", "200")  # the hot path's counter, labelled once
 
     def batch_done(self, rows: int) -> None:
         self.batch.observe(rows)
@@ -323,7 +323,7 @@ class Service:
                 for column, count in notes["unseen"].items():
                     self.metrics.unseen.labels(column).inc(count)
             answer = pool.schema.answer(probs, pool.version, notes)
-            self.metrics._predict_ok.inc()
+            self.metrics.predict_ok.inc()
             self.metrics.latency.observe(time.perf_counter() - t0)
             # while draining the client reconnects, and meets a closed door once the drain is done
             return 200, answer, [(b"connection", b"close")] if self.draining else []
@@ -409,11 +409,12 @@ class Service:
             self.options.log(exc.message)
             raise
         self.metrics.reloads.labels("done").inc()
-        self._describe_model()
+        self.describe_model()
         self.options.log(f"serve: now serving {result['model']} (version {result['version']})")
         return result
 
-    def _describe_model(self) -> None:
+    def describe_model(self) -> None:
+        """The model served, as the metrics page says it (version, file, run, epoch)."""
         source = self.pool.meta.get("source") or {}
         self.metrics.model.info(
             {
@@ -425,6 +426,14 @@ class Service:
         )
 
     # ------------------------------------------------------------------ life
+
+    def start_watching(self) -> None:
+        """Follow the run's best checkpoint (``--watch``) until :meth:`stop_watching`."""
+        self._watch_task = asyncio.ensure_future(self.watch())
+
+    def stop_watching(self) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
 
     async def watch(self) -> None:
         """Follow the run's best checkpoint: a new one (another mtime or size) is reloaded."""

@@ -115,7 +115,7 @@ async def serve_async(options: ServeOptions, on_ready: Callable[[str], None] | N
     service = Service(options)
     try:
         await service.pool.start()
-        service._describe_model()
+        service.describe_model()
         # what was imported and built so far lives as long as the server: out of the collector's sight,
         # a full collection under load scans the requests' objects only (tens of ms less in the tail)
         gc.collect()
@@ -125,7 +125,7 @@ async def serve_async(options: ServeOptions, on_ready: Callable[[str], None] | N
         service.url = f"http://{shown}:{port}"
         server = _uvicorn_server(service, sock)
         if options.watch:
-            service._watch_task = asyncio.ensure_future(service.watch())
+            service.start_watching()
 
         async def announce() -> None:
             while not server.started and not server.should_exit:
@@ -140,8 +140,7 @@ async def serve_async(options: ServeOptions, on_ready: Callable[[str], None] | N
         if watching is not None:
             watching.cancel()
     finally:
-        if service._watch_task is not None:
-            service._watch_task.cancel()
+        service.stop_watching()
         await service.pool.close()
         sock.close()
 

@@ -23,6 +23,7 @@ from core.session.machinery.recording import checkpoint_payload, weights_finite
 from core.worker.position import Position
 
 if TYPE_CHECKING:
+    from core.session.machinery.context import RunContext
     from core.session.reading.stats import RunStats
     from core.session.session import Session
     from core.strategies.base import Strategy
@@ -48,8 +49,9 @@ class _Request:
 class CheckpointCoordinator:
     """The checkpoint protocol of one session (its collector thread and its control API call in)."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, ctx: RunContext) -> None:
         self.session = session
+        self.ctx = ctx
         self._request: _Request | None = None
         self._ids = 0
         self._last = time.monotonic()
@@ -61,13 +63,13 @@ class CheckpointCoordinator:
 
     def schedule(self) -> None:
         """Give up a request nobody answers; ask for the next one every ``train.checkpoint_every`` s."""
-        s, now, request = self.session, time.monotonic(), self._request
+        s, ctx, now, request = self.session, self.ctx, time.monotonic(), self._request
         if request is not None:
             if now - request.since > CHECKPOINT_TIMEOUT_S:
-                with s._run.lock:
+                with ctx.run.lock:
                     self._request = None
-                    s._apply_word()
-                s._log(
+                    ctx.apply_word()
+                ctx.log(
                     "warning",
                     f"checkpoint skipped: worker(s) {sorted(request.waiting)} did not answer "
                     f"within {CHECKPOINT_TIMEOUT_S:g} s",
@@ -75,22 +77,22 @@ class CheckpointCoordinator:
             return
         every = s.config.train.checkpoint_every
         if every and now - self._last >= every:
-            with s._run.lock:
-                if s._run.value == "running":
+            with ctx.run.lock:
+                if ctx.run.value == "running":
                     self.request()
 
     def request(self) -> bool:
         """Ask every live worker for its part (the run's lock held); False when none can be asked now."""
-        s = self.session
-        if self._request is not None or s._channels is None or s._run.value not in ("running", "paused"):
+        s, ctx = self.session, self.ctx
+        if self._request is not None or ctx.channels is None or ctx.run.value not in ("running", "paused"):
             return False
         waiting = {r for r in range(s.num_workers) if r not in s.stats.done}
         if not waiting:
             return False
         self._ids += 1
         self._request = _Request(self._ids, waiting)
-        s._channels.request.value = self._ids
-        s._apply_word()
+        ctx.channels.request.value = self._ids
+        ctx.apply_word()
         return True
 
     def on_part(self, rec: dict[str, Any]) -> None:
@@ -105,27 +107,25 @@ class CheckpointCoordinator:
         # every worker waits at a batch boundary (or has ended): the shared weights hold still
         s = self.session
         states = self.clone_states()
-        with s._run.lock:
+        with self.ctx.run.lock:
             self._request = None
-            s._apply_word()
+            self.ctx.apply_word()
         self._last = time.monotonic()
         parts = [request.parts.get(r) or s.stats.done.get(r) or {} for r in range(s.num_workers)]
         if all(Position.holds(p) for p in parts):
             self.write(parts, states)
 
     def clone_states(self) -> list[dict[str, torch.Tensor]]:
-        return [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in self.session._models]
+        return [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in self.ctx.models]
 
     def write_start(self) -> bool:
         """The checkpoint a run that fails before its first one restarts from: where it starts."""
-        s = self.session
+        n, start = self.session.num_workers, self.ctx.start
         parts = []
-        for rank in range(s.num_workers):
-            optimizer, rng = s._start.states(rank, s.num_workers)
-            precision = s._start.precision_state(rank)
-            parts.append(
-                {**s._start.position(rank).as_dict(), "optimizer": optimizer, "rng": rng, "precision": precision}
-            )
+        for rank in range(n):
+            optimizer, rng = start.states(rank, n)
+            precision = start.precision_state(rank)
+            parts.append({**start.position(rank).as_dict(), "optimizer": optimizer, "rng": rng, "precision": precision})
         return self.write(parts)
 
     def write(self, parts: list[dict[str, Any]], states: list[dict[str, torch.Tensor]] | None = None) -> bool:
@@ -135,9 +135,9 @@ class CheckpointCoordinator:
         assert s.info is not None
         states = states if states is not None else self.clone_states()
         if not weights_finite(states):
-            s._log("error", "weights are not finite: the last checkpoint was kept as it was")
+            self.ctx.log("error", "weights are not finite: the last checkpoint was kept as it was")
             return False
         lrs = [s.strategy.worker_lr(r) for r in range(s.num_workers)]
         payload = checkpoint_payload(s.config, s.info.as_dict(), states, result_model(s.strategy, s.stats), parts, lrs)
-        s._recorder.checkpoint(payload)
+        self.ctx.recorder.checkpoint(payload)
         return True

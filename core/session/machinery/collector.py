@@ -24,59 +24,76 @@ from core.training.schedule import improved
 from core.worker.channels import PAUSE
 
 if TYPE_CHECKING:
+    from core.session.machinery.checkpoints import CheckpointCoordinator
+    from core.session.machinery.context import RunContext
+    from core.session.machinery.ending import RunEnd
+    from core.session.machinery.health import ProcessHealth
     from core.session.session import Session
 
 CONTROL_POLL_S = 0.2  # how often the control file is looked at
 
 
 class Collector:
-    def __init__(self, session: Session, control: ControlWatcher | None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        ctx: RunContext,
+        health: ProcessHealth,
+        checkpoints: CheckpointCoordinator,
+        end: RunEnd,
+        control: ControlWatcher | None,
+    ) -> None:
         self.session = session
+        self.ctx = ctx
+        self.health = health
+        self.checkpoints = checkpoints
+        self.end = end
         self._control = control
         self._control_polled = 0.0
 
     def run(self) -> None:
         """The thread's body: collect until every worker has ended, then finish the run."""
-        s = self.session
+        s, ctx, end = self.session, self.ctx, self.end
         try:
             self._collect()
-            s._end.finish()
+            end.finish()
         except Exception as exc:  # never leave the caller waiting forever
             s.error = s.error or f"session: {type(exc).__name__}: {exc}"
-            s._procs.join(0.1)
+            ctx.procs.join(0.1)
             try:
-                s._end.write_summary("failed")
+                end.write_summary("failed")
             except Exception:
                 pass
-            s._run.move("failed", s.error)
-            s._end.close()
+            ctx.run.move("failed", s.error)
+            end.close()
 
     def _collect(self) -> None:
-        s = self.session
-        n = len(s._procs)
-        queue = s._channels.queue
+        s, ctx, health = self.session, self.ctx, self.health
+        assert ctx.channels is not None
+        n = len(ctx.procs)
+        queue = ctx.channels.queue
         while len(s.stats.done) < n:
-            batch = s._health.receive(queue, 0.05)
+            batch = health.receive(queue, 0.05)
             if batch:
                 self.handle(batch)
-            s._health.check_processes()
-            s._health.check_stalls()
-            if s._stop_deadline is not None:
-                s._procs.escalate(s._stop_deadline)
-            s._checkpoints.schedule()
+            health.check_processes(self.handle, self.worker_done)
+            health.check_stalls()
+            if ctx.stop_deadline is not None:
+                ctx.procs.escalate(ctx.stop_deadline)
+            self.checkpoints.schedule()
             self._poll_control()
 
     def handle(self, batch: list[dict[str, Any]]) -> None:
-        s = self.session
+        emit, run = self.ctx.emit, self.ctx.run
         public: list[dict[str, Any]] = []
         now = time.monotonic()
         for rec in batch:
             worker = rec.get("worker")
-            if worker is not None and s._health.heard(worker, now):
+            if worker is not None and self.health.heard(worker, now):
                 public.append(log_record(worker, "info", f"worker {worker} is progressing again"))
             if rec["kind"] == EVAL:  # may end the run early; a _best record may follow it
                 public.append(rec)
-                s._emit(public)
+                emit(public)
                 public = []
                 self._on_eval(rec)
                 continue
@@ -85,29 +102,29 @@ class Collector:
                 continue
             # these may change the session's state: what the worker said before comes first
             if public:
-                s._emit(public)
+                emit(public)
                 public = []
             if rec["kind"] == DONE:
                 self.worker_done(rec)
             elif rec["kind"] == SNAPSHOT:
-                s._checkpoints.on_part(rec)
+                self.checkpoints.on_part(rec)
             elif rec["kind"] == BEST:
                 self._on_best(rec)
             else:
                 self._on_diverged(rec)
         if public:
-            s._emit(public)
-        if s._run.value == "starting" and any(r["kind"] == STATE and r["state"] == "running" for r in batch):
-            s._run.move("running")
+            emit(public)
+        if run.value == "starting" and any(r["kind"] == STATE and r["state"] == "running" for r in batch):
+            run.move("running")
 
     def worker_done(self, rec: dict[str, Any]) -> None:
         s = self.session
         s.stats.add([rec])
-        s._checkpoints.on_part(rec)
+        self.checkpoints.on_part(rec)
         if rec["status"] == "failed":
             if s.error is None:
                 s.error = rec["error"]
-                s._health.failed()
+                self.health.failed()
             s.request_stop()
 
     def _on_eval(self, rec: dict[str, Any]) -> None:
@@ -131,7 +148,7 @@ class Collector:
                 f"early stop: {monitor} did not improve for {patience} epoch(s) "
                 f"(best {s.best['value']:.4g} at epoch {s.best['epoch']})"
             )
-            s._log("info", s.stop_reason)
+            self.ctx.log("info", s.stop_reason)
             s.request_stop()
 
     def _on_best(self, rec: dict[str, Any]) -> None:
@@ -140,7 +157,7 @@ class Collector:
         best = s.best
         if best is None or (best["worker"], best["epoch"]) != (rec["worker"], rec["epoch"]) or s.info is None:
             return
-        s._recorder.best(
+        self.ctx.recorder.best(
             {
                 "config": to_dict(s.config),
                 "info": s.info.as_dict(),
@@ -156,11 +173,11 @@ class Collector:
 
     def _on_diverged(self, rec: dict[str, Any]) -> None:
         """A worker paused the run on a non-finite loss (``train.on_divergence = "pause"``)."""
-        s = self.session
-        with s._run.lock:
-            if s._run.value in ("running", "starting") and s._run.move("paused", f"diverged: {rec['message']}"):
-                s._desired = PAUSE
-                s._apply_word()
+        ctx = self.ctx
+        with ctx.run.lock:
+            if ctx.run.value in ("running", "starting") and ctx.run.move("paused", f"diverged: {rec['message']}"):
+                ctx.desired = PAUSE
+                ctx.apply_word()
 
     def _poll_control(self) -> None:
         """Act on a request in the run's control file (``traindesk pause|resume|stop``, an attached window)."""
@@ -173,7 +190,7 @@ class Collector:
             return
         s = self.session
         command = request["command"]
-        s._log("info", f"{command} asked from outside (pid {request.get('pid')})")
+        self.ctx.log("info", f"{command} asked from outside (pid {request.get('pid')})")
         if command == "pause":
             s.pause()
         elif command == "resume":

@@ -24,36 +24,40 @@ from core.worker.channels import STOP
 from core.worker.position import Position
 
 if TYPE_CHECKING:
+    from core.session.machinery.checkpoints import CheckpointCoordinator
+    from core.session.machinery.context import RunContext
     from core.session.session import Session
 
 
 class RunEnd:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, ctx: RunContext, checkpoints: CheckpointCoordinator) -> None:
         self.session = session
+        self.ctx = ctx
+        self.checkpoints = checkpoints
 
     def finish(self) -> None:
         """Every worker has ended: join them, write the last checkpoint, the summary and the evaluation."""
-        s = self.session
-        with s._run.lock:
-            s._run.move("finishing")
-        s._procs.join(TERMINATE_GRACE_S)
+        s, ctx = self.session, self.ctx
+        with ctx.run.lock:
+            ctx.run.move("finishing")
+        ctx.procs.join(TERMINATE_GRACE_S)
         status = self._status()
         parts = [s.stats.done.get(r, {}) for r in range(s.num_workers)]
         self._adopt_result()
         complete = all(p.get("optimizer") is not None for p in parts)
         if status != "failed" and complete:
             try:
-                s._checkpoints.write(parts)
+                self.checkpoints.write(parts)
             except OSError as exc:
                 status = "failed"
                 s.error = s.error or f"checkpoint: cannot write {RunDir(s.run_dir).last}: {exc.strerror}"
         else:
-            s._log("info", "the last consistent checkpoint was kept: Continue run resumes from it")
+            ctx.log("info", "the last consistent checkpoint was kept: Continue run resumes from it")
         self.write_summary(status)
         # the model the run hands on (best.pt once kept, else the final weights) on the validation split:
         # eval.json, and summary.json's evaluation and result, the run's figure everywhere
-        s.summary = attach_evaluation(s.run_dir, self._handed_on, s._data, s.summary, self._select_by())
-        s._run.move(status, s.error or "")
+        s.summary = attach_evaluation(s.run_dir, self._handed_on, ctx.data, s.summary, self._select_by())
+        ctx.run.move(status, s.error or "")
         self.close()
 
     def _handed_on(self) -> tuple[Any, str, Any]:
@@ -79,24 +83,24 @@ class RunEnd:
             return "failed"
         if s.stop_reason is not None:
             return "finished"  # stopped early on purpose
-        if "stopped" in statuses or s._desired == STOP:
+        if "stopped" in statuses or self.ctx.desired == STOP:
             return "stopped"
         return "finished"
 
     def fail_before_spawn(self, exc: BaseException) -> None:
         s = self.session
         s.error = " ".join(str(exc).splitlines()) or type(exc).__name__
-        with s._run.lock:
+        with self.ctx.run.lock:
             self.write_summary("failed")
-            s._run.move("failed", s.error)
+            self.ctx.run.move("failed", s.error)
         self.close()
 
     def stopped_before_spawn(self) -> None:
-        s = self.session
-        with s._run.lock:
-            s._run.move("stopping")
+        run = self.ctx.run
+        with run.lock:
+            run.move("stopping")
             self.write_summary("stopped")
-            s._run.move("stopped", "stopped before the workers started")
+            run.move("stopped", "stopped before the workers started")
         self.close()
 
     def _adopt_result(self) -> None:
@@ -112,7 +116,7 @@ class RunEnd:
         info = s.info
         model = build_model(config.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
         load_weights(model, ckpt["model"], f"checkpoint: {path}")
-        s.config, s._models = config, [model]
+        s.config, self.ctx.models = config, [model]
 
     def progress(self) -> list[Position]:
         """Per worker, for the summary: its final position, else its last step record, else its start."""
@@ -131,7 +135,7 @@ class RunEnd:
                     epoch, batch = epoch + 1, 0
                 out.append(Position(epoch=epoch, batch=batch, step=rec["step"], samples=rec["samples"]))
             else:
-                out.append(Position(**s._start.position(rank).counters()))
+                out.append(Position(**self.ctx.start.position(rank).counters()))
         return out
 
     def write_summary(self, status: str) -> None:
@@ -140,7 +144,7 @@ class RunEnd:
             return
         summary = self._summary(status)
         s.summary = summary
-        s._recorder.summary(summary)
+        self.ctx.recorder.summary(summary)
 
     def _summary(self, status: str) -> dict[str, Any]:
         s = self.session
@@ -148,7 +152,7 @@ class RunEnd:
         result = s.best["worker"] if s.best and strategy.num_models > 1 else strategy.result_worker(stats.last_eval)
         progress = self.progress()
         samples = sum(p.samples for p in progress)
-        start = sum(s._start.position(r).samples for r in range(s.num_workers))
+        start = sum(self.ctx.start.position(r).samples for r in range(s.num_workers))
         train_s = stats.train_seconds()
         own_models = strategy.num_models > 1
         ev = stats.last_eval.get(result) or (next(iter(stats.last_eval.values())) if stats.last_eval else None)
@@ -162,7 +166,7 @@ class RunEnd:
             "progress": count.as_dict(),
             "steps": sum(p.step for p in progress),
             "samples": samples,
-            "wall_s": round(time.time() - s._t_start, 4),
+            "wall_s": round(time.time() - self.ctx.t_start, 4),
             "train_s": round(train_s, 4),
             "samples_per_s": round((samples - start) / train_s, 2) if train_s > 0 else 0.0,
             "final": {
@@ -190,11 +194,11 @@ class RunEnd:
 
     def close(self) -> None:
         """Release the run directory, its lock and the channels; only then is the run over for waiters."""
-        s = self.session
-        s._recorder.close()
-        s.launcher.cleanup()
-        ch = s._channels
+        ctx = self.ctx
+        ctx.recorder.close()
+        self.session.launcher.cleanup()
+        ch = ctx.channels
         if ch is not None:
             ch.queue.close()
             ch.queue.cancel_join_thread()
-        s._run.ended.set()
+        ctx.run.ended.set()

@@ -11,20 +11,26 @@ from __future__ import annotations
 
 import queue as queue_mod
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from core.runfiles.records import DONE, log_record, state_record
+from core.runfiles.records import log_record, lost_record, state_record
 from core.session.machinery.receive import QueueBroken, receive
 
 if TYPE_CHECKING:
+    from core.session.machinery.context import RunContext
     from core.session.session import Session
+
+OnRecords = Callable[[list[dict[str, Any]]], None]
+OnDone = Callable[[dict[str, Any]], None]
 
 SECONDARY_S = 2.0  # a peer's failure this soon after a death is caused by it (a process group's collectives)
 
 
 class ProcessHealth:
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, ctx: RunContext) -> None:
         self.session = session
+        self.ctx = ctx
         self.stalled: set[int] = set()
         self._last_seen: dict[int, float] = {}  # worker -> monotonic time of its last record
         self._queue_broken = False  # a dying worker left a batch half-sent: nothing more can be read
@@ -55,53 +61,59 @@ class ProcessHealth:
             time.sleep(timeout)
             return None
         try:
-            return receive(queue, timeout, self.session._procs.any_dead)
+            return receive(queue, timeout, self.ctx.procs.any_dead)
         except queue_mod.Empty:
             return None
         except (QueueBroken, EOFError, OSError) as exc:
             self._queue_broken = True
-            self.session._log(
+            self.ctx.log(
                 "error", f"records from the workers stopped: a worker ended while sending them ({exc}); the run stops"
             )
             self.session.request_stop()
             return None
 
-    def check_processes(self) -> None:
-        s = self.session
-        procs, done = s._procs, s.stats.done
+    def check_processes(self, on_records: OnRecords, worker_done: OnDone) -> None:
+        """Each worker process that ended without its last record: read what it left (``on_records``), else
+        end it as stopped or failed (``worker_done``)."""
+        s, ctx = self.session, self.ctx
+        procs, done = ctx.procs, s.stats.done
         for rank in range(len(procs)):
             if rank in done or procs.alive(rank):
                 continue
-            self._drain_for(rank)
+            self._drain_for(rank, on_records)
             if rank in done:
                 continue
-            if s._stop_deadline is not None and s.error is None and time.monotonic() >= s._stop_deadline:
+            deadline = ctx.stop_deadline
+            if deadline is not None and s.error is None and time.monotonic() >= deadline:
                 # ended by the stop escalation (terminate/kill): the run was stopped, not failed
-                s._log("warning", f"worker {rank} did not stop in time and was ended ({procs.exit_reason(rank)})", rank)
-                s._collector.worker_done({"kind": DONE, "worker": rank, "status": "stopped", "error": None})
+                ctx.log(
+                    "warning", f"worker {rank} did not stop in time and was ended ({procs.exit_reason(rank)})", rank
+                )
+                worker_done(lost_record(rank, "stopped", None))
                 continue
             message = procs.describe_exit(rank)
-            s._emit([log_record(rank, "error", message), state_record(rank, "failed", message)])
+            ctx.emit([log_record(rank, "error", message), state_record(rank, "failed", message)])
             # a dead rank makes its peers' collectives fail a moment later: the death is the cause
             secondary = s.strategy.uses_process_group and time.monotonic() - self._error_at < SECONDARY_S
             if s.error is None or secondary:
                 s.error = message
-            s._collector.worker_done({"kind": DONE, "worker": rank, "status": "failed", "error": message})
+            worker_done(lost_record(rank, "failed", message))
 
-    def _drain_for(self, rank: int, wait: float = 0.5) -> None:
+    def _drain_for(self, rank: int, on_records: OnRecords, wait: float = 0.5) -> None:
         """A worker exited: read what it sent before its end (its pipe may still hold it)."""
-        s = self.session
+        s, channels = self.session, self.ctx.channels
+        assert channels is not None
         deadline = time.monotonic() + wait
         while rank not in s.stats.done and time.monotonic() < deadline and not self._queue_broken:
-            batch = self.receive(s._channels.queue, 0.05)
+            batch = self.receive(channels.queue, 0.05)
             if batch:
-                s._collector.handle(batch)
+                on_records(batch)
 
     def check_stalls(self) -> None:
         """Report a worker that sends nothing while the run is not paused (a deadlock, a hung loader)."""
         s = self.session
         limit = s.config.parallel.stall_timeout
-        if not limit or s._run.value != "running":
+        if not limit or self.ctx.run.value != "running":
             return
         now = time.monotonic()
         for rank in range(s.num_workers):
@@ -110,7 +122,7 @@ class ProcessHealth:
             seen = self._last_seen.setdefault(rank, now)
             if now - seen > limit:
                 self.stalled.add(rank)
-                s._log(
+                self.ctx.log(
                     "warning",
                     f"worker {rank} stalled: no progress for {now - seen:.0f} s "
                     f"(parallel.stall_timeout = {limit:g}); Stop ends it",
