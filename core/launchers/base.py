@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from core.data import PreparedData
     from core.worker.channels import Channels
-    from core.worker.trainer import WorkerSpec
+    from core.worker.spec import WorkerSpec
 
 
 class WorkerHandle(Protocol):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from core.launchers.base import WorkerHandle
     from core.worker.channels import Channels
-    from core.worker.trainer import WorkerSpec
+    from core.worker.spec import WorkerSpec
 
 # torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server
 PRELOAD = ["torch", "torch._dynamo", "core.worker.process"]

@@ -33,7 +33,8 @@ from core.host.machine import keep_freed_memory
 from core.runfiles.layout import RunDir
 from core.worker.channels import RUN, STOP, Channels, SettingsBox
 from core.worker.process import run_worker
-from core.worker.trainer import WorkerSpec, default_threads
+from core.worker.spec import WorkerSpec
+from core.worker.trainer import default_threads
 
 
 @dataclass

@@ -57,7 +57,8 @@ from core.training.checkpoint import load_weights
 from core.training.models import build_model, count_parameters
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP
 from core.worker.position import Position
-from core.worker.trainer import WorkerSpec, default_threads
+from core.worker.spec import WorkerSpec
+from core.worker.trainer import default_threads
 
 Listener = Callable[[list[dict[str, Any]]], None]
 

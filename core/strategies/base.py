@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from core.config import Config
     from core.strategies.collectives import Collectives
-    from core.worker.trainer import WorkerSpec
+    from core.worker.spec import WorkerSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,7 +23,7 @@ from core.strategies.collectives import Collectives, ProcessGroup, SingleProcess
 if TYPE_CHECKING:
     import torch
 
-    from core.worker.trainer import WorkerSpec
+    from core.worker.spec import WorkerSpec
 
 PROCESS_GROUP_TIMEOUT = timedelta(seconds=120)
 TEARDOWN_TIMEOUT_S = 5.0

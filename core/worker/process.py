@@ -26,7 +26,8 @@ from core.runfiles.records import done_record
 from core.strategies import get_strategy
 from core.training.checkpoint import state_to_bytes
 from core.worker.channels import Channels, RecordSender
-from core.worker.trainer import Diverged, Trainer, WorkerSpec
+from core.worker.spec import WorkerSpec
+from core.worker.trainer import Diverged, Trainer
 
 
 def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | None) -> dict[str, Any]:

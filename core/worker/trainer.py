@@ -23,13 +23,12 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
 
-from core.config import FIELDS, LIVE_KEYS, Config, OptimConfig
+from core.config import FIELDS, LIVE_KEYS, OptimConfig
 from core.data import PreparedData, full_tensors, make_batches
 from core.host.devices import worker_device
 from core.host.machine import usable_cores
@@ -51,29 +50,10 @@ from core.training.schedule import Plateau, improved, lr_at, scheduled
 from core.worker.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTINGS, STOP, Channels, RecordSender
 from core.worker.position import Position
 from core.worker.recovery import LR_DIVISOR, Recovery
+from core.worker.spec import WorkerSpec
 
 EVAL_BATCH = 2048
 EXCHANGE_EVERY = 32  # torchrun: steps between collections of every rank's records (a multiple of 8)
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    """Everything a worker needs besides data, models and channels (picklable)."""
-
-    rank: int
-    world_size: int
-    config: Config
-    threads: int
-    parent_pid: int
-    local_rank: int = 0  # rank on this machine (device choice under torchrun)
-    node: str = ""  # the machine's name, for the records
-    gather_records: bool = False  # torchrun: rank 0 collects every rank's records at agreement points
-    dist_init: str = ""  # process group rendezvous: "file://..." or "env://"
-    start: Position = Position()  # where to continue (a resumed or forked run: its checkpoint's position)
-    run_dir: str = ""  # the run directory (a search keeps its study there)
-    optimizer_state: bytes | None = None
-    rng_state: bytes | None = None
-    precision_state: bytes | None = None  # the precision object's state_dict() (a gradient scaler's scale)
 
 
 class StopTraining(Exception):

@@ -29,7 +29,8 @@ from core.training.models import build_model
 from core.training.precision import FullPrecision, Precision
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
 from core.worker.position import Position
-from core.worker.trainer import Diverged, Trainer, WorkerSpec
+from core.worker.spec import WorkerSpec
+from core.worker.trainer import Diverged, Trainer
 
 
 class _Pruned(Exception):
