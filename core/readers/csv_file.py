@@ -149,6 +149,14 @@ def _read_exact(path: Path, where: str, select: Select) -> CsvData:
     return CsvData(header, x, text)
 
 
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
 def _numeric_column(path: Path, where: str, name: str, cells: list[str], lines: list[int]) -> np.ndarray:
     def bad(k: int, what: str) -> DataError:
         return DataError(f"{where}: {path} column {name!r} {what} (line {lines[k]}: {cells[k].strip()[:40]!r})")
@@ -157,11 +165,7 @@ def _numeric_column(path: Path, where: str, name: str, cells: list[str], lines: 
     try:
         values = np.fromiter(map(float, cells), dtype=np.float64, count=stop)
     except ValueError:
-        for stop, cell in enumerate(cells):
-            try:
-                float(cell)
-            except ValueError:
-                break
+        stop = next((k for k, cell in enumerate(cells) if not _is_number(cell)), stop)
         values = np.fromiter(map(float, cells[:stop]), dtype=np.float64, count=stop)
     finite = np.isfinite(values)
     if not finite.all():

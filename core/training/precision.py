@@ -17,13 +17,13 @@ the step (skipping a step whose gradients overflowed).
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Protocol
+from typing import Protocol
 
 import torch
 
 
 class Precision(Protocol):
-    def autocast(self) -> ContextManager[object]:
+    def autocast(self) -> contextlib.AbstractContextManager[object]:
         """The context the forward pass and the loss run in."""
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -37,7 +37,7 @@ class FullPrecision:
     skips_overflowing_steps = False
     """float32: no autocast, a plain backward pass and step."""
 
-    def autocast(self) -> ContextManager[object]:
+    def autocast(self) -> contextlib.AbstractContextManager[object]:
         return contextlib.nullcontext()
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -54,7 +54,7 @@ class MixedPrecision(FullPrecision):
         self.device_type = device.type
         self.dtype = dtype
 
-    def autocast(self) -> ContextManager[object]:
+    def autocast(self) -> contextlib.AbstractContextManager[object]:
         return torch.autocast(self.device_type, dtype=self.dtype)
 
 
