@@ -134,7 +134,7 @@ class ConfigPanel(QWidget):
     # -- modes -------------------------------------------------------------------
     def _inputs(self) -> list[QWidget]:
         kinds = (QComboBox, QSpinBox, QDoubleSpinBox, QCheckBox, QToolButton)
-        out = []
+        out: list[QWidget] = []
         for w in self.findChildren(QWidget):
             if isinstance(w, kinds) or (
                 isinstance(w, QLineEdit) and not isinstance(w.parent(), (QSpinBox, QDoubleSpinBox, QComboBox))
@@ -326,7 +326,7 @@ class ConfigPanel(QWidget):
         self.augment_preview.show()
 
     def set_icons(self, folder: QIcon) -> None:
-        for button in (self.button_browse_data, self.button_browse_model):
+        for button in (self.data.button_browse_data, self.model.button_browse_model):
             button.setIcon(folder)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
 

@@ -94,7 +94,7 @@ class _Parser(argparse.ArgumentParser):
 def _load(target: str) -> Callable[..., Any]:
     """The function a "module:function" names, importing its module."""
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), name)
 
 
 def _build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -178,7 +178,7 @@ def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, cls in SECTIONS.items():
         section = {f.name: getattr(getattr(cfg, name), f.name) for f in fields(cls)}
-        space = section.pop("space", ()) if cls.dotted_keys else ()  # type: ignore[attr-defined]
+        space = section.pop("space", ()) if cls.dotted_keys else ()
         out[name] = {k: _plain(v) for k, v in section.items()}
         for key, value in section.items():
             if FIELDS[f"{name}.{key}"].type == "table":  # (name, kind) pairs are a TOML table
@@ -201,7 +201,7 @@ def apply_overrides(cfg: Config, overrides: list[str] | tuple[str, ...]) -> Conf
                 f"config: unknown section [{toml_key(section)}] in --set {show(item)}; "
                 "known sections: " + ", ".join(SECTIONS)
             )
-        dotted = SECTIONS[section].dotted_keys and "." in name  # type: ignore[attr-defined]
+        dotted = SECTIONS[section].dotted_keys and "." in name
         if name not in known[section] and not dotted:
             raise ConfigError(
                 f"config: unknown key {section}.{toml_key(name)}; known keys: " + ", ".join(sorted(known[section]))

@@ -12,6 +12,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch import nn
@@ -57,7 +58,8 @@ class TabularNet(nn.Module):
         x = x.reshape(x.shape[0], -1)
         parts = [x[:, : self.n_numeric]]
         codes = x[:, self.n_numeric :].round().long()
-        parts += [emb(codes[:, i].clamp(0, emb.num_embeddings - 1)) for i, emb in enumerate(self.embeddings)]
+        embeddings = cast(Sequence[nn.Embedding], self.embeddings)  # a ModuleList's items are typed as any Module
+        parts += [emb(codes[:, i].clamp(0, emb.num_embeddings - 1)) for i, emb in enumerate(embeddings)]
         return self.head(torch.cat(parts, dim=1))
 
 
