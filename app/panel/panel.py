@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.panel.data_group import DataGroup
 from app.panel.describe import SourceDescriber
-from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup, available_devices  # noqa: F401
+from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup
 from app.panel.tuning_group import TuningGroup
 from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
 

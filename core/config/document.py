@@ -26,6 +26,7 @@ from core.config.sections import (
     ScheduleConfig,
     SearchConfig,
     SearchRange,
+    Section,
     TrainConfig,
     section_defaults,
     section_fields,
@@ -124,9 +125,9 @@ def _cross_check(cfg: Config) -> None:
             )
 
 
-def _section(name: str, cls: type, given: Mapping[str, Any]) -> Any:
+def _section(name: str, cls: type[Section], given: Mapping[str, Any]) -> Any:
     """One section from the keys given (the others default), every value through its Field."""
-    if cls.dotted_keys:  # type: ignore[attr-defined]
+    if cls.dotted_keys:
         values = space_values(name, given)
     else:
         known = section_defaults(name)
@@ -142,7 +143,7 @@ def _section(name: str, cls: type, given: Mapping[str, Any]) -> Any:
                 values["workers"] = fixed  # e.g. "single" means one worker unless the file says otherwise
     for f in section_fields(name):
         values[f.name] = f.validate(values[f.name])
-    if cls.dotted_keys:  # type: ignore[attr-defined]
+    if cls.dotted_keys:
         values = checked_space(values)
     return cls(**values)
 

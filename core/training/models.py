@@ -10,9 +10,9 @@ import importlib.util
 import math
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -104,7 +104,7 @@ def _user_line(exc: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
-def load_custom_factory(kind: str):  # type: ignore[no-untyped-def]
+def load_custom_factory(kind: str) -> Callable[..., Any]:
     """Import FUNCTION from PATH.py for ``custom:PATH.py:FUNCTION``."""
     path_text, _, func = kind[len("custom:") :].rpartition(":")
     path = Path(path_text).expanduser()

@@ -102,7 +102,7 @@ def test_overrides_parse_toml_values_and_bare_words() -> None:
 def test_config_is_frozen() -> None:
     cfg = Config()
     with pytest.raises(FrozenInstanceError):
-        cfg.train.epochs = 3  # type: ignore[misc]
+        cfg.train.epochs = 3  # type: ignore[misc]  # assigning a frozen field is what is tested
     assert cfg.replace("train", epochs=3).train.epochs == 3
 
 

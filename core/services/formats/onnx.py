@@ -144,7 +144,7 @@ class OnnxFormat(ModelFormat):
             return onnx_feed(schema, rows) if schema is not None else {name: rows}
 
         try:
-            import onnxruntime  # noqa: F401
+            import onnxruntime  # noqa: F401 - only whether it is installed: the reference evaluator stands in otherwise
         except ModuleNotFoundError:
             from onnx.reference import ReferenceEvaluator
 
