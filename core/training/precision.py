@@ -23,6 +23,8 @@ import torch
 
 
 class Precision(Protocol):
+    skips_overflowing_steps: bool  # an overflowing step is skipped (a scaler's), so it is no divergence
+
     def autocast(self) -> contextlib.AbstractContextManager[object]:
         """The context the forward pass and the loss run in."""
 
@@ -34,8 +36,9 @@ class Precision(Protocol):
 
 
 class FullPrecision:
-    skips_overflowing_steps = False
     """float32: no autocast, a plain backward pass and step."""
+
+    skips_overflowing_steps = False
 
     def autocast(self) -> contextlib.AbstractContextManager[object]:
         return contextlib.nullcontext()
