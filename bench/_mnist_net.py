@@ -1,5 +1,8 @@
 """The network of pytorch/examples' mnist_hogwild, as a TrainDesk custom model (``custom:PATH:make``)."""
 
+from collections.abc import Sequence
+
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -13,7 +16,7 @@ class Net(nn.Module):
         self.fc1 = nn.Linear(320, 50)
         self.fc2 = nn.Linear(50, 10)
 
-    def forward(self, x):  # type: ignore[no-untyped-def]
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
         x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
         x = x.view(-1, 320)
@@ -23,6 +26,6 @@ class Net(nn.Module):
         return F.log_softmax(x, dim=1)
 
 
-def make(input_shape, num_classes):  # type: ignore[no-untyped-def]
+def make(input_shape: Sequence[int], num_classes: int) -> nn.Module:
     assert tuple(input_shape) == (1, 28, 28) and num_classes == 10, (input_shape, num_classes)
     return Net()

@@ -40,7 +40,7 @@ def _litserve_api() -> Any:
     import litserve as ls
     import numpy as np
 
-    class Api(ls.LitAPI):  # type: ignore[misc]
+    class Api(ls.LitAPI):  # type: ignore[misc]  # litserve ships no types: LitAPI is Any
         def setup(self, device: str) -> None:
             self.predictor = _predictor(os.environ["SERVE_MODEL"])
             self.shape = self.predictor.input_shape

@@ -68,7 +68,7 @@ def live_run(app: QApplication, workers: int, epochs: int, runs_dir: str) -> dic
         latencies.extend(now - t for t in waiting)
         waiting.clear()
 
-    window.plots.add_records = add_records  # type: ignore[method-assign]
+    window.plots.add_records = add_records  # type: ignore[method-assign]  # timed: each batch's arrival is noted
     window.plots.frame_callbacks.append(on_frame)
 
     gaps: list[float] = []

@@ -118,7 +118,7 @@ def hand_hogwild(cfg: Config, workers: int = 2, fused: bool = False) -> float:
 
 
 # -- the shape of pytorch/examples mnist_hogwild -----------------------------------------------------
-class _Images(torch.utils.data.Dataset):  # type: ignore[type-arg]
+class _Images(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
         self.x, self.y = x, y
 

@@ -36,6 +36,11 @@ DEFAULTS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 }
 
 
+def traindesk_optimizer(name: str) -> Callable[..., torch.optim.Optimizer]:
+    """make_optimizer for optimizer ``name``, called as the defaults are: (params, lr)."""
+    return lambda p, lr: make_optimizer(p, OptimConfig(name=name), lr)
+
+
 def steps(model: Any, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, n: int) -> float:
     t0 = time.perf_counter()
     for _ in range(n):
@@ -62,10 +67,10 @@ def main() -> int:
     x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))
     for name, default in DEFAULTS.items():
         models = []
-        for build in (lambda p: default(p, 1e-3), lambda p: make_optimizer(p, OptimConfig(name=name), 1e-3)):
+        for build in (default, traindesk_optimizer(name)):
             torch.manual_seed(0)
             model = build_model(Config().model, (64,), 10)
-            models.append((model, build(model.parameters())))
+            models.append((model, build(model.parameters(), 1e-3)))
         times: list[list[float]] = [[], []]
         for model, opt in models:
             steps(model, opt, x, y, 50)  # warm-up

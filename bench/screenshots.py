@@ -14,6 +14,7 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -22,7 +23,7 @@ from PySide6.QtCore import QCoreApplication, QSettings
 from PySide6.QtWidgets import QApplication
 
 
-def wait(app: QApplication, cond, timeout_s: float = 300.0) -> None:  # type: ignore[no-untyped-def]
+def wait(app: QApplication, cond: Callable[[], object], timeout_s: float = 300.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not cond():
         if time.monotonic() > deadline:

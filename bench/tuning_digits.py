@@ -36,7 +36,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp)
         default = run(Config(), runs)
-        out["default_val_accuracy"] = default.summary["final"]["val_accuracy"]  # type: ignore[index]
+        assert default.summary is not None
+        out["default_val_accuracy"] = default.summary["final"]["val_accuracy"]
 
         search = run(load_config(ROOT / "resources/configs/search-digits.toml"), runs)
         s = search.summary or {}
@@ -49,17 +50,19 @@ def main() -> int:
             "wall_s": s.get("wall_s"),
             "importance": s.get("importance"),
         }
-        more = Session.from_run(search.run_dir)  # type: ignore[arg-type]
+        assert search.run_dir is not None
+        more = Session.from_run(search.run_dir)
         more.start()
         more.wait()
         out["search_continued_trials"] = len((more.summary or {}).get("trials", []))
 
         found = find_lr(Config())
         lr_run = run(apply_overrides(Config(), [f"optim.lr={found.suggestion}"]), runs)
+        assert lr_run.summary is not None
         out["lr_find"] = {
             "suggestion": found.suggestion,
             "val_accuracy_with_it": lr_run.summary["final"]["val_accuracy"],
-        }  # type: ignore[index]
+        }
 
         for precision in ("32", "bf16-mixed"):
             cfg = apply_overrides(

@@ -373,8 +373,9 @@ class DataGroup(QGroupBox):
         self.images = ()
         while self.thumbs_layout.count():
             item = self.thumbs_layout.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            thumb = item.widget() if item is not None else None
+            if thumb is not None:
+                thumb.deleteLater()
         self.table_preview.clear()
         self.table_preview.setRowCount(0)
         self.preview.hide()

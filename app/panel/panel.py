@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from app.panel.data_group import DataGroup
 from app.panel.describe import SourceDescriber
-from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup, available_devices  # noqa: F401
+from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup
 from app.panel.tuning_group import TuningGroup
 from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
 
@@ -134,7 +134,7 @@ class ConfigPanel(QWidget):
     # -- modes -------------------------------------------------------------------
     def _inputs(self) -> list[QWidget]:
         kinds = (QComboBox, QSpinBox, QDoubleSpinBox, QCheckBox, QToolButton)
-        out = []
+        out: list[QWidget] = []
         for w in self.findChildren(QWidget):
             if isinstance(w, kinds) or (
                 isinstance(w, QLineEdit) and not isinstance(w.parent(), (QSpinBox, QDoubleSpinBox, QComboBox))
@@ -326,7 +326,7 @@ class ConfigPanel(QWidget):
         self.augment_preview.show()
 
     def set_icons(self, folder: QIcon) -> None:
-        for button in (self.button_browse_data, self.button_browse_model):
+        for button in (self.data.button_browse_data, self.model.button_browse_model):
             button.setIcon(folder)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
 

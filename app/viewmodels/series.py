@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 
@@ -154,7 +155,7 @@ def mean_on_grid(
     start = max(lo, after)
     if hi < start or (hi == start == after):
         return None
-    side = "right" if start == after else "left"  # ``after`` is on the grid already
+    side: Literal["left", "right"] = "right" if start == after else "left"  # ``after`` is on the grid already
     pieces = [v[np.searchsorted(v, start, side) : np.searchsorted(v, hi, "right")] for v in xs]
     grid = np.unique(np.concatenate(pieces))
     cap = density * max(1, max(len(p) for p in pieces))

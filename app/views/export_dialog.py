@@ -11,9 +11,10 @@ shown in the dialog.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -61,7 +62,8 @@ class ExportDialog(QDialog):
             self.combo_format.addItem(fmt.label, name)
             if fmt is ONNX and missing:
                 index = self.combo_format.count() - 1
-                self.combo_format.model().item(index).setEnabled(False)  # type: ignore[attr-defined]
+                items = cast(QStandardItemModel, self.combo_format.model())  # a QComboBox's own model
+                items.item(index).setEnabled(False)
                 self.combo_format.setItemData(
                     index,
                     f"needs the optional extra 'onnx' ({missing} is missing): pip install 'traindesk[onnx]'",

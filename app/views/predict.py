@@ -40,6 +40,7 @@ INPUT_FILTER = INPUT_FILTERS  # the input registry's files (core.readers.inputs)
 # A labelled input (a "label"/"target" column, an NPZ "y", class folders) is scored as a test set.
 
 Index = QModelIndex | QPersistentModelIndex
+_ROOT = QModelIndex()  # the invalid index: the parent of a table's rows
 
 
 class PredictionsModel(QAbstractTableModel):
@@ -56,10 +57,10 @@ class PredictionsModel(QAbstractTableModel):
         self._best = result.probs.argmax(axis=1).tolist() if result is not None else []
         self.endResetModel()
 
-    def rowCount(self, parent: Index = QModelIndex()) -> int:
+    def rowCount(self, parent: Index = _ROOT) -> int:
         return 0 if self.result is None or parent.isValid() else len(self.result.ids)
 
-    def columnCount(self, parent: Index = QModelIndex()) -> int:
+    def columnCount(self, parent: Index = _ROOT) -> int:
         return 0 if self.result is None or parent.isValid() else 2 + len(self.result.classes)
 
     def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:

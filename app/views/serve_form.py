@@ -133,8 +133,9 @@ class TryItForm(QWidget):
         super().resizeEvent(event)
         for r in range(self.form.rowCount()):
             item = self.form.itemAt(r, QFormLayout.ItemRole.LabelRole)
-            if item is not None and item.widget() is not None:
-                item.widget().setMaximumWidth(self._label_width())
+            label = item.widget() if item is not None else None
+            if label is not None:
+                label.setMaximumWidth(self._label_width())
 
     def _widget(self, f: FormField) -> QWidget:
         if f.kind in ("category", "bool"):

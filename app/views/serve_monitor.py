@@ -77,7 +77,7 @@ class ServeMonitor(QWidget):
     def reset(self, t0: float) -> None:
         """A new server (started at ``t0``, monotonic seconds): nothing of the last one's is kept."""
         self._t0, self._last, self.batches_per_s = t0, None, 0.0
-        self._busy: dict[Any, tuple[float, float]] = {}  # (worker, pid) -> (when, its busy_s then)
+        self._busy = {}
         for key in self.series:
             self.series[key] = []
         for curve in (*self.curves.values(), self.curve_rps):

@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -87,14 +87,14 @@ class ArgumentError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise ArgumentError(f"{self.prog}: {message}")
 
 
 def _load(target: str) -> Callable[..., Any]:
     """The function a "module:function" names, importing its module."""
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), name)
 
 
 def _build_parser(command: str | None = None) -> argparse.ArgumentParser:

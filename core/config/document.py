@@ -26,6 +26,7 @@ from core.config.sections import (
     ScheduleConfig,
     SearchConfig,
     SearchRange,
+    Section,
     TrainConfig,
     section_defaults,
     section_fields,
@@ -129,9 +130,9 @@ def _cross_check(cfg: Config) -> None:
             )
 
 
-def _section(name: str, cls: type, given: Mapping[str, Any]) -> Any:
+def _section(name: str, cls: type[Section], given: Mapping[str, Any]) -> Any:
     """One section from the keys given (the others default), every value through its Field."""
-    if cls.dotted_keys:  # type: ignore[attr-defined]
+    if cls.dotted_keys:
         values = space_values(name, given)
     else:
         known = section_defaults(name)
@@ -147,7 +148,7 @@ def _section(name: str, cls: type, given: Mapping[str, Any]) -> Any:
                 values["workers"] = fixed  # e.g. "single" means one worker unless the file says otherwise
     for f in section_fields(name):
         values[f.name] = f.validate(values[f.name])
-    if cls.dotted_keys:  # type: ignore[attr-defined]
+    if cls.dotted_keys:
         values = checked_space(values)
     return cls(**values)
 
@@ -183,7 +184,7 @@ def to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, cls in SECTIONS.items():
         section = {f.name: getattr(getattr(cfg, name), f.name) for f in fields(cls)}
-        space = section.pop("space", ()) if cls.dotted_keys else ()  # type: ignore[attr-defined]
+        space = section.pop("space", ()) if cls.dotted_keys else ()
         out[name] = {k: _plain(v) for k, v in section.items()}
         for key, value in section.items():
             if FIELDS[f"{name}.{key}"].type == "table":  # (name, kind) pairs are a TOML table
@@ -206,7 +207,7 @@ def apply_overrides(cfg: Config, overrides: list[str] | tuple[str, ...]) -> Conf
                 f"config: unknown section [{toml_key(section)}] in --set {show(item)}; "
                 "known sections: " + ", ".join(SECTIONS)
             )
-        dotted = SECTIONS[section].dotted_keys and "." in name  # type: ignore[attr-defined]
+        dotted = SECTIONS[section].dotted_keys and "." in name
         if name not in known[section] and not dotted:
             raise ConfigError(
                 f"config: unknown key {section}.{toml_key(name)}; known keys: " + ", ".join(sorted(known[section]))

@@ -66,6 +66,7 @@ def _choice(default: str, choices: tuple[str, ...], help: str = "") -> Any:
     return key(default, check_choice, "choice", choices=choices, help=help)
 
 
+@dataclass(frozen=True)
 class Section:
     """What a section says about all of its keys."""
 
@@ -219,7 +220,7 @@ class SearchConfig(Section):
     space: tuple[tuple[str, Any], ...] = key((), as_tuple, "space", help='"section.key" = range or choices')
 
 
-SECTIONS: dict[str, type] = {
+SECTIONS: dict[str, type[Section]] = {
     "data": DataConfig,
     "model": ModelConfig,
     "optim": OptimConfig,

@@ -23,6 +23,7 @@ from core.data.sources import read_source, read_source_table, table_source
 from core.errors import DataError
 from core.schema import Inferred, RawTable, infer_kinds
 from core.schema.cells import distinct_texts
+from core.schema.coded import Column
 
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
@@ -56,7 +57,7 @@ def propose_target(columns: Sequence[Mapping[str, Any]]) -> str:
     return (usable or names or [""])[-1]
 
 
-def _column_json(name: str, inf: Inferred, values: np.ndarray) -> dict[str, Any]:
+def _column_json(name: str, inf: Inferred, values: Column) -> dict[str, Any]:
     """A column as a listing shows it before any fit: kind, missing cells, why it is ignored, its levels."""
     out: dict[str, Any] = {"name": name, "kind": inf.kind, "missing": inf.missing}
     if inf.reason:
@@ -165,7 +166,7 @@ def describe_source(
             arr = decode_image(raw.paths[i], raw.image_shape)
             arr = (arr.transpose(1, 2, 0) * 255).astype(np.uint8)
             images.append((arr[..., 0] if arr.shape[2] == 1 else arr, raw.class_names[raw.y[i]]))
-        input_shape: tuple[int, ...] = raw.image_shape
+        input_shape = raw.image_shape
     else:
         assert raw.x is not None
         input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(raw.x.shape[1]),)

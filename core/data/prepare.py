@@ -9,6 +9,7 @@ each training worker (``data.loader_workers`` processes).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,8 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     else:
         schema_json = schema.to_json() if schema is not None else None
     counts = () if regression else tuple(int(c) for c in np.bincount(raw.y[train_idx], minlength=len(raw.class_names)))
-    common = dict(
+    info_of = functools.partial(  # what the image and the tensor data share
+        DatasetInfo,
         name=raw.name,
         n_samples=n,
         num_classes=1 if regression else len(raw.class_names),
@@ -105,7 +107,7 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
             mean, std = image_stats([raw.paths[i] for i in train_idx], raw.image_shape, seed)
         else:
             mean, std = [0.0] * raw.image_shape[0], [1.0] * raw.image_shape[0]
-        info = DatasetInfo(input_shape=raw.image_shape, mean=tuple(mean), std=tuple(std), **common)  # type: ignore[arg-type]
+        info = info_of(input_shape=raw.image_shape, mean=tuple(mean), std=tuple(std))
         train_s: Split = ImageSplit(tuple(raw.paths[i] for i in train_idx), tuple(int(raw.y[i]) for i in train_idx))
         val_s: Split = ImageSplit(tuple(raw.paths[i] for i in val_idx), tuple(int(raw.y[i]) for i in val_idx))
         return PreparedData(info, train_s, val_s)
@@ -135,7 +137,5 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     if share:
         for t in (train.x, train.y, val.x, val.y):
             t.share_memory_()
-    info = DatasetInfo(
-        input_shape=input_shape, mean=tuple(float(m) for m in f_mean), std=tuple(float(s) for s in f_std), **common
-    )  # type: ignore[arg-type]
+    info = info_of(input_shape=input_shape, mean=tuple(float(m) for m in f_mean), std=tuple(float(s) for s in f_std))
     return PreparedData(info, train, val)

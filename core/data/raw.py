@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.schema import Inferred, RawTable
+from core.schema.coded import Column
 
 
 def where(source: str) -> str:
@@ -28,6 +29,6 @@ class RawSource:
     task: str = "classification"
     table: RawTable | None = None  # csv:, parquet: the columns, encoded once the split is known
     kinds: dict[str, Inferred] = field(default_factory=dict)
-    target_raw: np.ndarray | None = None  # the target's cells of the rows kept
+    target_raw: Column | None = None  # the target's cells of the rows kept
     dropped: int = 0
     notes: list[tuple[str, str]] = field(default_factory=list)

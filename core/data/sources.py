@@ -171,15 +171,15 @@ def _npz(path_text: str, source: str) -> RawSource:
         given = [str(n) for n in names_arr.tolist()]
         if len(given) > int(y_raw.max()):
             y, names = y_raw.astype(np.int64), given
-    image_shape = None
+    image_shape: tuple[int, int, int] | None = None
     if x.ndim == 4 and x.shape[1] in (1, 3):
-        image_shape = tuple(int(s) for s in x.shape[1:])
+        image_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
     elif x.ndim == 3:
         image_shape = (1, int(x.shape[1]), int(x.shape[2]))
     x = x.reshape(x.shape[0], -1)
     return RawSource(
         path.stem, names, y, x=x, feature_names=[f"f{i}" for i in range(x.shape[1])], image_shape=image_shape
-    )  # type: ignore[arg-type]
+    )
 
 
 def read_source(cfg: DataConfig, task: str = "auto") -> RawSource:

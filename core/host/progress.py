@@ -11,7 +11,7 @@ from typing import Any
 def _bar_class() -> type:
     from tqdm import tqdm
 
-    class Bar(tqdm):  # type: ignore[misc]
+    class Bar(tqdm):
         # tqdm starts a monitor thread for every bar, shown or not; the window's export and predict
         # run on worker threads and must leave no thread behind
         monitor_interval = 0

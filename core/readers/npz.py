@@ -89,7 +89,7 @@ def _read_member(npz: Any, key: str) -> np.ndarray:
             if dtype.hasobject:
                 raise ValueError("object array")
             out = np.empty(shape[::-1] if fortran else shape, dtype=dtype)
-            view = memoryview(out.reshape(-1).view(np.uint8))
+            view = out.reshape(-1).view(np.uint8).data
             for lo in range(0, len(view), blocks.READ_BLOCK_BYTES):
                 check_stop()
                 part = view[lo : lo + blocks.READ_BLOCK_BYTES]

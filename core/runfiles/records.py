@@ -6,7 +6,8 @@ internal ones (a leading ``_``) travel only from a worker to its session and
 are never written or forwarded. Records stay plain dicts on the wire and on
 disk (the hot loop builds one every 10 ms and the queue pickles them); the
 ``TypedDict`` classes say what each kind holds, and the constructors below
-build them with their keys in the order ``metrics.jsonl`` has always had.
+build them with their keys in the order ``metrics.jsonl`` has always had, as
+the ``Record`` (a plain dict) that every sender, reducer and writer takes.
 
 Readers fold records into facts with :class:`core.session.reading.stats.RunStats`
 and place them on a run's axes with :class:`core.session.reading.timeline.Timeline`.
@@ -17,7 +18,7 @@ window's threads all import it.
 from __future__ import annotations
 
 import time
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 # -- kinds ------------------------------------------------------------------------------------------
 STEP = "step"
@@ -118,43 +119,37 @@ def _now(t: float | None) -> float:
 # -- public records ---------------------------------------------------------------------------------
 def step_record(
     worker: int, epoch: int, step: int, samples: int, loss: float, lr: float, t: float | None = None, **extra: Any
-) -> StepRecord:
-    return cast(
-        StepRecord,
-        {
-            "kind": STEP,
-            "t": _now(t),
-            "worker": worker,
-            "epoch": epoch,
-            "step": step,
-            "samples": samples,
-            "loss": loss,
-            "lr": lr,
-            **extra,
-        },
-    )
+) -> Record:
+    return {
+        "kind": STEP,
+        "t": _now(t),
+        "worker": worker,
+        "epoch": epoch,
+        "step": step,
+        "samples": samples,
+        "loss": loss,
+        "lr": lr,
+        **extra,
+    }
 
 
 def eval_record(
     worker: int, epoch: int, metrics: dict[str, Any], samples: int, t: float | None = None, **extra: Any
-) -> EvalRecord:
+) -> Record:
     """``metrics``: val_loss and the task's scores (val_accuracy, or val_rmse and the rest)."""
-    return cast(
-        EvalRecord,
-        {"kind": EVAL, "t": _now(t), "worker": worker, "epoch": epoch, **metrics, "samples": samples, **extra},
-    )
+    return {"kind": EVAL, "t": _now(t), "worker": worker, "epoch": epoch, **metrics, "samples": samples, **extra}
 
 
-def state_record(worker: int | None, state: str, detail: str = "", t: float | None = None, **extra: Any) -> StateRecord:
-    return cast(StateRecord, {"kind": STATE, "t": _now(t), "worker": worker, "state": state, "detail": detail, **extra})
+def state_record(worker: int | None, state: str, detail: str = "", t: float | None = None, **extra: Any) -> Record:
+    return {"kind": STATE, "t": _now(t), "worker": worker, "state": state, "detail": detail, **extra}
 
 
-def log_record(worker: int | None, level: str, message: str, t: float | None = None, **extra: Any) -> LogRecord:
-    return cast(LogRecord, {"kind": LOG, "t": _now(t), "worker": worker, "level": level, "message": message, **extra})
+def log_record(worker: int | None, level: str, message: str, t: float | None = None, **extra: Any) -> Record:
+    return {"kind": LOG, "t": _now(t), "worker": worker, "level": level, "message": message, **extra}
 
 
-def config_record(changes: dict[str, dict[str, Any]], steps: dict[str, int], t: float | None = None) -> ConfigRecord:
-    return cast(ConfigRecord, {"kind": CONFIG, "t": _now(t), "worker": None, "changes": changes, "steps": steps})
+def config_record(changes: dict[str, dict[str, Any]], steps: dict[str, int], t: float | None = None) -> Record:
+    return {"kind": CONFIG, "t": _now(t), "worker": None, "changes": changes, "steps": steps}
 
 
 def recovery_record(
@@ -166,26 +161,23 @@ def recovery_record(
     loss: float,
     weights_from: int,
     t: float | None = None,
-) -> RecoveryRecord:
+) -> Record:
     """``loss`` (not finite) at the step after ``step``; the weights of step ``weights_from`` came back."""
-    return cast(
-        RecoveryRecord,
-        {
-            "kind": RECOVERY,
-            "t": _now(t),
-            "worker": worker,
-            "epoch": epoch,
-            "step": step,
-            "lr_from": lr_from,
-            "lr_to": lr_to,
-            "loss": str(loss),
-            "weights_from": weights_from,
-        },
-    )
+    return {
+        "kind": RECOVERY,
+        "t": _now(t),
+        "worker": worker,
+        "epoch": epoch,
+        "step": step,
+        "lr_from": lr_from,
+        "lr_to": lr_to,
+        "loss": str(loss),
+        "weights_from": weights_from,
+    }
 
 
-def trial_record(worker: int, trial: int, state: str, t: float | None = None, **extra: Any) -> TrialRecord:
-    return cast(TrialRecord, {"kind": TRIAL, "t": _now(t), "worker": worker, "trial": trial, "state": state, **extra})
+def trial_record(worker: int, trial: int, state: str, t: float | None = None, **extra: Any) -> Record:
+    return {"kind": TRIAL, "t": _now(t), "worker": worker, "trial": trial, "state": state, **extra}
 
 
 # -- worker -> session ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from core.errors import DataError
-from core.schema.coded import Coded
+from core.schema.coded import Coded, Column
 
 if TYPE_CHECKING:
     from core.schema.table import RawTable
@@ -28,7 +28,7 @@ class CellError(DataError):
         self.column, self.row, self.value, self.expected = column, row, value, expected
 
 
-def missing_mask(values: np.ndarray) -> np.ndarray:
+def missing_mask(values: Column) -> np.ndarray:
     if isinstance(values, Coded):
         return values.missing()
     if values.dtype == object:
@@ -36,13 +36,13 @@ def missing_mask(values: np.ndarray) -> np.ndarray:
     return np.isnan(values)
 
 
-def parse_numbers(values: np.ndarray) -> tuple[np.ndarray, int]:
+def parse_numbers(values: Column) -> tuple[np.ndarray, int]:
     """Text cells as float64 (NaN where missing) and how many non-missing cells are not numbers."""
-    if values.dtype != object:
-        return values, 0
     if isinstance(values, Coded):  # each distinct text parsed once
         parsed, bad_level = _parse_texts(values.levels)
         return values.map_levels(parsed, np.nan), int(values.map_levels(bad_level, False).sum())
+    if values.dtype != object:
+        return values, 0
     parsed, bad = _parse_texts(values)
     return parsed, int(bad.sum())
 
@@ -68,7 +68,7 @@ def distinct_texts(values: Any) -> set[str]:
     return {category_text(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))}
 
 
-def first_bad_number(values: np.ndarray) -> int | None:
+def first_bad_number(values: Column) -> int | None:
     for k, v in enumerate(values):
         if v is None:
             continue
@@ -88,7 +88,7 @@ def category_text(v: Any) -> str:
 
 
 def numbers_of(
-    table: RawTable | None, name: str, values: np.ndarray, kind: str, where: str = "", path: str = "", row0: int = 0
+    table: RawTable | None, name: str, values: Column, kind: str, where: str = "", path: str = "", row0: int = 0
 ) -> np.ndarray:
     """A number or bool column as float64 with NaN for missing; a value of the wrong kind names column and row."""
     where = table.where if table is not None else where
@@ -135,9 +135,9 @@ def numbers_of(
 
             i = table.names.index(name)
             read_csv(Path(path), where, lambda header: Columns(numeric=[i]))
-        k = first_bad_number(values)
-        assert k is not None
-        cell = str(values[k]).strip()[:40]
+        first = first_bad_number(values)
+        assert first is not None
+        cell = str(values[first]).strip()[:40]
         try:
             x = float(cell)
             what = "has a non-finite value" if not math.isfinite(x) else "has a value too large for float32"
@@ -145,10 +145,10 @@ def numbers_of(
             what = "is not numeric"
         hint = f'; set data.columns = {{{name} = "category"}} to treat it as text' if what == "is not numeric" else ""
         raise CellError(
-            f"{where}: {path} column {name!r} {what} (row {row0 + k + 1}: {cell!r}){hint}",
+            f"{where}: {path} column {name!r} {what} (row {row0 + first + 1}: {cell!r}){hint}",
             name,
-            k,
-            values[k],
+            first,
+            values[first],
             "a number" if what == "is not numeric" else "a finite float32 number",
         )
     return numbers

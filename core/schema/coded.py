@@ -12,7 +12,7 @@ array), so code that does not know it still gets the same values.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -90,6 +90,10 @@ class Coded:
         if len(index) == len(texts) and texts == [str(v) for v in self.levels]:
             return self
         return Coded(remap[self.codes], list(index))
+
+
+# A table's column as read: an object or float64 array, or a text column's codes.
+Column: TypeAlias = "np.ndarray | Coded"
 
 
 def from_arrow(column: Any) -> Coded:

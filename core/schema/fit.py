@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -141,11 +142,11 @@ def _absent(value: object) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def _example_value(kind: str, value: object) -> object:
-    """A cell as a JSON value of its kind: a number, true/false, or a category's text."""
+def _example_value(kind: str, value: Any) -> object:
+    """A cell (str, number or bool) as a JSON value of its kind: a number, true/false, or a category's text."""
     if kind == "category":
         return category_text(value)
-    x = float(value)  # type: ignore[arg-type]
+    x = float(value)
     if kind == "bool":
         return x > 0.5
     return int(x) if x.is_integer() and abs(x) < 2**53 else x

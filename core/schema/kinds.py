@@ -9,6 +9,7 @@ import numpy as np
 
 from core.errors import DataError
 from core.schema.cells import FALSE_WORDS, TRUE_WORDS, distinct_texts, missing_mask, parse_numbers
+from core.schema.coded import Coded, Column
 from core.schema.table import RawTable
 
 KINDS = ("number", "category", "bool", "ignore")
@@ -44,7 +45,7 @@ def _is_id_numbers(x: np.ndarray, n: int, name: str) -> bool:
     return len(np.unique(s)) == n
 
 
-def infer_kind(name: str, values: np.ndarray, override: str | None = None) -> Inferred:
+def infer_kind(name: str, values: Column, override: str | None = None) -> Inferred:
     """The kind of one feature column from its values (override: ``data.columns``)."""
     n = len(values)
     miss = missing_mask(values)
@@ -56,7 +57,7 @@ def infer_kind(name: str, values: np.ndarray, override: str | None = None) -> In
         return Inferred(override, "set in data.columns", n_missing, levels)
     if n_missing == n:
         return Inferred("number", "", n_missing)  # all missing: fit_schema refuses it, naming the column
-    if values.dtype != object:
+    if not isinstance(values, Coded) and values.dtype != object:  # a Coded column is text
         if _id_name(name) and _is_id_numbers(values[~miss] if n_missing else values, n, name):
             return Inferred("ignore", "an id: a distinct integer in every row", n_missing)
         return Inferred("number", "", n_missing)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from core.schema.cells import DEFAULT_MISSING, category_text, parse_numbers
-from core.schema.coded import Coded
+from core.schema.coded import Coded, Column
 
 MISSING_LEVEL, UNSEEN_LEVEL = "<missing>", "<unseen>"
 RESERVED_LEVELS = 2  # index 0: missing, 1: unseen
@@ -149,7 +149,7 @@ class Schema:
         )
 
     # -- the target -------------------------------------------------------------
-    def encode_target(self, values: np.ndarray, where: str) -> np.ndarray:
+    def encode_target(self, values: Column, where: str) -> np.ndarray:
         if self.task == "regression":
             numbers, _ = parse_numbers(values)
             return ((numbers - self.target_mean) / self.target_std).astype(np.float32)

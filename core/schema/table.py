@@ -14,7 +14,7 @@ import numpy as np
 from core.errors import DataError
 from core.readers.csv_columns import FLOAT32_MAX
 from core.schema.cells import DEFAULT_MISSING
-from core.schema.coded import Coded, from_arrow
+from core.schema.coded import Coded, Column, from_arrow
 
 
 @dataclass
@@ -23,7 +23,7 @@ class RawTable:
 
     where: str  # "data: csv:PATH" or "predict": the start of every error
     path: str
-    columns: dict[str, np.ndarray]  # in file order
+    columns: dict[str, Column]  # in file order
     n_rows: int
     kind: str = ""  # "csv", "parquet" or "jsonl": where it came from
 
@@ -163,7 +163,7 @@ def _read_arrow(path: Path, scheme: str, where: str, missing: frozenset[str]) ->
         return pq.read_table(p)
 
     table = read_arrow_table(path, where, read, "JSON lines file" if scheme == "jsonl" else "Parquet file")
-    columns: dict[str, np.ndarray] = {}
+    columns: dict[str, Column] = {}
     for name in table.column_names:
         col = table.column(name)
         t = col.type

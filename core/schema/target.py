@@ -6,14 +6,14 @@ import numpy as np
 
 from core.errors import DataError
 from core.schema.cells import category_text, first_bad_number, missing_mask, parse_numbers
-from core.schema.coded import Coded
+from core.schema.coded import Coded, Column
 from core.schema.table import RawTable
 
 REGRESSION_MIN_LEVELS = 20  # task "auto": an integer target with more distinct values than this is a number
 IMBALANCE_RATIO = 5.0  # the data summary warns when the largest class is this many times the smallest
 
 
-def target_values(table: RawTable, target: str) -> tuple[np.ndarray, np.ndarray]:
+def target_values(table: RawTable, target: str) -> tuple[Column, np.ndarray]:
     """The target column and the mask of rows where it is present."""
     if target not in table.columns:
         names = table.names
@@ -27,7 +27,7 @@ def target_values(table: RawTable, target: str) -> tuple[np.ndarray, np.ndarray]
     return values, ~missing_mask(values)
 
 
-def choose_task(values: np.ndarray, task: str) -> tuple[str, str]:
+def choose_task(values: Column, task: str) -> tuple[str, str]:
     """("classification" | "regression", why) for a target's present values and ``train.task``."""
     numbers, bad = parse_numbers(values)
     numeric = bad == 0 and len(values) > 0 and bool(np.isfinite(numbers).all())
@@ -45,7 +45,7 @@ def choose_task(values: np.ndarray, task: str) -> tuple[str, str]:
     return "classification", f"the target holds {distinct} distinct integers"
 
 
-def class_names(values: np.ndarray) -> list[str]:
+def class_names(values: Column) -> list[str]:
     """Class names sorted (numerically when they are all numbers)."""
     uniq = sorted(values.distinct() if isinstance(values, Coded) else {category_text(v) for v in values})
     try:
@@ -55,15 +55,15 @@ def class_names(values: np.ndarray) -> list[str]:
     return uniq
 
 
-def class_codes(values: np.ndarray) -> tuple[list[str], np.ndarray]:
+def class_codes(values: Column) -> tuple[list[str], np.ndarray]:
     """Class names (as :func:`class_names` sorts them) and each row's class index, without a loop per row."""
     if values.dtype != object:
         uniq, inverse = np.unique(values, return_inverse=True)  # numbers: sorted numerically already
         return [category_text(float(u)) for u in uniq], inverse.reshape(-1).astype(np.int64)
     if isinstance(values, Coded) and not values.missing().any():  # each distinct text named once
         names = class_names(values)
-        rank = {v: i for i, v in enumerate(names)}
-        lut = np.array([rank.get(category_text(v), -1) for v in values.levels], dtype=np.int64)
+        index_of = {v: i for i, v in enumerate(names)}
+        lut = np.array([index_of.get(category_text(v), -1) for v in values.levels], dtype=np.int64)
         return names, values.map_levels(lut, -1)
     texts = np.asarray([category_text(v) for v in values], dtype=str) if len(values) else np.empty(0, str)
     uniq, inverse = np.unique(texts, return_inverse=True)
@@ -78,7 +78,7 @@ def class_codes(values: np.ndarray) -> tuple[list[str], np.ndarray]:
     return [names[i] for i in order], rank[inverse.reshape(-1)]
 
 
-def regression_target(table: RawTable, target: str, values: np.ndarray) -> np.ndarray:
+def regression_target(table: RawTable, target: str, values: Column) -> np.ndarray:
     numbers, bad = parse_numbers(values)
     if bad or not np.isfinite(numbers).all():
         k = first_bad_number(values) if values.dtype == object else int(np.flatnonzero(~np.isfinite(numbers))[0])

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
 
-from core.runfiles.records import state_record
+from core.runfiles.records import Record, state_record
 from core.runfiles.writing import ACTIVE_STATES as ACTIVE
 from core.runfiles.writing import END_STATES as ENDED
 
@@ -42,7 +41,7 @@ TRANSITIONS: dict[str, tuple[str, ...]] = {
 class RunState:
     """The current state, changed only through :meth:`move` (thread-safe)."""
 
-    def __init__(self, announce: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, announce: Callable[[Record], None]) -> None:
         self.lock = threading.RLock()
         self._state = "idle"
         self._announce = announce

@@ -10,8 +10,9 @@ import importlib.util
 import math
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -57,7 +58,8 @@ class TabularNet(nn.Module):
         x = x.reshape(x.shape[0], -1)
         parts = [x[:, : self.n_numeric]]
         codes = x[:, self.n_numeric :].round().long()
-        parts += [emb(codes[:, i].clamp(0, emb.num_embeddings - 1)) for i, emb in enumerate(self.embeddings)]
+        embeddings = cast(Sequence[nn.Embedding], self.embeddings)  # a ModuleList's items are typed as any Module
+        parts += [emb(codes[:, i].clamp(0, emb.num_embeddings - 1)) for i, emb in enumerate(embeddings)]
         return self.head(torch.cat(parts, dim=1))
 
 
@@ -102,7 +104,7 @@ def _user_line(exc: BaseException, path: Path) -> str:
     return f" (line {frames[-1].lineno})" if frames else ""
 
 
-def load_custom_factory(kind: str):  # type: ignore[no-untyped-def]
+def load_custom_factory(kind: str) -> Callable[..., Any]:
     """Import FUNCTION from PATH.py for ``custom:PATH.py:FUNCTION``."""
     path_text, _, func = kind[len("custom:") :].rpartition(":")
     path = Path(path_text).expanduser()

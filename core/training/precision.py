@@ -74,7 +74,7 @@ class MixedPrecision(FullPrecision):
         self.device_type = device.type
         self.dtype = dtype
 
-    def autocast(self) -> ContextManager[object]:
+    def autocast(self) -> contextlib.AbstractContextManager[object]:
         return torch.autocast(self.device_type, dtype=self.dtype)
 
 

@@ -35,7 +35,7 @@ def _tracking_start(self: QThread, *args: Any, **kwargs: Any) -> None:
     _original_start(self, *args, **kwargs)
 
 
-QThread.start = _tracking_start  # type: ignore[method-assign]
+QThread.start = _tracking_start  # type: ignore[method-assign]  # every QThread a test starts is tracked
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

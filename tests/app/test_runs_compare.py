@@ -26,7 +26,7 @@ def write_run(
     recs: list[dict[str, Any]] = [{"kind": "state", "t": t0, "worker": None, "state": "starting", "detail": ""}]
     step = 0
     for epoch in range(1, epochs + 1):
-        for i in range(20):
+        for _ in range(20):
             step += 1
             for w in range(2):
                 recs.append(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trained_run import make_run
@@ -24,7 +26,7 @@ def test_histogram_quantile_interpolates_like_promql() -> None:
     assert histogram_quantile(0.5, [(0.01, 0.0), (float("inf"), 0.0)]) is None
 
 
-def test_serve_tab_starts_shows_and_stops_a_server(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_serve_tab_starts_shows_and_stops_a_server(qtbot: QtBot, tmp_path: Path) -> None:
     run = make_run(tmp_path / "runs")
     view = ServeView()
     qtbot.addWidget(view)
@@ -58,7 +60,7 @@ def test_serve_tab_starts_shows_and_stops_a_server(qtbot, tmp_path: Path) -> Non
     assert view.table_workers.rowCount() == 0  # a stopped server's workers are not listed
 
 
-def test_closing_the_tab_stops_its_server(qtbot, tmp_path: Path, live_children) -> None:  # type: ignore[no-untyped-def]
+def test_closing_the_tab_stops_its_server(qtbot: QtBot, tmp_path: Path, live_children: Callable[[], list[int]]) -> None:
     view = ServeView()
     qtbot.addWidget(view)
     view.set_model(make_run(tmp_path / "runs"))
@@ -71,7 +73,7 @@ def test_closing_the_tab_stops_its_server(qtbot, tmp_path: Path, live_children) 
     assert not view.serving
 
 
-def test_a_bad_model_is_one_line_in_the_tab(qtbot, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_model_is_one_line_in_the_tab(qtbot: QtBot, tmp_path: Path) -> None:
     view = ServeView()
     qtbot.addWidget(view)
     view.set_model(tmp_path / "nothing-here")
@@ -80,8 +82,8 @@ def test_a_bad_model_is_one_line_in_the_tab(qtbot, tmp_path: Path) -> None:  # t
     assert "not found" in failed.args[0] and "\n" not in failed.args[0]
 
 
-def test_a_server_started_again_soon_after_stop_outlives_the_earlier_stops_kill(  # type: ignore[no-untyped-def]
-    qtbot, tmp_path: Path, monkeypatch
+def test_a_server_started_again_soon_after_stop_outlives_the_earlier_stops_kill(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stop arms a kill for the process it stops; a server started within a second of that stop keeps serving
     well past the moment the kill would have come (STOP_WAIT_MS shortened to 8 s here: a drain takes ~1 s)."""
@@ -162,7 +164,7 @@ def _curl_body(view: ServeView) -> object:
     return json.loads(words[words.index("-d") + 1])
 
 
-def test_a_table_models_try_it_form_is_its_raw_columns(qtbot) -> None:  # type: ignore[no-untyped-def]
+def test_a_table_models_try_it_form_is_its_raw_columns(qtbot: QtBot) -> None:
     from PySide6.QtWidgets import QComboBox, QLineEdit
 
     view = ServeView()
@@ -328,8 +330,8 @@ def test_the_serve_tab_follows_the_theme_and_its_form_has_room(qtbot: Any, make_
             assert w.width() >= 80 and w.mapTo(form_view, w.rect().topRight()).x() <= form_view.width(), size
 
 
-def test_a_served_table_models_form_is_built_from_its_server_and_its_example_answers(  # type: ignore[no-untyped-def]
-    qtbot, tmp_path: Path
+def test_a_served_table_models_form_is_built_from_its_server_and_its_example_answers(
+    qtbot: QtBot, tmp_path: Path
 ) -> None:
     """A real table run served: the form holds its raw columns (never an encoded feature), pre-filled with a
     training row, and what the form sends answers 200 with the class the row's model gives."""

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ CORPUS = ROOT / "tests" / "data" / "bad"
 CASES: list[dict[str, Any]] = tomllib.loads((CORPUS / "MANIFEST.toml").read_text(encoding="utf-8"))["case"]
 CLI_CASES = [c for c in CASES if c["feed"] != "checkpoint"]
 CKPT_CASES = [c for c in CASES if c["feed"] == "checkpoint"]
+InProcess = Callable[[dict[str, Any]], tuple[int, str, str, Path]]  # a case -> (rc, stdout, stderr, runs dir)
 # Real subprocess runs: one per kind of input, and those where a warning or a late
 # traceback would only show on the process's own stderr.
 SUBPROCESS = {
@@ -99,7 +101,9 @@ def _check_one_line_error(
 
 
 @pytest.fixture
-def in_process(corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+def in_process(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> InProcess:
     """Run a case through ``core.cli.main`` in the corpus folder: (rc, stdout, stderr, runs_dir).
 
     No forkserver is warmed up for a command that must fail, and the run directory
@@ -153,7 +157,7 @@ def test_manifest_and_corpus_agree() -> None:
     sys.path.insert(0, str(CORPUS))
     dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # no __pycache__ in the corpus
     try:
-        import make_corpus  # type: ignore[import-not-found]
+        import make_corpus  # type: ignore[import-not-found]  # the corpus folder's own script, on sys.path here only
     finally:
         sys.path.remove(str(CORPUS))
         sys.dont_write_bytecode = dont_write
@@ -172,7 +176,7 @@ def test_manifest_and_corpus_agree() -> None:
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CLI_CASES])
-def test_bad_input_exits_2_with_one_line(case: dict[str, Any], in_process) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_exits_2_with_one_line(case: dict[str, Any], in_process: InProcess) -> None:
     rc, out, err, runs_dir = in_process(case)
     _check_one_line_error(case, rc, out, err, runs_dir)
 
@@ -229,7 +233,7 @@ def test_pickled_code_never_runs(
 
 
 @pytest.mark.parametrize("case", [_param(c, "resume_known_issue") for c in CKPT_CASES])
-def test_bad_checkpoint_resume_exits_2(case: dict[str, Any], in_process) -> None:  # type: ignore[no-untyped-def]
+def test_bad_checkpoint_resume_exits_2(case: dict[str, Any], in_process: InProcess) -> None:
     rc, out, err, runs_dir = in_process(case)
     # the loading stage's message is fixed; later stages may word it their own way but must name the file
     _check_one_line_error(case, rc, out, err, runs_dir, expect=case["stage"] == "load")

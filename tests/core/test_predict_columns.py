@@ -7,10 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import test_predict
 from test_export import raw_validation, run_cli
-from test_predict import exported, inputs  # noqa: F401 - module fixtures: a digits run, its exports, its rows
 
 from core.services.predict import ColumnNamesDiffer, predict, read_model_meta
+
+# test_predict's module fixtures, built again for this module: a digits run, its exports, its rows.
+exported = test_predict.exported
+inputs = test_predict.inputs
 
 
 def _renamed_csv(run_dir: Path, path: Path, with_id: bool) -> Path:

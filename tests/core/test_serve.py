@@ -310,7 +310,7 @@ def digits_server(digits_run: Path, tmp_path_factory: pytest.TempPathFactory) ->
         _SHARED.update(p.pid for p in tree())
 
     share()
-    server.share = share  # type: ignore[attr-defined]
+    server.share = share  # type: ignore[attr-defined]  # the fixture's own handle: share the restarted workers
     try:
         yield server
     finally:
@@ -457,7 +457,7 @@ def test_worker_killed_under_load_loses_no_request(digits_server: Server) -> Non
 
     result = run_load(digits_server.url, LOAD_S, during=kill)
     info = digits_server.wait_ready()
-    digits_server.share()  # type: ignore[attr-defined]
+    digits_server.share()  # type: ignore[attr-defined]  # set by the digits_server fixture
     assert result.errors == []
     assert set(result.statuses) == {200}, result.statuses
     assert digits_server.metric("traindesk_serve_worker_restarts_total") == restarts + 1

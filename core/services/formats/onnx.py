@@ -85,10 +85,10 @@ class OnnxFormat(ModelFormat):
         schema = tabular_schema(meta)
         if schema is not None and len(session.get_inputs()) == len(schema.used):  # the raw-column graph
 
-            def run(x: np.ndarray) -> np.ndarray:
+            def run_raw(x: np.ndarray) -> np.ndarray:
                 return session.run([out_name], onnx_feed(schema, x))[0]
 
-            return Predictor(path, meta, run, meta["export"]["output"])
+            return Predictor(path, meta, run_raw, meta["export"]["output"])
 
         def run(x: np.ndarray) -> np.ndarray:
             return session.run([out_name], {in_name: x})[0]
@@ -144,7 +144,7 @@ class OnnxFormat(ModelFormat):
             return onnx_feed(schema, rows) if schema is not None else {name: rows}
 
         try:
-            import onnxruntime  # noqa: F401
+            import onnxruntime  # noqa: F401 - only whether it is installed: the reference evaluator stands in otherwise
         except ModuleNotFoundError:
             from onnx.reference import ReferenceEvaluator
 

@@ -44,8 +44,10 @@ def predict_piece(
     if table is None:
         return None
     rows = range(piece.first, piece.first + piece.count)
-    ids = table.text[id_col].tolist() if id_col is not None else RowNumbers(rows)
-    inp = PredictInput(ids, x=table.x.reshape((piece.count, *predictor.input_shape)))
+    own_ids: list[str] = table.text[id_col].tolist() if id_col is not None else []
+    inp = PredictInput(
+        own_ids if id_col is not None else RowNumbers(rows), x=table.x.reshape((piece.count, *predictor.input_shape))
+    )
     probs, text = predict_chunk(predictor, inp, 0, piece.count, batch_rows)
     labels = [str(v) for v in table.text[label_col].tolist()] if label_col is not None else []
-    return probs, text, ids if id_col is not None else [], labels
+    return probs, text, own_ids, labels

@@ -46,7 +46,7 @@ class RowNumbers(Sequence[str]):
     def __eq__(self, other: object) -> bool:
         return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as a list is; typeshed types __hash__ as a method only
 
     def __repr__(self) -> str:
         return f"RowNumbers({self.rows.start}, {self.rows.stop})"

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from core.runfiles.records import DONE, EVAL, STATE, STEP, TRIAL
 
@@ -45,7 +45,7 @@ class EpochPosition:
         return min(0.999, max(0.0, (self.samples - self.start) / size))
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -140,7 +140,7 @@ class RunStats:
         self.completed[worker] = max(self.completed.get(worker, 0), epochs)
 
     def _on_step(self, rec: dict[str, Any]) -> None:
-        w = rec.get("worker")
+        w = cast(int, rec.get("worker"))  # a step record's worker (records.step_record): an int
         self.last_step[w] = rec
         t = rec.get("t")
         if _number(t):
@@ -167,7 +167,7 @@ class RunStats:
             at.samples = samples
 
     def _on_eval(self, rec: dict[str, Any]) -> None:
-        w = rec.get("worker")
+        w = cast(int, rec.get("worker"))  # an eval record's worker (records.eval_record): an int
         self.last_eval[w] = rec
         self.latest_eval = rec
         epoch = rec.get("epoch")
