@@ -204,4 +204,4 @@ class AttachedSession:
             None if status != "failed" else "the run's process ended without writing its end"
         )
         self._state = str(status)
-        self._emit([state_record(None, status, self.error or "the run's process is gone")])
+        self._emit([state_record(None, str(status), self.error or "the run's process is gone")])

@@ -238,7 +238,7 @@ class Session:
         if self._ctx.desired == STOP:
             return
         continues = self._ctx.start.continues
-        self._ctx.recorder.open(
+        run_dir = self._ctx.recorder.open(
             self.runs_dir,
             self.name,
             cfg,
@@ -246,7 +246,7 @@ class Session:
             self.num_workers,
             existing=continues.path if continues is not None else None,
         )
-        self.launcher.attach(self.run_dir)
+        self.launcher.attach(run_dir)
         notes = _data_notes(data.info)
         if notes:  # "topic": the command line shows these at the start, whatever their level
             self._emit([log_record(None, level, message, topic="data") for level, message in notes])
@@ -254,7 +254,7 @@ class Session:
             self._checkpoints.write_start()
         else:
             self.best = self._ctx.recorder.best_so_far()
-        self.strategy.prepare_run(self._ctx.recorder.run_dir, resuming=self._ctx.start.resuming)
+        self.strategy.prepare_run(run_dir, resuming=self._ctx.start.resuming)
 
     def _spawn(self) -> None:
         cfg = self.config
@@ -277,7 +277,7 @@ class Session:
             )
             for rank in range(self.num_workers)
         ]
-        assert self._ctx.channels is not None
+        assert self._ctx.channels is not None and self._ctx.data is not None
         self._ctx.procs = WorkerProcesses(self.launcher.start(specs, self._ctx.data, shared, self._ctx.channels))
 
     # -- the control API ---------------------------------------------------------------------

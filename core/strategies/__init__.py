@@ -23,7 +23,7 @@ __all__ = ["NAMES", "REGISTRY", "advisable", "get_strategy", "strategy_class"]
 
 def strategy_class(name: str) -> type[Strategy]:
     module, _, cls = REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), cls)
 
 
 def get_strategy(config: Config, task: str = "classification") -> Strategy:

@@ -18,7 +18,7 @@ import json
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from core.errors import ConfigError
 from core.runfiles.layout import RunDir
@@ -143,7 +143,9 @@ def open_study(run_dir: Path, cfg: Config, seed: int, task: str = "classificatio
     storage = JournalStorage(JournalFileBackend(str(RunDir(run_dir).study_journal)))
     from core.metric_names import higher_is_better, search_metric
 
-    direction = "maximize" if higher_is_better(search_metric(cfg, task)) else "minimize"
+    direction: Literal["maximize", "minimize"] = (
+        "maximize" if higher_is_better(search_metric(cfg, task)) else "minimize"
+    )
     study = optuna.create_study(
         study_name=STUDY_NAME,
         storage=storage,
@@ -171,7 +173,7 @@ def make_sampler(cfg: Config, seed: int) -> optuna.samplers.BaseSampler:
 def _grid_class() -> type:
     import optuna
 
-    class Grid(optuna.samplers.GridSampler):  # type: ignore[misc]
+    class Grid(optuna.samplers.GridSampler):
         """The grid without its end-of-grid study.stop(): it only works inside optimize(); the budget ends a search."""
 
         def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:

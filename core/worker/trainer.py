@@ -159,7 +159,7 @@ class Trainer:
         self._lr = float(self.optimizer.param_groups[0]["lr"])
         self._scheduled = scheduled(cfg.schedule)
         self.monitor = selection_metric(cfg, data.info.task, data.info.imbalanced)  # what "best" means here
-        y_train = data.train.y if hasattr(data.train, "y") else torch.tensor(data.train.labels)  # type: ignore[union-attr]
+        y_train = data.train.y if hasattr(data.train, "y") else torch.tensor(data.train.labels)
         self.loss_fn = make_loss(cfg, data.info, y_train).to(self.device)
         self._plateau = Plateau(cfg.schedule, self.monitor, start.lr_scale) if cfg.schedule.kind == "plateau" else None
         self._samples_per_epoch = max(1, strategy.samples_per_epoch(len(data.train)))

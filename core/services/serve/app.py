@@ -83,7 +83,7 @@ class ServeOptions:
     watch: bool = False
     die_with: int | None = None  # a process whose end stops the server (the window that started it)
     max_body_bytes: int = MAX_BODY_BYTES
-    log: Callable[[str], None] = field(default=lambda text: sys.stderr.write(text + "\n"))
+    log: Callable[[str], None] = field(default=lambda text: print(text, file=sys.stderr))
 
     def limits(self) -> Limits:
         return Limits(self.max_batch, self.max_wait_ms / 1000.0, self.queue, self.timeout_s)

@@ -326,7 +326,7 @@ class InferencePool:
         w.computing(time.monotonic())
         head = b"B" + BATCH_HEAD.pack(batch.id, batch.rows)
         try:
-            w.conn.send_bytes(b"".join([head, *(r.x for r in batch.requests)]))
+            w.conn.send_bytes(b"".join([head, *(r.x.data for r in batch.requests)]))
         except OSError:
             self._died(w)
 

@@ -12,8 +12,9 @@ import contextlib
 import gc
 import os
 import signal
+import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from core.host.lifeline import alive, set_pdeathsig
@@ -153,8 +154,25 @@ def serve(options: ServeOptions, on_ready: Callable[[str], None] | None = None) 
         loop_factory: Any = uvloop.new_event_loop
     except ModuleNotFoundError:
         loop_factory = None
-    with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve_async(options, on_ready))
+    run_loop(serve_async(options, on_ready), loop_factory)
+
+
+def run_loop(main: Coroutine[Any, Any, None], loop_factory: Callable[[], asyncio.AbstractEventLoop] | None) -> None:
+    """``asyncio.Runner`` (3.11+), or the same by hand on 3.10: one new loop, its async generators shut, closed."""
+    if sys.version_info >= (3, 11):
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(main)
+        return
+    loop = (loop_factory or asyncio.new_event_loop)()
+    try:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(main)
+    finally:
+        try:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 __all__ = ["ServeConfigError", "StartError", "bind", "serve", "serve_async"]

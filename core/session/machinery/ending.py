@@ -50,7 +50,7 @@ class RunEnd:
                 self.checkpoints.write(parts)
             except OSError as exc:
                 status = "failed"
-                s.error = s.error or f"checkpoint: cannot write {RunDir(s.run_dir).last}: {exc.strerror}"
+                s.error = s.error or f"checkpoint: cannot write {self._run().last}: {exc.strerror}"
         else:
             ctx.log("info", "the last consistent checkpoint was kept: Continue run resumes from it")
         self.write_summary(status)
@@ -60,14 +60,17 @@ class RunEnd:
         ctx.run.move(status, s.error or "")
         self.close()
 
+    def _run(self) -> RunDir:
+        assert self.session.run_dir is not None, "a run that ends has its directory"
+        return RunDir(self.session.run_dir)
+
     def _handed_on(self) -> tuple[Any, str, Any]:
         """The model Evaluate, Export, Predict and Serve take by default, which checkpoint it is, its epoch."""
-        s = self.session
-        run = RunDir(s.run_dir)
+        run = self._run()
         if run.default_checkpoint() == "best":
             ckpt = load_checkpoint(run.best)
             return model_from_checkpoint(ckpt, f"checkpoint: {run.best}"), "best", ckpt.get("epoch")
-        return s.final_model(), "last", min((p.epoch - 1 for p in self.progress()), default=0)
+        return self.session.final_model(), "last", min((p.epoch - 1 for p in self.progress()), default=0)
 
     def _select_by(self) -> str:
         s = self.session
