@@ -24,11 +24,9 @@ from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
-    QLabel,
     QMainWindow,
     QMenu,
     QMessageBox,
-    QProgressBar,
     QScrollArea,
     QSplitter,
     QTabWidget,
@@ -39,22 +37,21 @@ from PySide6.QtWidgets import (
 
 from app.flows.advisor import AdvisorFlow, advice_table
 from app.flows.continue_fork import ContinueForkFlow
-from app.flows.live_run import PROGRESS_STEPS, LiveRun
+from app.flows.live_run import LiveRun
 from app.flows.past_runs import PastRuns
 from app.flows.run_controller import RunController
 from app.panel.files import ConfigFiles
 from app.panel.panel import ConfigPanel
 from app.plots.live import PlotsPanel
 from app.shell import icons
-from app.shell.actions import apply_enablement, build_menus, build_toolbar, make_actions, show_about
+from app.shell.actions import ToolbarFit, apply_enablement, build_menus, build_toolbar, make_actions, show_about
 from app.shell.banner import Banner
-from app.shell.elided_label import ElidedLabel
 from app.shell.gc_policy import GuiGarbageCollector
 from app.shell.log_pane import LogPane
 from app.shell.settings import AppSettings
+from app.shell.status_bar import RunStatusBar
 from app.shell.tasks import BackgroundCalls
 from app.shell.theme import Theme, apply_theme, get_theme, style_plot_widget
-from app.shell.toolbar_fit import ToolbarFit
 from app.viewmodels.window_state import WindowModel, WindowState, derive
 from app.views.lr_finder import LRFinderDialog
 from app.views.runs import RunsView
@@ -141,7 +138,15 @@ class MainWindow(QMainWindow):
         self.toolbar = build_toolbar(self.actions_by_name)
         self.addToolBar(self.toolbar)
         self.toolbar_fit = ToolbarFit(self.toolbar, self)  # icons alone when the text would push actions off
-        self._build_status_bar()
+        self.run_status = RunStatusBar(self.statusBar(), (self.advisor.progress, self.advisor.button_cancel))
+        # the status bar's widgets by name, for scripts and tests
+        self.label_state = self.run_status.label_state
+        self.label_run_dir = self.run_status.label_run_dir
+        self.label_throughput = self.run_status.label_throughput
+        self.label_winner = self.run_status.label_winner
+        self.progress_run = self.run_status.progress_run
+        self.progress_advisor = self.advisor.progress
+        self.button_cancel_advisor = self.advisor.button_cancel
         self._restore_settings()
         self.plots.view_changed.connect(self._on_view_changed)  # after restoring, or it overwrites them
         self.panel.training.watch_epochs(lambda _v: self.update_actions())
@@ -222,32 +227,6 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(6, 0, 6, 4)
         layout.addWidget(self.main_splitter)
         self.setCentralWidget(container)
-
-    def _build_status_bar(self) -> None:
-        status = self.statusBar()
-        # status texts elide (whole in their tooltips): a long run folder or state never widens the window
-        self.label_state = ElidedLabel("Ready", objectName="label_state")
-        self.label_throughput = QLabel("", objectName="label_throughput")
-        self.label_throughput.setToolTip("Training samples per second, all workers together")
-        self.label_run_dir = ElidedLabel("", objectName="label_run_dir")
-        self.label_run_dir.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.progress_run = QProgressBar(objectName="progress_run")
-        self.progress_run.setRange(0, PROGRESS_STEPS)
-        self.progress_run.setValue(0)
-        self.progress_run.setFixedWidth(300)
-        self.progress_run.setFormat("No run")
-        self.progress_run.setTextVisible(True)
-        self.label_winner = QLabel("", objectName="label_winner")
-        self.label_winner.setToolTip("The sweep's best setting (its model is the run's result)")
-        self.progress_advisor = self.advisor.progress
-        self.button_cancel_advisor = self.advisor.button_cancel
-        status.addWidget(self.label_state)
-        status.addWidget(self.label_run_dir, 1)
-        status.addPermanentWidget(self.label_winner)
-        status.addPermanentWidget(self.progress_advisor)
-        status.addPermanentWidget(self.button_cancel_advisor)
-        status.addPermanentWidget(self.label_throughput)
-        status.addPermanentWidget(self.progress_run)
 
     # -- settings --------------------------------------------------------------
     @property
@@ -370,7 +349,7 @@ class MainWindow(QMainWindow):
             else "Start training with these settings (Ctrl+R, F5)"
         )
         self.action_export.setToolTip(self.live.export_tip())
-        self.label_state.setText(derived.status)
+        self.run_status.set_state(derived.status)
         if derived.panel_mode != self.panel.mode:
             self.panel.set_mode(derived.panel_mode)
 

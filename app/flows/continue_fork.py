@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.flows.fork_dialog import ForkDialog
-from app.viewmodels.run_data import ProgressTracker, fork_marker
-from app.viewmodels.trial_progress import make_progress
+from app.viewmodels.run_data import fork_marker
 from core.config import Config, ConfigError, load_config
 from core.runfiles.layout import RunDir
 from core.runfiles.records import CONFIG, EVAL, STEP
@@ -71,9 +70,14 @@ class ContinueForkFlow:
         w = self.window
         w.state.update(preparing=False)
         w.banner.hide()
-        cfg = past.config if past.config is not None else w.panel.config()
-        if epochs is not None:
-            cfg = cfg.replace("train", epochs=epochs)
+        try:
+            cfg = past.config if past.config is not None else w.panel.config()
+            if epochs is not None:
+                cfg = cfg.replace("train", epochs=epochs)
+        except ConfigError as exc:  # the continued run's settings cannot run: it does not start
+            w.panel.show_error(str(exc))
+            w.show_input_error(str(exc))
+            return
         if w.panel.showing_run_config:  # the run's settings become the user's (the panel is locked now)
             w.panel.use_shown_config()
         w.panel.set_config(cfg)
@@ -82,8 +86,7 @@ class ContinueForkFlow:
         w.plots.add_records(past.records)
         w.plots.flush()
         w.tabs.setCurrentWidget(w.plots)
-        w.live.progress = make_progress(cfg)
-        w.live.progress.resume_from(past.records)  # counts from where the run stopped, not from zero
+        w.live.start_progress(cfg, done=past.records)  # counts from where the run stopped, not from zero
         w.live.update_progress()
         w.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
         w.controller.continue_run(run_dir, epochs)
@@ -175,8 +178,10 @@ class ContinueForkFlow:
         if cfg is not None:
             try:
                 w.panel.set_config(cfg.with_changes(changes))
-            except ConfigError:
-                pass
+            except ConfigError as exc:  # the fork's settings cannot run: it does not start
+                w.panel.show_error(str(exc))
+                w.show_input_error(str(exc))
+                return
             w.plots.reset()
             w.live.apply_run_shape(cfg)
         else:
@@ -186,8 +191,7 @@ class ContinueForkFlow:
         w.plots.flush()
         w.tabs.setCurrentWidget(w.plots)
         epochs = w.panel.training.epochs()
-        w.live.progress = make_progress(cfg, epochs) if cfg else ProgressTracker(epochs, 1)
-        w.live.progress.resume_from(past.records)
+        w.live.start_progress(cfg, epochs, done=past.records)
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"
         w.log_pane.add_message("state", f"forking {run_dir.name} with {text}", who="session")
         w.controller.fork(run_dir, changes)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QFileDialog
 
 from app.viewmodels.run_data import fork_marker
-from app.viewmodels.trial_progress import make_progress
 from core.config import ConfigError, load_config
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.records import LOG
@@ -90,7 +89,7 @@ class PastRuns:
         w.state.update(viewing_run=None)
         w.plots.reset()
         w.live.apply_run_shape(cfg)
-        w.live.progress = make_progress(cfg)
+        w.live.start_progress(cfg)
         w.panel.show_run_config(cfg, run_dir.name)  # the run's settings, not the window's
         w.tabs.setCurrentWidget(w.plots)
         w.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
