@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QCloseEvent
@@ -58,6 +58,12 @@ from app.views.runs import RunsView
 from app.views.search import SearchView
 from core.config import ConfigError, parse_toml
 
+if TYPE_CHECKING:
+    from app.views.compare import CompareView
+    from app.views.evaluate import EvaluateView
+    from app.views.predict import PredictView
+    from app.views.serve import ServeView
+
 DESCRIBED_PROBLEM = "the dataset or model cannot be used (its ⚠ line on the left says why)"
 # The export dialog comes with the export feature; without it the action stays off and says so.
 EXPORT_AVAILABLE = importlib.util.find_spec("app.views.export_dialog") is not None
@@ -84,6 +90,18 @@ class MainWindow(QMainWindow):
     action_compare: QAction
     action_fork: QAction
     action_show_runs: QAction
+    # its parts, made in _build_central
+    panel: ConfigPanel
+    plots: PlotsPanel
+    log_pane: LogPane
+    banner: Banner
+    tabs: QTabWidget
+    runs_view: RunsView
+    compare_view: CompareView
+    evaluate_view: EvaluateView
+    predict_view: PredictView
+    search_view: SearchView
+    serve_view: ServeView
 
     def __init__(self, settings: AppSettings | None = None, runs_dir: str | None = None) -> None:
         super().__init__()
@@ -118,7 +136,7 @@ class MainWindow(QMainWindow):
                 "action_open_run": self.past_runs.ask_open,
                 "action_runs_dir": self.config_files.ask_runs_dir,
                 "action_quit": self.close,
-                "action_dark": self._on_toggle_theme,
+                "action_dark": self.set_dark,
                 "action_clear": self._on_clear,
                 "action_about": lambda: show_about(self),
                 "action_continue_run": self.continue_fork.continue_run,
@@ -133,7 +151,7 @@ class MainWindow(QMainWindow):
             setattr(self, attr, action)
         self._build_central()
         self.menu_recent = QMenu("Recent runs", self, objectName="menu_recent_runs")
-        self.menu_recent.aboutToShow.connect(self.past_runs.fill_recent)
+        self.menu_recent.aboutToShow.connect(lambda: self.past_runs.fill_recent(self.menu_recent))
         build_menus(self, self.actions_by_name, self.menu_recent)
         self.toolbar = build_toolbar(self.actions_by_name)
         self.addToolBar(self.toolbar)
@@ -306,7 +324,8 @@ class MainWindow(QMainWindow):
         self.evaluate_view.refresh_colors()
         self.log_pane.set_colors(t.error, t.warning, t.muted)
 
-    def _on_toggle_theme(self, dark: bool) -> None:
+    def set_dark(self, dark: bool) -> None:
+        """The dark theme, or the light one; remembered for the next session."""
         self._apply_theme("dark" if dark else "light")
         self.settings.theme = self._theme.name
 
@@ -381,6 +400,9 @@ class MainWindow(QMainWindow):
         self.show_error(message, logged)
         self.banner.setProperty("cause", "input")
 
+    def hide_error(self) -> None:
+        self.banner.hide()
+
     def _on_panel_changed(self) -> None:
         if self.banner.isVisible() and self.banner.property("cause") == "input":
             self.banner.hide()
@@ -391,6 +413,12 @@ class MainWindow(QMainWindow):
         """Show a run: a live one of another process is followed, any other as history (app.flows.past_runs)."""
         self.past_runs.open(run_dir)
 
+    def show_tab(self, view: QWidget) -> None:
+        self.tabs.setCurrentWidget(view)
+
+    def shown_tab(self) -> QWidget:
+        return self.tabs.currentWidget()
+
     def open_config(self, path: str | Path) -> bool:
         return self.config_files.open(path)
 
@@ -400,7 +428,7 @@ class MainWindow(QMainWindow):
     def _on_clear(self) -> None:
         self.plots.reset()
         self.log_pane.clear()
-        self.banner.hide()
+        self.hide_error()
         self.live.clear()
 
     def _on_lr_find(self) -> None:

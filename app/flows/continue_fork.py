@@ -22,13 +22,13 @@ from core.runfiles.records import CONFIG, EVAL, STEP
 from core.services.past_run import PastRun, read_past_run
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.flows.window_port import WindowPort
 
 
 class ContinueForkFlow:
     """Continue run and Fork, from choosing the source run to handing it to the run controller."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowPort) -> None:
         self.window = window
 
     def _on_screen(self) -> RunDir | None:
@@ -69,7 +69,7 @@ class ContinueForkFlow:
         """The earlier curves stay; the continued run's go on from them, with a marker where it resumed."""
         w = self.window
         w.state.update(preparing=False)
-        w.banner.hide()
+        w.hide_error()
         try:
             cfg = past.config if past.config is not None else w.panel.config()
             if epochs is not None:
@@ -85,7 +85,7 @@ class ContinueForkFlow:
         w.live.apply_run_shape(cfg)
         w.plots.add_records(past.records)
         w.plots.flush()
-        w.tabs.setCurrentWidget(w.plots)
+        w.show_tab(w.plots)
         w.live.start_progress(cfg, done=past.records)  # counts from where the run stopped, not from zero
         w.live.update_progress()
         w.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
@@ -99,7 +99,7 @@ class ContinueForkFlow:
             if w.controller.state == "paused" and not w.controller.attached:
                 return w.controller.run_dir
             return None
-        selected = w.runs_view.selected_runs() if w.tabs.currentWidget() is w.runs_view else []
+        selected = w.runs_view.selected_runs() if w.shown_tab() is w.runs_view else []
         run = RunDir(selected[0]) if len(selected) == 1 else self._on_screen()
         if run is None or not run.has_weights():
             return None
@@ -138,7 +138,7 @@ class ContinueForkFlow:
             # It trained all its epochs: the fork needs more to train at all.
             proposed["train.epochs"] = max(done + 1, 2 * done)
             note = f"It finished all its {done} epochs: the fork trains on up to the epoch below."
-        dialog = ForkDialog(run_dir.name, source_cfg, proposed, done + 1 if finished else 1, note, w)
+        dialog = ForkDialog(run_dir.name, source_cfg, proposed, done + 1 if finished else 1, note, w.window())
         try:
             if not w.ask_fork(dialog):
                 return
@@ -171,7 +171,7 @@ class ContinueForkFlow:
         """The parent's curves first, the fork's branching from them."""
         w = self.window
         w.state.update(preparing=False)
-        w.banner.hide()
+        w.hide_error()
         if w.panel.showing_run_config:  # the run's settings become the user's (the panel is locked now)
             w.panel.use_shown_config()
         cfg = past.config
@@ -189,7 +189,7 @@ class ContinueForkFlow:
         w.plots.add_records([r for r in past.records if r.get("kind") in (STEP, EVAL, CONFIG)])
         w.plots.mark_next_start(fork_marker(run_dir.name))
         w.plots.flush()
-        w.tabs.setCurrentWidget(w.plots)
+        w.show_tab(w.plots)
         epochs = w.panel.training.epochs()
         w.live.start_progress(cfg, epochs, done=past.records)
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"

@@ -26,7 +26,7 @@ from core.session.reading.stats import RunCount
 from core.training.validation import result_line
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.flows.window_port import WindowPort
     from core.session.handle import RunHandle
 
 
@@ -42,8 +42,8 @@ class Starting:
 class LiveRun(QObject):
     """The window's own run (or an attached one) from Start to its end."""
 
-    def __init__(self, window: MainWindow, export_available: bool) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowPort, export_available: bool) -> None:
+        super().__init__(window.window())
         self.window = window
         self.export_available = export_available
         self.progress: ProgressTracker | None = None
@@ -68,7 +68,7 @@ class LiveRun(QObject):
             return
         if w.panel.mode == "view":
             return
-        w.banner.hide()
+        w.hide_error()
         self._record_error = ""
         self._starting = Starting(cfg, time.time())
         w.save_last_config()
@@ -114,7 +114,7 @@ class LiveRun(QObject):
             w.log_pane.add_message("state", f"resumed with {text}", who="session")
             if self.progress is not None and "train.epochs" in changes:
                 self.progress.epochs = int(changes["train.epochs"])
-        w.banner.hide()
+        w.hide_error()
 
     def stop(self) -> None:
         self.window.controller.stop()
@@ -134,7 +134,7 @@ class LiveRun(QObject):
             return
         from app.views.export_dialog import ExportDialog
 
-        dialog = ExportDialog(run_dir, w)
+        dialog = ExportDialog(run_dir, w.window())
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()  # window-modal, without a nested event loop
 
