@@ -75,8 +75,7 @@ class ContinueForkFlow:
             if epochs is not None:
                 cfg = cfg.replace("train", epochs=epochs)
         except ConfigError as exc:  # the continued run's settings cannot run: it does not start
-            w.panel.show_error(str(exc))
-            w.show_input_error(str(exc))
+            _show_bad_settings(w, exc)
             return
         if w.panel.showing_run_config:  # the run's settings become the user's (the panel is locked now)
             w.panel.use_shown_config()
@@ -127,8 +126,7 @@ class ContinueForkFlow:
             source_cfg = w.controller.session.config if w.controller.active else load_config(run.config)
             proposed = self.shown_changes(run_dir, source_cfg)
         except ConfigError as exc:
-            w.panel.show_error(str(exc))
-            w.show_input_error(str(exc))
+            _show_bad_settings(w, exc)
             return
         summary = {} if w.controller.active else (run.read_summary() or {})
         done = int(summary.get("epochs_done") or 0)
@@ -179,8 +177,7 @@ class ContinueForkFlow:
             try:
                 w.panel.set_config(cfg.with_changes(changes))
             except ConfigError as exc:  # the fork's settings cannot run: it does not start
-                w.panel.show_error(str(exc))
-                w.show_input_error(str(exc))
+                _show_bad_settings(w, exc)
                 return
             w.plots.reset()
             w.live.apply_run_shape(cfg)
@@ -195,3 +192,9 @@ class ContinueForkFlow:
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"
         w.log_pane.add_message("state", f"forking {run_dir.name} with {text}", who="session")
         w.controller.fork(run_dir, changes)
+
+
+def _show_bad_settings(w: WindowPort, exc: ConfigError) -> None:
+    """Settings that cannot run: the panel's error line and the window's input error say why."""
+    w.panel.show_error(str(exc))
+    w.show_input_error(str(exc))
