@@ -199,6 +199,28 @@ def test_a_fork_whose_settings_cannot_run_says_why_and_starts_nothing(
     assert window.action_fork.isEnabled()
 
 
+def test_a_continue_whose_settings_cannot_run_says_why_and_starts_nothing(
+    qtbot: Any, make_window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run without its config.toml continues with the panel's settings: when those cannot run, the window
+    says why as an input error and nothing continues."""
+    run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", parent_config(), status="stopped")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.pt").write_bytes(b"weights")
+    (run / "config.toml").unlink()
+    window = make_window()
+    continued: list[Any] = []
+    monkeypatch.setattr(window.controller, "continue_run", lambda *a: continued.append(a))
+    window.state.update(viewing_run=run)  # the run on screen
+    window.panel.edit_lr.setText("fast")
+    assert window.continue_fork.continuable_run() == run
+    window.continue_fork.continue_run()
+    qtbot.waitUntil(lambda: not window.state.preparing and not window.calls.busy, timeout=20_000)
+    assert continued == []
+    assert window.banner.isVisible() and "optim.lr" in window.banner.text
+    assert window.banner.property("cause") == "input"
+
+
 # -- Start: disabled while the settings cannot run, and a failed start clears nothing ----------------
 def test_start_is_disabled_while_the_config_is_invalid_and_says_why(
     qtbot: Any, make_window: Any, tmp_path: Path
