@@ -52,8 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         AppSettings().runs_dir = str(Path(args.runs_dir).expanduser())
     window = MainWindow(runs_dir=args.runs_dir)
     if args.theme:
-        window.action_dark.setChecked(args.theme == "dark")
-        window._on_toggle_theme(args.theme == "dark")
+        window.set_dark(args.theme == "dark")
     if args.config and not window.open_config(args.config):
         print(window.panel.label_config_error.text(), file=sys.stderr)
     window.show()

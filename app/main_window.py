@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QCloseEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
-    QLabel,
     QMainWindow,
     QMenu,
     QMessageBox,
-    QProgressBar,
     QScrollArea,
     QSplitter,
     QTabWidget,
@@ -39,27 +37,32 @@ from PySide6.QtWidgets import (
 
 from app.flows.advisor import AdvisorFlow, advice_table
 from app.flows.continue_fork import ContinueForkFlow
-from app.flows.live_run import PROGRESS_STEPS, LiveRun
+from app.flows.live_run import LiveRun
 from app.flows.past_runs import PastRuns
 from app.flows.run_controller import RunController
 from app.panel.files import ConfigFiles
 from app.panel.panel import ConfigPanel
 from app.plots.live import PlotsPanel
 from app.shell import icons
-from app.shell.actions import apply_enablement, build_menus, build_toolbar, make_actions, show_about
+from app.shell.actions import ToolbarFit, apply_enablement, build_menus, build_toolbar, make_actions, show_about
 from app.shell.banner import Banner
-from app.shell.elided_label import ElidedLabel
 from app.shell.gc_policy import GuiGarbageCollector
 from app.shell.log_pane import LogPane
 from app.shell.settings import AppSettings
+from app.shell.status_bar import RunStatusBar
 from app.shell.tasks import BackgroundCalls
 from app.shell.theme import Theme, apply_theme, get_theme, style_plot_widget
-from app.shell.toolbar_fit import ToolbarFit
 from app.viewmodels.window_state import WindowModel, WindowState, derive
 from app.views.lr_finder import LRFinderDialog
 from app.views.runs import RunsView
 from app.views.search import SearchView
 from core.config import ConfigError, parse_toml
+
+if TYPE_CHECKING:
+    from app.views.compare import CompareView
+    from app.views.evaluate import EvaluateView
+    from app.views.predict import PredictView
+    from app.views.serve import ServeView
 
 DESCRIBED_PROBLEM = "the dataset or model cannot be used (its ⚠ line on the left says why)"
 # The export dialog comes with the export feature; without it the action stays off and says so.
@@ -87,6 +90,18 @@ class MainWindow(QMainWindow):
     action_compare: QAction
     action_fork: QAction
     action_show_runs: QAction
+    # its parts, made in _build_central
+    panel: ConfigPanel
+    plots: PlotsPanel
+    log_pane: LogPane
+    banner: Banner
+    tabs: QTabWidget
+    runs_view: RunsView
+    compare_view: CompareView
+    evaluate_view: EvaluateView
+    predict_view: PredictView
+    search_view: SearchView
+    serve_view: ServeView
 
     def __init__(self, settings: AppSettings | None = None, runs_dir: str | None = None) -> None:
         super().__init__()
@@ -121,7 +136,7 @@ class MainWindow(QMainWindow):
                 "action_open_run": self.past_runs.ask_open,
                 "action_runs_dir": self.config_files.ask_runs_dir,
                 "action_quit": self.close,
-                "action_dark": self._on_toggle_theme,
+                "action_dark": self.set_dark,
                 "action_clear": self._on_clear,
                 "action_about": lambda: show_about(self),
                 "action_continue_run": self.continue_fork.continue_run,
@@ -136,12 +151,20 @@ class MainWindow(QMainWindow):
             setattr(self, attr, action)
         self._build_central()
         self.menu_recent = QMenu("Recent runs", self, objectName="menu_recent_runs")
-        self.menu_recent.aboutToShow.connect(self.past_runs.fill_recent)
+        self.menu_recent.aboutToShow.connect(lambda: self.past_runs.fill_recent(self.menu_recent))
         build_menus(self, self.actions_by_name, self.menu_recent)
         self.toolbar = build_toolbar(self.actions_by_name)
         self.addToolBar(self.toolbar)
         self.toolbar_fit = ToolbarFit(self.toolbar, self)  # icons alone when the text would push actions off
-        self._build_status_bar()
+        self.run_status = RunStatusBar(self.statusBar(), (self.advisor.progress, self.advisor.button_cancel))
+        # the status bar's widgets by name, for scripts and tests
+        self.label_state = self.run_status.label_state
+        self.label_run_dir = self.run_status.label_run_dir
+        self.label_throughput = self.run_status.label_throughput
+        self.label_winner = self.run_status.label_winner
+        self.progress_run = self.run_status.progress_run
+        self.progress_advisor = self.advisor.progress
+        self.button_cancel_advisor = self.advisor.button_cancel
         self._restore_settings()
         self.plots.view_changed.connect(self._on_view_changed)  # after restoring, or it overwrites them
         self.panel.training.watch_epochs(lambda _v: self.update_actions())
@@ -223,32 +246,6 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.main_splitter)
         self.setCentralWidget(container)
 
-    def _build_status_bar(self) -> None:
-        status = self.statusBar()
-        # status texts elide (whole in their tooltips): a long run folder or state never widens the window
-        self.label_state = ElidedLabel("Ready", objectName="label_state")
-        self.label_throughput = QLabel("", objectName="label_throughput")
-        self.label_throughput.setToolTip("Training samples per second, all workers together")
-        self.label_run_dir = ElidedLabel("", objectName="label_run_dir")
-        self.label_run_dir.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.progress_run = QProgressBar(objectName="progress_run")
-        self.progress_run.setRange(0, PROGRESS_STEPS)
-        self.progress_run.setValue(0)
-        self.progress_run.setFixedWidth(300)
-        self.progress_run.setFormat("No run")
-        self.progress_run.setTextVisible(True)
-        self.label_winner = QLabel("", objectName="label_winner")
-        self.label_winner.setToolTip("The sweep's best setting (its model is the run's result)")
-        self.progress_advisor = self.advisor.progress
-        self.button_cancel_advisor = self.advisor.button_cancel
-        status.addWidget(self.label_state)
-        status.addWidget(self.label_run_dir, 1)
-        status.addPermanentWidget(self.label_winner)
-        status.addPermanentWidget(self.progress_advisor)
-        status.addPermanentWidget(self.button_cancel_advisor)
-        status.addPermanentWidget(self.label_throughput)
-        status.addPermanentWidget(self.progress_run)
-
     # -- settings --------------------------------------------------------------
     @property
     def runs_dir(self) -> str:
@@ -327,7 +324,8 @@ class MainWindow(QMainWindow):
         self.evaluate_view.refresh_colors()
         self.log_pane.set_colors(t.error, t.warning, t.muted)
 
-    def _on_toggle_theme(self, dark: bool) -> None:
+    def set_dark(self, dark: bool) -> None:
+        """The dark theme, or the light one; remembered for the next session."""
         self._apply_theme("dark" if dark else "light")
         self.settings.theme = self._theme.name
 
@@ -370,7 +368,7 @@ class MainWindow(QMainWindow):
             else "Start training with these settings (Ctrl+R, F5)"
         )
         self.action_export.setToolTip(self.live.export_tip())
-        self.label_state.setText(derived.status)
+        self.run_status.set_state(derived.status)
         if derived.panel_mode != self.panel.mode:
             self.panel.set_mode(derived.panel_mode)
 
@@ -402,6 +400,9 @@ class MainWindow(QMainWindow):
         self.show_error(message, logged)
         self.banner.setProperty("cause", "input")
 
+    def hide_error(self) -> None:
+        self.banner.hide()
+
     def _on_panel_changed(self) -> None:
         if self.banner.isVisible() and self.banner.property("cause") == "input":
             self.banner.hide()
@@ -412,6 +413,12 @@ class MainWindow(QMainWindow):
         """Show a run: a live one of another process is followed, any other as history (app.flows.past_runs)."""
         self.past_runs.open(run_dir)
 
+    def show_tab(self, view: QWidget) -> None:
+        self.tabs.setCurrentWidget(view)
+
+    def shown_tab(self) -> QWidget:
+        return self.tabs.currentWidget()
+
     def open_config(self, path: str | Path) -> bool:
         return self.config_files.open(path)
 
@@ -421,7 +428,7 @@ class MainWindow(QMainWindow):
     def _on_clear(self) -> None:
         self.plots.reset()
         self.log_pane.clear()
-        self.banner.hide()
+        self.hide_error()
         self.live.clear()
 
     def _on_lr_find(self) -> None:

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QProgressBar, QToolButton
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.flows.window_port import WindowPort
 
 ADVISOR_SECONDS = 3.0  # training seconds per probe of "Find fastest"
 
@@ -24,8 +24,8 @@ class AdvisorFlow(QObject):
 
     line = Signal(str)  # a probe's line, from the advisor's thread to the GUI thread
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowPort) -> None:
+        super().__init__(window.window())
         self.window = window
         self._done = 0
         self._total = 0

@@ -15,21 +15,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.flows.fork_dialog import ForkDialog
-from app.viewmodels.run_data import ProgressTracker, fork_marker
-from app.viewmodels.trial_progress import make_progress
+from app.viewmodels.run_data import fork_marker
 from core.config import Config, ConfigError, load_config
 from core.runfiles.layout import RunDir
 from core.runfiles.records import CONFIG, EVAL, STEP
 from core.services.past_run import PastRun, read_past_run
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.flows.window_port import WindowPort
 
 
 class ContinueForkFlow:
     """Continue run and Fork, from choosing the source run to handing it to the run controller."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowPort) -> None:
         self.window = window
 
     def _on_screen(self) -> RunDir | None:
@@ -70,10 +69,14 @@ class ContinueForkFlow:
         """The earlier curves stay; the continued run's go on from them, with a marker where it resumed."""
         w = self.window
         w.state.update(preparing=False)
-        w.banner.hide()
-        cfg = past.config if past.config is not None else w.panel.config()
-        if epochs is not None:
-            cfg = cfg.replace("train", epochs=epochs)
+        w.hide_error()
+        try:
+            cfg = past.config if past.config is not None else w.panel.config()
+            if epochs is not None:
+                cfg = cfg.replace("train", epochs=epochs)
+        except ConfigError as exc:  # the continued run's settings cannot run: it does not start
+            _show_bad_settings(w, exc)
+            return
         if w.panel.showing_run_config:  # the run's settings become the user's (the panel is locked now)
             w.panel.use_shown_config()
         w.panel.set_config(cfg)
@@ -81,9 +84,8 @@ class ContinueForkFlow:
         w.live.apply_run_shape(cfg)
         w.plots.add_records(past.records)
         w.plots.flush()
-        w.tabs.setCurrentWidget(w.plots)
-        w.live.progress = make_progress(cfg)
-        w.live.progress.resume_from(past.records)  # counts from where the run stopped, not from zero
+        w.show_tab(w.plots)
+        w.live.start_progress(cfg, done=past.records)  # counts from where the run stopped, not from zero
         w.live.update_progress()
         w.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
         w.controller.continue_run(run_dir, epochs)
@@ -96,7 +98,7 @@ class ContinueForkFlow:
             if w.controller.state == "paused" and not w.controller.attached:
                 return w.controller.run_dir
             return None
-        selected = w.runs_view.selected_runs() if w.tabs.currentWidget() is w.runs_view else []
+        selected = w.runs_view.selected_runs() if w.shown_tab() is w.runs_view else []
         run = RunDir(selected[0]) if len(selected) == 1 else self._on_screen()
         if run is None or not run.has_weights():
             return None
@@ -124,8 +126,7 @@ class ContinueForkFlow:
             source_cfg = w.controller.session.config if w.controller.active else load_config(run.config)
             proposed = self.shown_changes(run_dir, source_cfg)
         except ConfigError as exc:
-            w.panel.show_error(str(exc))
-            w.show_input_error(str(exc))
+            _show_bad_settings(w, exc)
             return
         summary = {} if w.controller.active else (run.read_summary() or {})
         done = int(summary.get("epochs_done") or 0)
@@ -135,7 +136,7 @@ class ContinueForkFlow:
             # It trained all its epochs: the fork needs more to train at all.
             proposed["train.epochs"] = max(done + 1, 2 * done)
             note = f"It finished all its {done} epochs: the fork trains on up to the epoch below."
-        dialog = ForkDialog(run_dir.name, source_cfg, proposed, done + 1 if finished else 1, note, w)
+        dialog = ForkDialog(run_dir.name, source_cfg, proposed, done + 1 if finished else 1, note, w.window())
         try:
             if not w.ask_fork(dialog):
                 return
@@ -168,15 +169,16 @@ class ContinueForkFlow:
         """The parent's curves first, the fork's branching from them."""
         w = self.window
         w.state.update(preparing=False)
-        w.banner.hide()
+        w.hide_error()
         if w.panel.showing_run_config:  # the run's settings become the user's (the panel is locked now)
             w.panel.use_shown_config()
         cfg = past.config
         if cfg is not None:
             try:
                 w.panel.set_config(cfg.with_changes(changes))
-            except ConfigError:
-                pass
+            except ConfigError as exc:  # the fork's settings cannot run: it does not start
+                _show_bad_settings(w, exc)
+                return
             w.plots.reset()
             w.live.apply_run_shape(cfg)
         else:
@@ -184,10 +186,15 @@ class ContinueForkFlow:
         w.plots.add_records([r for r in past.records if r.get("kind") in (STEP, EVAL, CONFIG)])
         w.plots.mark_next_start(fork_marker(run_dir.name))
         w.plots.flush()
-        w.tabs.setCurrentWidget(w.plots)
+        w.show_tab(w.plots)
         epochs = w.panel.training.epochs()
-        w.live.progress = make_progress(cfg, epochs) if cfg else ProgressTracker(epochs, 1)
-        w.live.progress.resume_from(past.records)
+        w.live.start_progress(cfg, epochs, done=past.records)
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"
         w.log_pane.add_message("state", f"forking {run_dir.name} with {text}", who="session")
         w.controller.fork(run_dir, changes)
+
+
+def _show_bad_settings(w: WindowPort, exc: ConfigError) -> None:
+    """Settings that cannot run: the panel's error line and the window's input error say why."""
+    w.panel.show_error(str(exc))
+    w.show_input_error(str(exc))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,10 +26,8 @@ from core.session.reading.stats import RunCount
 from core.training.validation import result_line
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.flows.window_port import WindowPort
     from core.session.handle import RunHandle
-
-PROGRESS_STEPS = 1000
 
 
 @dataclass
@@ -43,8 +42,8 @@ class Starting:
 class LiveRun(QObject):
     """The window's own run (or an attached one) from Start to its end."""
 
-    def __init__(self, window: MainWindow, export_available: bool) -> None:
-        super().__init__(window)
+    def __init__(self, window: WindowPort, export_available: bool) -> None:
+        super().__init__(window.window())
         self.window = window
         self.export_available = export_available
         self.progress: ProgressTracker | None = None
@@ -69,7 +68,7 @@ class LiveRun(QObject):
             return
         if w.panel.mode == "view":
             return
-        w.banner.hide()
+        w.hide_error()
         self._record_error = ""
         self._starting = Starting(cfg, time.time())
         w.save_last_config()
@@ -85,10 +84,8 @@ class LiveRun(QObject):
         w = self.window
         w.plots.reset(t0=starting.t0)
         self.apply_run_shape(starting.cfg)
-        self.progress = make_progress(starting.cfg)
-        w.progress_run.setValue(0)
-        w.label_run_dir.setText("")
-        w.label_throughput.setText("")
+        self.start_progress(starting.cfg)
+        w.run_status.clear_run()
         self._draw(starting.records)
 
     def pause(self) -> None:
@@ -117,7 +114,7 @@ class LiveRun(QObject):
             w.log_pane.add_message("state", f"resumed with {text}", who="session")
             if self.progress is not None and "train.epochs" in changes:
                 self.progress.epochs = int(changes["train.epochs"])
-        w.banner.hide()
+        w.hide_error()
 
     def stop(self) -> None:
         self.window.controller.stop()
@@ -137,7 +134,7 @@ class LiveRun(QObject):
             return
         from app.views.export_dialog import ExportDialog
 
-        dialog = ExportDialog(run_dir, w)
+        dialog = ExportDialog(run_dir, w.window())
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.open()  # window-modal, without a nested event loop
 
@@ -159,7 +156,7 @@ class LiveRun(QObject):
     @Slot(str)
     def _on_state_changed(self, state: str) -> None:
         if state == "paused":
-            self.window.label_throughput.setText("paused")
+            self.window.run_status.set_throughput("paused")
         self.window.update_actions()
         self.update_progress()
 
@@ -182,7 +179,7 @@ class LiveRun(QObject):
             self.update_progress()
         else:  # a continue or fork: its parent's curves are drawn, it never ran
             self.progress = None
-            w.progress_run.setFormat("Not started")
+            w.run_status.show_progress("Not started")
         w.update_actions()
 
     @Slot(object)
@@ -198,10 +195,10 @@ class LiveRun(QObject):
             self.progress.workers = session.num_workers
             self.progress.samples_per_epoch = session.strategy.samples_per_epoch(info.n_train)
         if w.controller.attached:
-            w.label_run_dir.setText(session.describe())
+            w.run_status.set_run_dir(session.describe())
             w.log_pane.add_message("state", session.describe(), who="session")
         elif session.run_dir is not None:
-            w.label_run_dir.setText(str(session.run_dir))
+            w.run_status.set_run_dir(str(session.run_dir))
             w.log_pane.add_message("state", f"run folder {session.run_dir}", who="session")
             parent = session.parent
             if parent:
@@ -222,9 +219,9 @@ class LiveRun(QObject):
         self._draw(records)
         rate = w.plots.total_rate()
         if w.controller.state == "running" and math.isfinite(rate):
-            w.label_throughput.setText(f"{rate:,.0f} samples/s")
+            w.run_status.set_throughput(f"{rate:,.0f} samples/s")
         if w.controller.attached and any(r.get("kind") == STATE for r in records):
-            w.label_run_dir.setText(w.controller.session.describe())
+            w.run_status.set_run_dir(w.controller.session.describe())
 
     def _draw(self, records: list[dict[str, Any]]) -> None:
         w = self.window
@@ -257,7 +254,7 @@ class LiveRun(QObject):
             w.log_pane.add_message("error" if status == "failed" else "state", ", ".join(parts), who="session")
         if status == "failed":
             w.show_error(f"The run failed: {error or 'see the log'}")
-        w.label_throughput.setText("")
+        w.run_status.set_throughput("")
         self.update_progress()
         w.update_actions()
         run_dir = w.controller.run_dir
@@ -277,14 +274,12 @@ class LiveRun(QObject):
     # -- the status bar ----------------------------------------------------------------------------
     def update_progress(self) -> None:
         p = self.progress
-        bar = self.window.progress_run
+        status = self.window.run_status
         if self._starting is not None:  # the previous run's progress comes back if this start fails
-            bar.setValue(0)
-            bar.setFormat("Starting…")
+            status.show_progress("Starting…", 0.0)
             return
         if p is None:
             return
-        bar.setValue(int(round(p.progress * PROGRESS_STEPS)))
         state = self.window.controller.state
         if state in ("finished", "stopped", "failed"):
             tail = STATE_TEXT[state].lower()
@@ -296,33 +291,45 @@ class LiveRun(QObject):
             tail = f"ETA {format_duration(p.eta_s())}"
         over = state in ("finished", "stopped", "failed")
         if isinstance(p, TrialProgress):  # a search counts trials, not epochs
-            bar.setFormat(p.label(tail, ended=over))
+            status.show_progress(p.label(tail, ended=over), p.progress)
             return
         ended = p.describe_end()
         count = p.count()  # the epochs every worker completed: the log's end line, summary.json and Runs say it too
         if ended:
-            bar.setFormat(f"{ended[0].upper()}{ended[1:]} · %p%")
+            text = f"{ended[0].upper()}{ended[1:]} · %p%"
         elif over:
-            bar.setFormat(f"{count.text()[0].upper()}{count.text()[1:]} · %p% · {tail}")
+            text = f"{count.text()[0].upper()}{count.text()[1:]} · %p% · {tail}"
         else:  # the epoch in progress: the one after those done
             who = " (slowest worker)" if count.slowest else ""
             epoch = min(p.epochs, count.done + 1) if p.epoch else 0
-            bar.setFormat(f"Epoch {epoch}/{p.epochs}{who} · %p% · {tail}")
+            text = f"Epoch {epoch}/{p.epochs}{who} · %p% · {tail}"
+        status.show_progress(text, p.progress)
 
     def show_past(self, run_dir: Path, summary: dict[str, Any] | None, epochs: int = 0) -> None:
         """A past run's end in the status bar, counted as its summary counts it (of ``epochs`` for a summary
         written before it held its count): no progress to follow."""
         w = self.window
         status = (summary or {}).get("status", "")
-        w.label_run_dir.setText(str(run_dir))
+        w.run_status.set_run_dir(str(run_dir))
         self.progress = None
-        w.progress_run.setValue(PROGRESS_STEPS if status == "finished" else 0)
-        w.progress_run.setFormat(f"{status or 'no summary'} · {RunCount.of_summary(summary, epochs).text()}")
+        w.run_status.show_progress(
+            f"{status or 'no summary'} · {RunCount.of_summary(summary, epochs).text()}",
+            1.0 if status == "finished" else 0.0,
+        )
+
+    def start_progress(
+        self, cfg: Config | None, epochs: int | None = None, done: Iterable[dict[str, Any]] | None = None
+    ) -> None:
+        """Follow the progress of a run of ``cfg`` (of ``epochs``, else its own), counting on from the records
+        of its ``done`` part (a continued run's earlier epochs, a fork's parent's); without a config, a count
+        of ``epochs`` for one worker."""
+        self.progress = make_progress(cfg, epochs) if cfg is not None else ProgressTracker(epochs or 0, 1)
+        if done is not None:
+            self.progress.resume_from(done)
 
     def clear(self) -> None:
         self.progress = None
-        self.window.progress_run.setValue(0)
-        self.window.progress_run.setFormat("No run")
+        self.window.run_status.show_progress("No run", 0.0)
 
     # -- what the workers are: labels, shared or separate models, a sweep's winner ----------------
     def apply_run_shape(self, cfg: Config, summary: dict[str, Any] | None = None) -> None:
@@ -339,7 +346,7 @@ class LiveRun(QObject):
             sweep,
             per_trial=strategy.trial_budget() is not None,
         )
-        w.label_winner.setText("")
+        w.run_status.set_winner("")
         w.evaluate_view.set_context("")
         if summary:
             self.show_winner(summary, announce=False)
@@ -358,7 +365,7 @@ class LiveRun(QObject):
         label = entry.get("label") or w.plots.label(best)
         acc = entry.get("val_accuracy")
         text = f"best: {label}" + (f" (val accuracy {acc:.4f})" if isinstance(acc, (int, float)) else "")
-        w.label_winner.setText(text)
+        w.run_status.set_winner(text)
         w.plots.set_winner(best)
         w.evaluate_view.set_context(f"Sweep winner {label}: the evaluation below is of its model.")
         if announce:

@@ -11,17 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMenu
 
 from app.viewmodels.run_data import fork_marker
-from app.viewmodels.trial_progress import make_progress
 from core.config import ConfigError, load_config
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.records import LOG
 from core.services.past_run import PastRun, read_past_run
 
 if TYPE_CHECKING:
-    from app.main_window import MainWindow
+    from app.flows.window_port import WindowPort
 
 RECENT_RUNS = 12
 
@@ -29,12 +28,12 @@ RECENT_RUNS = 12
 class PastRuns:
     """Open, attach to, list and compare runs of the runs folder."""
 
-    def __init__(self, window: MainWindow) -> None:
+    def __init__(self, window: WindowPort) -> None:
         self.window = window
 
-    def fill_recent(self) -> None:
+    def fill_recent(self, menu: QMenu) -> None:
+        """The recent runs into ``menu`` (the Recent runs submenu, as it opens)."""
         w = self.window
-        menu = w.menu_recent
         menu.clear()
         runs = list_runs(Path(w.runs_dir))[:RECENT_RUNS]
         if not runs:
@@ -48,7 +47,7 @@ class PastRuns:
 
     def ask_open(self) -> None:
         w = self.window
-        path = QFileDialog.getExistingDirectory(w, "Open run folder", str(Path(w.runs_dir).resolve()))
+        path = QFileDialog.getExistingDirectory(w.window(), "Open run folder", str(Path(w.runs_dir).resolve()))
         if path:
             self.open(path)
 
@@ -86,13 +85,13 @@ class PastRuns:
         except ConfigError as exc:
             w.show_error(str(exc))
             return
-        w.banner.hide()
+        w.hide_error()
         w.state.update(viewing_run=None)
         w.plots.reset()
         w.live.apply_run_shape(cfg)
-        w.live.progress = make_progress(cfg)
+        w.live.start_progress(cfg)
         w.panel.show_run_config(cfg, run_dir.name)  # the run's settings, not the window's
-        w.tabs.setCurrentWidget(w.plots)
+        w.show_tab(w.plots)
         w.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
         w.controller.attach(run_dir)
 
@@ -102,7 +101,7 @@ class PastRuns:
             return  # a run started meanwhile: it owns the plots
         records, summary, cfg = past.records, past.summary, past.config
         w.state.update(viewing_run=run_dir, viewing_summary=summary)
-        w.banner.hide()
+        w.hide_error()
         w.plots.reset()
         if cfg is not None:
             w.live.apply_run_shape(cfg, summary)
@@ -111,7 +110,7 @@ class PastRuns:
             w.plots.mark_next_start(fork_marker(str(parent["name"])))
         w.plots.add_records(records)
         w.plots.flush()
-        w.tabs.setCurrentWidget(w.plots)  # opened from Runs, a menu or a dialog: its curves are what was asked for
+        w.show_tab(w.plots)  # opened from Runs, a menu or a dialog: its curves are what was asked for
         w.search_view.reset()
         w.search_view.add_records(records)
         w.search_view.show_summary(summary)
@@ -125,7 +124,7 @@ class PastRuns:
             w.evaluate_view.load_run(run_dir)
 
     def show_list(self) -> None:
-        self.window.tabs.setCurrentWidget(self.window.runs_view)
+        self.window.show_tab(self.window.runs_view)
 
     def compare(self) -> None:
         w = self.window
@@ -134,4 +133,4 @@ class PastRuns:
             w.show_error("select two or more runs in Runs to compare them")
             return
         w.compare_view.compare(runs)
-        w.tabs.setCurrentWidget(w.compare_view)
+        w.show_tab(w.compare_view)

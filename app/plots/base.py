@@ -38,6 +38,23 @@ def worker_color(worker: int) -> QColor:
     return pg.intColor(worker, hues=17, values=1, maxValue=220)
 
 
+class WorkerLegend(pg.LegendItem):
+    """A legend in its own column beside its plots, its rows in worker order; it remembers the rows it was
+    asked for (``entries``) and the ones it lays out (``shown_key``), so rows are laid out again only when they
+    change."""
+
+    def __init__(self) -> None:
+        super().__init__(labelTextSize="8pt", verSpacing=-6, horSpacing=6)
+        self.entries: list[tuple[Any, str]] | None = None  # (curve, name) of every row asked for
+        self.shown_key: list[tuple[int, str]] | None = None  # the rows laid out, by curve and name
+
+    def forget(self) -> None:
+        """No rows: the next ones asked for are laid out whatever they are."""
+        self.clear()
+        self.entries = None
+        self.shown_key = None
+
+
 class BasePlot(pg.GraphicsLayoutWidget):
     """A GraphicsLayoutWidget of one or more PlotItems fed from a RunData."""
 
@@ -51,7 +68,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self.x_mode = "step"
         self.colors = PlotColors()
         self.items: list[pg.PlotItem] = []
-        self.legends: list[pg.LegendItem] = []
+        self.legends: list[WorkerLegend] = []
         self.ci.setContentsMargins(4, 4, 8, 4)
         self._marks: dict[int, list[Any]] = {}  # plot item -> marker items drawn on it
         self.paint_cpu_s = 0.0  # CPU seconds spent painting, read by PlotsPanel to pace redraws
@@ -76,16 +93,16 @@ class BasePlot(pg.GraphicsLayoutWidget):
         item.hideButtons()
         menu = item.getViewBox().menu
         menu.addSeparator()
-        menu.addAction("Save plot as PNG…", self._on_save_png)
-        menu.addAction("Save data as CSV…", self._on_save_csv)
+        menu.addAction("Save plot as PNG…", self.ask_save_png)
+        menu.addAction("Save data as CSV…", self.ask_save_csv)
         self.items.append(item)
         if legend:
             self._add_legend(col + 1)
         return item
 
-    def _add_legend(self, col: int) -> pg.LegendItem:
+    def _add_legend(self, col: int) -> WorkerLegend:
         """A legend in its own column beside the plots: it never covers a curve."""
-        legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6, horSpacing=6)
+        legend = WorkerLegend()
         legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Fixed)
         self.ci.addItem(legend, row=0, col=col)
         self.ci.layout.setColumnAlignment(col, Qt.AlignmentFlag.AlignTop)
@@ -166,27 +183,27 @@ class BasePlot(pg.GraphicsLayoutWidget):
     def _restyle(self) -> None:
         """Re-apply pens that depend on the colours (the mean/total curves use the foreground)."""
 
-    def _relegend(self, legend: pg.LegendItem, entries: list[tuple[Any, str]]) -> None:
+    def _relegend(self, legend: WorkerLegend, entries: list[tuple[Any, str]]) -> None:
         """Legend rows in worker order whatever order workers first reported in (rebuilt only if they changed:
         a rebuild lays out every label's text again, 10-15 ms of a live frame)."""
         entries = [(item, name) for item, name in entries if item is not None]
         if len(entries) > MAX_LEGEND_ROWS:  # a search's many trials: the newest (the curves keep their colours)
             entries = entries[-MAX_LEGEND_ROWS:]
         key = [(id(item), name) for item, name in entries]
-        if getattr(legend, "_traindesk_key", None) == key:
+        if legend.shown_key == key:
             return
         legend.clear()
         for item, name in entries:
             legend.addItem(item, name)
-        legend._traindesk_key = key
-        legend._traindesk_entries = entries
+        legend.shown_key = key
+        legend.entries = entries
         self._fit_legend(legend)
 
     def _layout_height(self) -> float:
         """The height the plot's layout needs at least (its plots, axes and legends)."""
         return float(self.ci.effectiveSizeHint(Qt.SizeHint.MinimumSize).height())
 
-    def _fit_legend(self, legend: pg.LegendItem) -> None:
+    def _fit_legend(self, legend: WorkerLegend) -> None:
         """Leave a legend's oldest rows out while the layout would be taller than the plot: a legend taller
         than its plot pushes the plot's x axis out of view (a search's trials beside a short side plot)."""
         height = self.height()
@@ -200,13 +217,13 @@ class BasePlot(pg.GraphicsLayoutWidget):
         super().resizeEvent(event)
         height = self.height()
         for legend in getattr(self, "legends", ()):  # pyqtgraph calls this before our __init__ has run
-            entries = getattr(legend, "_traindesk_entries", None)
+            entries = legend.entries
             if not entries:
                 continue
             shown = len(legend.items)
             needed = self._layout_height()
             if (shown > 1 and needed > height) or (shown < len(entries) and needed + LEGEND_ROW_PX <= height):
-                legend._traindesk_key = None  # the rows that fit changed: lay them out again
+                legend.shown_key = None  # the rows that fit changed: lay them out again
                 self._relegend(legend, entries)
 
     def prepare_workers(self, workers: list[int]) -> None:
@@ -242,9 +259,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
             vb = item.getViewBox()
             vb.set_live(vb.live)  # forget the held bounds of the old data
         for legend in self.legends:
-            legend.clear()
-            legend._traindesk_key = None
-            legend._traindesk_entries = None
+            legend.forget()
         self._marks.clear()
         self._forget_curves()
 
@@ -282,12 +297,14 @@ class BasePlot(pg.GraphicsLayoutWidget):
     def csv_series(self) -> Iterable[tuple[str, Series | np.ndarray, list[int]]]:
         raise NotImplementedError
 
-    def _on_save_png(self) -> None:
+    def ask_save_png(self) -> None:
+        """Ask where to save the plot as a PNG image, and save it there."""
         path = ask_save_path(self, f"{self.objectName()}.png", "PNG image (*.png)")
         if path:
             self.save_png(path)
 
-    def _on_save_csv(self) -> None:
+    def ask_save_csv(self) -> None:
+        """Ask where to save the plot's data as CSV, and save it there."""
         path = ask_save_path(self, f"{self.objectName()}.csv", "CSV file (*.csv)")
         if path:
             self.save_csv(path)

@@ -94,8 +94,8 @@ class PlotsPanel(QWidget):
             (self.throughput, "Throughput"),
             (self.lr, "Learning rate"),
         ):
-            menu.addAction(QAction(f"{title} plot as PNG…", menu, triggered=plot._on_save_png))
-            menu.addAction(QAction(f"{title} data as CSV…", menu, triggered=plot._on_save_csv))
+            menu.addAction(QAction(f"{title} plot as PNG…", menu, triggered=plot.ask_save_png))
+            menu.addAction(QAction(f"{title} data as CSV…", menu, triggered=plot.ask_save_csv))
         save.setMenu(menu)
         self.button_save = save
 

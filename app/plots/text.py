@@ -16,15 +16,20 @@ TITLE_SIZE = "10pt"
 
 def set_fitting_title(item: pg.PlotItem, title: str) -> None:
     """Give ``item`` a title that is elided ("Validation acc…") whenever its plot is narrower than the text;
-    the whole title is its tooltip."""
-    item._full_title = title
+    the whole title is its tooltip (``full_title``)."""
     item.titleLabel.setToolTip(title)
     item.setTitle(title, size=TITLE_SIZE)
     item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
 
 
+def full_title(item: pg.PlotItem) -> str:
+    """The whole title ``set_fitting_title`` gave ``item`` (its tooltip), however much of it is shown;
+    "" for a plot without one."""
+    return str(item.titleLabel.toolTip())
+
+
 def fit_title(item: pg.PlotItem) -> None:
-    title = getattr(item, "_full_title", None)
+    title = full_title(item)
     if not title:
         return
     font = QFont(item.titleLabel.item.font())

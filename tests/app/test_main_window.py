@@ -192,3 +192,31 @@ def test_main_opens_the_window_with_a_config_and_exits_cleanly(qapp: Any, tmp_pa
     assert window.action_dark.isChecked()
     window.action_dark.trigger()  # leave the shared QApplication light
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_the_window_has_every_member_its_flows_ask_for(make_window: Any) -> None:
+    """The flows see the window through WindowPort; the main window is one (mypy checks the types)."""
+    from app.flows.window_port import WindowPort
+
+    window = make_window()
+    members = set(WindowPort.__annotations__) | {name for name in vars(WindowPort) if not name.startswith("_")}
+    assert {"panel", "run_status", "show_input_error", "hide_error", "show_tab"} <= members
+    assert [name for name in sorted(members) if not hasattr(window, name)] == []
+
+
+def test_the_flows_know_the_window_only_as_a_window_port() -> None:
+    """No flow names the main window or reaches for one of its raw widgets."""
+    import re
+
+    flows = Path(__file__).resolve().parents[2] / "app" / "flows"
+    raw = re.compile(
+        r"MainWindow|app\.main_window|\b(w|window)\.(banner|tabs|menu_recent|progress_\w+|label_\w+|button_\w+)\b"
+    )
+    found = [
+        f"{path.name}:{n}: {line.strip()}"
+        for path in sorted(flows.glob("*.py"))
+        if path.name != "window_port.py"
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if raw.search(line)
+    ]
+    assert found == []

@@ -175,6 +175,52 @@ def test_fork_cancelled_starts_nothing(
     assert forked == [] and not window.state.preparing and window.action_fork.isEnabled()
 
 
+def test_a_fork_whose_settings_cannot_run_says_why_and_starts_nothing(
+    qtbot: Any, make_window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent's config with the fork's changes is checked once more as the fork starts: an error there is
+    the window's input error (the banner and the panel's error line), and the fork does not start."""
+    from app.flows.fork_dialog import ForkDialog
+
+    run = run_with_weights(tmp_path / "runs", "20261201-100000-hogwild-mlp", parent_config())
+    window = make_window()
+    view = show_runs(qtbot, window, 1)
+    view.select_runs([run])
+    forked: list[Any] = []
+    monkeypatch.setattr(window, "ask_fork", lambda dialog: True)
+    monkeypatch.setattr(ForkDialog, "changes", lambda self: {"optim.lr": -1.0})  # past the dialog's own check
+    monkeypatch.setattr(window.controller, "fork", lambda *a: forked.append(a))
+    window.action_fork.trigger()
+    qtbot.waitUntil(lambda: not window.state.preparing and not window.calls.busy, timeout=20_000)
+    assert forked == []
+    assert window.banner.isVisible() and "optim.lr" in window.banner.text
+    assert window.banner.property("cause") == "input"  # it goes once the settings change
+    assert "optim.lr" in window.panel.label_config_error.text()
+    assert window.action_fork.isEnabled()
+
+
+def test_a_continue_whose_settings_cannot_run_says_why_and_starts_nothing(
+    qtbot: Any, make_window: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run without its config.toml continues with the panel's settings: when those cannot run, the window
+    says why as an input error and nothing continues."""
+    run = write_run(tmp_path / "runs", "20261201-100000-hogwild-mlp", parent_config(), status="stopped")
+    (run / "checkpoints").mkdir()
+    (run / "checkpoints" / "last.pt").write_bytes(b"weights")
+    (run / "config.toml").unlink()
+    window = make_window()
+    continued: list[Any] = []
+    monkeypatch.setattr(window.controller, "continue_run", lambda *a: continued.append(a))
+    window.state.update(viewing_run=run)  # the run on screen
+    window.panel.edit_lr.setText("fast")
+    assert window.continue_fork.continuable_run() == run
+    window.continue_fork.continue_run()
+    qtbot.waitUntil(lambda: not window.state.preparing and not window.calls.busy, timeout=20_000)
+    assert continued == []
+    assert window.banner.isVisible() and "optim.lr" in window.banner.text
+    assert window.banner.property("cause") == "input"
+
+
 # -- Start: disabled while the settings cannot run, and a failed start clears nothing ----------------
 def test_start_is_disabled_while_the_config_is_invalid_and_says_why(
     qtbot: Any, make_window: Any, tmp_path: Path

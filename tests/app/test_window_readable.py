@@ -255,7 +255,7 @@ def _small_window(make_window: Any, qtbot: Any) -> Any:
 def test_training_tab_reads_at_900x600(make_window: Any, qtbot: Any) -> None:
     from PySide6.QtGui import QFontMetrics
 
-    from app.plots.text import shown_title
+    from app.plots.text import full_title, shown_title
 
     window = _small_window(make_window, qtbot)
     plots = window.plots
@@ -284,7 +284,7 @@ def test_training_tab_reads_at_900x600(make_window: Any, qtbot: Any) -> None:
     ]
 
     def cut() -> list[tuple[str, str]]:
-        return [(name, shown_title(item)) for name, item in items if shown_title(item) != item._full_title]
+        return [(name, shown_title(item)) for name, item in items if shown_title(item) != full_title(item)]
 
     try:  # once laid out, every title is whole
         qtbot.waitUntil(lambda: not cut(), timeout=5_000)

@@ -1,0 +1,267 @@
+"""The Runs table: its columns, the model that holds a ``RunRow`` a row, the delegate that edits name, tags and
+notes in place, the sorting and filtering proxy.
+
+The proxy sorts by the raw values (``SORT_ROLE``), not the text, and filters on any column; an edit is saved to
+the run's ``notes.json`` (``edit_failed`` says why one was not).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QStyledItemDelegate,
+    QTableView,
+    QWidget,
+)
+
+from app.viewmodels.run_index import RunRow, parse_tags, write_notes
+from app.viewmodels.run_progress import format_duration
+
+Index = QModelIndex | QPersistentModelIndex
+TOP = QModelIndex()  # the table's own rows and columns: the parent of none
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+REFRESH_MS = 3000
+MAX_COLUMN_WIDTH = 220  # px; a longer name elides in the middle (its end says which fork or variant it is)
+
+# (header, RunRow attribute, editable); what a run achieved comes before what it was, so it stays in view
+COLUMNS: list[tuple[str, str, bool]] = [
+    ("Name", "name", True),
+    ("Started", "started", False),
+    ("Status", "status", False),
+    ("Epochs", "epochs_done", False),
+    ("Best val acc", "best_val_accuracy", False),
+    ("Final val acc", "final_val_accuracy", False),
+    ("Samples/s", "samples_per_s", False),
+    ("Wall time", "wall_s", False),
+    ("Dataset", "dataset", False),
+    ("Model", "model", False),
+    ("Strategy", "strategy", False),
+    ("Workers", "workers", False),
+    ("Tags", "tags", True),
+    ("Notes", "notes", True),
+]
+COL = {attr: i for i, (_h, attr, _e) in enumerate(COLUMNS)}
+HEADER_TIPS = {
+    "best_val_accuracy": "The validation accuracy of the model the run hands on (checkpoints/best.pt, chosen by "
+    "train.select_by), measured on those weights: what Evaluate, Export, Predict and Serve use",
+    "final_val_accuracy": "The validation accuracy at the run's last evaluation",
+    "epochs_done": "The epochs every worker completed, of those asked (a sweep: its slowest worker's, "
+    '"slowest"); a search: its trials done',
+}
+
+
+def _display(row: RunRow, attr: str) -> str:
+    value = getattr(row, attr)
+    if attr == "started":
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(value)) if value else ""
+    if attr == "epochs_done":
+        return row.count.short()
+    if attr in ("best_val_accuracy", "final_val_accuracy"):
+        return "" if math.isnan(value) else f"{value:.4f}"
+    if attr == "samples_per_s":
+        return "" if math.isnan(value) else f"{value:,.0f}"
+    if attr == "wall_s":
+        return "" if math.isnan(value) else format_duration(value)
+    if attr == "tags":
+        return ", ".join(value)
+    return str(value)
+
+
+def _sort_key(row: RunRow, attr: str) -> Any:
+    value = getattr(row, attr)
+    if isinstance(value, float):
+        return -math.inf if math.isnan(value) else value
+    if isinstance(value, list):
+        return ", ".join(value).lower()
+    if isinstance(value, str):
+        return value.lower()
+    return value
+
+
+class RunsTableModel(QAbstractTableModel):
+    edited = Signal(object)  # the RunRow whose notes/tags/name changed
+    edit_failed = Signal(str)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.rows: list[RunRow] = []
+        self.editing: set[Path] = set()  # runs whose row has an open editor: scans leave them alone
+
+    def set_rows(self, rows: list[RunRow]) -> None:
+        """Take a new scan: rows update in place, new runs are inserted and gone ones removed.
+
+        Only the cells whose text changed are announced, and a row whose cell is being edited
+        (``editing``) is left as it is until the editor closes, so a scan never resets an open editor.
+        """
+        fresh = {r.path: r for r in rows}
+        for i in reversed(range(len(self.rows))):
+            if self.rows[i].path not in fresh and self.rows[i].path not in self.editing:
+                self.beginRemoveRows(QModelIndex(), i, i)
+                del self.rows[i]
+                self.endRemoveRows()
+        known = {r.path: i for i, r in enumerate(self.rows)}
+        for path, row in fresh.items():
+            i = known.get(path)
+            if i is None or path in self.editing:
+                continue
+            old, self.rows[i] = self.rows[i], row
+            changed = [
+                c
+                for c, (_h, attr, _e) in enumerate(COLUMNS)
+                if _display(old, attr) != _display(row, attr) or _sort_key(old, attr) != _sort_key(row, attr)
+            ]
+            if changed:
+                self.dataChanged.emit(self.index(i, min(changed)), self.index(i, max(changed)))
+        new = [r for r in rows if r.path not in known]
+        if new:
+            self.beginInsertRows(QModelIndex(), len(self.rows), len(self.rows) + len(new) - 1)
+            self.rows.extend(new)
+            self.endInsertRows()
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self.rows = []
+        self.editing.clear()
+        self.endResetModel()
+
+    def row_for(self, path: Path) -> int:
+        return next((i for i, r in enumerate(self.rows) if r.path == path), -1)
+
+    def rowCount(self, parent: Index = TOP) -> int:
+        return 0 if parent.isValid() else len(self.rows)
+
+    def columnCount(self, parent: Index = TOP) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section][0]
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
+            return HEADER_TIPS.get(COLUMNS[section][1])
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        base = super().flags(index)
+        if index.isValid() and COLUMNS[index.column()][2]:
+            return base | Qt.ItemFlag.ItemIsEditable
+        return base
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        row = self.rows[index.row()]
+        attr = COLUMNS[index.column()][1]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return _display(row, attr)
+        if role == Qt.ItemDataRole.EditRole:
+            return ", ".join(row.tags) if attr == "tags" else str(getattr(row, attr))
+        if role == SORT_ROLE:
+            return _sort_key(row, attr)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            lines = (
+                [str(row.path)] + ([f"fork of {row.parent}"] if row.parent else []) + ([row.notes] if row.notes else [])
+            )
+            return "\n".join(lines)
+        if (
+            role == Qt.ItemDataRole.TextAlignmentRole
+            and isinstance(getattr(row, attr), (int, float))
+            and attr not in ("started",)
+        ):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.FontRole and attr == "status" and row.status == "running":
+            font = QFont()
+            font.setBold(True)
+            return font
+        return None
+
+    def setData(self, index: Index, value: Any, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        if role != Qt.ItemDataRole.EditRole or not index.isValid():
+            return False
+        row = self.rows[index.row()]
+        attr = COLUMNS[index.column()][1]
+        text = str(value)
+        try:
+            if attr == "tags":
+                saved = write_notes(row.path, tags=parse_tags(text))
+                row.tags = list(saved["tags"])
+            elif attr == "notes":
+                write_notes(row.path, notes=text)
+                row.notes = text
+            elif attr == "name":
+                name = text.strip() or row.path.name
+                write_notes(row.path, name=name)
+                row.name = name
+            else:
+                return False
+        except OSError as exc:
+            self.edit_failed.emit(f"could not save the notes of {row.path.name}: {exc.strerror or exc}")
+            return False
+        self.dataChanged.emit(index, index)
+        self.edited.emit(row)
+        return True
+
+
+class RunsDelegate(QStyledItemDelegate):
+    """Tells the model which row has an open editor, so a scan leaves that row alone."""
+
+    def __init__(self, model: RunsTableModel, proxy: QSortFilterProxyModel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._model = model
+        self._proxy = proxy
+        self._open: dict[QWidget, Path] = {}
+
+    def createEditor(self, parent: QWidget, option: Any, index: Index) -> QWidget:
+        editor = super().createEditor(parent, option, index)
+        row = self._proxy.mapToSource(QModelIndex(index)).row()
+        if 0 <= row < len(self._model.rows):
+            path = self._model.rows[row].path
+            self._open[editor] = path
+            self._model.editing.add(path)
+        return editor
+
+    def destroyEditor(self, editor: QWidget, index: Index) -> None:
+        path = self._open.pop(editor, None)
+        if path is not None and path not in self._open.values():
+            self._model.editing.discard(path)
+        super().destroyEditor(editor, index)
+
+
+class RunsTable(QTableView):
+    """The table: a double-click opens (the view connects ``doubleClicked``), F2 edits.
+
+    F2 on a cell that cannot be edited renames the run: its row's name cell is edited instead.
+    """
+
+    def edit(self, index: Any, trigger: Any = None, event: Any = None) -> bool:  # type: ignore[override]
+        if trigger is None:  # edit(index): the slot's form
+            return super().edit(index)
+        if (
+            trigger == QAbstractItemView.EditTrigger.EditKeyPressed
+            and index.isValid()
+            and not COLUMNS[index.column()][2]
+        ):
+            index = index.siblingAtColumn(COL["name"])
+            self.setCurrentIndex(index)
+        return super().edit(index, trigger, event)
+
+
+class RunsFilter(QSortFilterProxyModel):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setSortRole(SORT_ROLE)
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.setFilterKeyColumn(-1)  # any column
