@@ -123,7 +123,8 @@ class ContinueForkFlow:
             return
         run = RunDir(run_dir)
         try:
-            source_cfg = w.controller.session.config if w.controller.active else load_config(run.config)
+            active = w.controller.session if w.controller.active else None
+            source_cfg = active.config if active is not None else load_config(run.config)
             proposed = self.shown_changes(run_dir, source_cfg)
         except ConfigError as exc:
             _show_bad_settings(w, exc)

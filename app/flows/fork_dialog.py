@@ -53,14 +53,14 @@ class ForkDialog(QDialog):
         intro.setWordWrap(True)
         layout.addWidget(intro)
         box = QWidget()
-        form = form_of(box)  # type: ignore[arg-type]
+        form = form_of(box)
         self.widgets = {key: _widget(key) for key in LIVE_KEYS}
         for key, widget in self.widgets.items():
             form.addRow(label_of(key), widget)
         layout.addWidget(box)
         epochs = self.widgets.get("train.epochs")
         if epochs is not None:
-            epochs.setMinimum(max(1, min_epochs))  # type: ignore[attr-defined]
+            epochs.setMinimum(max(1, min_epochs))  # type: ignore[attr-defined]  # the epochs key is a spin box
         self.bindings = Bindings(self.widgets)
         self.bindings.show(parent_cfg.with_changes(dict(proposed or {})))
         self.label_error = QLabel(objectName="label_fork_error")
@@ -73,7 +73,7 @@ class ForkDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         layout.addWidget(self.buttons)
         for widget in self.widgets.values():
-            signal = getattr(widget, "valueChanged", None) or widget.textChanged
+            signal = getattr(widget, "valueChanged", None) or widget.textChanged  # type: ignore[attr-defined]  # a spin box or a line edit
             signal.connect(self._check)
         self._check()
 
@@ -91,7 +91,7 @@ class ForkDialog(QDialog):
         if hasattr(widget, "setValue"):
             widget.setValue(value)
         else:
-            widget.setText(float_text(value) if isinstance(value, float) else str(value))  # type: ignore[attr-defined]
+            widget.setText(float_text(value) if isinstance(value, float) else str(value))  # type: ignore[attr-defined]  # not a spin box: a line edit
 
     def _check(self, *_args: Any) -> None:
         try:

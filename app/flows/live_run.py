@@ -220,8 +220,9 @@ class LiveRun(QObject):
         rate = w.plots.total_rate()
         if w.controller.state == "running" and math.isfinite(rate):
             w.run_status.set_throughput(f"{rate:,.0f} samples/s")
-        if w.controller.attached and any(r.get("kind") == STATE for r in records):
-            w.run_status.set_run_dir(w.controller.session.describe())
+        session = w.controller.session
+        if w.controller.attached and session is not None and any(r.get("kind") == STATE for r in records):
+            w.run_status.set_run_dir(session.describe())
 
     def _draw(self, records: list[dict[str, Any]]) -> None:
         w = self.window
@@ -361,7 +362,7 @@ class LiveRun(QObject):
         sweep = summary.get("sweep")
         if not isinstance(best, int) or not isinstance(sweep, list) or len(sweep) < 2:
             return
-        entry = next((e for e in sweep if e.get("worker") == best), {})
+        entry: dict[str, Any] = next((e for e in sweep if e.get("worker") == best), {})
         label = entry.get("label") or w.plots.label(best)
         acc = entry.get("val_accuracy")
         text = f"best: {label}" + (f" (val accuracy {acc:.4f})" if isinstance(acc, (int, float)) else "")

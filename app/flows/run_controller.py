@@ -191,7 +191,7 @@ class RunController(QObject):
     def shutdown(self, timeout_s: float = STOP_TIMEOUT_S + 5.0) -> None:
         """Blocking last resort at exit: stop the run, join every thread. Not for the live GUI."""
         self._calls.forget_all()
-        if self.attached:  # another process's run: stop following it, never stop it
+        if self.attached and self.session is not None:  # another process's run: stop following it, never stop it
             self.session.detach()
             self._calls.wait_all(timeout_s)
             self._stop_reader()

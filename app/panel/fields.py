@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
-    QGroupBox,
     QLineEdit,
     QSpinBox,
     QWidget,
@@ -122,7 +121,7 @@ def key_widget(
     return line_edit(key, name)
 
 
-def form_of(box: QGroupBox) -> QFormLayout:
+def form_of(box: QWidget) -> QFormLayout:
     """The group's form, laid out as every group of the panel is."""
     form = QFormLayout(box)
     form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)

@@ -253,7 +253,8 @@ class ToolbarFit(QObject):
     def _wide_width(self) -> int:
         """The toolbar's width with text beside every icon."""
         margins = self.toolbar.contentsMargins()
-        spacing = self.toolbar.layout().spacing() if self.toolbar.layout() is not None else 0
+        layout = self.toolbar.layout()
+        spacing = layout.spacing() if layout is not None else 0
         total = margins.left() + margins.right()
         for action in self.toolbar.actions():
             if action.isSeparator():

@@ -110,7 +110,7 @@ def test_a_strategy_must_choose_its_collectives() -> None:
         name = "forgetful"
 
     with pytest.raises(TypeError, match="collectives"):
-        Forgetful(Config())  # type: ignore[abstract]
+        Forgetful(Config())  # type: ignore[abstract]  # the point: it cannot be made
 
     class Chosen(Forgetful):
         def collectives(self, device: torch.device) -> Collectives:
@@ -125,4 +125,4 @@ def test_collectives_must_give_every_primitive() -> None:
         world = 1
 
     with pytest.raises(TypeError, match="all_gather"):
-        Partial()  # type: ignore[abstract]
+        Partial()  # type: ignore[abstract]  # the point: it cannot be made

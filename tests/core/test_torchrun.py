@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,7 @@ class TwoNodes:
 
 
 @pytest.fixture
-def nodes(tmp_path: Path):  # type: ignore[no-untyped-def]
+def nodes(tmp_path: Path) -> Iterator[Callable[..., TwoNodes]]:
     made: list[TwoNodes] = []
 
     def make(*args: str, **kwargs: Any) -> TwoNodes:

@@ -115,17 +115,17 @@ class RunsTableModel(QAbstractTableModel):
                 self.endRemoveRows()
         known = {r.path: i for i, r in enumerate(self.rows)}
         for path, row in fresh.items():
-            i = known.get(path)
-            if i is None or path in self.editing:
+            at = known.get(path)
+            if at is None or path in self.editing:
                 continue
-            old, self.rows[i] = self.rows[i], row
+            old, self.rows[at] = self.rows[at], row
             changed = [
                 c
                 for c, (_h, attr, _e) in enumerate(COLUMNS)
                 if _display(old, attr) != _display(row, attr) or _sort_key(old, attr) != _sort_key(row, attr)
             ]
             if changed:
-                self.dataChanged.emit(self.index(i, min(changed)), self.index(i, max(changed)))
+                self.dataChanged.emit(self.index(at, min(changed)), self.index(at, max(changed)))
         new = [r for r in rows if r.path not in known]
         if new:
             self.beginInsertRows(QModelIndex(), len(self.rows), len(self.rows) + len(new) - 1)
@@ -226,7 +226,7 @@ class RunsDelegate(QStyledItemDelegate):
 
     def createEditor(self, parent: QWidget, option: Any, index: Index) -> QWidget:
         editor = super().createEditor(parent, option, index)
-        row = self._proxy.mapToSource(QModelIndex(index)).row()
+        row = self._proxy.mapToSource(index).row()
         if 0 <= row < len(self._model.rows):
             path = self._model.rows[row].path
             self._open[editor] = path
@@ -246,9 +246,10 @@ class RunsTable(QTableView):
     F2 on a cell that cannot be edited renames the run: its row's name cell is edited instead.
     """
 
-    def edit(self, index: Any, trigger: Any = None, event: Any = None) -> bool:  # type: ignore[override]
-        if trigger is None:  # edit(index): the slot's form
-            return super().edit(index)
+    def edit(self, index: Any, trigger: Any = None, event: Any = None) -> bool:  # type: ignore[override]  # Qt overloads edit: the slot and the virtual
+        if trigger is None:  # edit(index): the slot's form (void in Qt)
+            super().edit(index)
+            return True
         if (
             trigger == QAbstractItemView.EditTrigger.EditKeyPressed
             and index.isValid()
