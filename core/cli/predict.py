@@ -42,6 +42,19 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
         help="take a table's columns in order when their names differ from the model's features "
         "(the same number of columns; an id and a label column are left out)",
     )
+    p.add_argument(
+        "--on",
+        choices=("local", "ray"),
+        default="local",
+        help="where the rows are predicted: this machine (default), or a Ray cluster with Ray Data "
+        "(--workers predictor actors, default 2; needs traindesk[ray])",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to predict on (default: RAY_ADDRESS, else a Ray of this machine's own)",
+    )
     p.add_argument("--batch-rows", type=int, default=BATCH_ROWS, help=argparse.SUPPRESS)
 
 
@@ -56,9 +69,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from core.services.predict import predict
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
-    result = predict(
-        Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint, args.by_position
-    )
+    if args.on == "ray":
+        from core.services.ray_cluster import require_ray
+
+        require_ray("predict")
+        from core.services.predict.on_ray import predict_on_ray
+
+        result = predict_on_ray(
+            Path(args.model),
+            Path(args.input),
+            args.workers,
+            args.batch_rows,
+            args.checkpoint,
+            args.by_position,
+            args.ray_address,
+        )
+    else:
+        if args.ray_address:
+            raise UserError("predict: --ray-address goes with --on ray")
+        result = predict(
+            Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint, args.by_position
+        )
     for note in result.notes:
         sys.stderr.write(f"predict: {note}\n")
     if out is None:

@@ -40,6 +40,28 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--watch", action="store_true", help="reload the run's best.pt whenever it changes")
     p.add_argument(
+        "--on",
+        choices=("local", "ray"),
+        default="local",
+        help="where the model processes run: this machine (default), or a Ray cluster as a Ray Serve "
+        "application (--workers replicas; needs traindesk[ray])",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="the Ray cluster to deploy on (default: RAY_ADDRESS, else a Ray of this machine's own)",
+    )
+    p.add_argument(
+        "--min-workers", type=int, default=None, help="--on ray: autoscale the replicas from this many (default: fixed)"
+    )
+    p.add_argument(
+        "--max-workers",
+        type=int,
+        default=None,
+        help="--on ray: autoscale the replicas up to this many (default: fixed)",
+    )
+    p.add_argument(
         "--die-with",
         type=int,
         default=None,
@@ -68,11 +90,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     def ready(url: str) -> None:
         sys.stderr.write(
-            f"serving {args.model} with {args.workers} model process(es); POST /predict, GET /docs, Ctrl-C to stop\n"
+            f"serving {args.model} with {args.workers} model {'replica(s) on Ray' if args.on == 'ray' else 'process(es)'}; "
+            "POST /predict, GET /docs, Ctrl-C to stop\n"
         )
         print(url, flush=True)
 
     try:
+        if args.on == "ray":
+            from core.services.ray_cluster import require_ray
+
+            require_ray("serve")
+            from core.services.serve.on_ray import RayOptions, serve_on_ray
+
+            ray_options = RayOptions(args.ray_address, args.min_workers, args.max_workers)
+            serve_on_ray(options, ray_options, on_ready=ready)
+            return 0
+        if args.ray_address or args.min_workers is not None or args.max_workers is not None:
+            raise UserError("serve: --ray-address, --min-workers and --max-workers go with --on ray")
         serve(options, on_ready=ready)
     except (ServeConfigError, StartError) as exc:
         raise UserError(str(exc) if str(exc).startswith("serve:") else f"serve: {exc}") from None

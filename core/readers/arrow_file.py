@@ -59,7 +59,12 @@ def read_arrow_table(path: Path, where: str, read: Any, what: str) -> Any:
 
 
 def _read(path: Path, where: str, select: Select, read: Any, what: str) -> CsvData:
-    table = read_arrow_table(path, where, read, what)
+    return table_columns(read_arrow_table(path, where, read, what), path, where, select)
+
+
+def table_columns(table: Any, path: Path, where: str, select: Select) -> CsvData:
+    """The columns ``select`` picks from a pyarrow table (a whole file's, or a block of its rows): the
+    numbers checked as the CSV reader checks them, the text stripped."""
     header = [str(n).strip() for n in table.column_names]
     if len(set(header)) != len(header):
         dup = next(h for h in header if header.count(h) > 1)

@@ -28,17 +28,21 @@ PIECES_PER_BLOCK = 4  # 16 MB pieces: about 0.05-0.1 s of parsing on two cores, 
 def read_typed_csv(path: Path, missing: Sequence[str]) -> Any:
     """The file as a pyarrow table (every column, types inferred, ``missing`` words null), or None."""
     import pyarrow as pa
-    import pyarrow.csv as pacsv
 
-    convert = pacsv.ConvertOptions(
-        null_values=sorted(missing), strings_can_be_null=True, quoted_strings_can_be_null=True
-    )
+    convert = typed_convert_options(missing)
     try:
         if has_quotes(path):
             return _streamed(path, convert)
         return _in_pieces(path, convert)
     except (pa.ArrowException, OSError, ValueError):
         return None
+
+
+def typed_convert_options(missing: Sequence[str]) -> Any:
+    """pyarrow's conversion of a typed read: types inferred, ``missing`` words and empty cells null."""
+    import pyarrow.csv as pacsv
+
+    return pacsv.ConvertOptions(null_values=sorted(missing), strings_can_be_null=True, quoted_strings_can_be_null=True)
 
 
 def _streamed(path: Path, convert: Any) -> Any:

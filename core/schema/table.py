@@ -148,9 +148,6 @@ def _numeric_levels(values: list[str], missing: frozenset[str]) -> np.ndarray | 
 
 def _read_arrow(path: Path, scheme: str, where: str, missing: frozenset[str]) -> RawTable:
     """A Parquet ("parquet") or JSON lines ("jsonl") file's columns, by the types the file gives them."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from core.readers.arrow_file import read_arrow_table
 
     def read(p: Path) -> Any:
@@ -163,17 +160,41 @@ def _read_arrow(path: Path, scheme: str, where: str, missing: frozenset[str]) ->
         return pq.read_table(p)
 
     table = read_arrow_table(path, where, read, "JSON lines file" if scheme == "jsonl" else "Parquet file")
-    columns: dict[str, Column] = {}
-    for name in table.column_names:
-        col = table.column(name)
-        t = col.type
-        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-            columns[str(name)] = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
-        elif pa.types.is_boolean(t):
-            columns[str(name)] = _bools(col)
-        elif pa.types.is_string(t) or pa.types.is_large_string(t):
-            columns[str(name)] = from_arrow(pc.utf8_trim_whitespace(col.cast(pa.string()))).normalised(missing)
-        else:
-            values = [None if v is None else str(v).strip() for v in col.to_pylist()]
-            columns[str(name)] = _as_text(np.asarray(values, dtype=object), missing)
+    columns = {str(name): _arrow_column(table.column(name), missing) for name in table.column_names}
     return RawTable(where, str(path), columns, int(table.num_rows), scheme)
+
+
+def _arrow_column(col: Any, missing: frozenset[str]) -> Column:
+    """A Parquet or JSON lines column, by the type the file gives it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    if pa.types.is_boolean(t):
+        return _bools(col)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return from_arrow(pc.utf8_trim_whitespace(col.cast(pa.string()))).normalised(missing)
+    values = [None if v is None else str(v).strip() for v in col.to_pylist()]
+    return _as_text(np.asarray(values, dtype=object), missing)
+
+
+def arrow_block_columns(block: Any, scheme: str, where: str, missing: Sequence[str] = DEFAULT_MISSING) -> RawTable:
+    """Columns of one block of a file (a pyarrow table of some of its rows) as :func:`read_table` gives the
+    whole file's: ``scheme`` "csv" (read with ``core.readers.csv_typed.typed_convert_options``), "parquet" or
+    "jsonl"."""
+    miss = frozenset(missing)
+    columns: dict[str, Column] = {}
+    for name, col in zip(block.column_names, block.columns):
+        if scheme == "csv":
+            converted = _column(col, miss)
+            if converted is None:
+                raise DataError(
+                    f"{where}: column {str(name).strip()!r} holds a value this reader takes only from the whole "
+                    "file (nan, inf, a number beyond float32, a date): predict it on this machine"
+                )
+            columns[str(name).strip()] = converted
+        else:
+            columns[str(name)] = _arrow_column(col, miss)
+    return RawTable(where, "", columns, int(block.num_rows), scheme)

@@ -41,11 +41,11 @@ def _start_train(runs: Path, ignore_hup: bool = False) -> subprocess.Popen[bytes
         "train.checkpoint_every=0",
     ]
 
-    def nohup() -> None:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    def hup(ignored: bool) -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN if ignored else signal.SIG_DFL)
 
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT, preexec_fn=nohup if ignore_hup else None
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT, preexec_fn=lambda: hup(ignore_hup)
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + 120
@@ -122,6 +122,11 @@ def test_a_reader_that_takes_one_line_gets_no_traceback(tmp_path: Path) -> None:
         assert _end(proc) in (0, 130) and "Traceback" not in err and "Exception ignored" not in err, err
 
 
+def _terminal_hup() -> None:
+    """SIGHUP as a terminal's program has it, even when the suite itself runs under ``nohup``."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 def _start_serve(run: Path, *args: str) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "core", "serve", str(run), "--port", "0", "--workers", "1", *args],
@@ -129,6 +134,7 @@ def _start_serve(run: Path, *args: str) -> subprocess.Popen[bytes]:
         stderr=subprocess.PIPE,
         env=ENV,
         cwd=ROOT,
+        preexec_fn=_terminal_hup,
     )
     assert proc.stdout is not None
     url = proc.stdout.readline()

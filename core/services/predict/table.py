@@ -16,14 +16,21 @@ from typing import Any
 
 import numpy as np
 
-from core.schema import Schema, _category_text, encode_table, read_table, unseen_note
+from core.schema import RawTable, Schema, _category_text, encode_table, read_table, unseen_note
 
 
 def read_table_input(path: Path, meta: dict[str, Any], scheme: str = "csv") -> dict[str, Any]:
     """The fields of a ``core.services.predict.inputs.PredictInput``: ``ids`` (None: number the rows), ``x``,
     ``labels``, ``notes``; ``scheme`` is the input kind's name ("csv", "parquet", "jsonl")."""
     schema = Schema.from_json(meta["schema"])
-    table = read_table(path, scheme, "predict", schema.missing_values)
+    parts, _ = table_parts(meta, read_table(path, scheme, "predict", schema.missing_values))
+    return parts
+
+
+def table_parts(meta: dict[str, Any], table: RawTable) -> tuple[dict[str, Any], dict[str, int]]:
+    """The fields of a ``PredictInput`` from a table's raw columns (a whole file's, or a block of its rows),
+    and the category values training never saw, by column."""
+    schema = Schema.from_json(meta["schema"])
     enc = encode_table(schema, table)
     used = {c.name for c in schema.used}
     ids: Any = None
@@ -39,4 +46,5 @@ def read_table_input(path: Path, meta: dict[str, Any], scheme: str = "csv") -> d
             labels = texts
     note = unseen_note(enc)
     shape = tuple(int(s) for s in meta["input"]["shape"])
-    return {"ids": ids, "x": enc.x.reshape((len(enc.x), *shape)), "labels": labels, "notes": (note,) if note else ()}
+    parts = {"ids": ids, "x": enc.x.reshape((len(enc.x), *shape)), "labels": labels, "notes": (note,) if note else ()}
+    return parts, dict(enc.unseen)

@@ -14,10 +14,10 @@ import hmac
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
@@ -34,6 +34,11 @@ from core.services.serve.handles import is_run_source, model_file
 from core.services.serve.openapi import docs_html, openapi
 from core.services.serve.pool import InferencePool, StartError
 from core.services.serve.schema import BadRequest
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from core.services.serve.schema import ModelSchema
 
 TOKEN_ENV = "TRAINDESK_SERVE_TOKEN"
 MAX_BODY_BYTES = 8 << 20
@@ -155,13 +160,45 @@ class _Metrics:
         self.rows.inc(rows)
 
 
-class Service:
-    """A served model: the pool of inference processes and the HTTP app in front of it."""
+class ModelPool(Protocol):
+    """What the HTTP app asks of the models behind it: this machine's inference processes
+    (:class:`~core.services.serve.pool.InferencePool`) or a Ray Serve deployment's replicas
+    (:mod:`core.services.serve.on_ray`)."""
 
-    def __init__(self, options: ServeOptions) -> None:
+    source: str
+    schema: ModelSchema | None
+    meta: dict[str, Any]
+    version: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def submit(self, x: np.ndarray, timeout_s: float) -> Awaitable[np.ndarray]: ...
+
+    def not_ready(self) -> str | None: ...
+
+    def workers_info(self) -> list[dict[str, Any]]: ...
+
+    def ready_workers(self) -> int: ...
+
+    @property
+    def queued_rows(self) -> int: ...
+
+    @property
+    def in_flight_rows(self) -> int: ...
+
+    async def reload(self, source: str | None = None) -> dict[str, Any]: ...
+
+
+class Service:
+    """A served model: the pool of models (inference processes, unless another is given) and the HTTP app in
+    front of it."""
+
+    def __init__(self, options: ServeOptions, pool: ModelPool | None = None) -> None:
         self.options = options
         self.metrics = _Metrics()
-        self.pool = InferencePool(
+        self.pool: ModelPool = pool or InferencePool(
             options.source,
             options.workers,
             options.limits(),
@@ -353,7 +390,7 @@ class Service:
         m = self.metrics
         m.queue.set(self.pool.queued_rows)
         m.in_flight.set(self.pool.in_flight_rows)
-        m.workers_ready.set(sum(1 for w in self.pool.workers_info() if w["state"] in ("idle", "busy")))
+        m.workers_ready.set(self.pool.ready_workers())
         m.requests.labels("metrics", "200").inc()
         return Response(generate_latest(m.registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -478,4 +515,4 @@ class Service:
             await asyncio.sleep(DRAIN_QUIET_S - quiet)
 
 
-__all__ = ["ServeConfigError", "ServeOptions", "Service", "StartError", "check_options"]
+__all__ = ["ModelPool", "ServeConfigError", "ServeOptions", "Service", "StartError", "check_options"]

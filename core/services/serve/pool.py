@@ -336,6 +336,10 @@ class InferencePool:
         now = time.monotonic()
         return [w.info(now) for w in self._workers]
 
+    def ready_workers(self) -> int:
+        """Model processes serving now."""
+        return sum(1 for w in self._workers if w.state in ("idle", "busy"))
+
     def not_ready(self) -> str | None:
         """None when every worker answered within the last second and passed its canary; else why not."""
         now = time.monotonic()
