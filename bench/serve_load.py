@@ -3,6 +3,7 @@
     .venv/bin/python bench/serve_load.py [--duration 8] [--clients 1,16,64] [--models mlp,cnn]
                                          [--servers traindesk,litserve,fastapi,constant] [--workers 2]
                                          [--max-batch 64] [--max-wait-ms 0]
+    .venv/bin/python bench/serve_load.py --on ray [--models mlp] [--max-wait-ms 5] ...
 
 One closed-loop load generator (asyncio + aiohttp, in this process) drives
 each server in turn: C clients, each sending one row per request and the
@@ -16,6 +17,12 @@ inference processes:
     litserve    LitServe, LitAPI with max_batch_size 64, batch_timeout 5 ms, workers_per_device N
     fastapi     FastAPI + uvicorn --workers N, no batching (the model in each HTTP process)
     constant    Starlette on uvicorn that parses the JSON and answers a constant (the HTTP stack's ceiling)
+
+With ``--on ray`` the servers are, on one local Ray cluster started for the run (``ray start --head`` on
+127.0.0.1, stopped at the end), one after the other behind the same Ray Serve proxy:
+
+    traindesk   traindesk serve RUN --on ray --ray-address ADDR --workers N
+    handwritten bench/_ray_handwritten.py: one deployment with @serve.batch, as a Ray user writes it
 
 Also printed: the model's own batched throughput in one process, one thread,
 at batch sizes 1, 16 and 64. The load generator shares the machine's cores
@@ -124,6 +131,21 @@ def free_port() -> int:
 
 def start(kind: str, run_dir: Path, port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SERVE_MODEL": str(run_dir)}
+    if args.on == "ray":
+        wait = str(args.max_wait_ms / 1000.0)
+        if kind == "traindesk":
+            cmd = [PY, "-m", "core", "serve", str(run_dir), "--on", "ray", "--ray-address", args.ray_address,
+                   "--port", str(port), "--workers", str(args.workers), "--max-batch", str(args.max_batch),
+                   "--max-wait-ms", str(args.max_wait_ms)]  # fmt: skip
+        elif kind == "handwritten":
+            model = str(run_dir / "checkpoints" / "last.pt")
+            cmd = [PY, str(ROOT / "bench" / "_ray_handwritten.py"), model, args.ray_address, str(port),
+                   str(args.workers), str(args.max_batch), wait]  # fmt: skip
+        else:
+            raise SystemExit(f"--on ray measures traindesk and handwritten, not {kind!r}")
+        return subprocess.Popen(
+            cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
     uvicorn = [
         PY,
         "-m",
@@ -166,10 +188,10 @@ def start(kind: str, run_dir: Path, port: int, args: argparse.Namespace) -> subp
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the server's process group (its workers too), SIGKILL after 20 s."""
+    """SIGTERM to the server's process group (its workers too), SIGKILL after 60 s."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
+        proc.wait(60)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -195,7 +217,7 @@ def wait_up(url: str, body: bytes, proc: subprocess.Popen[bytes], timeout: float
                 if r.status == 200:
                     return
         except urllib.error.HTTPError as exc:
-            if exc.code < 500:
+            if exc.code < 500 and exc.code != 404:  # 404: Ray's proxy before the application is deployed
                 raise SystemExit(f"{url}/predict refused the request: {exc.code} {exc.read()[:200]!r}") from None
         except OSError:
             pass
@@ -280,9 +302,27 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--max-wait-ms", type=float, default=0.0)
+    p.add_argument("--on", choices=("local", "ray"), default="local", help="ray: on one local Ray cluster")
     args = p.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     servers = args.servers.split(",")
+    if args.on == "ray":
+        if "--servers" not in sys.argv:
+            servers = ["traindesk", "handwritten"]
+        sys.path.insert(0, str(ROOT / "tests"))
+        from ray_cluster import local_cluster
+
+        cluster = local_cluster()
+        args.ray_address = next(cluster)
+        args.proxy_port = free_port()  # one Ray Serve proxy for the cluster: every server behind it
+        try:
+            return _run(args, clients, servers)
+        finally:
+            cluster.close()
+    return _run(args, clients, servers)
+
+
+def _run(args: argparse.Namespace, clients: list[int], servers: list[str]) -> int:
     print(
         f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.1f} at start; {args.duration:g} s per "
         f"point; {args.workers} workers per server; traindesk --max-batch {args.max_batch} "
@@ -303,7 +343,7 @@ def main() -> int:
             bodies = bodies_for(run_dir)
             print(f"{'server':<10} {'clients':>7} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'batch':>6}  statuses")
             for kind in servers:
-                port = free_port()
+                port = args.proxy_port if args.on == "ray" else free_port()
                 url = f"http://127.0.0.1:{port}"
                 proc = start(kind, run_dir, port, args)
                 try:
@@ -338,13 +378,14 @@ def print_ratios(results: dict[tuple[str, str, int], dict[str, Any]], clients: l
         ours = get(model, "traindesk", top, "rps")
         if ours is None:
             continue
-        for peer in ("litserve", "fastapi", "constant"):
+        for peer in ("litserve", "fastapi", "constant", "handwritten"):
             theirs = get(model, peer, top, "rps")
             if theirs:
                 lines.append(f"{model} at {top} clients: traindesk / {peer} requests/s = {ours / theirs:.2f}")
-        p99, lit99 = get(model, "traindesk", top, "p99"), get(model, "litserve", top, "p99")
-        if p99 is not None and lit99 is not None:
-            lines.append(f"{model} at {top} clients: p99 traindesk {p99:.1f} ms, litserve {lit99:.1f} ms")
+        for peer in ("litserve", "handwritten"):
+            p99, peer99 = get(model, "traindesk", top, "p99"), get(model, peer, top, "p99")
+            if p99 is not None and peer99 is not None:
+                lines.append(f"{model} at {top} clients: p99 traindesk {p99:.1f} ms, {peer} {peer99:.1f} ms")
         if 1 in clients:
             p50, fast50 = get(model, "traindesk", 1, "p50"), get(model, "fastapi", 1, "p50")
             if p50 is not None and fast50 is not None:

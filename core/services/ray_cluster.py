@@ -76,9 +76,9 @@ def connected(address: str | None, where: str) -> Iterator[bool]:
 
     try:
         if address is None:
-            ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+            ray.init(include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
         else:
-            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except Exception as exc:
         raise UserError(_init_failure(exc, address, where)) from None
     try:

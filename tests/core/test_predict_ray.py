@@ -98,3 +98,19 @@ def test_a_table_models_csv_on_ray_writes_what_local_predict_writes(ray_cluster:
     assert (tmp_path / "ray.csv").read_text() == (tmp_path / "here.csv").read_text()
     noted = [line for line in on_ray.stderr.splitlines() if "not seen in training" in line]
     assert noted and noted == [line for line in here.stderr.splitlines() if "not seen in training" in line]
+
+
+def test_a_bad_block_is_the_local_one_line_error(ray_cluster: str, npz_run: tuple[Path, Path], tmp_path: Path) -> None:
+    run, root = npz_run
+    lines = (root / "rows.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    keep = [i for i, name in enumerate(header) if name != "f2"]  # a feature column left out
+    (tmp_path / "short.csv").write_text(
+        "\n".join(",".join(line.split(",")[i] for i in keep) for line in lines[:50]) + "\n"
+    )
+    here = _predict(run, tmp_path / "short.csv", tmp_path / "here.csv")
+    on_ray = _predict(run, tmp_path / "short.csv", tmp_path / "ray.csv", "--on", "ray", "--ray-address", ray_cluster)
+    assert here.returncode == on_ray.returncode == 2
+    said = [line for line in on_ray.stderr.splitlines() if line.startswith("predict: ")]
+    assert said == here.stderr.strip().splitlines(), on_ray.stderr
+    assert not (tmp_path / "ray.csv").exists()

@@ -171,3 +171,15 @@ def test_an_address_nobody_answers_is_one_line_within_30_s(digits_run: Path) -> 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert f"127.0.0.1:{port}" in lines[0] and "ray status" in lines[0]
+
+
+def test_ray_s_own_tools_get_the_same_application_with_their_arguments_checked(digits_run: Path) -> None:
+    from core.services.serve.app import ServeConfigError
+    from core.services.serve.on_ray import build_app
+
+    with pytest.raises(ServeConfigError, match="source required"):
+        build_app({"workers": 2})
+    with pytest.raises(ServeConfigError, match="takes"):
+        build_app({"source": str(digits_run), "replicas": 2})
+    with pytest.raises(ServeConfigError, match="--workers must be at least 1"):
+        build_app({"source": str(digits_run), "workers": 0})

@@ -467,3 +467,38 @@ def serve_on_ray(options: ServeOptions, ray_options: RayOptions, on_ready: Calla
         finally:
             with contextlib.suppress(Exception):
                 serve.delete(ray_options.app_name)
+
+
+def build_app(args: dict[str, Any]) -> Any:
+    """The application for Ray's own deployment tools (``serve run``, ``serve deploy``, KubeRay's
+    ``RayService``): ``import_path: core.services.serve.on_ray:build_app`` with ``args`` naming ``source``
+    and, as the command's options, ``workers``, ``min_workers``, ``max_workers``, ``max_batch``,
+    ``max_wait_ms``, ``queue``, ``timeout_s`` and ``token``."""
+    known = {
+        "source",
+        "workers",
+        "min_workers",
+        "max_workers",
+        "max_batch",
+        "max_wait_ms",
+        "queue",
+        "timeout_s",
+        "token",
+    }
+    unknown = sorted(set(args) - known)
+    if unknown or "source" not in args:
+        raise ServeConfigError(f"serve: build_app takes {sorted(known)} (source required), got {sorted(args)}")
+    get = args.get
+    options = ServeOptions(
+        str(args["source"]),
+        workers=int(get("workers", 2)),
+        max_batch=int(get("max_batch", 64)),
+        max_wait_ms=float(get("max_wait_ms", 0.0)),
+        queue=int(get("queue", 1024)),
+        timeout_s=float(get("timeout_s", 10.0)),
+        token=get("token"),
+    )
+    check_options(options)
+    low, high = get("min_workers"), get("max_workers")
+    ray_options = RayOptions(None, None if low is None else int(low), None if high is None else int(high))
+    return _application(options, ray_options, str(Path(model_file(options.source)).expanduser().resolve()))
