@@ -183,3 +183,22 @@ def test_ray_s_own_tools_get_the_same_application_with_their_arguments_checked(d
         build_app({"source": str(digits_run), "replicas": 2})
     with pytest.raises(ServeConfigError, match="--workers must be at least 1"):
         build_app({"source": str(digits_run), "workers": 0})
+
+
+def test_watch_rolls_a_new_best_out_as_a_new_version_failing_no_request(ray_cluster: str, tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from trained_run import add_best, make_run
+
+    run = make_run(tmp_path / "runs", steps=10)
+    server = _start(run, tmp_path, "--on", "ray", "--ray-address", ray_cluster, "--workers", "1", "--watch")
+    try:
+        first = server.wait_ready()["model_version"]
+        result = run_load(server.url, 12.0, clients=8, during=lambda: (time.sleep(1.0), add_best(run)))
+        deadline = time.monotonic() + 120
+        while server.ready_info()["model_version"] == first and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert server.ready_info()["model_version"] != first
+        assert result.errors == [] and set(result.statuses) == {200}, result.statuses
+        assert "rolling out" in server.stderr()
+    finally:
+        assert _stop(server) == 0
