@@ -100,7 +100,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             from core.services.ray_cluster import require_ray
 
             require_ray("serve")
-            from core.services.serve.on_ray import RayOptions, serve_on_ray
+            from core.services.serve.on_ray import RayOptions
+            from core.services.serve.ray_deploy import serve_on_ray
 
             ray_options = RayOptions(args.ray_address, args.min_workers, args.max_workers)
             serve_on_ray(options, ray_options, on_ready=ready)

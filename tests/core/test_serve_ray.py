@@ -175,7 +175,7 @@ def test_an_address_nobody_answers_is_one_line_within_30_s(digits_run: Path) -> 
 
 def test_ray_s_own_tools_get_the_same_application_with_their_arguments_checked(digits_run: Path) -> None:
     from core.services.serve.app import ServeConfigError
-    from core.services.serve.on_ray import build_app
+    from core.services.serve.ray_deploy import build_app
 
     with pytest.raises(ServeConfigError, match="source required"):
         build_app({"workers": 2})

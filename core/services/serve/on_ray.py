@@ -12,38 +12,31 @@ Two deployments make the application:
   ``--max-wait-ms``) and sends each batch to a model replica; a batch whose replica dies on the way is
   sent once more, to another.
 
-The command's process deploys the application, prints its URL, follows ``--watch`` (each new
-``best.pt`` rolls out as a new version of the model deployment, replica by replica) and, on SIGTERM or
-Ctrl-C, deletes the application (Ray lets the replicas answer what they hold) and exits 0.
+:mod:`core.services.serve.ray_deploy` builds the application of these and deploys it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
-import signal
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from core.services.serve.app import ServeConfigError, ServeOptions, Service, StartError, check_options
+from core.services.serve.app import ServeOptions, Service
 from core.services.serve.batching import Limits, ServeError
-from core.services.serve.handles import is_run_source, model_file, model_version
+from core.services.serve.handles import model_version
 from core.services.serve.schema import ModelSchema
 
 APP_NAME = "traindesk"
 HEALTH_PERIOD_S = 2.0  # how often Ray asks a model replica for its health
 HEALTH_TIMEOUT_S = 10.0  # a canary still unanswered after this long: the replica is unhealthy, and replaced
 STATUS_EVERY_S = 1.0  # how often the ingress asks the model replicas for a canary answer (its /ready)
-DEPLOY_TIMEOUT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -184,22 +177,30 @@ class RayPool:
         return out
 
     async def submit(self, x: np.ndarray, timeout_s: float) -> np.ndarray:
-        """Rows ``x`` batched with others (a request larger than a batch goes alone); 429 when the queue is
-        full, 504 at the deadline, 503 when no replica answers."""
+        """Rows ``x`` batched with others (a request larger than a batch goes alone); 413/429 when the queue
+        cannot take them, 504 at the deadline, 500 when the model fails on them (or its replica died twice)."""
         n = len(x)
-        if self._queued + n > self.limits.queue_rows:
-            raise ServeError(429, f"the queue is full ({self._queued} rows wait)", {"Retry-After": "1"})
+        limit = self.limits.queue_rows
+        if n > limit:  # the local queue's words, for the same requests
+            raise ServeError(413, f"the request has {n} rows; at most {limit} fit in the queue")
+        if self._queued + n > limit:
+            raise ServeError(
+                429, f"the queue is full ({self._queued} of {limit} rows waiting); retry later", {"Retry-After": "1"}
+            )
         self._queued += n
         try:
             work = self._call(x) if n > self.limits.max_batch else self._batched(x)
             answer = await asyncio.wait_for(work, timeout_s)
         except asyncio.TimeoutError:
-            raise ServeError(504, f"no answer within {timeout_s:g} s") from None
+            raise ServeError(504, f"the deadline of {timeout_s:g} s passed while the model computed it") from None
         except ServeError:
             raise
-        except Exception as exc:
-            text = " ".join(str(exc).split())[:200] or type(exc).__name__
-            raise ServeError(503, f"the model replicas could not answer: {text}") from None
+        except Exception as exc:  # the local pool's words: a process lost twice, or the model's own error
+            if _replica_gone(exc):
+                raise ServeError(500, "the model process crashed on this input") from None
+            cause = getattr(exc, "cause", None) or exc
+            text = " ".join(str(cause).split())[:200] or type(cause).__name__
+            raise ServeError(500, f"the model failed on this input: {text}") from None
         finally:
             self._queued -= n
         return answer[0] if isinstance(answer[0], np.ndarray) else np.asarray(answer[0])
@@ -300,205 +301,3 @@ class _AsgiApp:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         await self.ingress.asgi(scope, receive, send)
-
-
-# ---------------------------------------------------------------------------- the command's process
-
-
-def _file_version(path: str) -> str:
-    """A model file's deployment version: its size, time and name (a new best.pt is a new version)."""
-    st = Path(path).stat()
-    return hashlib.sha256(f"{path}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
-
-
-def _free_port(host: str) -> int:
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def _replica_cpus(ray_options: RayOptions, replicas: int) -> float:
-    """Each model replica's CPU share: one (it computes on one thread; ``cpus_per_worker``), less where the
-    cluster has fewer CPUs than replicas (one machine), so that every replica asked for starts."""
-    import ray
-
-    total = float(ray.cluster_resources().get("CPU", 1.0))
-    return max(0.1, min(ray_options.cpus_per_worker, total / max(1, replicas)))
-
-
-def _application(options: ServeOptions, ray_options: RayOptions, path: str) -> Any:
-    """The Ray Serve application: the ingress in front of the model deployment serving ``path``."""
-    from ray import serve
-
-    scaling: dict[str, Any] = {}
-    if ray_options.min_workers is not None or ray_options.max_workers is not None:
-        low = ray_options.min_workers if ray_options.min_workers is not None else 1
-        high = ray_options.max_workers if ray_options.max_workers is not None else max(low, options.workers)
-        scaling = {
-            "autoscaling_config": {
-                "min_replicas": low,
-                "initial_replicas": min(max(options.workers, low), high),
-                "max_replicas": high,
-                "target_ongoing_requests": 2,
-            }
-        }
-    else:
-        scaling = {"num_replicas": options.workers}
-    bounds = ray_options.max_workers or options.workers
-    model = serve.deployment(
-        name="TrainDeskModel",
-        ray_actor_options={"num_cpus": _replica_cpus(ray_options, bounds)},
-        health_check_period_s=HEALTH_PERIOD_S,
-        health_check_timeout_s=HEALTH_TIMEOUT_S,
-        max_ongoing_requests=4,
-        graceful_shutdown_timeout_s=max(5.0, options.timeout_s),
-        **scaling,
-    )(ModelReplica)
-    replica_options = replace(options, watch=False, die_with=None, port=0)
-    ingress = serve.deployment(
-        name="TrainDeskIngress",
-        num_replicas=1,
-        ray_actor_options={"num_cpus": 0},
-        max_ongoing_requests=max(256, options.queue),
-        graceful_shutdown_timeout_s=max(5.0, options.timeout_s + 1.0),
-    )(serve.ingress()(Ingress))
-    return ingress.bind(model.bind(path, _file_version(path)), replica_options, bounds)  # a new file: a new version
-
-
-def _deploy(options: ServeOptions, ray_options: RayOptions, path: str) -> None:
-    from ray import serve
-
-    try:
-        serve.run(_application(options, ray_options, path), name=ray_options.app_name, route_prefix="/")
-    except Exception as exc:
-        raise StartError(_deploy_failure(exc, path)) from None
-
-
-def _deploy_failure(exc: BaseException, path: str) -> str:
-    text = " ".join(str(exc).split())
-    mark = text.find("serve --on ray: ")
-    if mark >= 0:  # our own one line, raised in a replica
-        return text[mark:].split(" Traceback", 1)[0].rstrip(".'\" ")
-    return f"serve --on ray: {path}: the application did not start: {text[-300:] or type(exc).__name__}"
-
-
-def _wait_ready(url: str, token: str | None, timeout_s: float) -> None:
-    """Until /ready says 200 through Ray's proxy (the ingress has met a replica that answers the canary)."""
-    import urllib.error
-    import urllib.request
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    deadline = time.monotonic() + timeout_s
-    why = "no answer"
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(urllib.request.Request(f"{url}/ready", headers=headers), timeout=5) as r:
-                if r.status == 200:
-                    return
-        except urllib.error.HTTPError as exc:
-            why = exc.read().decode(errors="replace")[:200]
-        except OSError as exc:
-            why = str(exc)[:200]
-        time.sleep(0.25)
-    raise StartError(f"serve --on ray: the application did not get ready within {timeout_s:.0f} s: {why}")
-
-
-@contextlib.contextmanager
-def _stop_signals() -> Iterator[threading.Event]:
-    """Ctrl-C, SIGTERM and SIGHUP (the terminal closed; not under ``nohup``) set the event."""
-    stop = threading.Event()
-    sigs = [signal.SIGINT, signal.SIGTERM]
-    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
-        sigs.append(signal.SIGHUP)
-    before = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in sigs}
-    try:
-        yield stop
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-
-
-def serve_on_ray(options: ServeOptions, ray_options: RayOptions, on_ready: Callable[[str], None] | None = None) -> None:
-    """Deploy the model on the Ray cluster, say its URL, serve until SIGTERM / Ctrl-C, then delete the
-    application. StartError / ServeConfigError / UserError say why it could not start."""
-    from core.host.lifeline import alive
-    from core.services.ray_cluster import connected
-
-    check_options(options)
-    for name, value in (("--min-workers", ray_options.min_workers), ("--max-workers", ray_options.max_workers)):
-        if value is not None and value < (0 if name == "--min-workers" else 1):
-            raise ServeConfigError(f"serve: {name} must be at least {0 if name == '--min-workers' else 1}, got {value}")
-    low, high = ray_options.min_workers, ray_options.max_workers
-    if low is not None and high is not None and low > high:
-        raise ServeConfigError(f"serve: --min-workers {low} is above --max-workers {high}")
-    path = str(Path(model_file(options.source)).expanduser().resolve())
-    port = options.port or _free_port(options.host)
-    shown = f"[{options.host}]" if ":" in options.host else options.host
-    url = f"http://{shown}:{port}"
-    with connected(ray_options.address, "serve"), _stop_signals() as stop:  # after ray.init, which sets its own
-        from ray import serve
-
-        serve.start(http_options={"host": options.host, "port": port})
-        try:
-            _deploy(options, ray_options, path)
-            _wait_ready(url, options.token or os.environ.get("TRAINDESK_SERVE_TOKEN"), DEPLOY_TIMEOUT_S)
-            if on_ready is not None:
-                on_ready(url)
-            version = _file_version(path)
-            while not stop.wait(1.0):
-                if options.die_with is not None and not alive(options.die_with):
-                    options.log(f"serve: the process that started this server (pid {options.die_with}) is gone")
-                    break
-                if options.watch and is_run_source(Path(options.source).expanduser()):
-                    now = str(Path(model_file(options.source)).resolve())
-                    with contextlib.suppress(OSError):
-                        if _file_version(now) != version:
-                            time.sleep(0.2)  # let the writer finish (checkpoints are written atomically anyway)
-                            version, path = _file_version(now), now
-                            options.log(f"serve: rolling out {now} (version {version}) replica by replica")
-                            try:
-                                _deploy(options, ray_options, path)
-                            except StartError as exc:
-                                options.log(str(exc))
-            options.log("serve: stopping: deleting the application (its replicas answer what they hold)")
-        finally:
-            with contextlib.suppress(Exception):
-                serve.delete(ray_options.app_name)
-
-
-def build_app(args: dict[str, Any]) -> Any:
-    """The application for Ray's own deployment tools (``serve run``, ``serve deploy``, KubeRay's
-    ``RayService``): ``import_path: core.services.serve.on_ray:build_app`` with ``args`` naming ``source``
-    and, as the command's options, ``workers``, ``min_workers``, ``max_workers``, ``max_batch``,
-    ``max_wait_ms``, ``queue``, ``timeout_s`` and ``token``."""
-    known = {
-        "source",
-        "workers",
-        "min_workers",
-        "max_workers",
-        "max_batch",
-        "max_wait_ms",
-        "queue",
-        "timeout_s",
-        "token",
-    }
-    unknown = sorted(set(args) - known)
-    if unknown or "source" not in args:
-        raise ServeConfigError(f"serve: build_app takes {sorted(known)} (source required), got {sorted(args)}")
-    get = args.get
-    options = ServeOptions(
-        str(args["source"]),
-        workers=int(get("workers", 2)),
-        max_batch=int(get("max_batch", 64)),
-        max_wait_ms=float(get("max_wait_ms", 0.0)),
-        queue=int(get("queue", 1024)),
-        timeout_s=float(get("timeout_s", 10.0)),
-        token=get("token"),
-    )
-    check_options(options)
-    low, high = get("min_workers"), get("max_workers")
-    ray_options = RayOptions(None, None if low is None else int(low), None if high is None else int(high))
-    return _application(options, ray_options, str(Path(model_file(options.source)).expanduser().resolve()))
