@@ -79,3 +79,15 @@ def add_best(run_dir: Path, epoch: int = 1, value: float = 0.25, monitor: str = 
         },
     )
     return path
+
+
+def table_run(csv: Path, runs_dir: Path, epochs: int = 2) -> Path:
+    """A finished run of a model trained on the table in ``csv`` (its schema fitted), one process: quick."""
+    from core.config import apply_overrides
+    from core.session import Session
+
+    cfg = apply_overrides(Config(), [f'data.source="csv:{csv}"', "parallel.strategy=single", f"train.epochs={epochs}"])
+    session = Session(cfg, runs_dir=runs_dir)
+    session.start()
+    assert session.wait(180) == "finished" and session.run_dir is not None
+    return session.run_dir

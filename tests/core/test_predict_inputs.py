@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from test_export import run_cli  # tests/core is on sys.path under pytest
-from trained_run import make_run
+from trained_run import make_run, table_run
 
 from core.errors import DataError
 from core.readers import INPUT_KINDS, estimated_rows, find_input_kind, input_kind
@@ -149,16 +149,7 @@ def test_a_table_model_reads_parquet_and_json_lines_like_its_csv(tmp_path: Path)
         f"{r['row_id']},{'' if r['size'] is None else repr(r['size'])},{r['island']},{r['label']}" for r in rows
     ]
     (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
-    from core.config import Config, apply_overrides
-    from core.session import Session
-
-    cfg = apply_overrides(
-        Config(), [f'data.source="csv:{tmp_path / "train.csv"}"', "parallel.strategy=single", "train.epochs=2"]
-    )
-    session = Session(cfg, runs_dir=tmp_path / "runs")
-    session.start()
-    assert session.wait(180) == "finished" and session.run_dir is not None
-    run = session.run_dir
+    run = table_run(tmp_path / "train.csv", tmp_path / "runs")
     new = [dict(r, island="Unseen") if i == 3 else r for i, r in enumerate(rows[:20])]
     (tmp_path / "new.csv").write_text(
         "\n".join(

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is an extra: pip install 'traindesk[ray]'")
 
-from trained_run import make_run  # tests/ is on sys.path under pytest
+from trained_run import make_run, table_run  # tests/ is on sys.path under pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(900)
@@ -79,21 +79,11 @@ def test_a_table_models_csv_on_ray_writes_what_local_predict_writes(ray_cluster:
         size = "" if i % 7 == 0 else repr(1.5 + (i % 9) * 0.25)
         lines.append(f"{1000 + i},{size},{islands[i % 3]},{('adelie', 'gentoo')[(i % 3 == 0) ^ (i % 2)]}")
     (tmp_path / "train.csv").write_text("\n".join(lines) + "\n")
-    from core.config import Config, apply_overrides
-    from core.session import Session
-
-    cfg = apply_overrides(
-        Config(), [f'data.source="csv:{tmp_path / "train.csv"}"', "parallel.strategy=single", "train.epochs=2"]
-    )
-    session = Session(cfg, runs_dir=tmp_path / "runs")
-    session.start()
-    assert session.wait(180) == "finished" and session.run_dir is not None
+    run = table_run(tmp_path / "train.csv", tmp_path / "runs")
     new = lines[:1] + [line.replace("Dream", "Unseen") if k == 4 else line for k, line in enumerate(lines[1:40])]
     (tmp_path / "new.csv").write_text("\n".join(new) + "\n")
-    here = _predict(session.run_dir, tmp_path / "new.csv", tmp_path / "here.csv")
-    on_ray = _predict(
-        session.run_dir, tmp_path / "new.csv", tmp_path / "ray.csv", "--on", "ray", "--ray-address", ray_cluster
-    )
+    here = _predict(run, tmp_path / "new.csv", tmp_path / "here.csv")
+    on_ray = _predict(run, tmp_path / "new.csv", tmp_path / "ray.csv", "--on", "ray", "--ray-address", ray_cluster)
     assert here.returncode == 0 and on_ray.returncode == 0, (here.stderr, on_ray.stderr)
     assert (tmp_path / "ray.csv").read_text() == (tmp_path / "here.csv").read_text()
     noted = [line for line in on_ray.stderr.splitlines() if "not seen in training" in line]

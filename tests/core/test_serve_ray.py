@@ -4,7 +4,6 @@ application behind on SIGTERM. Traffic goes to 127.0.0.1 only."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -21,7 +20,17 @@ import pytest
 pytest.importorskip("ray", reason="Ray is an extra: pip install 'traindesk[ray]'")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_serve import LOAD_S, Server, _start, _stop, local_probs, run_load, serving  # after the path
+from test_serve import (  # the guard: the suite's, less the module's shared server (_SHARED)
+    _SHARED,
+    LOAD_S,
+    Server,
+    _start,
+    _stop,
+    local_probs,
+    no_leftover_processes,  # noqa: F401  # a fixture (autouse): imported, it guards this module's tests too
+    run_load,
+    serving,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_REPLICA = "ServeReplica:traindesk:TrainDeskModel"
@@ -46,29 +55,6 @@ def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from trained_run import make_run
 
     return make_run(tmp_path_factory.mktemp("ray-runs"))
-
-
-_SHARED: set[int] = set()  # the module's server process: it outlives single tests by design
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The suite's guard (tests/conftest.py), less the module's shared server, which its fixture stops."""
-    yield
-    guard = next(
-        p
-        for p in request.config.pluginmanager.get_plugins()
-        if hasattr(p, "live_descendants") and hasattr(p, "no_leftover_processes")
-    )
-    deadline = time.monotonic() + 10
-    left = [p for p in guard.live_descendants() if p not in _SHARED]
-    while left and time.monotonic() < deadline:
-        time.sleep(0.1)
-        left = [p for p in guard.live_descendants() if p not in _SHARED]
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-    assert not left, f"test left {len(left)} child process(es) running: {left}"
 
 
 @pytest.fixture(scope="module")

@@ -100,11 +100,13 @@ class BlockPredictor:
         return PredictInput(ids, x=x, labels=labels), {}
 
     def _npz_rows(self, lo: int, hi: int, shape: tuple[int, ...]) -> np.ndarray:
-        from core.readers import read_npz
+        """Rows ``lo``..``hi`` of the NPZ's ``x``: read where the file keeps them uncompressed (as the local
+        pool's processes read theirs), else from the whole array, read once per actor."""
+        from core.readers import StoredArray, read_npz, stored_npz_x
 
         if self._npz is None:
-            self._npz = read_npz(self.path, "predict", labels=False)
-        x = self._npz.x[lo:hi]
+            self._npz = stored_npz_x(self.path) or read_npz(self.path, "predict", labels=False).x
+        x = self._npz.rows(lo, hi) if isinstance(self._npz, StoredArray) else self._npz[lo:hi]
         return np.asarray(x, dtype=np.float32).reshape((hi - lo, *shape))
 
 
@@ -119,9 +121,10 @@ def _dataset(path: Path, scheme: str, meta: dict[str, Any], workers: int, by_pos
         images = read_image_input(path, meta)
         return ray.data.from_items([{"path": p} for p in images.paths]), images
     if scheme == "npz":
-        from core.readers import read_npz
+        from core.readers import read_npz, stored_npz_x
 
-        n = int(read_npz(path, "predict", labels=False).x.shape[0])
+        stored = stored_npz_x(path)  # its header says how many rows; else the whole read (a compressed file)
+        n = stored.shape[0] if stored is not None else int(read_npz(path, "predict", labels=False).x.shape[0])
         step = max(1, math.ceil(n / (workers * NPZ_BLOCKS_PER_WORKER)))
         ranges = [{"lo": lo, "hi": min(lo + step, n)} for lo in range(0, n, step)]
         return ray.data.from_items(ranges), None

@@ -14,10 +14,10 @@ import hmac
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, generate_latest
@@ -32,13 +32,8 @@ from core.runfiles.layout import RunDir
 from core.services.serve.batching import Limits, ServeError
 from core.services.serve.handles import is_run_source, model_file
 from core.services.serve.openapi import docs_html, openapi
-from core.services.serve.pool import InferencePool, StartError
+from core.services.serve.pool import InferencePool, ModelPool, StartError
 from core.services.serve.schema import BadRequest
-
-if TYPE_CHECKING:
-    import numpy as np
-
-    from core.services.serve.schema import ModelSchema
 
 TOKEN_ENV = "TRAINDESK_SERVE_TOKEN"
 MAX_BODY_BYTES = 8 << 20
@@ -158,37 +153,6 @@ class _Metrics:
     def batch_done(self, rows: int) -> None:
         self.batch.observe(rows)
         self.rows.inc(rows)
-
-
-class ModelPool(Protocol):
-    """What the HTTP app asks of the models behind it: this machine's inference processes
-    (:class:`~core.services.serve.pool.InferencePool`) or a Ray Serve deployment's replicas
-    (:mod:`core.services.serve.on_ray`)."""
-
-    source: str
-    schema: ModelSchema | None
-    meta: dict[str, Any]
-    version: str
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    def submit(self, x: np.ndarray, timeout_s: float) -> Awaitable[np.ndarray]: ...
-
-    def not_ready(self) -> str | None: ...
-
-    def workers_info(self) -> list[dict[str, Any]]: ...
-
-    def ready_workers(self) -> int: ...
-
-    @property
-    def queued_rows(self) -> int: ...
-
-    @property
-    def in_flight_rows(self) -> int: ...
-
-    async def reload(self, source: str | None = None) -> dict[str, Any]: ...
 
 
 class Service:

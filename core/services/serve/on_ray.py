@@ -126,7 +126,6 @@ class RayPool:
         self._why: str | None = "the model replicas have not answered yet"
         self._replicas: list[dict[str, Any]] = []
         self._status_task: asyncio.Task[None] | None = None
-        self.retries = 0  # batches sent again after their replica died
         self._batched = serve.batch(
             max_batch_size=limits.max_batch,
             batch_wait_timeout_s=limits.max_wait_s,
@@ -157,7 +156,6 @@ class RayPool:
         except Exception as exc:
             if not _replica_gone(exc):
                 raise
-            self.retries += 1
             return await self._handle.predict.remote(x)
 
     async def _many(self, xs: list[np.ndarray]) -> list[tuple[np.ndarray, int]]:

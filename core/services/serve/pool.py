@@ -19,9 +19,9 @@ import os
 import struct
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,6 +35,7 @@ __all__ = [
     "ALIVE_S",
     "HEARTBEAT_S",
     "InferencePool",
+    "ModelPool",
     "LOAD_TIMEOUT_S",
     "Limits",
     "RESTART_BACKOFF_S",
@@ -52,6 +53,37 @@ RESTART_BACKOFF_S = (0.1, 0.5, 1.0, 2.0, 5.0)
 
 class StartError(Exception):
     """The model could not be loaded in a worker (the reason, one line)."""
+
+
+class ModelPool(Protocol):
+    """What the HTTP app (core.services.serve.app.Service) asks of the models behind it: this machine's
+    inference processes (:class:`InferencePool`) or a Ray Serve deployment's replicas
+    (:mod:`core.services.serve.on_ray`)."""
+
+    source: str
+    schema: ModelSchema | None
+    meta: dict[str, Any]
+    version: str
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def submit(self, x: np.ndarray, timeout_s: float) -> Awaitable[np.ndarray]: ...
+
+    def not_ready(self) -> str | None: ...
+
+    def workers_info(self) -> list[dict[str, Any]]: ...
+
+    def ready_workers(self) -> int: ...
+
+    @property
+    def queued_rows(self) -> int: ...
+
+    @property
+    def in_flight_rows(self) -> int: ...
+
+    async def reload(self, source: str | None = None) -> dict[str, Any]: ...
 
 
 class InferencePool:
