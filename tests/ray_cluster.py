@@ -1,13 +1,15 @@
 """One local Ray cluster for the test session (``ray start --head`` on 127.0.0.1), stopped at its end.
 
-Every Ray process it starts keeps to loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``); its clients use
-the token ``ray start`` made (``RAY_AUTH_MODE=token``). Its processes are known by their temp folder, so
+Every Ray process it starts keeps to loopback (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``); the cluster and
+its clients share a token made for the session (``RAY_AUTH_MODE=token``, ``RAY_AUTH_TOKEN``: a new machine
+has no ``~/.ray/auth_token``, and ``ray start`` in token mode refuses to start without one). Its processes are known by their temp folder, so
 the end stops exactly them.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -46,8 +48,9 @@ def cluster_processes(temp_dir: str) -> list[psutil.Process]:
 def local_cluster() -> Iterator[str]:
     """Start the cluster, set the clients' environment, yield its address; stop it and everything it ran."""
     temp_dir = tempfile.mkdtemp(prefix="tdray-", dir="/tmp")  # short: Ray's socket paths have a length limit
-    before = {k: os.environ.get(k) for k in ENV}
-    os.environ.update(ENV)
+    env = {**ENV, "RAY_AUTH_TOKEN": os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(32)}
+    before = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     port = free_port()
     cmd = [
         RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=2",
