@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from pathlib import Path
+from typing import IO, Any
 
 from core.errors import UserError
 
@@ -66,7 +68,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
     from core.host.machine import keep_freed_memory
     from core.runfiles.layout import RunDir
-    from core.services.predict import predict
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
     if args.on == "ray":
@@ -87,9 +88,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:
         if args.ray_address:
             raise UserError("predict: --ray-address goes with --on ray")
-        result = predict(
-            Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint, args.by_position
-        )
+        result = _predict_streamed(args, out)
+        if out is None:
+            return 0
     for note in result.notes:
         sys.stderr.write(f"predict: {note}\n")
     if out is None:
@@ -99,14 +100,53 @@ def cmd_predict(args: argparse.Namespace) -> int:
         except BrokenPipeError:  # e.g. `| head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    result.save(out)
-    rate = len(result.ids) / max(result.seconds, 1e-9)
+    if result.written is None:
+        result.save(out)
+    rate = result.n_rows / max(result.seconds, 1e-9)
     used = result.model_path
     run = RunDir(used.parent.parent)
     label = f"{run.name}/{used.relative_to(run.path).as_posix()}" if used.parent == run.checkpoints else used.name
     sys.stderr.write(
-        f"predicted {len(result.ids):,} rows with {label} in {result.seconds:.2f} s "
+        f"predicted {result.n_rows:,} rows with {label} in {result.seconds:.2f} s "
         f"({rate:,.0f} rows/s, {result.workers} worker(s))\n"
     )
     print(out)
     return 0
+
+
+def _predict_streamed(args: argparse.Namespace, out: Path | None) -> Any:
+    """Local prediction written as it goes: to ``out`` atomically (a temp file beside it, renamed once
+    every row is in; an error leaves nothing), or to standard output (notes first on standard error)."""
+    from core.runfiles.writing import atomic_write
+    from core.services.predict import predict
+
+    def run(fh: IO[str]) -> Any:
+        return predict(
+            Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint, args.by_position, fh
+        )
+
+    if out is None:
+        try:
+            result = run(sys.stdout)
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. `| head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return None
+        for note in result.notes:
+            sys.stderr.write(f"predict: {note}\n")
+        return result
+    kept: list[Any] = []
+
+    def write(raw: IO[bytes]) -> None:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        try:
+            kept.append(run(text))
+            text.flush()
+        finally:
+            text.detach()  # the file stays atomic_write's to close (or remove)
+
+    try:
+        atomic_write(out, write)
+    except OSError as exc:
+        raise UserError(f"predict: cannot write {out}: {exc.strerror or exc}") from None
+    return kept[0]

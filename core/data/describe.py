@@ -168,13 +168,17 @@ def describe_source(
             images.append((arr[..., 0] if arr.shape[2] == 1 else arr, raw.class_names[raw.y[i]]))
         input_shape = raw.image_shape
     else:
-        assert raw.x is not None
-        input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(raw.x.shape[1]),)
-        for i in range(min(PREVIEW_ROWS, n)):
+        if raw.x is None:  # an array left in its file: its first block holds the preview
+            first = next(raw.x_blocks())[2]
+            raw.x = first.reshape(len(first), -1)
+        n_features = len(raw.feature_names) if raw.rows is not None else int(raw.x.shape[1])
+        input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (n_features,)
+        n_shown = min(len(raw.x), n)
+        for i in range(min(PREVIEW_ROWS, n_shown)):
             rows.append(tuple(float(v) for v in raw.x[i]) + (shown(i),))
         if raw.image_shape is not None:
             c, h, w = raw.image_shape
-            for i in range(min(PREVIEW_IMAGES, n)):
+            for i in range(min(PREVIEW_IMAGES, n_shown)):
                 img = raw.x[i].reshape(c, h, w)
                 lo, hi = float(img.min()), float(img.max())
                 img = ((img - lo) / (hi - lo or 1.0) * 255).astype(np.uint8)

@@ -10,6 +10,7 @@ each training worker (``data.loader_workers`` processes).
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -22,12 +23,15 @@ from core.data.raw import RawSource, where
 from core.data.sources import read_source
 from core.data.split import random_split, stratified_split
 from core.errors import DataError
+from core.host.machine import trim_freed_memory
 from core.readers import check_stop
 from core.schema import Schema
+from core.schema.encode import encode_into
 
 
-def fit_table(raw: RawSource, cfg: DataConfig, train_idx: np.ndarray) -> Schema:
-    """Fit the table's schema on the training rows; set ``raw.x`` (encoded), ``raw.y`` and the feature names."""
+def fit_table(raw: RawSource, cfg: DataConfig, train_idx: np.ndarray, encode: bool = True) -> Schema:
+    """Fit the table's schema on the training rows; set ``raw.y`` and the feature names, and ``raw.x`` (the
+    whole table encoded) when ``encode`` (training encodes straight into its tensor instead)."""
     from core.schema import encode_table, fit_schema
 
     assert raw.table is not None and raw.target_raw is not None
@@ -35,7 +39,8 @@ def fit_table(raw: RawSource, cfg: DataConfig, train_idx: np.ndarray) -> Schema:
     schema = fit_schema(
         raw.table, cfg.target, raw.kinds, raw.task, raw.class_names, y_train, train_idx, cfg.standardize, cfg.missing
     )
-    raw.x = encode_table(schema, raw.table).x
+    if encode:
+        raw.x = encode_table(schema, raw.table).x
     for c in schema.numeric:
         if c.clip is not None:
             raw.notes.append(
@@ -69,9 +74,11 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     if n < 2:
         raise DataError(f"data: {cfg.source}: needs at least 2 samples, has {n}")
     train_idx, val_idx = _split(raw, cfg, seed)
+    trim_freed_memory()  # each step's temporaries go back before the next: the peak is the data once
     if len(train_idx) == 0:
         raise DataError(f"data: {cfg.source}: no training samples left after the validation split")
-    schema = fit_table(raw, cfg, train_idx) if raw.table is not None else None
+    schema = fit_table(raw, cfg, train_idx, encode=False) if raw.table is not None else None
+    trim_freed_memory()
     regression = raw.task == "regression"
     if regression and schema is None:  # builtin:diabetes: standardise the target as a table's is
         y_tr = raw.y[train_idx].astype(np.float64)
@@ -111,31 +118,80 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
         train_s: Split = ImageSplit(tuple(raw.paths[i] for i in train_idx), tuple(int(raw.y[i]) for i in train_idx))
         val_s: Split = ImageSplit(tuple(raw.paths[i] for i in val_idx), tuple(int(raw.y[i]) for i in val_idx))
         return PreparedData(info, train_s, val_s)
-    assert raw.x is not None
-    x = raw.x
+    input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (len(raw.feature_names),)
+    # one tensor holds every sample once, the training rows first: both splits are views of it
+    order = np.concatenate([train_idx, val_idx])
+    x = _new_tensor((n, math.prod(input_shape)), share)
+    out = x.numpy()
     if schema is not None:  # a table's statistics come with its schema (identity past the numbers)
         s_mean, s_std = schema.stats()
         f_mean, f_std = np.asarray(s_mean, dtype=np.float32), np.asarray(s_std, dtype=np.float32)
-    elif cfg.standardize:
-        f_mean = x[train_idx].mean(axis=0)
-        f_std = x[train_idx].std(axis=0)
-        f_std = np.where(f_std < 1e-6, 1.0, f_std).astype(np.float32)  # constant pixels stay 0
+        assert raw.table is not None
+        table, raw.table = raw.table, None
+        encode_into(schema, table, out, order, f_mean, f_std, release=True)  # the raw columns go as rows come
+        del table
     else:
-        f_mean = np.zeros(x.shape[1], dtype=np.float32)
-        f_std = np.ones(x.shape[1], dtype=np.float32)
+        _fill_rows(out, raw, order)
+        f_mean, f_std = _stats(out[: len(train_idx)], cfg.standardize)
+        _standardize(out, f_mean, f_std)
     check_stop()
-    xs = torch.from_numpy(((x - f_mean) / f_std).astype(np.float32))
     # images (digits, an NPZ of images) reach every model as (C, H, W), as from an image folder
-    input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (int(x.shape[1]),)
-    xs = xs.reshape(len(xs), *input_shape)
-    ys = torch.from_numpy(raw.y)
-    tr = torch.from_numpy(train_idx)
-    va = torch.from_numpy(val_idx)
-    train = TensorSplit(xs[tr].contiguous(), ys[tr].contiguous())
-    val = TensorSplit(xs[va].contiguous(), ys[va].contiguous())
-    check_stop()
+    xs = x.view(n, *input_shape)
+    ys = torch.from_numpy(np.ascontiguousarray(raw.y[order]))
     if share:
-        for t in (train.x, train.y, val.x, val.y):
-            t.share_memory_()
+        ys.share_memory_()
+    k = len(train_idx)
+    train, val = TensorSplit(xs[:k], ys[:k]), TensorSplit(xs[k:], ys[k:])
     info = info_of(input_shape=input_shape, mean=tuple(float(m) for m in f_mean), std=tuple(float(s) for s in f_std))
     return PreparedData(info, train, val)
+
+
+def _new_tensor(shape: tuple[int, int], share: bool) -> torch.Tensor:
+    """An empty float32 tensor, in shared memory when ``share`` (made there: its pages are not yet touched)."""
+    if not share:
+        return torch.empty(shape, dtype=torch.float32)
+    # torch's public share_memory_() copies a tensor into shared memory, touching every page at once; a
+    # storage made shared (torch's own constructor for it) fills as rows are written
+    storage = torch.UntypedStorage._new_shared(math.prod(shape) * 4)  # noqa: SLF001
+    return torch.empty(0, dtype=torch.float32).set_(storage).view(shape)
+
+
+def _fill_rows(out: np.ndarray, raw: RawSource, order: np.ndarray) -> None:
+    """``out[i] = x[order[i]]``, the samples read a block at a time."""
+    where = np.empty(len(order), dtype=np.int64)
+    where[order] = np.arange(len(order))
+    for lo, hi, block in raw.x_blocks():
+        out[where[lo:hi]] = block.reshape(hi - lo, -1)
+        del block
+        check_stop()
+
+
+STATS_ROWS = 1 << 16  # statistics and standardisation go over this many rows at a time
+
+
+def _stats(train: np.ndarray, standardize: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per feature: the training rows' mean and standard deviation (float64 sums by blocks, as float32;
+    a constant feature's std is 1), or 0 and 1 when not standardising."""
+    n, f = train.shape
+    if not standardize or n == 0:
+        return np.zeros(f, dtype=np.float32), np.ones(f, dtype=np.float32)
+    total = np.zeros(f)
+    for lo in range(0, n, STATS_ROWS):
+        total += train[lo : lo + STATS_ROWS].sum(axis=0, dtype=np.float64)
+    mean = total / n
+    squares = np.zeros(f)
+    for lo in range(0, n, STATS_ROWS):
+        squares += np.square(train[lo : lo + STATS_ROWS].astype(np.float64) - mean).sum(axis=0)
+    std = np.sqrt(squares / n)
+    std = np.where(std < 1e-6, 1.0, std)  # constant pixels stay 0
+    return mean.astype(np.float32), std.astype(np.float32)
+
+
+def _standardize(out: np.ndarray, mean: np.ndarray, std: np.ndarray) -> None:
+    """``(x - mean) / std`` in place, in float32, a block of rows at a time."""
+    if not (mean != 0).any() and not (std != 1).any():
+        return
+    for lo in range(0, len(out), STATS_ROWS):
+        block = out[lo : lo + STATS_ROWS]
+        block -= mean
+        block /= std

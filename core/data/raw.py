@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +25,7 @@ class RawSource:
     class_names: list[str]
     y: np.ndarray
     x: np.ndarray | None = None
+    rows: Any = None  # core.readers.NpzRows: an array left in its file, read by blocks (in place of x)
     paths: list[str] | None = None
     feature_names: list[str] = field(default_factory=list)
     image_shape: tuple[int, int, int] | None = None
@@ -32,3 +35,12 @@ class RawSource:
     target_raw: Column | None = None  # the target's cells of the rows kept
     dropped: int = 0
     notes: list[tuple[str, str]] = field(default_factory=list)
+
+    def x_blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """The samples as float32 rows ``(lo, hi, x[lo:hi])``, a block at a time (an array in memory: one)."""
+        if self.rows is not None:
+            yield from self.rows.blocks()
+            return
+        assert self.x is not None
+        x = self.x.reshape(len(self.x), -1)
+        yield 0, len(x), x

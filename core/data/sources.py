@@ -14,7 +14,7 @@ from core.config import DataConfig
 from core.data.images import read_image_folder
 from core.data.raw import RawSource, where
 from core.errors import DataError
-from core.readers import TextColumn, read_npz
+from core.readers import TextColumn, open_npz_rows
 from core.schema import RawTable
 
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "diabetes", "synthetic")
@@ -108,7 +108,7 @@ def read_source_table(cfg: DataConfig) -> RawTable | None:
     scheme, _, rest = cfg.source.partition(":")
     if scheme not in TABLE_SCHEMES:
         return None
-    return read_table(Path(rest).expanduser(), scheme, where(cfg.source), cfg.missing)
+    return read_table(Path(rest).expanduser(), scheme, where(cfg.source), cfg.missing, exact=(cfg.target,))
 
 
 def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
@@ -126,7 +126,7 @@ def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
     dropped = int((~present).sum())
     notes: list[tuple[str, str]] = []
     if dropped:
-        table = table.take(np.flatnonzero(present))
+        table = table.take(np.flatnonzero(present), release=True)
         values = table.columns[cfg.target]
         notes.append(
             ("warning", f"{dropped} row(s) of {path.name} have no value in target column {cfg.target!r}: left out")
@@ -159,9 +159,11 @@ def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
 
 
 def _npz(path_text: str, source: str) -> RawSource:
+    """An NPZ's labels, its ``x`` left in the file: training reads it by blocks into its one tensor."""
     path = Path(path_text).expanduser()
-    arrays = read_npz(path, where(source), labels=True)
-    x, y_raw, names_arr = arrays.x, arrays.y, arrays.class_names
+    rows = open_npz_rows(path, where(source))
+    arrays = rows.labels
+    y_raw, names_arr = arrays.y, arrays.class_names
     assert y_raw is not None
     uniq, codes = np.unique(y_raw, return_inverse=True)
     y, names = _encode_labels(
@@ -172,13 +174,14 @@ def _npz(path_text: str, source: str) -> RawSource:
         if len(given) > int(y_raw.max()):
             y, names = y_raw.astype(np.int64), given
     image_shape: tuple[int, int, int] | None = None
-    if x.ndim == 4 and x.shape[1] in (1, 3):
-        image_shape = (int(x.shape[1]), int(x.shape[2]), int(x.shape[3]))
-    elif x.ndim == 3:
-        image_shape = (1, int(x.shape[1]), int(x.shape[2]))
-    x = x.reshape(x.shape[0], -1)
+    x_shape = rows.shape
+    if len(x_shape) == 4 and x_shape[1] in (1, 3):
+        image_shape = (int(x_shape[1]), int(x_shape[2]), int(x_shape[3]))
+    elif len(x_shape) == 3:
+        image_shape = (1, int(x_shape[1]), int(x_shape[2]))
+    n_features = math.prod(rows.shape[1:])
     return RawSource(
-        path.stem, names, y, x=x, feature_names=[f"f{i}" for i in range(x.shape[1])], image_shape=image_shape
+        path.stem, names, y, rows=rows, feature_names=[f"f{i}" for i in range(n_features)], image_shape=image_shape
     )
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
+from typing import Any
 
 
 def usable_cores() -> int:
@@ -24,16 +27,99 @@ def keep_freed_memory() -> bool:
     batches). Blocks below 32 MiB now come from the heap, and up to 128 MiB
     of it stays mapped; larger blocks go back as before. True when set.
     """
+    global _keeping
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    mallopt = _mallopt()
+    if mallopt is None:
+        return False
+    _keeping = bool(mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, KEEP_HEAP_BYTES))
+    return _keeping
+
+
+LOAD_MMAP_BYTES = 128 << 10  # while a large input loads, blocks of this size or more are mapped apart
+_keeping = False  # keep_freed_memory() is in effect in this process
+
+
+@contextlib.contextmanager
+def freed_memory_given_back() -> Iterator[None]:
+    """While it lasts, every block of ``LOAD_MMAP_BYTES`` or more this process frees goes back to the
+    kernel at once (glibc; elsewhere nothing changes); at its end the heap is trimmed and the process's
+    own setting comes back.
+
+    glibc raises its mapping threshold each time a mapped block is freed (up to 32 MiB), after which the
+    columns of a table being read come from the heap, whose freed holes stay in the process: a table read
+    block by block then left the loading process hundreds of MiB it no longer used. A fixed threshold
+    keeps large blocks mapped apart, so freeing one gives its pages back. Kept afterwards it would map
+    and fault in every large tensor a process makes (an evaluation's batches): so it is not.
+    """
+    mallopt = _mallopt()
+    if mallopt is None:
+        yield
+        return
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    mallopt(M_MMAP_THRESHOLD, LOAD_MMAP_BYTES)
+    try:
+        yield
+    finally:
+        trim_freed_memory()
+        if _keeping:
+            keep_freed_memory()
+        else:  # where glibc's own thresholds end up once large blocks come and go
+            mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)
+            mallopt(M_TRIM_THRESHOLD, 2 * HEAP_BLOCK_BYTES)
+
+
+def _mallopt() -> Any:
     import sys
 
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     import ctypes
 
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
     try:
-        libc = ctypes.CDLL(None)
-        mallopt = libc.mallopt
+        return ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc
-        return False
-    return bool(mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, KEEP_HEAP_BYTES))
+        return None
+
+
+def trim_freed_memory() -> None:
+    """Give the heap's free pages back to the kernel (glibc's ``malloc_trim``; elsewhere nothing), and
+    pyarrow's pool its own when pyarrow is loaded."""
+    import sys
+
+    if "pyarrow" in sys.modules:
+        sys.modules["pyarrow"].default_memory_pool().release_unused()
+
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def release_pages(array: object, rows: int) -> None:
+    """Give the system back the whole pages holding the first ``rows`` rows of ``array`` (a 1-D numpy
+    array that owns its memory), which are never read again: a column whose rows are consumed in order
+    shrinks as they go (Linux ``madvise(MADV_DONTNEED)``; elsewhere, or for an array that shares its
+    memory, nothing). Reading those rows afterwards gives zeros."""
+    import sys
+
+    import numpy as np
+
+    if not sys.platform.startswith("linux") or not isinstance(array, np.ndarray) or not array.flags.owndata:
+        return
+    if array.ndim != 1 or not array.flags.c_contiguous or rows <= 0:
+        return
+    import ctypes
+    import mmap
+
+    start = array.ctypes.data
+    begin = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    end = (start + min(rows, len(array)) * array.itemsize) // mmap.PAGESIZE * mmap.PAGESIZE
+    if end > begin:
+        MADV_DONTNEED = 4
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise(ctypes.c_void_p(begin), ctypes.c_size_t(end - begin), MADV_DONTNEED)

@@ -36,7 +36,17 @@ from core.readers.inputs import (
     find_input_kind,
     input_kind,
 )
-from core.readers.npz import ID_KEYS, X_KEYS, Y_KEYS, NpzData, StoredArray, read_npz, stored_npz_x
+from core.readers.npz import (
+    ID_KEYS,
+    X_KEYS,
+    Y_KEYS,
+    NpzData,
+    NpzRows,
+    StoredArray,
+    open_npz_rows,
+    read_npz,
+    stored_npz_x,
+)
 
 __all__ = [
     "CSV",
@@ -56,6 +66,7 @@ __all__ = [
     "NotNumeric",
     "NPZ",
     "NpzData",
+    "NpzRows",
     "PARQUET",
     "ReadStopped",
     "Select",
@@ -70,6 +81,7 @@ __all__ = [
     "find_input_kind",
     "has_quotes",
     "input_kind",
+    "open_npz_rows",
     "read_csv",
     "read_csv_rows",
     "read_npz",

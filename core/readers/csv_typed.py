@@ -1,4 +1,5 @@
-"""A whole CSV as a typed pyarrow table (types inferred), read in pieces that pyarrow's threads parse.
+"""A CSV as typed pyarrow tables (types inferred), read in pieces that pyarrow's threads parse, one piece at a
+time (``typed_csv_blocks``) or whole (``read_typed_csv``).
 
 A file with no quote is cut at line breaks into pieces of about
 ``PIECES_PER_BLOCK`` read blocks (``blocks.READ_BLOCK_BYTES``, looked up at each read); the first (with the header) is read with type inference,
@@ -14,6 +15,7 @@ with the line-precise reader, whose errors name the line.
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,13 +31,19 @@ def read_typed_csv(path: Path, missing: Sequence[str]) -> Any:
     """The file as a pyarrow table (every column, types inferred, ``missing`` words null), or None."""
     import pyarrow as pa
 
-    convert = typed_convert_options(missing)
     try:
-        if has_quotes(path):
-            return _streamed(path, convert)
-        return _in_pieces(path, convert)
+        tables = list(typed_csv_blocks(path, missing))
     except (pa.ArrowException, OSError, ValueError):
         return None
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+
+def typed_csv_blocks(path: Path, missing: Sequence[str]) -> Iterator[Any]:
+    """The file's rows as pyarrow tables of consecutive rows, one piece (or block) at a time, every piece
+    with the types the first one has; raises ``pyarrow.ArrowException`` (or ``OSError``, ``ValueError``)
+    when pyarrow cannot read the file that way: the caller reads it with the line-precise reader."""
+    convert = typed_convert_options(missing)
+    return _streamed(path, convert) if has_quotes(path) else _in_pieces(path, convert)
 
 
 def typed_convert_options(missing: Sequence[str]) -> Any:
@@ -45,7 +53,7 @@ def typed_convert_options(missing: Sequence[str]) -> Any:
     return pacsv.ConvertOptions(null_values=sorted(missing), strings_can_be_null=True, quoted_strings_can_be_null=True)
 
 
-def _streamed(path: Path, convert: Any) -> Any:
+def _streamed(path: Path, convert: Any) -> Iterator[Any]:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -55,35 +63,33 @@ def _streamed(path: Path, convert: Any) -> Any:
         parse_options=pacsv.ParseOptions(newlines_in_values=True),
         convert_options=convert,
     )
-    batches = []
+    any_rows = False
     for batch in reader:
         check_stop()
-        batches.append(batch)
-    return pa.Table.from_batches(batches, schema=reader.schema)
+        any_rows = True
+        yield pa.Table.from_batches([batch], schema=reader.schema)
+    if not any_rows:
+        yield reader.schema.empty_table()
 
 
-def _in_pieces(path: Path, convert: Any) -> Any:
+def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    tables: list[Any] = []
     schema = None
     read_rest = None
-    with (
-        path.open("rb") as fh,
-        mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm,
-        pa.memory_map(str(path)) as source,
-    ):
-        whole = source.read_buffer()  # pieces are slices of it: no copy
+    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         for start, stop in _pieces(mm, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES):
             check_stop()
-            data = whole.slice(start, stop - start)
+            # each piece is read into memory of its own, freed with it (a mapping of the whole file would
+            # keep every page read in this process until the end)
+            data = pa.py_buffer(os.pread(fh.fileno(), stop - start, start))
             if schema is None:  # the header's piece: names and types inferred
                 first = pacsv.read_csv(data, convert_options=convert)
                 schema = pa.schema(
                     [pa.field(f.name, pa.float64() if pa.types.is_integer(f.type) else f.type) for f in first.schema]
                 )
-                tables.append(first.cast(schema))
+                yield first.cast(schema)
                 rest = pacsv.ConvertOptions(
                     column_types={f.name: f.type for f in schema},
                     null_values=convert.null_values,
@@ -93,11 +99,10 @@ def _in_pieces(path: Path, convert: Any) -> Any:
                 read_rest = (pacsv.ReadOptions(column_names=first.column_names), rest)
                 continue
             assert read_rest is not None
-            tables.append(pacsv.read_csv(data, read_options=read_rest[0], convert_options=read_rest[1]))
+            yield pacsv.read_csv(data, read_options=read_rest[0], convert_options=read_rest[1])
     check_stop()
-    if not tables:
+    if schema is None:
         raise ValueError("empty file")
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 def _pieces(mm: Any, size: int) -> Iterator[tuple[int, int]]:

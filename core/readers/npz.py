@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import struct
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,15 +51,8 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
             ids = np.asarray(npz[idk]) if idk is not None else None
     except (DataError, ReadStopped):
         raise
-    except ValueError as exc:
-        if "allow_pickle" in str(exc) and zipfile.is_zipfile(path):  # else numpy took it for a pickle
-            raise DataError(
-                f"{where}: {path} holds object arrays (pickled Python objects), which are refused; save numeric arrays"
-            ) from None
-        why = type(exc).__name__ if zipfile.is_zipfile(path) else "not a zip archive"
-        raise DataError(f"{where}: {path} is not a readable .npz file ({why})") from None
     except Exception as exc:  # numpy raises many types for a corrupt archive
-        raise DataError(f"{where}: {path} is not a readable .npz file ({type(exc).__name__})") from None
+        raise _unreadable(exc, path, where) from None
     if y is not None and (x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0]):
         raise DataError(f"{where}: {path}: x must be (N, ...) and y (N,), got {x.shape} and {y.shape}")
     if x.ndim < 1 or x.shape[0] == 0:
@@ -78,14 +72,32 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
     return NpzData(x, y, names, ids)
 
 
+def _unreadable(exc: Exception, path: Path, where: str) -> DataError:
+    """The one-line error for an NPZ that numpy could not read (``exc``)."""
+    if isinstance(exc, ValueError) and "allow_pickle" in str(exc) and zipfile.is_zipfile(path):
+        return DataError(  # else numpy took it for a pickle
+            f"{where}: {path} holds object arrays (pickled Python objects), which are refused; save numeric arrays"
+        )
+    if isinstance(exc, ValueError):
+        why = type(exc).__name__ if zipfile.is_zipfile(path) else "not a zip archive"
+        return DataError(f"{where}: {path} is not a readable .npz file ({why})")
+    return DataError(f"{where}: {path} is not a readable .npz file ({type(exc).__name__})")
+
+
+def _array_header(fh: Any) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """An .npy member's (shape, fortran order, dtype), ``fh`` left at its first byte of data."""
+    major, _ = np.lib.format.read_magic(fh)
+    read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read_header(fh)
+    return shape, fortran, dtype
+
+
 def _read_member(npz: Any, key: str) -> np.ndarray:
     """Array ``key`` of an open NPZ, read in chunks of ``READ_BLOCK_BYTES`` (asking whether to stop between
     them); what is not a plain array of numbers goes to numpy's own reader, which says what is wrong."""
     try:
         with npz.zip.open(f"{key}.npy") as fh:
-            major, _ = np.lib.format.read_magic(fh)
-            read_header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(fh)
+            shape, fortran, dtype = _array_header(fh)
             if dtype.hasobject:
                 raise ValueError("object array")
             out = np.empty(shape[::-1] if fortran else shape, dtype=dtype)
@@ -152,3 +164,86 @@ def stored_npz_x(path: Path) -> StoredArray | None:
     if fortran or dtype != np.dtype("<f4") or not shape or offset + math.prod(shape) * 4 > start + info.file_size:
         return None
     return StoredArray(str(path), offset, tuple(int(s) for s in shape))
+
+
+@dataclass(frozen=True)
+class NpzRows:
+    """An NPZ's ``x`` read a block of rows at a time (:meth:`blocks`), never whole; ``labels`` holds the
+    rest of the file (``y``, class names, ids) with ``x`` empty."""
+
+    path: Path
+    where: str
+    key: str
+    shape: tuple[int, ...]
+    labels: NpzData
+
+    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """``(lo, hi, rows lo..hi as float32 (hi - lo, ...))``, each block about ``READ_BLOCK_BYTES``, finite
+        (else a :class:`DataError`); asks whether to stop between blocks."""
+        with np.load(self.path, allow_pickle=False) as npz, npz.zip.open(f"{self.key}.npy") as fh:
+            shape, fortran, dtype = _array_header(fh)
+            if fortran or dtype.hasobject:  # read whole by numpy (it says what is wrong), then given by blocks
+                whole = read_npz(self.path, self.where, labels=False).x
+                step = max(1, blocks.READ_BLOCK_BYTES // max(1, whole[0].nbytes))
+                for lo in range(0, len(whole), step):
+                    yield lo, min(lo + step, len(whole)), whole[lo : lo + step]
+                return
+            per_row = math.prod(shape[1:]) * dtype.itemsize
+            step = max(1, blocks.READ_BLOCK_BYTES // max(1, per_row))
+            for lo in range(0, shape[0], step):
+                check_stop()
+                hi = min(lo + step, shape[0])
+                data = fh.read((hi - lo) * per_row)
+                if len(data) != (hi - lo) * per_row:
+                    raise DataError(f"{self.where}: {self.path} is not a readable .npz file (x is cut short)")
+                part = np.frombuffer(data, dtype=dtype).reshape((hi - lo, *shape[1:]))
+                with np.errstate(over="ignore", invalid="ignore"):
+                    part = part.astype(np.float32)
+                if not np.isfinite(part).all():
+                    raise DataError(
+                        f"{self.where}: {self.path}: x has NaN or infinite values (or values too large for float32)"
+                    )
+                yield lo, hi, part
+
+
+def open_npz_rows(path: Path, where: str) -> NpzRows:
+    """An NPZ of ``x`` and ``y`` (for training), checked as :func:`read_npz` checks it, its ``x`` left in
+    the file to be read by blocks; raise :class:`DataError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{where}: file not found: {path}")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            keys = set(npz.files)
+            xk = next((k for k in X_KEYS if k in keys), None)
+            yk = next((k for k in Y_KEYS if k in keys), None)
+            if xk is None or yk is None:
+                raise DataError(f"{where}: {path} needs arrays 'x' and 'y', has: " + ", ".join(sorted(keys)))
+            with npz.zip.open(f"{xk}.npy") as fh:
+                shape, _, dtype = _array_header(fh)
+            y = np.asarray(npz[yk])
+            names = np.asarray(npz["class_names"]) if "class_names" in keys else None
+            idk = next((k for k in ID_KEYS if k in keys), None)
+            ids = np.asarray(npz[idk]) if idk is not None else None
+    except (DataError, ReadStopped):
+        raise
+    except Exception as exc:
+        raise _unreadable(exc, path, where) from None
+    shape = tuple(int(s) for s in shape)
+    if len(shape) < 2 or y.ndim != 1 or shape[0] != y.shape[0]:
+        raise DataError(f"{where}: {path}: x must be (N, ...) and y (N,), got {shape} and {y.shape}")
+    if shape[0] == 0:
+        raise DataError(f"{where}: {path} holds no samples")
+    if dtype.hasobject:
+        raise DataError(
+            f"{where}: {path} holds object arrays (pickled Python objects), which are refused; save numeric arrays"
+        )
+    if not np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.complexfloating):
+        raise DataError(f"{where}: {path}: x must be real numbers, got {dtype}")
+    if math.prod(shape[1:]) == 0:
+        raise DataError(f"{where}: {path}: x has no features, shape {shape}")
+    if np.issubdtype(y.dtype, np.floating) and not np.isfinite(y).all():
+        raise DataError(f"{where}: {path}: y has NaN or infinite labels")
+    if ids is not None and ids.shape[:1] != shape[:1]:
+        ids = None
+    return NpzRows(path, where, xk, shape, NpzData(np.empty((0, *shape[1:]), np.float32), y, names, ids))

@@ -48,7 +48,7 @@ from core.schema.spec import (
     Schema,
     embedding_size,
 )
-from core.schema.table import RawTable, read_table
+from core.schema.table import RawTable, WholeRead, read_table, table_blocks
 from core.schema.target import (
     IMBALANCE_RATIO,
     REGRESSION_MIN_LEVELS,
@@ -80,6 +80,7 @@ __all__ = [
     "Schema",
     "TRUE_WORDS",
     "UNSEEN_LEVEL",
+    "WholeRead",
     "category_text",
     "choose_task",
     "class_codes",
@@ -94,6 +95,7 @@ __all__ = [
     "infer_kinds",
     "max_levels",
     "read_table",
+    "table_blocks",
     "regression_target",
     "target_values",
     "unseen_note",

@@ -65,7 +65,11 @@ def distinct_texts(values: Any) -> set[str]:
     """The distinct category texts of a column's present cells."""
     if isinstance(values, Coded):
         return set(values.distinct())
-    return {category_text(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))}
+    return {
+        category_text(v)
+        for v in values
+        if v is not None and not (isinstance(v, (float, np.floating)) and math.isnan(v))
+    }
 
 
 def first_bad_number(values: Column) -> int | None:
@@ -84,6 +88,8 @@ def first_bad_number(values: Column) -> int | None:
 def category_text(v: Any) -> str:
     if isinstance(v, float):
         return str(int(v)) if v.is_integer() else repr(v)
+    if isinstance(v, np.floating):  # a float32 column's cell: its shortest text, as the file wrote it
+        return str(int(v)) if float(v).is_integer() else str(v)
     return str(v)
 
 

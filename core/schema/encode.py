@@ -110,7 +110,7 @@ def _encode_column(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: s
         else:
             codes = np.empty(len(values), dtype=np.float32)
             for k, v in enumerate(values):
-                if v is None or (isinstance(v, float) and math.isnan(v)):
+                if v is None or (isinstance(v, (float, np.floating)) and math.isnan(v)):
                     codes[k] = MISSING
                 else:
                     codes[k] = index.get(category_text(v), UNSEEN)
@@ -161,6 +161,65 @@ def encode_rows(
 
 def encode_table(schema: Schema, table: RawTable) -> Encoded:
     return encode_columns(schema, table.columns, table.where, table.path)
+
+
+ENCODE_ROWS = 1 << 16  # rows encoded at a time straight into the training tensor
+
+
+def encode_into(
+    schema: Schema,
+    table: RawTable,
+    out: np.ndarray,
+    order: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    release: bool = False,
+    block_rows: int | None = None,
+) -> Encoded:
+    """Encode ``table`` a block of its rows at a time straight into ``out`` (float32, (len(order),
+    n_features)): output row ``i`` is table row ``order[i]``, standardised as ``(x - mean) / std`` in float32
+    (as a whole table's encoding is). The table is read in file order, so each block's rows land in as many
+    runs of ``out`` as ``order`` has sorted parts (training rows, then validation rows).
+
+    ``release`` consumes the table: the pages of the rows already encoded go back to the system as the
+    encoded rows fill ``out``, so the two are never both held whole (the columns are emptied at the end).
+    Returns what encoding met (``x`` is ``out``).
+    """
+    from core.host.machine import release_pages
+    from core.readers.blocks import check_stop
+
+    where = np.empty(table.n_rows, dtype=np.int64)
+    where[:] = -1
+    where[order] = np.arange(len(order))
+    used = list(schema.used)
+    unseen: dict[str, int] = {}
+    missing: dict[str, int] = {}
+    scale = bool((mean != 0).any() or (std != 1).any())
+    step = block_rows or ENCODE_ROWS
+    for lo in range(0, table.n_rows, step):
+        check_stop()  # a stop asked while the data loads ends it here too
+        hi = min(lo + step, table.n_rows)
+        enc = encode_columns(
+            schema, {c.name: table.columns[c.name][lo:hi] for c in used}, table.where, table.path, row0=lo
+        )
+        rows = where[lo:hi]
+        keep = rows >= 0
+        x = enc.x if keep.all() else enc.x[keep]
+        if scale:
+            x -= mean
+            x /= std
+        out[rows[keep]] = x
+        for name, k in enc.unseen.items():
+            unseen[name] = unseen.get(name, 0) + k
+        for name, k in enc.missing.items():
+            missing[name] = missing.get(name, 0) + k
+        del enc, x
+        if release:
+            for column in table.columns.values():
+                release_pages(column.codes if isinstance(column, Coded) else column, hi)
+    if release:
+        table.columns.clear()
+    return Encoded(out, unseen, missing)
 
 
 def unseen_note(enc: Encoded) -> str:

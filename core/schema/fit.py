@@ -97,16 +97,19 @@ def _fences(lo: float, q01: float, q25: float, q75: float, q99: float, hi: float
 
 @dataclass(frozen=True)
 class _Numbers:
-    """A number or bool column fitted on the training rows."""
+    """A number or bool column fitted on the training rows (its cells are not kept: the example row's
+    values are read from the table)."""
 
-    x64: np.ndarray  # the training cells as float64, NaN for missing (the example row's values)
     miss: np.ndarray  # which training cells are missing
     spec: ColumnSpec
 
 
 def _fit_numbers(table: RawTable, name: str, inf: Inferred, train_rows: np.ndarray, standardize: bool) -> _Numbers:
-    x64 = numbers_of(table, name, table.columns[name], inf.kind)[train_rows]
-    x = x64.astype(np.float32)  # as the model gets them
+    column = table.columns[name]
+    if isinstance(column, np.ndarray) and column.dtype == np.float32:  # read as the model gets them
+        x = column[train_rows]
+    else:
+        x = numbers_of(table, name, column, inf.kind)[train_rows].astype(np.float32)
     miss = np.isnan(x)
     present = x[~miss] if miss.any() else x
     fill, clip = _fill_and_fences(present, inf.kind == "number")
@@ -121,7 +124,6 @@ def _fit_numbers(table: RawTable, name: str, inf: Inferred, train_rows: np.ndarr
     if std < 1e-6:
         std = 1.0
     return _Numbers(
-        x64,
         miss,
         ColumnSpec(
             name,
@@ -139,7 +141,7 @@ def _fit_numbers(table: RawTable, name: str, inf: Inferred, train_rows: np.ndarr
 
 
 def _absent(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
 
 
 def _example_value(kind: str, value: Any) -> object:
@@ -192,7 +194,7 @@ def _fit_columns(
     n_train = len(train_rows)
     specs: list[ColumnSpec] = []
     complete = np.ones(n_train, dtype=bool)  # training rows with every used column present
-    cells: dict[str, np.ndarray] = {}  # each used column's training cells, for the example row
+    cells: dict[str, np.ndarray] = {}  # each used column's training cells (a number column's rows), for the example
     for name, inf in kinds.items():
         values = table.columns[name]
         if inf.kind == "ignore":
@@ -224,7 +226,7 @@ def _fit_columns(
             continue
         fitted = numbers[name].result()  # its error, if any, in column order
         complete &= ~fitted.miss
-        cells[name] = fitted.x64
+        cells[name] = train_rows  # the example's value is read from the column, at its row
         specs.append(fitted.spec)
     return specs, complete, cells
 
@@ -252,8 +254,19 @@ def _finish(
     schema = Schema(specs, target, task, list(classes), missing_values=list(missing_values))
     if n_train:  # a real training row, the first with every cell present: what an API's example shows
         k = int(np.argmax(complete)) if complete.any() else 0
+
+        def cell(s: ColumnSpec) -> Any:
+            if s.kind == "category":
+                return cells[s.name][k]
+            row = int(cells[s.name][k])
+            column = table.columns[s.name]
+            value = float(numbers_of(table, s.name, column[row : row + 1], s.kind)[0])
+            if isinstance(column, np.ndarray) and column.dtype == np.float32 and math.isfinite(value):
+                value = float(str(np.float32(value)))  # the shortest text of the float32 read: as the file has it
+            return value
+
         schema.example = {
-            s.name: (None if _absent(cells[s.name][k]) else _example_value(s.kind, cells[s.name][k]))
+            s.name: (None if _absent(value := cell(s)) else _example_value(s.kind, value))
             for s in specs
             if s.kind != "ignore"
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +31,17 @@ class RawTable:
     def names(self) -> list[str]:
         return list(self.columns)
 
-    def take(self, rows: np.ndarray) -> RawTable:
-        return RawTable(self.where, self.path, {k: v[rows] for k, v in self.columns.items()}, int(len(rows)), self.kind)
+    def take(self, rows: np.ndarray, release: bool = False) -> RawTable:
+        """These rows of every column; ``release`` empties this table a column at a time as it goes (the
+        rows are then held once, not twice)."""
+        if not release:
+            return RawTable(
+                self.where, self.path, {k: v[rows] for k, v in self.columns.items()}, int(len(rows)), self.kind
+            )
+        taken: dict[str, Column] = {}
+        for name in list(self.columns):
+            taken[name] = self.columns.pop(name)[rows]
+        return RawTable(self.where, self.path, taken, int(len(rows)), self.kind)
 
 
 def _as_text(values: np.ndarray, missing: frozenset[str]) -> np.ndarray:
@@ -44,14 +53,22 @@ def _as_text(values: np.ndarray, missing: frozenset[str]) -> np.ndarray:
     return out
 
 
-def read_table(path: Path, scheme: str, where: str, missing: Sequence[str] = DEFAULT_MISSING) -> RawTable:
+def read_table(
+    path: Path, scheme: str, where: str, missing: Sequence[str] = DEFAULT_MISSING, exact: Sequence[str] = ()
+) -> RawTable:
     """Read every column of a CSV (``scheme`` "csv"), Parquet ("parquet") or JSON lines ("jsonl") file;
-    raise :class:`DataError`."""
+    raise :class:`DataError`.
+
+    CSV and Parquet files are read by blocks of rows, each block's columns converted and the file's
+    block freed before the next is read: the table is held once, as its columns. A number column is
+    kept as float32, as the model gets it (float64 for the columns ``exact`` names, such as the target,
+    and where a magnitude reaches 2**24, beyond which float32 has no room for every integer).
+    """
     path = Path(path).expanduser()
     miss = frozenset(missing)
     if scheme in ("parquet", "jsonl"):
-        return _read_arrow(path, scheme, where, miss)
-    fast = _read_csv_fast(path, where, miss)
+        return _read_arrow(path, scheme, where, miss, frozenset(exact))
+    fast = _read_csv_fast(path, where, miss, frozenset(exact))
     if fast is not None:
         return fast
     from core.readers import Columns, read_csv
@@ -73,26 +90,133 @@ def read_table(path: Path, scheme: str, where: str, missing: Sequence[str] = DEF
     return RawTable(where, str(path), columns, n, "csv")
 
 
-def _read_csv_fast(path: Path, where: str, missing: frozenset[str]) -> RawTable | None:
-    """pyarrow's reader with type inference; None when the file needs the line-precise text reader (to
-    accept it, or to say what is wrong): malformed, no rows, names twice, or a number that is not finite."""
-    from core.readers.csv_typed import read_typed_csv
+EXACT_FLOAT32 = float(2**24)  # float32 holds every integer up to this magnitude
+
+
+def _narrowed(name: str, col: Column, exact: frozenset[str]) -> Column:
+    """A float64 number column as float32, unless ``exact`` names it or a magnitude reaches 2**24."""
+    if isinstance(col, np.ndarray) and col.dtype == np.float64 and name not in exact:
+        big = len(col) and float(np.fmax.reduce(np.abs(col))) >= EXACT_FLOAT32  # NaN (missing) skipped
+        return col if big else col.astype(np.float32)
+    return col
+
+
+class WholeRead(Exception):
+    """A CSV file that only the line-precise text reader reads (to accept it, or to say what is wrong)."""
+
+
+class _Blocks:
+    """A table's columns gathered block by block (each block's as :func:`table_blocks` gives them), text
+    codes into one list of levels per column."""
+
+    def __init__(self) -> None:
+        self.names: list[str] | None = None
+        self.parts: dict[str, list[Column]] = {}
+        self.n_rows = 0
+
+    def add(self, names: list[str], columns: Sequence[Column]) -> None:
+        if self.names is None:
+            self.names = names
+            self.parts = {name: [] for name in names}
+        for name, col in zip(names, columns):
+            self.parts[name].append(col)
+        self.n_rows += len(columns[0]) if columns else 0
+
+    def columns(self) -> dict[str, Column]:
+        """The whole columns, each joined from its blocks (and the blocks freed) one column at a time."""
+        from core.host.machine import trim_freed_memory
+
+        out: dict[str, Column] = {}
+        for name in list(self.parts):
+            parts = self.parts.pop(name)
+            out[name] = _joined(parts)
+            del parts
+            trim_freed_memory()  # the blocks' memory goes back before the next column is joined
+        return out
+
+
+def _joined(parts: list[Column]) -> Column:
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, Coded) for p in parts):
+        index: dict[Any, int] = {}
+        codes = []
+        for p in parts:
+            assert isinstance(p, Coded)
+            remap = np.array([index.setdefault(v, len(index)) for v in p.levels.tolist()] + [-1], dtype=np.int32)
+            codes.append(remap[p.codes])
+        return Coded(np.concatenate(codes), list(index))
+    arrays = [np.asarray(p) for p in parts]
+    return np.concatenate(arrays, dtype=np.result_type(*arrays))
+
+
+def _read_csv_fast(path: Path, where: str, missing: frozenset[str], exact: frozenset[str]) -> RawTable | None:
+    """pyarrow's reader with type inference, a piece of the file at a time; None when the file needs the
+    line-precise text reader."""
+    gathered = _Blocks()
+    try:
+        for names, columns in _csv_block_columns(path, missing, exact):
+            gathered.add(names, columns)
+    except WholeRead:
+        return None
+    if gathered.n_rows == 0:
+        return None
+    return RawTable(where, str(path), gathered.columns(), gathered.n_rows, "csv")
+
+
+def _csv_block_columns(
+    path: Path, missing: frozenset[str], exact: frozenset[str]
+) -> Iterator[tuple[list[str], list[Column]]]:
+    """A CSV's names and columns a piece of the file at a time, by pyarrow's reader with type inference;
+    raises :class:`WholeRead` when the file needs the line-precise text reader: malformed, no rows, names
+    twice, a number that is not finite, or a later piece that the first one's types do not fit."""
+    import pyarrow as pa
+
+    from core.readers.blocks import check_stop
+    from core.readers.csv_typed import typed_csv_blocks
 
     if not path.is_file():
-        return None
-    table = read_typed_csv(path, sorted(missing))
-    if table is None:
-        return None
-    names = [str(n).strip() for n in table.column_names]
-    if table.num_rows == 0 or len(set(names)) != len(names):
-        return None
-    threads = min(8, os.cpu_count() or 1) if table.num_rows >= 20_000 else 1
-    with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core
-        converted = list(pool.map(lambda col: _column(col, missing), table.columns))
-    if any(c is None for c in converted):
-        return None
-    columns = dict(zip(names, converted))
-    return RawTable(where, str(path), columns, int(table.num_rows), "csv")
+        raise WholeRead
+    any_rows = False
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:  # column by column on every core
+        try:
+            for block in typed_csv_blocks(path, sorted(missing)):
+                names = [str(n).strip() for n in block.column_names]
+                if len(set(names)) != len(names):
+                    raise WholeRead
+                convert = pool.map if block.num_rows >= 20_000 else map
+                converted = list(convert(lambda col: _column(col, missing), block.columns))
+                del block
+                if any(c is None for c in converted):
+                    raise WholeRead
+                if converted and len(converted[0]):
+                    any_rows = True
+                    yield names, [_narrowed(n, c, exact) for n, c in zip(names, converted)]
+                del converted
+                check_stop()
+        except (pa.ArrowException, OSError, ValueError):
+            raise WholeRead from None
+    if not any_rows:
+        raise WholeRead
+
+
+def table_blocks(
+    path: Path, scheme: str, where: str, missing: Sequence[str] = DEFAULT_MISSING, exact: Sequence[str] = ()
+) -> Iterator[RawTable]:
+    """The table of :func:`read_table` as blocks of consecutive rows, one at a time (a CSV's pieces, a
+    Parquet file's batches; a JSON lines file whole): the same columns, block by block. A CSV that only
+    the line-precise reader reads raises :class:`WholeRead`, possibly after some blocks (``read_table``
+    reads it whole, or says what is wrong)."""
+    path = Path(path).expanduser()
+    miss, keep = frozenset(missing), frozenset(exact)
+    if scheme == "csv":
+        for names, columns in _csv_block_columns(path, miss, keep):
+            yield RawTable(where, str(path), dict(zip(names, columns)), len(columns[0]), "csv")
+    elif scheme == "parquet":
+        for names, columns in _parquet_block_columns(path, where, miss, keep):
+            yield RawTable(where, str(path), dict(zip(names, columns)), len(columns[0]) if columns else 0, "parquet")
+    else:
+        yield read_table(path, scheme, where, missing, exact)
 
 
 def _column(col: Any, missing: frozenset[str]) -> Any:
@@ -146,22 +270,62 @@ def _numeric_levels(values: list[str], missing: frozenset[str]) -> np.ndarray | 
     return out
 
 
-def _read_arrow(path: Path, scheme: str, where: str, missing: frozenset[str]) -> RawTable:
-    """A Parquet ("parquet") or JSON lines ("jsonl") file's columns, by the types the file gives them."""
+PARQUET_BATCH_ROWS = 65_536  # a Parquet file is read this many rows at a time
+
+
+def _read_arrow(path: Path, scheme: str, where: str, missing: frozenset[str], exact: frozenset[str]) -> RawTable:
+    """A Parquet ("parquet", by batches of rows) or JSON lines ("jsonl", whole) file's columns, by the types
+    the file gives them."""
     from core.readers.arrow_file import read_arrow_table
 
+    if scheme == "parquet":
+        return _read_parquet(path, where, missing, exact)
+
     def read(p: Path) -> Any:
-        if scheme == "jsonl":
-            import pyarrow.json as pajson
+        import pyarrow.json as pajson
 
-            return pajson.read_json(p)
-        import pyarrow.parquet as pq
+        return pajson.read_json(p)
 
-        return pq.read_table(p)
-
-    table = read_arrow_table(path, where, read, "JSON lines file" if scheme == "jsonl" else "Parquet file")
-    columns = {str(name): _arrow_column(table.column(name), missing) for name in table.column_names}
+    table = read_arrow_table(path, where, read, "JSON lines file")
+    columns = {
+        str(name): _narrowed(str(name), _arrow_column(table.column(name), missing), exact)
+        for name in table.column_names
+    }
     return RawTable(where, str(path), columns, int(table.num_rows), scheme)
+
+
+def _read_parquet(path: Path, where: str, missing: frozenset[str], exact: frozenset[str]) -> RawTable:
+    gathered = _Blocks()
+    for names, columns in _parquet_block_columns(path, where, missing, exact):
+        gathered.add(names, columns)
+    if gathered.n_rows == 0:
+        raise DataError(f"{where}: {path} has no data rows")
+    return RawTable(where, str(path), gathered.columns(), gathered.n_rows, "parquet")
+
+
+def _parquet_block_columns(
+    path: Path, where: str, missing: frozenset[str], exact: frozenset[str]
+) -> Iterator[tuple[list[str], list[Column]]]:
+    """A Parquet file's names and columns, ``PARQUET_BATCH_ROWS`` rows at a time; raise :class:`DataError`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from core.readers.blocks import check_stop
+
+    if not path.is_file():
+        raise DataError(f"{where}: file not found: {path}")
+    try:
+        with pq.ParquetFile(path) as pf:
+            names = [str(n) for n in pf.schema_arrow.names]
+            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+                check_stop()
+                columns = [_narrowed(n, _arrow_column(col, missing), exact) for n, col in zip(names, batch.columns)]
+                del batch
+                yield names, columns
+                del columns
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        why = " ".join(str(exc).split())[:120]
+        raise DataError(f"{where}: {path} is not a readable Parquet file ({why})") from None
 
 
 def _arrow_column(col: Any, missing: frozenset[str]) -> Column:

@@ -34,6 +34,7 @@ from torch import nn
 from core.config import Config, to_toml
 from core.data import DatasetInfo, load_data
 from core.errors import ModelError, RunError
+from core.host.machine import freed_memory_given_back
 from core.launchers.base import Launcher
 from core.launchers.local import LocalLauncher
 from core.readers import ReadStopped, stop_reading_when
@@ -229,7 +230,9 @@ class Session:
         cfg = self.config
         self.strategy.validate()
         self.launcher.warm_up()
-        with stop_reading_when(lambda: self._ctx.desired == STOP):  # a stop now ends the read between its blocks
+        # a stop now ends the read between its blocks; what loading frees goes back to the system (the data is
+        # held once, in its tensor)
+        with stop_reading_when(lambda: self._ctx.desired == STOP), freed_memory_given_back():
             data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
         models = _build_models(cfg, data.info, self.strategy.num_models, self._ctx.start)
         self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)

@@ -79,6 +79,11 @@ class Predictions:
     seconds: float
     labels: list[str] | None = None  # true classes of a labelled input (a test set)
     notes: tuple[str, ...] = ()  # what reading the input met (unseen category values)
+    written: int | None = None  # rows written as they came (``CsvStream``): then none of them is kept here
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.ids) if self.written is None else self.written
 
     @property
     def predicted(self) -> list[str]:
@@ -97,9 +102,11 @@ class Predictions:
         return label_scores(self.labels, self.predicted, self.classes)
 
     def csv_text(self) -> str:
+        assert self.written is None, "the rows were written as they came"
         return csv_header(self.classes) + "".join(self.chunks)
 
     def write_csv(self, fh: IO[str]) -> None:
+        assert self.written is None, "the rows were written as they came"
         fh.write(csv_header(self.classes))
         for chunk in self.chunks:
             fh.write(chunk)
@@ -112,3 +119,82 @@ class Predictions:
             atomic_write_bytes(path, self.csv_text().encode("utf-8"))
         except OSError as exc:
             raise UserError(f"predict: cannot write {path}: {exc.strerror or exc}") from None
+
+
+class Collected:
+    """Prediction results kept in memory as they come, in input order (what a :class:`Predictions` holds)."""
+
+    def __init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget every result: the input is predicted again from its first row."""
+        self.probs: list[np.ndarray] = []
+        self.texts: list[str] = []
+        self.ids: list[Sequence[str]] = []
+        self.labels: list[list[str]] | None = []
+
+    def add(self, probs: np.ndarray, text: str, ids: Sequence[str], labels: list[str] | None) -> None:
+        """The next rows' probabilities, CSV lines, ids and true labels (None: these rows have none, and so
+        the input as a whole has none)."""
+        self.probs.append(probs)
+        self.texts.append(text)
+        self.ids.append(ids)
+        if labels is None or self.labels is None:
+            self.labels = None
+        else:
+            self.labels.append(labels)
+
+    def all_ids(self) -> Sequence[str]:
+        if all(isinstance(i, RowNumbers) for i in self.ids):  # numbered: one range, not a string per row
+            return RowNumbers(range(sum(len(i) for i in self.ids)))
+        return [v for part in self.ids for v in part]
+
+    def all_labels(self) -> list[str] | None:
+        return None if self.labels is None else [v for part in self.labels for v in part]
+
+
+class CsvStream:
+    """Prediction results written to ``fh`` as they come, after the CSV header (written with the first rows,
+    or by ``finish``: an input that fails before its first rows writes nothing); only their count is kept.
+
+    A restart (the input predicted again from its first row, read another way) empties a file that can
+    be rewound; elsewhere (a pipe) the rows already written are skipped as they come again: they are the
+    same rows, and whole batches (results start and end at batch boundaries).
+    """
+
+    def __init__(self, fh: IO[str], classes: Sequence[str]) -> None:
+        self.fh = fh
+        self.header = csv_header(classes)
+        self.started = False
+        self.rows = 0
+        self._skip = 0
+
+    def restart(self) -> None:
+        if not self.started:
+            return
+        try:
+            self.fh.seek(0)
+            self.fh.truncate()
+        except (OSError, ValueError):  # not seekable (io.UnsupportedOperation is both)
+            self._skip = self.rows
+            return
+        self.started = False
+        self.rows = 0
+
+    def add(self, probs: np.ndarray, text: str, ids: Sequence[str], labels: list[str] | None) -> None:
+        n = len(probs)
+        if self._skip:
+            if n > self._skip:
+                raise RuntimeError("predict: the input's second read does not meet the first at a batch boundary")
+            self._skip -= n
+            return
+        self.finish()
+        self.fh.write(text)
+        self.rows += n
+
+    def finish(self) -> None:
+        """The header, if no rows wrote it."""
+        if not self.started:
+            self.fh.write(self.header)
+            self.started = True

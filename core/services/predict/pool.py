@@ -140,26 +140,45 @@ def open_pool(model_path: Path, workers: int) -> Iterator[Any]:
     pool.shutdown(wait=True)
 
 
-def gather(futures: list[Any], bar: Any, cancel: bool = False) -> list[Any] | None:
-    """The futures' results in their order, advancing ``bar`` by each result's rows; None as soon as one
-    gives None (or at once when ``cancel``), the others cancelled."""
-    from concurrent.futures import as_completed
+def gather_window(
+    pool: Any,
+    calls: Iterator[tuple[Callable[..., Any], tuple[Any, ...]]],
+    bar: Any,
+    window: int,
+    void: Callable[[], bool] = lambda: False,
+    submitted: Callable[[], None] = lambda: None,
+) -> Iterator[Any]:
+    """The results of ``calls`` run in ``pool``, yielded in their order, at most ``window`` of them in flight
+    (the next one is taken only as one is yielded), ``bar`` advanced by each result's rows. A None result
+    is yielded last, the rest cancelled; so is None when ``void()`` says so once ``calls`` is used up."""
+    from collections import deque
     from concurrent.futures.process import BrokenProcessPool
 
-    order = {future: k for k, future in enumerate(futures)}
-    results: list[Any] = [None] * len(futures)
+    pending: deque[Any] = deque()
     try:
-        for future in [] if cancel else as_completed(order):
-            k = order[future]
-            results[k] = future.result()
-            if results[k] is None:
-                cancel = True
-                break
-            bar.update(len(results[k][0]))
-    except BrokenProcessPool:
-        raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
-    if cancel:
-        for future in futures:
+        try:
+            for fn, args in calls:
+                pending.append(pool.submit(fn, *args))
+                submitted()
+                if len(pending) >= max(1, window):
+                    result = pending.popleft().result()
+                    if result is None:
+                        yield None
+                        return
+                    bar.update(len(result[0]))
+                    yield result
+            if void():
+                yield None
+                return
+            while pending:
+                result = pending.popleft().result()
+                if result is None:
+                    yield None
+                    return
+                bar.update(len(result[0]))
+                yield result
+        except BrokenProcessPool:
+            raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
+    finally:
+        for future in pending:
             future.cancel()
-        return None
-    return results

@@ -3,13 +3,13 @@ or a pool; the output is the same for any worker count, byte for byte."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from core.errors import UserError
 from core.readers.inputs import CSV, NPZ, find_input_kind
@@ -19,7 +19,7 @@ from core.services.predict import planning
 from core.services.predict import pool as pools
 from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk, predict_piece
 from core.services.predict.inputs import CsvPlanner, PredictInput, RowNumbers, check_shape, read_input, reads_table
-from core.services.predict.output import Predictions
+from core.services.predict.output import Collected, CsvStream, Predictions
 from core.services.predict.planning import AutoPool
 from core.services.predict.runner import Runner
 
@@ -34,6 +34,7 @@ def predict(
     batch_rows: int = BATCH_ROWS,
     checkpoint: str | None = None,
     by_position: bool = False,
+    out: IO[str] | None = None,
 ) -> Predictions:
     """Predict every row of ``input_path`` with the exported model (or run directory) at ``model_path``.
 
@@ -47,6 +48,10 @@ def predict(
     start); results are put back in input order, so the output is the same
     for any N. None: this process on one thread, as N = 1, until the rows
     left repay a pool of one process per CPU core (``AutoPool``).
+
+    ``out`` (a text file) gets the CSV as the rows are predicted, and the result keeps only their count
+    (``written``): a table or a CSV is then read, predicted and written a block at a time, and what this
+    process holds does not grow with the input. Without it the result holds every row.
     """
     if workers is not None and (workers < 1 or workers > planning.MAX_WORKERS):
         raise UserError(f"predict: --workers must be from 1 to {planning.MAX_WORKERS}, got {workers}")
@@ -76,45 +81,54 @@ def predict(
             if auto is not None:
                 stack.callback(auto.close)
             runner = Runner(model_path, processes, stack, predictor, auto=auto)
-        rows = None
-        if (
-            find_input_kind(input_path) is CSV and input_path.is_file() and not reads_table(meta)
-        ):  # a table's columns are encoded whole
-            rows = _predict_csv_pieces(runner, input_path, meta, batch_rows, by_position)
-        if rows is None:
-            rows = _predict_input(runner, input_path, meta, batch_rows, by_position)
+        classes = output_names(meta)
+        sink: Collected | CsvStream = Collected() if out is None else CsvStream(out, classes)
+        notes = _predict_into(sink, runner, input_path, meta, batch_rows, by_position)
+        if isinstance(sink, CsvStream):
+            sink.finish()
+        used = runner.used()
     import numpy as np
 
-    classes = output_names(meta)
-    probs = np.concatenate(rows.probs) if rows.probs else np.empty((0, len(classes)), np.float32)
-    return Predictions(
-        rows.ids,
-        classes,
-        probs,
-        rows.texts,
-        model_path,
-        rows.workers,
-        time.perf_counter() - t0,
-        rows.labels,
-        rows.notes,
-    )
+    seconds = time.perf_counter() - t0
+    if isinstance(sink, CsvStream):
+        none = np.empty((0, len(classes)), np.float32)
+        return Predictions([], classes, none, [], model_path, used, seconds, None, notes, written=sink.rows)
+    probs = np.concatenate(sink.probs) if sink.probs else np.empty((0, len(classes)), np.float32)
+    return Predictions(sink.all_ids(), classes, probs, sink.texts, model_path, used, seconds, sink.all_labels(), notes)
 
 
-@dataclass
-class _Rows:
-    """What the pieces of an input gave, in input order."""
-
-    ids: Sequence[str]
-    probs: list[np.ndarray]
-    texts: list[str]
-    labels: list[str] | None
-    workers: int
-    notes: tuple[str, ...] = ()
+def _predict_into(
+    sink: Collected | CsvStream,
+    runner: Runner,
+    path: Path,
+    meta: dict[str, Any],
+    batch_rows: int,
+    by_position: bool,
+) -> tuple[str, ...]:
+    """Predict the input into ``sink`` the way that holds the least of it: a table for a model with a schema
+    a block of rows at a time, a CSV for a model of plain numbers in pieces parsed where they are predicted,
+    anything else (or a file those ways cannot read) whole; the notes reading met."""
+    kind = find_input_kind(path)
+    if path.is_file() and kind is not None and kind.read is not None and reads_table(meta):
+        notes = _predict_table_blocks(sink, runner, path, meta, kind.name, batch_rows)
+        if notes is not None:
+            return notes
+        sink.restart()  # a CSV only the line-precise reader takes: read whole, it says what is wrong
+    elif kind is CSV and path.is_file() and not reads_table(meta):
+        if _predict_csv_pieces(sink, runner, path, meta, batch_rows, by_position):
+            return ()
+        sink.restart()
+    return _predict_input(sink, runner, path, meta, batch_rows, by_position)
 
 
 def _predict_input(
-    runner: Runner, input_path: Path, meta: dict[str, Any], batch_rows: int, by_position: bool = False
-) -> _Rows:
+    sink: Collected | CsvStream,
+    runner: Runner,
+    input_path: Path,
+    meta: dict[str, Any],
+    batch_rows: int,
+    by_position: bool = False,
+) -> tuple[str, ...]:
     """Read the whole input here, then predict fixed batches of it (in the pool, or in this process)."""
     inp = read_input(input_path, meta, by_position)
     check_shape(inp, meta, input_path)
@@ -138,22 +152,29 @@ def _predict_input(
             here=lambda c: predict_chunk(runner.predictor(), inp, c[0], c[1], batch_rows),
             task=lambda c: (pools.predict_task, (part(*c), c[0], c[1], batch_rows, stored)),
         )
-    assert results is not None  # these tasks never give None
-    return _Rows(inp.ids, [r[0] for r in results], [r[1] for r in results], inp.labels, runner.used(), inp.notes)
+        for (lo, hi), result in zip(chunks, results):
+            assert result is not None  # these tasks never give None
+            sink.add(result[0], result[1], inp.ids[lo:hi], None if inp.labels is None else inp.labels[lo:hi])
+    return inp.notes
 
 
 def _predict_csv_pieces(
-    runner: Runner, path: Path, meta: dict[str, Any], batch_rows: int, by_position: bool = False
-) -> _Rows | None:
+    sink: Collected | CsvStream,
+    runner: Runner,
+    path: Path,
+    meta: dict[str, Any],
+    batch_rows: int,
+    by_position: bool = False,
+) -> bool:
     """A CSV with one line per record, cut into pieces of whole batches that are parsed where they are
-    predicted, in the pool while this process goes on cutting; None when it must be read whole (quotes,
+    predicted, in the pool while this process goes on cutting; False when it must be read whole (quotes,
     blank lines, or a value whose error the whole read reports)."""
     from core.readers import csv_split
 
     planner = CsvPlanner(path, meta, by_position)
     split = csv_split(path, planner)
     if split is None:
-        return None
+        return False
     plan = planner.plan
     assert plan is not None
     estimate = planning.estimated_rows(path, 0) or 1  # before the scan: it sizes the pieces
@@ -164,19 +185,119 @@ def _predict_csv_pieces(
     tail = min(0.5, planning.TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if workers > 1 else 0.0
     cut = {"tail_rows": batch_rows, "tail_bytes": int(tail * (split.data_end - split.data_start))}
     extra = (plan.id_col, plan.label_col, batch_rows)
+    first = 0
     with _progress(estimate) as bar:
-        results = runner.run(
+        for result in runner.run(
             split.pieces(step, **cut),
             bar,
             here=lambda piece: predict_piece(runner.predictor(), piece, *extra),
             task=lambda piece: (pools.piece_task, (piece, *extra)),
             void=lambda: split.whole,
-        )
-        if split.whole or results is None:
-            return None
-    ids = [i for r in results for i in r[2]] if plan.id_col is not None else RowNumbers(range(split.n_rows))
-    labels = [v for r in results for v in r[3]] if plan.label_col is not None else None
-    return _Rows(ids, [r[0] for r in results], [r[1] for r in results], labels, runner.used())
+        ):
+            if result is None:
+                return False
+            probs, text, own_ids, labels = result
+            n = len(probs)
+            ids = own_ids if plan.id_col is not None else RowNumbers(range(first, first + n))
+            sink.add(probs, text, ids, labels if plan.label_col is not None else None)
+            first += n
+    return not split.whole
+
+
+def _predict_table_blocks(
+    sink: Collected | CsvStream, runner: Runner, path: Path, meta: dict[str, Any], scheme: str, batch_rows: int
+) -> tuple[str, ...] | None:
+    """A table for a model with a schema, read a block of rows at a time (``core.schema.table_blocks``),
+    each encoded by the schema and predicted in whole batches from the first row (a whole read's batches),
+    here or in the pool, while the next block is read; None when the CSV needs the line-precise reader.
+    What is held is a few blocks, however long the file."""
+    import numpy as np
+
+    from core.schema import Encoded, Schema, WholeRead, table_blocks, unseen_note
+    from core.services.predict.table import table_parts
+
+    schema = Schema.from_json(meta["schema"])
+    step = batch_rows * planning.PIECE_BATCHES
+    unseen: dict[str, int] = {}
+    sent: collections.deque[tuple[Sequence[str], list[str] | None]] = collections.deque()  # cut, not yet back
+
+    def items() -> Iterator[tuple[int, int, PredictInput]]:
+        held = _Held()
+        first = 0
+        blocks = table_blocks(path, scheme, "predict", schema.missing_values, exact=(schema.target, "id"))
+        for block in blocks:
+            parts, met = table_parts(meta, block)
+            del block
+            for name, k in met.items():
+                unseen[name] = unseen.get(name, 0) + k
+            n = len(parts["x"])
+            at = first + held.rows
+            held.add(
+                parts["x"], parts["ids"] if parts["ids"] is not None else RowNumbers(range(at, at + n)), parts["labels"]
+            )
+            while held.rows >= step:
+                x, ids, labels = held.take(step)
+                sent.append((ids, labels))
+                yield first, first + step, PredictInput(ids, x=x)
+                first += step
+        while held.rows:
+            k = min(step, held.rows)
+            x, ids, labels = held.take(k)
+            sent.append((ids, labels))
+            yield first, first + k, PredictInput(ids, x=x)
+            first += k
+
+    try:
+        with _progress(planning.estimated_rows(path, 0) or 0) as bar:
+            for result in runner.run(
+                items(),
+                bar,
+                here=lambda item: predict_chunk(runner.predictor(), item[2], 0, item[1] - item[0], batch_rows),
+                task=lambda item: (pools.predict_task, (item[2], item[0], item[1], batch_rows)),
+            ):
+                assert result is not None  # these tasks never give None
+                ids, labels = sent.popleft()
+                sink.add(result[0], result[1], ids, labels)
+    except WholeRead:
+        return None
+    note = unseen_note(Encoded(np.empty((0, 0), np.float32), unseen, {}))
+    return (note,) if note else ()
+
+
+class _Held:
+    """Rows read and encoded but not yet sent, as the blocks gave them: cut from the front in any size."""
+
+    def __init__(self) -> None:
+        self.parts: collections.deque[list[Any]] = collections.deque()
+        self.rows = 0
+
+    def add(self, x: np.ndarray, ids: Sequence[str], labels: list[str] | None) -> None:
+        if len(x):
+            self.parts.append([x, ids, labels])
+            self.rows += len(x)
+
+    def take(self, k: int) -> tuple[np.ndarray, Sequence[str], list[str] | None]:
+        import numpy as np
+
+        xs, ids, labels = [], [], []
+        self.rows -= k
+        while k:
+            x, i, lab = self.parts[0]
+            m = min(k, len(x))
+            xs.append(x[:m])
+            ids.append(i[:m])
+            labels.append(None if lab is None else lab[:m])
+            if m == len(x):
+                self.parts.popleft()
+            else:
+                self.parts[0] = [x[m:], i[m:], None if lab is None else lab[m:]]
+            k -= m
+        if all(isinstance(i, RowNumbers) for i in ids):
+            joined: Sequence[str] = RowNumbers(range(ids[0].rows.start, ids[-1].rows.stop))
+        else:
+            joined = [v for part in ids for v in part]
+        all_labels = None if any(lab is None for lab in labels) else [v for lab in labels for v in lab]  # type: ignore[union-attr]
+        return (xs[0] if len(xs) == 1 else np.concatenate(xs)), joined, all_labels
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,8 @@ from core.services.formats import load_predictor
 from core.services.formats.predictor import Predictor
 from core.services.predict import pool as pools
 from core.services.predict.planning import AutoPool
+
+IN_FLIGHT_PER_PROCESS = 3  # items the pool holds per process: one computing, the next ones queued
 
 
 class Runner:
@@ -53,24 +55,32 @@ class Runner:
         here: Callable[[Any], Any],
         task: Callable[[Any], tuple[Callable[..., Any], tuple[Any, ...]]],
         void: Callable[[], bool] = lambda: False,
-    ) -> list[Any] | None:
-        """``here(item)`` in this process or ``task(item)``'s call in the pool for each item, results in
-        order, ``bar`` advanced by each result's rows; None as soon as one gives None."""
+    ) -> Iterator[Any]:
+        """``here(item)`` in this process or ``task(item)``'s call in the pool for each item, results yielded
+        in order as they come, ``bar`` advanced by each result's rows; a None result (the input must be read
+        another way) is yielded last, as is None when ``void()`` says so once the items are all cut.
+
+        The pool has at most ``IN_FLIGHT_PER_PROCESS`` items per process in flight: items are cut (read)
+        only as results are taken, so what is held does not grow with the input."""
         items = iter(items)
-        results: list[Any] = []
         if self.pool is None:
             for item in items:
                 began = time.perf_counter()
                 result = here(item)
                 if result is None:
-                    return None
-                results.append(result)
+                    yield None
+                    return
                 bar.update(len(result[0]))
+                yield result
                 if self.auto is not None and self.auto.hand_over(self, len(result[0]), time.perf_counter() - began):
                     break
-        if self.pool is None:
-            return results
-        futures = [self.pool.submit(fn, *args) for fn, args in map(task, items)]
-        self._pooled = len(futures)
-        rest = pools.gather(futures, bar, void())
-        return None if rest is None else results + rest
+            else:
+                if void():
+                    yield None
+                return
+        yield from pools.gather_window(
+            self.pool, map(task, items), bar, IN_FLIGHT_PER_PROCESS * self.processes, void, self._count
+        )
+
+    def _count(self) -> None:
+        self._pooled += 1

@@ -23,7 +23,9 @@ def read_table_input(path: Path, meta: dict[str, Any], scheme: str = "csv") -> d
     """The fields of a ``core.services.predict.inputs.PredictInput``: ``ids`` (None: number the rows), ``x``,
     ``labels``, ``notes``; ``scheme`` is the input kind's name ("csv", "parquet", "jsonl")."""
     schema = Schema.from_json(meta["schema"])
-    parts, _ = table_parts(meta, read_table(path, scheme, "predict", schema.missing_values))
+    parts, _ = table_parts(
+        meta, read_table(path, scheme, "predict", schema.missing_values, exact=(schema.target, "id"))
+    )
     return parts
 
 
@@ -35,7 +37,8 @@ def table_parts(meta: dict[str, Any], table: RawTable) -> tuple[dict[str, Any], 
     used = {c.name for c in schema.used}
     ids: Any = None
     if "id" in table.columns and "id" not in used:
-        ids = ["" if v is None else str(v) for v in table.columns["id"].tolist()]
+        values = table.columns["id"].tolist()  # numbers as written: 7, not 7.0
+        ids = ["" if v is None or v != v else _category_text(v) for v in values]
     labels = None
     if schema.target in table.columns and schema.target not in used:
         values = table.columns[schema.target]
