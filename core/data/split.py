@@ -21,34 +21,64 @@ def stratified_split(y: np.ndarray, val_fraction: float, seed: int) -> tuple[np.
     # memory (sklearn copies and sorts them several times over)
     y = y.astype(np.min_scalar_type(int(y.max())) if int(y.min()) >= 0 else np.int64)
     idx = np.arange(len(y), dtype=np.int32 if len(y) < 2**31 else np.int64)
-    single = np.bincount(y)[y] < 2
-    lone, rest = idx[single], idx[~single]
+    lone_class = np.bincount(y) < 2
+    if lone_class.any():
+        single = lone_class[y]
+        lone, rest = idx[single], idx[~single]
+    else:  # every class has company: no mask per row
+        lone, rest = idx[:0], idx
     train, val = (idx[:0], lone) if int(round(val_fraction)) >= 1 else (lone, idx[:0])
     if len(rest):
-        k = len(np.unique(y[rest]))
+        y_rest = y if len(rest) == len(y) else y[rest]
+        k = len(np.unique(y_rest))
         n_val = min(max(math.ceil(len(rest) * val_fraction), k), len(rest) - k)
-        tr, va = _stratified_shuffle(rest, y[rest], n_val, seed)
+        tr, va = _stratified_shuffle(rest, y_rest, n_val, seed)
+        del rest, y_rest
         train, val = np.concatenate([train, tr]), np.concatenate([val, va])
+        del tr, va
     return np.sort(train).astype(np.int64), np.sort(val).astype(np.int64)
 
 
 def _stratified_shuffle(rows: np.ndarray, y: np.ndarray, n_test: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """``train_test_split(rows, test_size=n_test, random_state=seed, stratify=y)`` of scikit-learn, draw for
-    draw (its StratifiedShuffleSplit), with the indices in arrays: scikit-learn gathers them in Python
-    lists, 300 MB for 3 million rows."""
-    from sklearn.utils.extmath import _approximate_mode
-
+    draw (its StratifiedShuffleSplit), with the indices in arrays of ``rows``'s type: scikit-learn gathers
+    them in Python lists, 300 MB for 3 million rows, and importing it (with scipy) kept 100 MB in the
+    loading process."""
     classes, y_indices, class_counts = np.unique(y, return_inverse=True, return_counts=True)
-    class_indices = np.split(np.argsort(y_indices, kind="stable"), np.cumsum(class_counts)[:-1])
+    codes = y_indices.astype(np.min_scalar_type(len(classes)))
+    del y_indices
+    by_class = np.argsort(codes, kind="stable").astype(rows.dtype)  # positions, grouped by class
+    del codes
+    class_indices = np.split(by_class, np.cumsum(class_counts)[:-1])
     rng = np.random.RandomState(seed)
-    n_i = _approximate_mode(class_counts, len(y) - n_test, rng)
-    t_i = _approximate_mode(class_counts - n_i, n_test, rng)
+    n_i = _apportioned(class_counts, len(y) - n_test, rng)
+    t_i = _apportioned(class_counts - n_i, n_test, rng)
     train, test = [], []
     for i in range(len(classes)):
         picked = class_indices[i].take(rng.permutation(class_counts[i]), mode="clip")
         train.append(picked[: n_i[i]])
         test.append(picked[n_i[i] : n_i[i] + t_i[i]])
-    return rows[rng.permutation(np.concatenate(train))], rows[rng.permutation(np.concatenate(test))]
+    del class_indices, by_class
+    train_rows = rows[rng.permutation(np.concatenate(train))]
+    del train
+    return train_rows, rows[rng.permutation(np.concatenate(test))]
+
+
+def _apportioned(counts: np.ndarray, draws: int, rng: np.random.RandomState) -> np.ndarray:
+    """``draws`` shared out among classes of ``counts`` in proportion (the largest remainders get the seats
+    left, ties broken by ``rng``), drawing from ``rng`` as scikit-learn's stratified splits do."""
+    share = counts / counts.sum() * draws
+    seats = np.floor(share)
+    left = int(draws - seats.sum())
+    remainder = share - seats
+    for value in np.unique(remainder)[::-1] if left > 0 else ():  # the largest remainders first
+        tied = np.flatnonzero(remainder == value)
+        take = min(len(tied), left)
+        seats[rng.choice(tied, size=take, replace=False)] += 1
+        left -= take
+        if left == 0:
+            break
+    return seats.astype(int)
 
 
 def random_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -123,11 +123,19 @@ def table_data(table: Any, raw_header: list[str], cols: Columns) -> CsvData | No
     return CsvData([h.strip() for h in raw_header], np.ascontiguousarray(xt.T), codes)
 
 
-def has_quotes(path: Path) -> bool:
-    import mmap
+QUOTE_SCAN_BYTES = 8 << 20
 
+
+def has_quotes(path: Path) -> bool:
+    """Whether the file holds a quote anywhere (True for an empty or unreadable file), read a block at a
+    time into memory of its own (a mapping of the whole file kept every page scanned in this process)."""
     try:
-        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            return mm.find(b'"') != -1
-    except (OSError, ValueError):  # e.g. an empty file cannot be mapped
+        with path.open("rb") as fh:
+            empty = True
+            while data := fh.read(QUOTE_SCAN_BYTES):
+                empty = False
+                if b'"' in data:
+                    return True
+            return empty
+    except OSError:
         return True

@@ -4,6 +4,7 @@ parse apart (:func:`read_csv_rows`); a piece they cannot parse sends the caller 
 from __future__ import annotations
 
 import csv
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,20 +51,19 @@ class CsvSplit:
     def pieces(self, rows: int, tail_rows: int = 0, tail_bytes: int = 0) -> Iterator[CsvRows]:
         """Pieces of ``rows`` rows each (the last one shorter), in file order; those that start in the last
         ``tail_bytes`` of the file have ``tail_rows`` (so that the processes that parse them finish together)."""
-        import mmap
-
         tail_from = self.data_end - tail_bytes if tail_rows else self.data_end
         first = 0
         starts = np.array([self.data_start], dtype=np.int64)  # where the rows from ``first`` on start
-        with open(self.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        with open(self.path, "rb") as fh:
             for offset in range(self.data_start, self.data_end, SCAN_BYTES):
-                size = min(SCAN_BYTES, self.data_end - offset)
-                if mm.find(b'"', offset, offset + size) != -1:
+                # each block is read into memory of its own, freed with it (a mapping of the whole file kept
+                # every page scanned in this process: as much memory as the file, by the end)
+                data = os.pread(fh.fileno(), min(SCAN_BYTES, self.data_end - offset), offset)
+                if b'"' in data:
                     self.whole = True
                     return
-                block = np.frombuffer(mm, np.uint8, size, offset)
-                starts = np.concatenate([starts, np.flatnonzero(block == 10) + (offset + 1)])
-                del block  # the map closes only once no array views it
+                starts = np.concatenate([starts, np.flatnonzero(np.frombuffer(data, np.uint8) == 10) + (offset + 1)])
+                del data
                 while len(starts) > (n := tail_rows if starts[0] >= tail_from else rows):
                     yield self._piece(first, starts[: n + 1])
                     first, starts = first + n, starts[n:]

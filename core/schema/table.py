@@ -187,6 +187,8 @@ def _csv_block_columns(
                 convert = pool.map if block.num_rows >= 20_000 else map
                 converted = list(convert(lambda col: _column(col, missing), block.columns))
                 del block
+                pa.default_memory_pool().release_unused()  # pyarrow's pool keeps what it freed:
+                # as much again as the columns read, by the end of a large file
                 if any(c is None for c in converted):
                     raise WholeRead
                 if converted and len(converted[0]):
@@ -306,7 +308,13 @@ def _read_parquet(path: Path, where: str, missing: frozenset[str], exact: frozen
 def _parquet_block_columns(
     path: Path, where: str, missing: frozenset[str], exact: frozenset[str]
 ) -> Iterator[tuple[list[str], list[Column]]]:
-    """A Parquet file's names and columns, ``PARQUET_BATCH_ROWS`` rows at a time; raise :class:`DataError`."""
+    """A Parquet file's names and columns, at most ``PARQUET_BATCH_ROWS`` rows at a time; raise
+    :class:`DataError`.
+
+    A row group is read a column at a time, each converted before the next is read, then given out in
+    blocks of rows: pyarrow's ``iter_batches`` held about as much again as the data (its pre-buffered
+    row groups), a column of a row group holds a few MB.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -315,13 +323,19 @@ def _parquet_block_columns(
     if not path.is_file():
         raise DataError(f"{where}: file not found: {path}")
     try:
-        with pq.ParquetFile(path) as pf:
+        with pq.ParquetFile(path, pre_buffer=False) as pf:
             names = [str(n) for n in pf.schema_arrow.names]
-            for batch in pf.iter_batches(batch_size=PARQUET_BATCH_ROWS):
-                check_stop()
-                columns = [_narrowed(n, _arrow_column(col, missing), exact) for n, col in zip(names, batch.columns)]
-                del batch
-                yield names, columns
+            for group in range(pf.metadata.num_row_groups):
+                columns = []
+                for name in names:
+                    check_stop()
+                    chunk = pf.read_row_group(group, columns=[name], use_threads=False).column(0)
+                    columns.append(_narrowed(name, _arrow_column(chunk, missing), exact))
+                    del chunk
+                n = len(columns[0]) if columns else 0
+                step = max(1, PARQUET_BATCH_ROWS)
+                for lo in range(0, n, step):
+                    yield names, [c[lo : lo + step] for c in columns]
                 del columns
     except (pa.ArrowException, OSError, ValueError) as exc:
         why = " ".join(str(exc).split())[:120]

@@ -111,7 +111,7 @@ def test_a_parquet_file_read_in_batches_is_the_file_read_whole(tmp_path: Path, r
     path = tmp_path / "t.parquet"
     pq.write_table(table, path, row_group_size=1000)
     whole, pieces, parts = _read_both(request, path, "parquet")
-    assert len(parts) == -(-N_ROWS // 97)
+    assert len(parts) > 20 and max(p.n_rows for p in parts) <= 97  # row groups of 1000, given out by 97
     _same_columns(whole, pieces)
 
 
@@ -168,7 +168,15 @@ def test_an_npz_read_by_rows_is_the_array_read_whole(tmp_path: Path, request: py
 
 @pytest.mark.parametrize(
     ("counts", "n_test", "seed"),
-    [([50, 30, 20], 25, 0), ([1000, 3, 7], 101, 5), ([2, 2, 2, 2], 4, 1), ([400], 37, 9), ([13, 900, 87], 333, 42)],
+    [
+        ([50, 30, 20], 25, 0),
+        ([1000, 3, 7], 101, 5),
+        ([2, 2, 2, 2], 4, 1),
+        ([400], 37, 9),
+        ([13, 900, 87], 333, 42),
+        ([5, 5, 5, 5, 5, 5, 5], 10, 3),  # every remainder ties: the seats left are drawn
+        ([7, 7, 7, 2], 5, 11),
+    ],
 )
 def test_the_stratified_split_draws_what_scikit_learn_draws(counts: list[int], n_test: int, seed: int) -> None:
     from sklearn.model_selection import train_test_split
