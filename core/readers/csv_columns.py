@@ -126,12 +126,18 @@ def table_data(table: Any, raw_header: list[str], cols: Columns) -> CsvData | No
 QUOTE_SCAN_BYTES = 8 << 20
 
 
-def has_quotes(path: Path) -> bool:
+def has_quotes(path: Path, after_header: bool = False) -> bool:
     """Whether the file holds a quote anywhere (True for an empty or unreadable file), read a block at a
-    time into memory of its own (a mapping of the whole file kept every page scanned in this process)."""
+    time into memory of its own (a mapping of the whole file kept every page scanned in this process).
+    ``after_header`` looks past a first line whose quotes pair up (a quoted header: its names may hold
+    commas, but no record spans lines because of it)."""
     try:
         with path.open("rb") as fh:
-            empty = True
+            if after_header:
+                first = fh.readline(1 << 20)
+                if not first or first.count(b'"') % 2 or not first.endswith(b"\n"):
+                    return True
+            empty = not after_header
             while data := fh.read(QUOTE_SCAN_BYTES):
                 empty = False
                 if b'"' in data:

@@ -14,8 +14,6 @@ with the line-precise reader, whose errors name the line.
 
 from __future__ import annotations
 
-import mmap
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,7 +41,7 @@ def typed_csv_blocks(path: Path, missing: Sequence[str]) -> Iterator[Any]:
     with the types the first one has; raises ``pyarrow.ArrowException`` (or ``OSError``, ``ValueError``)
     when pyarrow cannot read the file that way: the caller reads it with the line-precise reader."""
     convert = typed_convert_options(missing)
-    return _streamed(path, convert) if has_quotes(path) else _in_pieces(path, convert)
+    return _streamed(path, convert) if has_quotes(path, after_header=True) else _in_pieces(path, convert)
 
 
 def typed_convert_options(missing: Sequence[str]) -> Any:
@@ -78,12 +76,13 @@ def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
 
     schema = None
     read_rest = None
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        for start, stop in _pieces(mm, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES):
+    with path.open("rb", buffering=0) as fh:
+        for piece in _pieces(fh, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES):
             check_stop()
-            # each piece is read into memory of its own, freed with it (a mapping of the whole file would
-            # keep every page read in this process until the end)
-            data = pa.py_buffer(os.pread(fh.fileno(), stop - start, start))
+            # each piece is read into memory of its own, freed with it (a mapping of the whole file kept
+            # pages read in this process until the end)
+            data = pa.py_buffer(piece)
+            del piece
             if schema is None:  # the header's piece: names and types inferred
                 first = pacsv.read_csv(data, convert_options=convert)
                 schema = pa.schema(
@@ -105,12 +104,16 @@ def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
         raise ValueError("empty file")
 
 
-def _pieces(mm: Any, size: int) -> Iterator[tuple[int, int]]:
-    """Byte ranges of whole lines, about ``size`` each, the first one holding the header."""
-    end = len(mm)
-    start = 0
-    while start < end:
-        cut = mm.find(b"\n", min(start + size, end - 1))
-        stop = end if cut == -1 else cut + 1
-        yield start, stop
-        start = stop
+def _pieces(fh: Any, size: int) -> Iterator[bytes]:
+    """The file's bytes in pieces of whole lines, about ``size`` each, the first one holding the header."""
+    carry = b""
+    while chunk := fh.read(size):
+        cut = chunk.rfind(b"\n")
+        if cut == -1:  # a line longer than a piece: it goes on
+            carry += chunk
+            continue
+        yield carry + chunk[: cut + 1]
+        carry = chunk[cut + 1 :]
+        del chunk
+    if carry:
+        yield carry

@@ -82,8 +82,19 @@ def _read_both(request: pytest.FixtureRequest, path: Path, scheme: str) -> tuple
     return whole, pieces, list(table_blocks(path, scheme, "data", exact=("label",)))
 
 
-def test_a_csv_read_in_pieces_is_the_csv_read_whole(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+@pytest.mark.parametrize("quoted_header", [False, True])
+def test_a_csv_read_in_pieces_is_the_csv_read_whole(
+    tmp_path: Path, request: pytest.FixtureRequest, quoted_header: bool
+) -> None:
+    """Also with its header quoted (as pyarrow and many databases write it): its rows are still cut into
+    pieces, not streamed."""
+    from core.readers import has_quotes
+
     path = _write_csv(tmp_path / "t.csv", _rows())
+    if quoted_header:
+        text = path.read_text()
+        path.write_text(",".join(f'"{h}"' for h in HEADER) + text[text.index("\n") :])
+    assert has_quotes(path) == quoted_header and not has_quotes(path, after_header=True)
     whole, pieces, parts = _read_both(request, path, "csv")
     assert len(parts) > 20  # the tiny blocks are in use
     _same_columns(whole, pieces)
