@@ -19,6 +19,7 @@ SCRIPTS = [
     ("Against PyTorch Lightning", ["lightning_compare.py", "--repeats", "3"]),
     ("Live plots", ["gui_latency.py"]),
     ("CSV loading", ["csv_load.py"]),
+    ("Memory as tables grow", ["memory_growth.py"]),
     ("Batch prediction", ["predict_throughput.py"]),
     ("Tuning on digits", ["tuning_digits.py"]),
     ("torchrun against the local launcher", ["torchrun_vs_local.py", "--repeats", "3"]),
