@@ -39,11 +39,7 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
     try:
         with np.load(path, allow_pickle=False) as npz:
             keys = set(npz.files)
-            xk = next((k for k in X_KEYS if k in keys), None)
-            yk = next((k for k in Y_KEYS if k in keys), None)
-            if xk is None or (labels and yk is None):
-                need = "arrays 'x' and 'y'" if labels else "an array 'x'"
-                raise DataError(f"{where}: {path} needs {need}, has: " + ", ".join(sorted(keys)))
+            xk, yk = _member_names(keys, labels, path, where)
             x = _read_member(npz, xk)
             y = np.asarray(npz[yk]) if labels and yk is not None else None
             names = np.asarray(npz["class_names"]) if labels and "class_names" in keys else None
@@ -70,6 +66,17 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
     if ids is not None and ids.shape[:1] != x.shape[:1]:
         ids = None
     return NpzData(x, y, names, ids)
+
+
+def _member_names(keys: set[str], labels: bool, path: Path, where: str) -> tuple[str, str | None]:
+    """The names of the features array and of the labels (when there are any) in an NPZ's ``keys``; both
+    must be there when ``labels``."""
+    xk = next((k for k in X_KEYS if k in keys), None)
+    yk = next((k for k in Y_KEYS if k in keys), None)
+    if xk is None or (labels and yk is None):
+        need = "arrays 'x' and 'y'" if labels else "an array 'x'"
+        raise DataError(f"{where}: {path} needs {need}, has: " + ", ".join(sorted(keys)))
+    return xk, yk
 
 
 def _unreadable(exc: Exception, path: Path, where: str) -> DataError:
@@ -215,10 +222,8 @@ def open_npz_rows(path: Path, where: str) -> NpzRows:
     try:
         with np.load(path, allow_pickle=False) as npz:
             keys = set(npz.files)
-            xk = next((k for k in X_KEYS if k in keys), None)
-            yk = next((k for k in Y_KEYS if k in keys), None)
-            if xk is None or yk is None:
-                raise DataError(f"{where}: {path} needs arrays 'x' and 'y', has: " + ", ".join(sorted(keys)))
+            xk, yk = _member_names(keys, True, path, where)
+            assert yk is not None
             with npz.zip.open(f"{xk}.npy") as fh:
                 shape, _, dtype = _array_header(fh)
             y = np.asarray(npz[yk])

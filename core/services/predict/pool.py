@@ -155,30 +155,31 @@ def gather_window(
     from concurrent.futures.process import BrokenProcessPool
 
     pending: deque[Any] = deque()
+    calls = iter(calls)
+    more = True
     try:
-        try:
-            for fn, args in calls:
-                pending.append(pool.submit(fn, *args))
-                submitted()
-                if len(pending) >= max(1, window):
-                    result = pending.popleft().result()
-                    if result is None:
-                        yield None
-                        return
-                    bar.update(len(result[0]))
-                    yield result
-            if void():
-                yield None
-                return
-            while pending:
-                result = pending.popleft().result()
-                if result is None:
+        while True:
+            while more and len(pending) < max(1, window):
+                call = next(calls, None)
+                if call is not None:
+                    pending.append(pool.submit(call[0], *call[1]))
+                    submitted()
+                    continue
+                more = False
+                if void():
                     yield None
                     return
-                bar.update(len(result[0]))
-                yield result
-        except BrokenProcessPool:
-            raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
+            if not pending:
+                return
+            try:
+                result = pending.popleft().result()
+            except BrokenProcessPool:
+                raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
+            if result is None:
+                yield None
+                return
+            bar.update(len(result[0]))
+            yield result
     finally:
         for future in pending:
             future.cancel()
