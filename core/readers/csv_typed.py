@@ -14,6 +14,7 @@ with the line-precise reader, whose errors name the line.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
     schema = None
     read_rest = None
     with path.open("rb", buffering=0) as fh:
-        for piece in _pieces(fh, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES):
+        for piece in _pieces(fh.fileno(), os.fstat(fh.fileno()).st_size, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES):
             check_stop()
             # each piece is read into memory of its own, freed with it (a mapping of the whole file kept
             # pages read in this process until the end)
@@ -104,16 +105,18 @@ def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
         raise ValueError("empty file")
 
 
-def _pieces(fh: Any, size: int) -> Iterator[bytes]:
-    """The file's bytes in pieces of whole lines, about ``size`` each, the first one holding the header."""
-    carry = b""
-    while chunk := fh.read(size):
-        cut = chunk.rfind(b"\n")
-        if cut == -1:  # a line longer than a piece: it goes on
-            carry += chunk
-            continue
-        yield carry + chunk[: cut + 1]
-        carry = chunk[cut + 1 :]
-        del chunk
-    if carry:
-        yield carry
+def _pieces(fd: int, end: int, size: int) -> Iterator[bytes]:
+    """The file's bytes in pieces of whole lines, about ``size`` each, the first one holding the header;
+    each read once, into memory of its own."""
+    start = 0
+    while start < end:
+        stop = min(start + size, end)
+        while stop < end:  # the piece goes on to the end of the line it stops in
+            window = os.pread(fd, 1 << 16, stop)
+            cut = window.find(b"\n")
+            if cut != -1 or not window:
+                stop = stop + cut + 1 if cut != -1 else end
+                break
+            stop += len(window)
+        yield os.pread(fd, stop - start, start)
+        start = stop

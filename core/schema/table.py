@@ -127,12 +127,23 @@ class _Blocks:
         from core.host.machine import trim_freed_memory
 
         out: dict[str, Column] = {}
+        joined = 0
         for name in list(self.parts):
             parts = self.parts.pop(name)
             out[name] = _joined(parts)
+            joined += len(parts) > 1 and _nbytes(out[name])
             del parts
-            trim_freed_memory()  # the blocks' memory goes back before the next column is joined
+            if joined >= TRIM_BYTES:  # the blocks' memory goes back as the joined columns take its place
+                trim_freed_memory()
+                joined = 0
         return out
+
+
+TRIM_BYTES = 64 << 20  # freed memory is handed back each time this much has been joined or read
+
+
+def _nbytes(column: Column) -> int:
+    return int(column.codes.nbytes if isinstance(column, Coded) else np.asarray(column).nbytes)
 
 
 def _joined(parts: list[Column]) -> Column:
@@ -178,6 +189,7 @@ def _csv_block_columns(
     if not path.is_file():
         raise WholeRead
     any_rows = False
+    read = 0  # bytes of columns read since pyarrow's pool last gave back what it freed
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:  # column by column on every core
         try:
             for block in typed_csv_blocks(path, sorted(missing)):
@@ -185,15 +197,18 @@ def _csv_block_columns(
                 if len(set(names)) != len(names):
                     raise WholeRead
                 convert = pool.map if block.num_rows >= 20_000 else map
-                converted = list(convert(lambda col: _column(col, missing), block.columns))
+                narrow = [name not in exact for name in names]  # converted on the column's own thread
+                converted = list(convert(lambda c, n: _column(c, missing, n), block.columns, narrow))
+                read += block.nbytes
                 del block
-                pa.default_memory_pool().release_unused()  # pyarrow's pool keeps what it freed:
-                # as much again as the columns read, by the end of a large file
+                if read >= TRIM_BYTES:  # pyarrow's pool keeps what it freed: as much again as the columns
+                    pa.default_memory_pool().release_unused()  # read, by the end of a large file
+                    read = 0
                 if any(c is None for c in converted):
                     raise WholeRead
                 if converted and len(converted[0]):
                     any_rows = True
-                    yield names, [_narrowed(n, c, exact) for n, c in zip(names, converted)]
+                    yield names, converted
                 del converted
                 check_stop()
         except (pa.ArrowException, OSError, ValueError):
@@ -221,9 +236,10 @@ def table_blocks(
         yield read_table(path, scheme, where, missing, exact)
 
 
-def _column(col: Any, missing: frozenset[str]) -> Any:
-    """A typed pyarrow column as float64 (NaN for missing) or :class:`Coded` text; None when the text reader
-    must read the file: "nan", "inf" or a value beyond float32 written in a cell (it names them), a date."""
+def _column(col: Any, missing: frozenset[str], narrow: bool = False) -> Any:
+    """A typed pyarrow column as float64 (NaN for missing; float32 when ``narrow``, as :func:`_narrowed`
+    makes it) or :class:`Coded` text; None when the text reader must read the file: "nan", "inf" or a value
+    beyond float32 written in a cell (it names them), a date."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -231,13 +247,15 @@ def _column(col: Any, missing: frozenset[str]) -> Any:
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         values = np.asarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)  # null: NaN
         if col.null_count == len(values):
-            return values
+            return values.astype(np.float32) if narrow else values
         if col.null_count:  # the NaN are the nulls, and the rest lie within float32
             written_nan = int(np.count_nonzero(np.isnan(values))) != col.null_count
             lo, hi = float(np.fmin.reduce(values)), float(np.fmax.reduce(values))
         else:
             written_nan, lo, hi = False, float(values.min()), float(values.max())  # NaN would propagate
-        return None if written_nan or not (-FLOAT32_MAX <= lo and hi <= FLOAT32_MAX) else values
+        if written_nan or not (-FLOAT32_MAX <= lo and hi <= FLOAT32_MAX):
+            return None
+        return values.astype(np.float32) if narrow and max(-lo, hi) < EXACT_FLOAT32 else values
     if pa.types.is_boolean(t):
         return _bools(col)
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_null(t):
