@@ -6,6 +6,7 @@ import argparse
 import io
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -88,17 +89,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     else:
         if args.ray_address:
             raise UserError("predict: --ray-address goes with --on ray")
-        result = _predict_streamed(args, out)
-        if out is None:
+        result = _predict_streamed(args, out)  # without --out its rows are on standard output already
+        if result is None:  # their reader went away
             return 0
     for note in result.notes:
         sys.stderr.write(f"predict: {note}\n")
     if out is None:
-        try:
-            result.write_csv(sys.stdout)
-            sys.stdout.flush()
-        except BrokenPipeError:  # e.g. `| head`: the reader has all it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if result.written is None:  # Ray's rows, written now
+            _to_stdout(lambda: result.write_csv(sys.stdout))
         return 0
     if result.written is None:
         result.save(out)
@@ -114,9 +112,21 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _to_stdout(write: Callable[[], object]) -> bool:
+    """``write()`` to standard output; False when its reader went away (e.g. `| head`: it has all it
+    wanted), standard output then pointing at /dev/null."""
+    try:
+        write()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return False
+    return True
+
+
 def _predict_streamed(args: argparse.Namespace, out: Path | None) -> Any:
     """Local prediction written as it goes: to ``out`` atomically (a temp file beside it, renamed once
-    every row is in; an error leaves nothing), or to standard output (notes first on standard error)."""
+    every row is in; an error leaves nothing), or to standard output (None if its reader went away)."""
     from core.runfiles.writing import atomic_write
     from core.services.predict import predict
 
@@ -125,17 +135,9 @@ def _predict_streamed(args: argparse.Namespace, out: Path | None) -> Any:
             Path(args.model), Path(args.input), args.workers, args.batch_rows, args.checkpoint, args.by_position, fh
         )
 
-    if out is None:
-        try:
-            result = run(sys.stdout)
-            sys.stdout.flush()
-        except BrokenPipeError:  # e.g. `| head`: the reader has all it wanted
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return None
-        for note in result.notes:
-            sys.stderr.write(f"predict: {note}\n")
-        return result
     kept: list[Any] = []
+    if out is None:
+        return kept[0] if _to_stdout(lambda: kept.append(run(sys.stdout))) else None
 
     def write(raw: IO[bytes]) -> None:
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from core.readers import NpzRows
 from core.schema import Inferred, RawTable
 from core.schema.coded import Column
 
@@ -25,7 +25,7 @@ class RawSource:
     class_names: list[str]
     y: np.ndarray
     x: np.ndarray | None = None
-    rows: Any = None  # core.readers.NpzRows: an array left in its file, read by blocks (in place of x)
+    rows: NpzRows | None = None  # an array left in its file, read by blocks (in place of x)
     paths: list[str] | None = None
     feature_names: list[str] = field(default_factory=list)
     image_shape: tuple[int, int, int] | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,7 @@ def usable_cores() -> int:
 
 KEEP_HEAP_BYTES = 128 << 20  # freed memory a worker keeps for its next step before giving it back
 HEAP_BLOCK_BYTES = 32 << 20  # blocks below this come from the heap (glibc's own upper bound)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
 
 def keep_freed_memory() -> bool:
@@ -28,11 +30,12 @@ def keep_freed_memory() -> bool:
     of it stays mapped; larger blocks go back as before. True when set.
     """
     global _keeping
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-    mallopt = _mallopt()
-    if mallopt is None:
+    libc = _glibc()
+    if libc is None:
         return False
-    _keeping = bool(mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)) and bool(mallopt(M_TRIM_THRESHOLD, KEEP_HEAP_BYTES))
+    _keeping = bool(libc.mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)) and bool(
+        libc.mallopt(M_TRIM_THRESHOLD, KEEP_HEAP_BYTES)
+    )
     return _keeping
 
 
@@ -52,12 +55,11 @@ def freed_memory_given_back() -> Iterator[None]:
     keeps large blocks mapped apart, so freeing one gives its pages back. Kept afterwards it would map
     and fault in every large tensor a process makes (an evaluation's batches): so it is not.
     """
-    mallopt = _mallopt()
-    if mallopt is None:
+    libc = _glibc()
+    if libc is None:
         yield
         return
-    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-    mallopt(M_MMAP_THRESHOLD, LOAD_MMAP_BYTES)
+    libc.mallopt(M_MMAP_THRESHOLD, LOAD_MMAP_BYTES)
     try:
         yield
     finally:
@@ -65,11 +67,13 @@ def freed_memory_given_back() -> Iterator[None]:
         if _keeping:
             keep_freed_memory()
         else:  # where glibc's own thresholds end up once large blocks come and go
-            mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)
-            mallopt(M_TRIM_THRESHOLD, 2 * HEAP_BLOCK_BYTES)
+            libc.mallopt(M_MMAP_THRESHOLD, HEAP_BLOCK_BYTES)
+            libc.mallopt(M_TRIM_THRESHOLD, 2 * HEAP_BLOCK_BYTES)
 
 
-def _mallopt() -> Any:
+@functools.cache
+def _glibc() -> Any:
+    """This process's C library when it is glibc on Linux (``mallopt``, ``malloc_trim``, ``madvise``), else None."""
     import sys
 
     if not sys.platform.startswith("linux"):
@@ -77,9 +81,10 @@ def _mallopt() -> Any:
     import ctypes
 
     try:
-        return ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
         return None
+    return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
 
 
 def trim_freed_memory() -> None:
@@ -89,15 +94,9 @@ def trim_freed_memory() -> None:
 
     if "pyarrow" in sys.modules:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
-
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        ctypes.CDLL(None).malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
 
 
 def release_pages(array: object, rows: int) -> None:
@@ -105,13 +104,14 @@ def release_pages(array: object, rows: int) -> None:
     array that owns its memory), which are never read again: a column whose rows are consumed in order
     shrinks as they go (Linux ``madvise(MADV_DONTNEED)``; elsewhere, or for an array that shares its
     memory, nothing). Reading those rows afterwards gives zeros."""
-    import sys
-
     import numpy as np
 
-    if not sys.platform.startswith("linux") or not isinstance(array, np.ndarray) or not array.flags.owndata:
+    if not isinstance(array, np.ndarray) or not array.flags.owndata:
         return
     if array.ndim != 1 or not array.flags.c_contiguous or rows <= 0:
+        return
+    libc = _glibc()
+    if libc is None:
         return
     import ctypes
     import mmap
@@ -121,5 +121,4 @@ def release_pages(array: object, rows: int) -> None:
     end = (start + min(rows, len(array)) * array.itemsize) // mmap.PAGESIZE * mmap.PAGESIZE
     if end > begin:
         MADV_DONTNEED = 4
-        libc = ctypes.CDLL(None, use_errno=True)
         libc.madvise(ctypes.c_void_p(begin), ctypes.c_size_t(end - begin), MADV_DONTNEED)

@@ -41,31 +41,43 @@ def read_npz(path: Path, where: str, labels: bool) -> NpzData:
             keys = set(npz.files)
             xk, yk = _member_names(keys, labels, path, where)
             x = _read_member(npz, xk)
-            y = np.asarray(npz[yk]) if labels and yk is not None else None
-            names = np.asarray(npz["class_names"]) if labels and "class_names" in keys else None
-            idk = next((k for k in ID_KEYS if k in keys), None)
-            ids = np.asarray(npz[idk]) if idk is not None else None
+            y, names, ids = _side_arrays(npz, keys, yk if labels else None)
     except (DataError, ReadStopped):
         raise
     except Exception as exc:  # numpy raises many types for a corrupt archive
         raise _unreadable(exc, path, where) from None
-    if y is not None and (x.ndim < 2 or y.ndim != 1 or x.shape[0] != y.shape[0]):
-        raise DataError(f"{where}: {path}: x must be (N, ...) and y (N,), got {x.shape} and {y.shape}")
-    if x.ndim < 1 or x.shape[0] == 0:
-        raise DataError(f"{where}: {path} holds no samples")
-    if not np.issubdtype(x.dtype, np.number) or np.issubdtype(x.dtype, np.complexfloating):
-        raise DataError(f"{where}: {path}: x must be real numbers, got {x.dtype}")
-    if math.prod(x.shape[1:]) == 0:
-        raise DataError(f"{where}: {path}: x has no features, shape {x.shape}")
+    ids = _checked(x.shape, x.dtype, y, ids, path, where)
     with np.errstate(over="ignore", invalid="ignore"):  # too large for float32 becomes inf: refused below
         x = np.ascontiguousarray(x, dtype=np.float32)
     if not np.isfinite(x).all():
         raise DataError(f"{where}: {path}: x has NaN or infinite values (or values too large for float32)")
+    return NpzData(x, y, names, ids)
+
+
+def _side_arrays(npz: Any, keys: set[str], yk: str | None) -> tuple[Any, Any, Any]:
+    """An open NPZ's labels (member ``yk``; None: none read), class names (with the labels) and row ids."""
+    y = np.asarray(npz[yk]) if yk is not None else None
+    names = np.asarray(npz["class_names"]) if yk is not None and "class_names" in keys else None
+    idk = next((k for k in ID_KEYS if k in keys), None)
+    return y, names, (np.asarray(npz[idk]) if idk is not None else None)
+
+
+def _checked(
+    shape: tuple[int, ...], dtype: np.dtype[Any], y: np.ndarray | None, ids: Any, path: Path, where: str
+) -> Any:
+    """Check the features' shape and type (of an array read, or of its header) and the labels against them;
+    the ids, or None when they do not name every row."""
+    if y is not None and (len(shape) < 2 or y.ndim != 1 or shape[0] != y.shape[0]):
+        raise DataError(f"{where}: {path}: x must be (N, ...) and y (N,), got {shape} and {y.shape}")
+    if len(shape) < 1 or shape[0] == 0:
+        raise DataError(f"{where}: {path} holds no samples")
+    if not np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.complexfloating):
+        raise DataError(f"{where}: {path}: x must be real numbers, got {dtype}")
+    if math.prod(shape[1:]) == 0:
+        raise DataError(f"{where}: {path}: x has no features, shape {shape}")
     if y is not None and np.issubdtype(y.dtype, np.floating) and not np.isfinite(y).all():
         raise DataError(f"{where}: {path}: y has NaN or infinite labels")
-    if ids is not None and ids.shape[:1] != x.shape[:1]:
-        ids = None
-    return NpzData(x, y, names, ids)
+    return ids if ids is None or ids.shape[:1] == shape[:1] else None
 
 
 def _member_names(keys: set[str], labels: bool, path: Path, where: str) -> tuple[str, str | None]:
@@ -223,32 +235,17 @@ def open_npz_rows(path: Path, where: str) -> NpzRows:
         with np.load(path, allow_pickle=False) as npz:
             keys = set(npz.files)
             xk, yk = _member_names(keys, True, path, where)
-            assert yk is not None
             with npz.zip.open(f"{xk}.npy") as fh:
                 shape, _, dtype = _array_header(fh)
-            y = np.asarray(npz[yk])
-            names = np.asarray(npz["class_names"]) if "class_names" in keys else None
-            idk = next((k for k in ID_KEYS if k in keys), None)
-            ids = np.asarray(npz[idk]) if idk is not None else None
+            y, names, ids = _side_arrays(npz, keys, yk)
     except (DataError, ReadStopped):
         raise
     except Exception as exc:
         raise _unreadable(exc, path, where) from None
     shape = tuple(int(s) for s in shape)
-    if len(shape) < 2 or y.ndim != 1 or shape[0] != y.shape[0]:
-        raise DataError(f"{where}: {path}: x must be (N, ...) and y (N,), got {shape} and {y.shape}")
-    if shape[0] == 0:
-        raise DataError(f"{where}: {path} holds no samples")
     if dtype.hasobject:
         raise DataError(
             f"{where}: {path} holds object arrays (pickled Python objects), which are refused; save numeric arrays"
         )
-    if not np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.complexfloating):
-        raise DataError(f"{where}: {path}: x must be real numbers, got {dtype}")
-    if math.prod(shape[1:]) == 0:
-        raise DataError(f"{where}: {path}: x has no features, shape {shape}")
-    if np.issubdtype(y.dtype, np.floating) and not np.isfinite(y).all():
-        raise DataError(f"{where}: {path}: y has NaN or infinite labels")
-    if ids is not None and ids.shape[:1] != shape[:1]:
-        ids = None
+    ids = _checked(shape, dtype, y, ids, path, where)
     return NpzRows(path, where, xk, shape, NpzData(np.empty((0, *shape[1:]), np.float32), y, names, ids))

@@ -224,28 +224,26 @@ def _predict_table_blocks(
     def items() -> Iterator[tuple[int, int, PredictInput]]:
         held = _Held()
         first = 0
-        blocks = table_blocks(path, scheme, "predict", schema.missing_values, exact=(schema.target, "id"))
-        for block in blocks:
+
+        def cut(least: int) -> Iterator[tuple[int, int, PredictInput]]:  # items of ``step`` rows while held
+            nonlocal first
+            while held.rows >= least:
+                k = min(step, held.rows)
+                x, ids, labels = held.take(k)
+                sent.append((ids, labels))
+                yield first, first + k, PredictInput(ids, x=x)
+                first += k
+
+        for block in table_blocks(path, scheme, "predict", schema.missing_values, exact=(schema.target, "id")):
             parts, met = table_parts(meta, block)
             del block
             for name, k in met.items():
                 unseen[name] = unseen.get(name, 0) + k
-            n = len(parts["x"])
-            at = first + held.rows
-            held.add(
-                parts["x"], parts["ids"] if parts["ids"] is not None else RowNumbers(range(at, at + n)), parts["labels"]
-            )
-            while held.rows >= step:
-                x, ids, labels = held.take(step)
-                sent.append((ids, labels))
-                yield first, first + step, PredictInput(ids, x=x)
-                first += step
-        while held.rows:
-            k = min(step, held.rows)
-            x, ids, labels = held.take(k)
-            sent.append((ids, labels))
-            yield first, first + k, PredictInput(ids, x=x)
-            first += k
+            at, n = first + held.rows, len(parts["x"])
+            ids = parts["ids"] if parts["ids"] is not None else RowNumbers(range(at, at + n))
+            held.add(parts["x"], ids, parts["labels"])
+            yield from cut(step)
+        yield from cut(1)  # the last rows, fewer than a step
 
     try:
         with _progress(planning.estimated_rows(path, 0) or 0) as bar:
