@@ -477,20 +477,29 @@ class MainWindow(QMainWindow):
         return answer == QMessageBox.StandardButton.Yes
 
     # -- closing ---------------------------------------------------------------
+    def _run_holds_close(self) -> bool:
+        """A run of this window has not yet ended and been reported: closing waits for its run_ended."""
+        c = self.controller
+        return c.session is not None and not c.attached and not c.ended  # an attached run goes on without us
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self.state.update(cancelling=True)  # a probe in progress stops at once
-        if self.controller.active and not self.controller.attached:  # an attached run goes on without us
+        if self._run_holds_close():
             if not self.state.closing:
                 if self.ask_before_close and not self.confirm_stop_on_close():
                     event.ignore()
                     return
-                self.state.update(closing=True)
-                self.log_pane.add_message("state", "stopping the run before closing…", who="session")
-                self.controller.stop()
-                self.update_actions()
-            # Close once run_ended arrives: the GUI keeps painting while workers finish.
-            event.ignore()
-            return
+            # The run may have ended (finished, failed, stopped from outside, its process killed) while the
+            # question was open: run_ended has come and gone, and nothing would close the window.
+            if self._run_holds_close():
+                if not self.state.closing:
+                    self.state.update(closing=True)
+                    self.log_pane.add_message("state", "stopping the run before closing…", who="session")
+                    self.controller.stop()
+                    self.update_actions()
+                # Close once run_ended arrives: the GUI keeps painting while workers finish.
+                event.ignore()
+                return
         self._save_settings()
         self.panel.shutdown()
         self.runs_view.wait(5.0)

@@ -181,6 +181,8 @@ class LiveRun(QObject):
             self.progress = None
             w.run_status.show_progress("Not started")
         w.update_actions()
+        if w.state.closing:  # asked to close while it was starting: nothing runs now
+            QTimer.singleShot(0, w.close)
 
     @Slot(object)
     def _on_run_started(self, session: RunHandle) -> None:

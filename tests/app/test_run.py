@@ -5,6 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -144,6 +147,52 @@ def test_closing_mid_run_asks_then_stops_and_leaves_no_process(
     assert asked == [True, True]
     qtbot.waitUntil(lambda: not window.isVisible(), timeout=30_000)
     assert window.controller.state == "stopped"
+    assert live_children() == []
+
+
+def _end_by_itself(qtbot: Any, window: Any, how: str) -> None:
+    """End the window's run in one of the ways a run ends without the window asking."""
+    if how == "stopped from the command line":
+        qtbot.waitUntil(lambda: window.controller.state == "running", timeout=60_000)
+        run_dir = window.controller.run_dir
+        assert run_dir is not None
+        done = subprocess.run([sys.executable, "-m", "core", "stop", str(run_dir)], capture_output=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+    elif how == "its process killed":
+        qtbot.waitUntil(lambda: window.controller.state == "running" and bool(window.controller.worker_pids()), timeout=60_000)
+        for pid in window.controller.worker_pids():
+            os.kill(pid, signal.SIGKILL)
+    wait_end(qtbot, window, timeout=120_000)
+
+
+ENDINGS = {
+    "finished": Config().replace("data", source="builtin:iris").replace("train", epochs=3),
+    "failed": long_config(epochs=50).replace("optim", lr=100.0, momentum=0.99).replace("train", on_divergence="fail"),
+    "stopped from the command line": long_config(),
+    "its process killed": long_config(),
+}
+
+
+@pytest.mark.parametrize("how", list(ENDINGS))
+def test_a_run_that_ends_while_the_close_question_is_open_leaves_a_window_that_closes(
+    qtbot: Any, make_window: Any, live_children: Any, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    window = make_window()
+    window.panel.set_config(ENDINGS[how])
+    window.action_start.trigger()
+    window.ask_before_close = True
+    ended_as: list[str] = []
+
+    def answer_yes_once_the_run_has_ended() -> bool:
+        _end_by_itself(qtbot, window, how)  # the question's own event loop goes on meanwhile
+        ended_as.append(window.controller.state)
+        return True
+
+    monkeypatch.setattr(window, "confirm_stop_on_close", answer_yes_once_the_run_has_ended)
+    window.close()
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=30_000)
+    expected = {"finished": "finished", "failed": "failed", "stopped from the command line": "stopped"}
+    assert ended_as == [expected.get(how, "failed")]
     assert live_children() == []
 
 

@@ -59,7 +59,8 @@ def _number(pattern: str, text: str) -> int:
 
 def test_a_stopped_run_says_one_count_of_epochs_everywhere(qtbot: Any, make_window: Any) -> None:
     window = make_window()
-    seen = _run_and_stop(qtbot, window, _tiny(workers=2), lambda p: p.stats.eval_epoch >= 3)
+    # Waits for the state the assertions need: every worker (the slowest too) has completed two epochs.
+    seen = _run_and_stop(qtbot, window, _tiny(workers=2), lambda p: p.stats.epochs_done(range(2)) >= 2)
     summary = seen["summary"]
     done = summary["epochs_done"]
     assert _number(r"^(\d+) of 5000 epochs", seen["bar"]) == done, seen["bar"]
