@@ -155,7 +155,7 @@ def _torchrun_session(args: argparse.Namespace) -> Any:
         start = tr.broadcast(None)
         if start is None:  # rank 0 could not set up the run and says why
             return None
-        code = tr.run_other_rank(start["config"], start["fields"][rank])
+        code = tr.run_other_rank(start["config"], start["fields"][rank], Path(args.runs_dir))
         if code:
             raise SystemExit(code)
         return None

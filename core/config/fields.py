@@ -247,7 +247,25 @@ def check_model_kind(f: Field, value: Any) -> str:
         if not sep or not path or not func.isidentifier():
             raise fail(f.key, "custom:PATH.py:FUNCTION", value)
         return value
-    return choose(f.key, value, f.choices + ("custom:PATH.py:FUNCTION",))
+    if value.startswith("timm:"):
+        name = value[len("timm:") :]
+        if not name or not all(c.isalnum() or c in "._-" for c in name):
+            raise fail(f.key, "timm:ARCHITECTURE (a name timm knows, e.g. timm:resnet18.a1_in1k)", value)
+        return value
+    return choose(f.key, value, f.choices + ("custom:PATH.py:FUNCTION", "timm:ARCHITECTURE"))
+
+
+def check_weights(f: Field, value: Any) -> str:
+    """hub, none, or a path to a .safetensors or .pth file (its existence is checked when the model is built)."""
+    value = check_str(f, value)
+    if value in f.choices:
+        return value
+    if not value.lower().endswith(WEIGHTS_SUFFIXES):
+        raise fail(f.key, "hub, none or the path of a " + " or ".join(WEIGHTS_SUFFIXES) + " file", value)
+    return value
+
+
+WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".pt", ".bin")
 
 
 def check_device(f: Field, value: Any) -> str:

@@ -30,6 +30,7 @@ from core.config.fields import (
     check_source,
     check_str,
     check_strings,
+    check_weights,
     key,
 )
 from core.metric_names import METRICS
@@ -38,6 +39,8 @@ from core.strategies.registry import NAMES as STRATEGIES
 OPTIMIZERS = ("sgd", "adam", "adamw")
 ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
 MODEL_KINDS = ("linear", "mlp", "cnn")
+WEIGHTS = ("hub", "none")  # or a path (core.config.fields.check_weights)
+FINETUNE = ("head", "full")
 DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
 SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
 MONITORED = ("auto", "val_loss", "val_accuracy")
@@ -102,7 +105,11 @@ class DataConfig(Section):
 class ModelConfig(Section):
     searchable = True
     kind: str = key(
-        "mlp", check_model_kind, "model_kind", choices=MODEL_KINDS, help="linear | mlp | cnn | custom:PATH.py:FUNCTION"
+        "mlp",
+        check_model_kind,
+        "model_kind",
+        choices=MODEL_KINDS,
+        help="linear | mlp | cnn | custom:PATH.py:FUNCTION | timm:ARCHITECTURE (a pretrained backbone)",
     )
     hidden: tuple[int, ...] = key(
         (256, 256), check_ints, "ints", bounds=(1, 65536), help="Widths of the hidden layers, e.g. 256, 256"
@@ -112,6 +119,11 @@ class ModelConfig(Section):
     channels: tuple[int, ...] = key(
         (16, 32), check_some_ints, "ints", bounds=(1, 4096), help="Channels of the convolution blocks, e.g. 16, 32"
     )  # cnn only
+    # timm only: where the backbone's weights come from: hub (huggingface_hub's cache, downloaded once), none
+    # (random), or a .safetensors / .pth file in timm's key layout
+    weights: str = key("hub", check_weights, "str", choices=WEIGHTS, help="hub | none | PATH.safetensors")
+    # timm only: head (the backbone frozen, its features computed once and cached) | full (every layer trains)
+    finetune: str = _choice("head", FINETUNE, "head: train the classifier on cached features; full: every layer")
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,8 @@ class OptimConfig(Section):
     lr: float = key(0.05, check_float, "float", bounds=LR, help="Learning rate, e.g. 0.05 or 1e-3", effect="optimizer")
     momentum: float = _float(0.9, 0.0, 0.999, "SGD momentum")
     weight_decay: float = _float(0.0, 0.0, 10.0, effect="optimizer")
+    # a pretrained backbone's rate, as a share of optim.lr (model.finetune = "full")
+    backbone_lr_mult: float = _float(0.1, 0.0, 10.0, "The backbone's learning rate as a share of optim.lr")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from core.data.describe import (
     propose_target,
 )
 from core.data.images import IMAGE_SUFFIXES, decode_image
-from core.data.info import DatasetInfo, ImageSplit, PreparedData, Split, TensorSplit
+from core.data.info import DatasetInfo, FeatureSplit, ImageInput, ImageSplit, PreparedData, Split, TensorSplit
 from core.data.prepare import fit_table, load_data
 from core.data.raw import RawSource
 from core.data.sources import BUILTIN_DATASETS, read_source
@@ -26,6 +26,8 @@ from core.data.split import random_split, stratified_split
 __all__ = [
     "BUILTIN_DATASETS",
     "DatasetInfo",
+    "FeatureSplit",
+    "ImageInput",
     "IMAGE_SUFFIXES",
     "ImageBatches",
     "ImageDataset",

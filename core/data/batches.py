@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from core.data.images import decode_image
-from core.data.info import DatasetInfo, ImageSplit, Split, TensorSplit
+from core.data.info import DatasetInfo, FeatureSplit, ImageSplit, Split, TensorSplit
 from core.host.lifeline import loader_worker_init
 
 
@@ -103,6 +103,8 @@ def make_batches(
     split: Split, info: DatasetInfo, batch_size: int, loader_workers: int, augment: Any = None
 ) -> TensorBatches | ImageBatches:
     """Training batches; ``augment`` (core.training.augment) changes training images only."""
+    if isinstance(split, FeatureSplit):  # a frozen backbone's features: no image left to augment
+        return TensorBatches(split, batch_size)
     if isinstance(split, TensorSplit):
         return TensorBatches(split, batch_size, augment, info.image_shape)
     return ImageBatches(split, info, batch_size, loader_workers, augment)

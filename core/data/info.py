@@ -144,6 +144,24 @@ class TensorSplit:
 
 
 @dataclass(frozen=True)
+class FeatureSplit(TensorSplit):
+    """A frozen backbone's features of image files (N, D), computed once: trained on as they are (no
+    augmentation can change them); ``paths`` are the images they came from."""
+
+    paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """Images as a pretrained network takes them, in place of the data's own size and statistics."""
+
+    shape: tuple[int, int, int]  # (C, H, W)
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    what: str  # who asks, for errors: 'model.kind = "timm:NAME"'
+
+
+@dataclass(frozen=True)
 class ImageSplit:
     """Image files decoded on demand."""
 

@@ -18,7 +18,7 @@ import torch
 
 from core.config import DataConfig
 from core.data.images import image_stats
-from core.data.info import DatasetInfo, ImageSplit, PreparedData, Split, TensorSplit
+from core.data.info import DatasetInfo, ImageInput, ImageSplit, PreparedData, Split, TensorSplit
 from core.data.raw import RawSource, where
 from core.data.sources import read_source
 from core.data.split import random_split, stratified_split
@@ -63,12 +63,19 @@ def _split(raw: RawSource, cfg: DataConfig, seed: int) -> tuple[np.ndarray, np.n
     return stratified_split(raw.y, cfg.val_fraction, seed)
 
 
-def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "auto") -> PreparedData:
+def load_data(
+    cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "auto", images: ImageInput | None = None
+) -> PreparedData:
     """Load, split and standardise a source; tensors go to shared memory when ``share``.
 
-    ``task`` is ``train.task``: a table's target is classes or a number (auto: by its values).
+    ``task`` is ``train.task``: a table's target is classes or a number (auto: by its values). ``images``: the
+    size and statistics a pretrained network takes its images with (core.training.backbones.image_input).
     """
     raw = read_source(cfg, task)
+    if images is not None:
+        if raw.paths is None:
+            raise DataError(f'data: {cfg.source}: {images.what} takes image files (data.source = "images:DIR")')
+        raw.image_shape = images.shape
     check_stop()  # a read asks between its blocks; so do the steps after it
     n = int(raw.y.shape[0])
     if n < 2:
@@ -110,7 +117,9 @@ def load_data(cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "a
     )
     if raw.paths is not None:
         assert raw.image_shape is not None
-        if cfg.standardize:
+        if images is not None:
+            mean, std = list(images.mean), list(images.std)
+        elif cfg.standardize:
             mean, std = image_stats([raw.paths[i] for i in train_idx], raw.image_shape, seed)
         else:
             mean, std = [0.0] * raw.image_shape[0], [1.0] * raw.image_shape[0]

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from core.config import Config
 from core.host.machine import keep_freed_memory
@@ -332,21 +332,27 @@ def broadcast(obj: Any, what: str = "rank 0's start of the run") -> Any:
     return box[0]
 
 
-def run_other_rank(cfg: Config, start: dict[str, Any]) -> int:
+def run_other_rank(cfg: Config, start: dict[str, Any], runs_dir: Path) -> int:
     """A rank other than 0: train in this process; records go to rank 0 through the group."""
     import torch
 
     from core.data import load_data
+    from core.launchers.local import get_context
+    from core.training.backbones import BackboneNet, frozen_backbone, image_input, start_pretrained
+    from core.training.features import with_features
     from core.training.models import build_model
 
     spec = dataclasses.replace(torchrun_spec(cfg), gather_records=True, **start)
     torch.set_num_threads(spec.threads)
     keep_freed_memory()
-    data = load_data(spec.config.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
+    data = load_data(spec.config.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
     # the weights do not matter: DistributedDataParallel starts every rank from rank 0's
     model = build_model(
         spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape, data.info.categories
     )
+    if frozen_backbone(cfg.model):  # but the features do: this rank's come from the pretrained backbone too
+        start_pretrained(cfg.model, [model])
+        data, _ = with_features(data, cast(BackboneNet, model), cfg.model.kind, runs_dir, 1, 0, get_context())
     run_event = threading.Event()
     run_event.set()
     word = _Word()

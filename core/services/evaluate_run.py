@@ -53,6 +53,7 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     """Evaluate a past run's checkpoint (last or best) on its validation split; write eval.json and summary.json."""
     from core.config import from_dict
     from core.data import load_data
+    from core.training.backbones import image_input
     from core.training.checkpoint import checkpoint_file, load_checkpoint, model_from_checkpoint
 
     run_dir = Path(run_dir).expanduser()
@@ -61,7 +62,7 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     ckpt = load_checkpoint(checkpoint_file(run_dir, checkpoint, "evaluate"))
     model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
     _check_same_data(data, ckpt["info"], run_dir)
     full = evaluate_split(model, data)
     full["checkpoint"] = {"which": checkpoint, "epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
@@ -79,6 +80,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
 
     from core.config import from_dict
     from core.data import ImageSplit, decode_image, load_data
+    from core.training.backbones import image_input
     from core.training.checkpoint import load_checkpoint
 
     items = full.get("misclassified", [])[:limit]
@@ -95,7 +97,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
             out.append((_to_uint8(decode_image(it["path"], shape)), _caption(it)))
         return out
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
     if isinstance(data.val, ImageSplit):
         return []
     x = data.val.x.numpy()

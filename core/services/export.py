@@ -93,12 +93,13 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
 
     from core.config import from_dict
     from core.data import ImageSplit, full_tensors, load_data
+    from core.training.backbones import image_input
 
     info = data["info"]
     shape = tuple(int(s) for s in info["input_shape"])
     try:
         cfg = from_dict(data["config"])
-        prepared = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
+        prepared = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
         val = prepared.val
         if isinstance(val, ImageSplit):
             val = ImageSplit(val.paths[:rows], val.labels[:rows])

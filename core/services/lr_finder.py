@@ -95,21 +95,22 @@ def find_lr(
 
     from core.data import load_data, make_batches
     from core.errors import UserError
+    from core.training.backbones import image_input
     from core.training.models import build_model
-    from core.worker.trainer import make_optimizer
+    from core.worker.trainer import make_optimizer, set_lr
 
     if not (0 < start < end) or steps < 5:
         raise UserError(
             f"lr-find: needs 0 < start < end and at least 5 steps, got start {start:g}, end {end:g}, steps {steps}"
         )
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task)
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
     info = data.info
     torch.manual_seed(cfg.train.seed)
     if model is None:
         model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
     net = copy.deepcopy(model)  # the caller's weights stay as they are
     net.train()
-    opt = make_optimizer(net.parameters(), cfg.optim, start)
+    opt = make_optimizer(net, cfg.optim, start)
     batches = make_batches(data.train, info, cfg.train.batch_size, 0)
     from core.training.losses import make_loss
 
@@ -124,8 +125,7 @@ def find_lr(
     while step < steps and not stopped_early:
         for xb, yb in batches.epoch(torch.randperm(len(data.train), generator=gen)):
             lr = start * factor**step
-            for group in opt.param_groups:
-                group["lr"] = lr
+            set_lr(opt, lr)
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(net(xb), yb)
             value = loss.item()

@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -34,9 +34,9 @@ from torch import nn
 from core.config import Config, to_toml
 from core.data import DatasetInfo, load_data
 from core.errors import ModelError, RunError
-from core.host.machine import freed_memory_given_back
+from core.host.machine import freed_memory_given_back, usable_cores
 from core.launchers.base import Launcher
-from core.launchers.local import LocalLauncher
+from core.launchers.local import LocalLauncher, get_context
 from core.readers import ReadStopped, stop_reading_when
 from core.runfiles.control_file import ControlWatcher
 from core.runfiles.layout import RunDir
@@ -54,7 +54,9 @@ from core.session.reading.stats import RunStats
 from core.session.start_point import StartPoint, fork_point, resume_point
 from core.session.state import ENDED, RunState
 from core.strategies import get_strategy
+from core.training.backbones import BackboneNet, frozen_backbone, image_input, is_timm, start_pretrained
 from core.training.checkpoint import load_weights
+from core.training.features import FeatureCount, with_features
 from core.training.models import build_model, count_parameters
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP
 from core.worker.position import Position
@@ -89,6 +91,7 @@ class Session:
         self.error: str | None = None
         self.num_workers = self.strategy.num_workers
         self.num_parameters = 0
+        self.features: FeatureCount | None = None  # a frozen backbone's features: computed or from the cache
         self.stats = RunStats()
         self.best: dict[str, Any] | None = None  # the run's best evaluation: value, worker, epoch
         self.stop_reason: str | None = None  # why a run ended early yet finished (early stopping)
@@ -233,8 +236,20 @@ class Session:
         # a stop now ends the read between its blocks; what loading frees goes back to the system (the data is
         # held once, in its tensor)
         with stop_reading_when(lambda: self._ctx.desired == STOP), freed_memory_given_back():
-            data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task)
+            data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task, images=image_input(cfg))
         models = _build_models(cfg, data.info, self.strategy.num_models, self._ctx.start)
+        features = None
+        if frozen_backbone(cfg.model):  # only the head trains: on the backbone's features, computed once
+            with stop_reading_when(lambda: self._ctx.desired == STOP):
+                data, features = with_features(
+                    data,
+                    cast(BackboneNet, models[0]),
+                    cfg.model.kind,
+                    Path(self.runs_dir),
+                    usable_cores(),
+                    cfg.data.loader_workers,
+                    get_context(),
+                )
         self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)
         self.num_parameters = count_parameters(models[0])
         self._ctx.data, self._ctx.models, self.info = data, models, data.info
@@ -251,6 +266,9 @@ class Session:
         )
         self.launcher.attach(run_dir)
         notes = _data_notes(data.info)
+        if features is not None:
+            notes.append(("info", features.describe()))
+            self.features = features
         if notes:  # "topic": the command line shows these at the start, whatever their level
             self._emit([log_record(None, level, message, topic="data") for level, message in notes])
         if continues is None:  # a run that fails before its first checkpoint restarts from here
@@ -429,4 +447,7 @@ def _build_models(cfg: Config, info: DatasetInfo, n_models: int, start: StartPoi
             load_weights(m, states[i], start.where)
         m.share_memory()
         models.append(m)
+    fresh = [m for m, state in zip(models, states) if state is None]
+    if fresh and is_timm(cfg.model.kind):  # a new run starts from the pretrained backbone
+        start_pretrained(cfg.model, fresh)
     return models

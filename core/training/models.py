@@ -1,4 +1,4 @@
-"""Model builders: linear, mlp, cnn and custom:PATH.py:FUNCTION.
+"""Model builders: linear, mlp, cnn, custom:PATH.py:FUNCTION and timm:NAME (core.training.backbones).
 
 A model is rebuilt anywhere from ``(ModelConfig, input_shape, num_classes,
 image_shape)``, which the checkpoint and exports carry.
@@ -19,6 +19,7 @@ from torch import nn
 
 from core.config import ModelConfig
 from core.errors import ModelError
+from core.training.backbones import build_backbone_net, is_timm
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
@@ -169,6 +170,10 @@ def build_model(
         if tuple(input_shape) != shape:  # flat samples (digits): restore the image shape first
             layers.insert(0, nn.Unflatten(1, shape))
         return nn.Sequential(*layers)
+    if is_timm(cfg.kind):
+        return build_backbone_net(
+            cfg, image_shape or (tuple(input_shape) if len(input_shape) == 3 else None), num_classes
+        )
     return _build_custom(cfg.kind, input_shape, num_classes)
 
 

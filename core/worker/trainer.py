@@ -43,6 +43,7 @@ from core.runfiles.records import (
 )
 from core.strategies.base import Strategy
 from core.training.augment import make_augment
+from core.training.backbones import BackboneNet
 from core.training.checkpoint import state_from_bytes, state_to_bytes
 from core.training.losses import eval_metrics, eval_stats, make_loss
 from core.training.precision import precision_for
@@ -71,16 +72,38 @@ class Diverged(Exception):
 FUSED_DEVICES = ("cpu", "cuda")  # where torch's fused SGD, Adam and AdamW kernels run
 
 
-def make_optimizer(params: Any, cfg: OptimConfig, lr: float) -> torch.optim.Optimizer:
-    """The configured optimizer, with torch's fused kernel where every parameter allows it: the same update rule,
-    computed in one pass per parameter (faster steps on CPU: bench/optimizer_step.py)."""
-    params = list(params)
+def make_optimizer(model: nn.Module, cfg: OptimConfig, lr: float) -> torch.optim.Optimizer:
+    """The configured optimizer over the trainable parameters, with torch's fused kernel where every parameter
+    allows it: the same update rule, computed in one pass per parameter (faster steps on CPU:
+    bench/optimizer_step.py). A pretrained backbone's parameters learn at ``optim.backbone_lr_mult`` times
+    the rate (a group's ``lr_mult``, which :func:`set_lr` keeps)."""
+    groups = param_groups(getattr(model, "module", model), cfg)
+    params = [p for g in groups for p in g["params"]]
     fused = bool(params) and all(p.is_floating_point() and p.device.type in FUSED_DEVICES for p in params)
+    for g in groups:
+        g["lr"] = lr * g["lr_mult"]
     if cfg.name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused)
+        return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, fused=fused)
     if cfg.name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=cfg.weight_decay, fused=fused)
-    return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay, fused=fused)
+        return torch.optim.Adam(groups, lr=lr, weight_decay=cfg.weight_decay, fused=fused)
+    return torch.optim.AdamW(groups, lr=lr, weight_decay=cfg.weight_decay, fused=fused)
+
+
+def param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict[str, Any]]:
+    """The trainable parameters; a pretrained backbone's in a group of their own, after the head's."""
+    if isinstance(model, BackboneNet):
+        groups: list[dict[str, Any]] = [{"params": list(model.head.parameters()), "lr_mult": 1.0}]
+        backbone = [p for p in model.backbone.parameters() if p.requires_grad]
+        if backbone:
+            groups.append({"params": backbone, "lr_mult": cfg.backbone_lr_mult})
+        return groups
+    return [{"params": [p for p in model.parameters() if p.requires_grad], "lr_mult": 1.0}]
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The run's rate, times each group's own share of it."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_mult", 1.0)
 
 
 def epoch_indices(n: int, epoch: int, seed: int, rank: int, world: int) -> torch.Tensor:
@@ -124,7 +147,7 @@ class Trainer:
         self.shared = bind_shared_model(spec, data, shared[strategy.model_index(rank)])
         self.collectives = strategy.collectives(self.device)  # the ranks this worker steps with
         self.model, self.net = self.collectives.wrap_model(self.shared, self.device)
-        self.optimizer = make_optimizer(self.model.parameters(), cfg.optim, strategy.worker_lr(rank))
+        self.optimizer = make_optimizer(self.model, cfg.optim, strategy.worker_lr(rank))
         self.shard_rank, self.shard_world = strategy.shard(rank)
         self.batches = make_batches(
             data.train,
@@ -135,8 +158,8 @@ class Trainer:
         )
         if spec.optimizer_state is not None:
             self.optimizer.load_state_dict(state_from_bytes(spec.optimizer_state))
-            for group in self.optimizer.param_groups:  # the config's (a fork may have changed them)
-                group["lr"] = strategy.worker_lr(rank)
+            set_lr(self.optimizer, strategy.worker_lr(rank))  # the config's (a fork may have changed them)
+            for group in self.optimizer.param_groups:
                 group["weight_decay"] = cfg.optim.weight_decay
         if spec.rng_state is not None:
             torch.set_rng_state(state_from_bytes(spec.rng_state))
@@ -154,8 +177,7 @@ class Trainer:
         self._lr_factor = start.lr_factor  # what recoveries from a diverged loss left of this worker's rate
         self._base_lr = strategy.worker_lr(rank) * self._lr_factor  # the schedule's base; a live change replaces it
         if self._lr_factor != 1.0:
-            for group in self.optimizer.param_groups:
-                group["lr"] = self._base_lr
+            set_lr(self.optimizer, self._base_lr)
         self._lr = float(self.optimizer.param_groups[0]["lr"])
         self._scheduled = scheduled(cfg.schedule)
         self.monitor = selection_metric(cfg, data.info.task, data.info.imbalanced)  # what "best" means here
@@ -243,8 +265,8 @@ class Trainer:
 
     def _retune_optimizer(self) -> None:
         lr = self._base_lr = self.strategy.worker_lr(self.spec.rank) * self._lr_factor  # a schedule goes on
+        set_lr(self.optimizer, lr)
         for group in self.optimizer.param_groups:
-            group["lr"] = lr
             group["weight_decay"] = self.config.optim.weight_decay
         self._lr = lr
 
@@ -298,8 +320,7 @@ class Trainer:
         scale = self._plateau.scale if self._plateau else 1.0
         lr = lr_at(self.config.schedule, self._base_lr, self.step, self.epoch, progress, scale)
         if lr != self._lr:
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
+            set_lr(self.optimizer, lr)
             self._lr = lr
 
     def _send_snapshot(self) -> None:
@@ -445,8 +466,7 @@ class Trainer:
         self._lr_factor /= LR_DIVISOR
         self._base_lr /= LR_DIVISOR
         self._lr = self._lr / LR_DIVISOR
-        for group in self.optimizer.param_groups:
-            group["lr"] = self._lr
+        set_lr(self.optimizer, self._lr)
         self._emit_step(force=True)
         self.out.add(recovery_record(self.spec.rank, self.epoch, self.step, old_lr, self._lr, value, back_to))
         what = (

@@ -1,0 +1,221 @@
+"""A frozen backbone's features of image files: computed once, by several processes, and cached on disk.
+
+``model.finetune = "head"`` trains only a linear head; the backbone's output for an image never changes, so it
+is computed once per file and kept under the runs folder (``<runs>/.features/<key>/``), the key naming the
+backbone, its weights (their digest) and the preprocessing. A file is known by its path, size and
+modification time: a second run on the same folder computes nothing, and a changed or added file computes only
+itself. The cache is written aside and renamed under a lock, so it never holds half an update.
+
+The images missing from the cache are cut into one shard per process; each process (from the launcher's
+context, like a training worker) decodes its images in its own DataLoader processes and runs the backbone
+(shared with the session, not copied) under ``torch.inference_mode``, writing into one shared tensor.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.data import DatasetInfo, FeatureSplit, ImageDataset, ImageSplit, PreparedData
+from core.errors import DataError, RunError
+from core.host.lifeline import set_pdeathsig
+from core.readers import check_stop
+from core.training.backbones import BackboneNet, weights_digest
+
+CACHE_FOLDER = ".features"
+FORMAT = 1  # bumped when what a feature is computed from changes (the decoding, the layout)
+BATCH = 32
+
+
+@dataclass(frozen=True)
+class FeatureCount:
+    computed: int  # images run through the backbone by this call
+    cached: int  # images whose features came from the cache
+    seconds: float
+    folder: Path
+
+    def describe(self) -> str:
+        total = self.computed + self.cached
+        return (
+            f"backbone features of {total:,} images: {self.computed:,} computed, {self.cached:,} from the cache "
+            f"({self.folder}) in {self.seconds:.1f} s"
+        )
+
+
+def cache_key(kind: str, net: BackboneNet, info: DatasetInfo) -> str:
+    """What a cached feature depends on: the backbone, its weights, the image size and statistics."""
+    what = {"format": FORMAT, "kind": kind, "weights": weights_digest(net), "shape": list(info.input_shape)}
+    what |= {"mean": [round(m, 6) for m in info.mean], "std": [round(s, 6) for s in info.std]}
+    name = kind.split(":", 1)[-1].replace("/", "_")
+    return f"{name}-{hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]}"
+
+
+def with_features(
+    data: PreparedData, net: BackboneNet, kind: str, runs_dir: Path, processes: int, loader_workers: int, context: Any
+) -> tuple[PreparedData, FeatureCount]:
+    """``data`` with both splits replaced by the backbone's features of their images (in shared memory), from
+    the cache under ``runs_dir`` or computed."""
+    if not isinstance(data.train, ImageSplit) or not isinstance(data.val, ImageSplit):
+        raise DataError("data: a frozen backbone's features are computed from image files")
+    t0 = time.perf_counter()
+    cache = runs_dir / CACHE_FOLDER / cache_key(kind, net, data.info)
+    paths = list(data.train.paths) + list(data.val.paths)
+    feats, computed = cached_features(net, paths, data.info, cache, processes, loader_workers, context)
+    x = torch.from_numpy(feats).share_memory_()
+    k = len(data.train)
+
+    def split(rows: slice, src: ImageSplit) -> FeatureSplit:
+        y = torch.tensor(src.labels, dtype=torch.long).share_memory_()
+        return FeatureSplit(x[rows], y, paths=src.paths)
+
+    prepared = PreparedData(data.info, split(slice(0, k), data.train), split(slice(k, None), data.val))
+    count = FeatureCount(computed, len(paths) - computed, time.perf_counter() - t0, cache)
+    return prepared, count
+
+
+def cached_features(
+    net: BackboneNet,
+    paths: Sequence[str],
+    info: DatasetInfo,
+    cache: Path,
+    processes: int,
+    loader_workers: int,
+    context: Any,
+) -> tuple[np.ndarray, int]:
+    """The features of ``paths`` (N, D) and how many had to be computed."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with _locked(cache):
+        index, stored = _read(cache)
+        keys = [_file_key(p) for p in paths]
+        rows = [index.get(k) for k in keys]
+        missing = [i for i, r in enumerate(rows) if r is None]
+        fresh = compute(net, [paths[i] for i in missing], info, processes, loader_workers, context) if missing else None
+        dim = int(fresh.shape[1]) if fresh is not None else int(stored.shape[1]) if stored is not None else 0
+        out = np.empty((len(paths), dim), dtype=np.float32)
+        if stored is not None:
+            have = [(i, r) for i, r in enumerate(rows) if r is not None]
+            if have:
+                out[[i for i, _ in have]] = stored[[r for _, r in have]]
+        if fresh is not None:
+            out[missing] = fresh
+            _append(cache, index, stored, [keys[i] for i in missing], fresh)
+    return out, len(missing)
+
+
+def compute(
+    net: BackboneNet, paths: Sequence[str], info: DatasetInfo, processes: int, loader_workers: int, context: Any
+) -> np.ndarray:
+    """The backbone's features of ``paths``, computed by ``processes`` processes into one shared tensor."""
+    with torch.inference_mode():
+        dim = int(net.features(torch.zeros(1, *info.input_shape)).shape[-1])
+    out = torch.empty((len(paths), dim), dtype=torch.float32).share_memory_()
+    processes = max(1, min(processes, len(paths)))
+    threads = max(1, (os.cpu_count() or 1) // processes)
+    shards = np.array_split(np.arange(len(paths)), processes)
+    procs = []
+    for shard in shards:
+        args = (net, [paths[i] for i in shard], int(shard[0]), info, out, threads, loader_workers, os.getpid())
+        p = context.Process(target=_extract, args=args, name="traindesk-features", daemon=False)
+        p.start()
+        procs.append(p)
+    try:
+        while any(p.is_alive() for p in procs):
+            check_stop()  # a Stop or Ctrl-C while features are computed
+            for p in procs:
+                p.join(0.1)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+            p.join()
+    failed = [p.exitcode for p in procs if p.exitcode != 0]
+    if failed:
+        raise RunError(f"computing the backbone's features failed: a process exited with code {failed[0]}")
+    return out.numpy()
+
+
+def _extract(
+    net: BackboneNet,
+    paths: list[str],
+    start: int,
+    info: DatasetInfo,
+    out: torch.Tensor,
+    threads: int,
+    loader_workers: int,
+    parent: int,
+) -> None:
+    set_pdeathsig()
+    if os.getppid() != parent and os.getppid() == 1:
+        os._exit(0)
+    torch.set_num_threads(threads)
+    dataset = ImageDataset(ImageSplit(tuple(paths), (0,) * len(paths)), info)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_size=BATCH, num_workers=loader_workers, persistent_workers=False, shuffle=False
+    )
+    net.eval()
+    row = start
+    with torch.inference_mode():
+        for xb, _ in loader:
+            f = net.features(xb)
+            out[row : row + len(f)] = f
+            row += len(f)
+
+
+# -- the cache on disk ------------------------------------------------------------------------------------------
+def _file_key(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        raise DataError(f"data: image file not found: {path}") from None
+    return f"{os.path.abspath(path)}|{st.st_size}|{st.st_mtime_ns}"
+
+
+@contextmanager
+def _locked(folder: Path) -> Any:
+    with open(folder / "lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # two runs on one folder update it in turn
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _read(folder: Path) -> tuple[dict[str, int], np.ndarray | None]:
+    index_file, array_file = folder / "index.json", folder / "features.npy"
+    if not index_file.exists() or not array_file.exists():
+        return {}, None
+    try:
+        index = json.loads(index_file.read_text())["files"]
+        stored = np.load(array_file, mmap_mode="r")
+    except (OSError, ValueError, KeyError, TypeError):  # unreadable: computed again and written anew
+        return {}, None
+    if any(not isinstance(r, int) or r >= len(stored) for r in index.values()):
+        return {}, None
+    return index, stored
+
+
+def _append(folder: Path, index: dict[str, int], stored: np.ndarray | None, keys: list[str], fresh: np.ndarray) -> None:
+    base = 0 if stored is None else len(stored)
+    merged = fresh if stored is None else np.concatenate([np.asarray(stored), fresh])
+    index = dict(index) | {k: base + i for i, k in enumerate(keys)}
+    for name, write in (
+        ("features.npy", lambda fh: np.save(fh, merged)),
+        ("index.json", lambda fh: fh.write(json.dumps({"files": index}).encode())),
+    ):  # the array first: the index never names a row the array lacks
+        tmp = folder / f".{name}.tmp"
+        with open(tmp, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, folder / name)
