@@ -1,0 +1,85 @@
+"""What a new user's walk through the config panel with real tables found: the parameter count is the run's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.config import Config
+
+PENGUIN_COLUMNS = ("bill_length_mm", "island", "sex", "body_mass_g", "species")
+
+
+def _penguins_csv(path: Path, rows: int = 60) -> Path:
+    """Two numbers, two text categories (one with empty cells), a text target."""
+    lines = [",".join(PENGUIN_COLUMNS)]
+    for i in range(rows):
+        sex = "" if i % 13 == 0 else ("male", "female")[i % 2]
+        species = ("Adelie", "Gentoo", "Chinstrap")[i % 3]
+        lines.append(f"{39 + i * 0.1:.1f},{('Biscoe', 'Dream', 'Torgersen')[i % 3]},{sex},{3000 + i * 20},{species}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _diamonds_csv(path: Path, rows: int = 60) -> Path:
+    """Numbers, three text categories and an integer price."""
+    lines = ["carat,cut,color,clarity,depth,price"]
+    for i in range(rows):
+        carat = 0.3 + i * 0.05
+        cut, color, clarity = ("Fair", "Good", "Ideal", "Premium")[i % 4], "DEFGHIJ"[i % 7], ("SI1", "VS1", "IF")[i % 3]
+        lines.append(f"{carat:.2f},{cut},{color},{clarity},{60 + i % 5 * 0.5:.1f},{int(400 + 2900 * carat)}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _settled(qtbot: Any, panel: Any) -> None:
+    """The panel's description and count are done, and no change is waiting to start another."""
+
+    def idle() -> bool:
+        return not panel._refresh_timer.isActive() and not panel._calls.busy
+
+    qtbot.waitUntil(idle, timeout=30_000)
+    qtbot.waitUntil(lambda: not panel.model.label_model_params.text().startswith("Counting"), timeout=30_000)
+    qtbot.waitUntil(idle, timeout=30_000)
+
+
+def _clipped(window: Any) -> list[str]:
+    """The panel's visible widgets that do not lie wholly inside its scroll area's view, sideways."""
+    from PySide6.QtCore import QCoreApplication, QPoint
+    from PySide6.QtWidgets import QScrollArea, QWidget
+
+    QCoreApplication.processEvents()  # the layouts' pending requests
+    view = window.findChild(QScrollArea, "config_scroll").viewport()
+    out = []
+    for w in window.panel.findChildren(QWidget):
+        x = w.mapTo(view, QPoint(0, 0)).x()
+        if w.isVisible() and not 0 <= x <= x + w.width() <= view.width():
+            out.append(f"{type(w).__name__} {w.objectName()!r}: x {x}, width {w.width()} in {view.width()}")
+    return out
+
+
+def _first_run(**model: Any) -> Config:
+    """The first-run settings' shape: a CNN on the built-in digits (small, to count fast)."""
+    return Config().replace("model", kind="cnn", channels=(8, 16), hidden=(32,), **model)
+
+
+# -- 6: one parameter count ------------------------------------------------------------------------
+@pytest.mark.parametrize("table", ["penguins", "diamonds"])
+def test_the_parameter_count_is_the_runs(qtbot: Any, make_window: Any, tmp_path: Path, table: str) -> None:
+    from core.data import load_data
+    from core.training.models import build_model, count_parameters
+
+    path = (_penguins_csv if table == "penguins" else _diamonds_csv)(tmp_path / f"{table}.csv")
+    cfg = Config().replace("data", source=f"csv:{path}", target="species" if table == "penguins" else "price")
+    info = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task).info  # as the run loads it
+    assert info.categories  # category features: their embeddings are parameters too
+    run = count_parameters(
+        build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
+    )
+    window = make_window()
+    window.panel.set_config(cfg)
+    qtbot.waitUntil(lambda: window.panel.model.label_model_params.text().endswith(" parameters"), timeout=30_000)
+    _settled(qtbot, window.panel)
+    assert window.panel.model.label_model_params.text() == f"{run:,} parameters"
