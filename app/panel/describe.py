@@ -51,6 +51,7 @@ class SourceDescriber(QObject):
         info = self._info_cache.get(key)
         if info is not None:
             self._set_error("data", "")
+            self.panel.fit_model_to(info)
             self._show_info(info)
             self._refresh_params(info)
             return

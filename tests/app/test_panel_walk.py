@@ -1,4 +1,5 @@
-"""What a new user's walk through the config panel with real tables found: the parameter count is the run's."""
+"""What a new user's walk through the config panel with real tables found: a model that cannot take the data
+is switched and said, a long warning wraps inside the panel, and the parameter count is the run's."""
 
 from __future__ import annotations
 
@@ -63,6 +64,65 @@ def _clipped(window: Any) -> list[str]:
 def _first_run(**model: Any) -> Config:
     """The first-run settings' shape: a CNN on the built-in digits (small, to count fast)."""
     return Config().replace("model", kind="cnn", channels=(8, 16), hidden=(32,), **model)
+
+
+# -- 2: a table after the first run ----------------------------------------------------------------
+@pytest.mark.parametrize("size", [(1280, 800), (900, 600)])
+def test_a_table_chosen_after_the_first_run_switches_the_cnn_to_an_mlp_and_says_so(
+    qtbot: Any, make_window: Any, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    window = make_window()
+    window.resize(*size)
+    panel = window.panel
+    panel.set_config(_first_run())
+    qtbot.waitUntil(lambda: panel.model.label_model_params.text().endswith("parameters"), timeout=30_000)
+    assert panel.config().model.kind == "cnn" and window.action_start.isEnabled()
+
+    panel.add_source(f"csv:{_penguins_csv(tmp_path / 'penguins.csv')}")  # as the CSV file dialog does
+    qtbot.waitUntil(lambda: panel.config().model.kind == "mlp", timeout=30_000)
+    _settled(qtbot, panel)
+    assert panel.model.label_model_params.text().endswith(" parameters")
+    assert window.action_start.isEnabled() and window.label_state.text() == "Ready"
+    said = window.statusBar().currentMessage()
+    assert "Model switched to MLP: a CNN needs images, penguins has none" in said
+    assert _clipped(window) == []
+
+    panel.combo_dataset.setCurrentIndex(panel.combo_dataset.findData("builtin:digits"))  # images again
+    qtbot.waitUntil(lambda: panel.config().model.kind == "cnn", timeout=30_000)
+    assert "Model switched back to CNN for the images of digits" in window.statusBar().currentMessage()
+    assert panel.config().model.channels == (8, 16)  # the user's CNN, as it was
+    _settled(qtbot, panel)
+    assert window.action_start.isEnabled()
+
+
+def test_a_model_the_user_picks_is_not_switched_back(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    window = make_window()
+    panel = window.panel
+    panel.set_config(_first_run().replace("data", source=f"csv:{_penguins_csv(tmp_path / 'penguins.csv')}"))
+    qtbot.waitUntil(lambda: panel.config().model.kind == "mlp", timeout=30_000)  # an opened config, fitted too
+    _settled(qtbot, panel)
+    panel.combo_model.setCurrentIndex(panel.combo_model.findData("linear"))  # the user's own choice
+    _settled(qtbot, panel)
+    panel.combo_dataset.setCurrentIndex(panel.combo_dataset.findData("builtin:digits"))
+    _settled(qtbot, panel)
+    assert panel.config().model.kind == "linear"
+
+
+@pytest.mark.parametrize("size", [(1280, 800), (900, 600)])
+def test_a_long_model_warning_wraps_inside_the_panel(
+    qtbot: Any, make_window: Any, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    window = make_window()
+    window.resize(*size)
+    panel = window.panel
+    cfg = _first_run().replace("data", source=f"csv:{_penguins_csv(tmp_path / 'penguins.csv')}", target="species")
+    panel.show_run_config(cfg, "a failed run")  # a run's settings are shown as they ran: the CNN stays
+    label = panel.model.label_model_params
+    qtbot.waitUntil(lambda: label.text().startswith('⚠ model: model.kind = "cnn" needs image-shaped'), timeout=30_000)
+    _settled(qtbot, panel)
+    assert panel.config().model.kind == "cnn"
+    assert _clipped(window) == []
+    assert label.height() >= 2 * label.fontMetrics().height()  # wrapped onto lines of its own
 
 
 # -- 6: one parameter count ------------------------------------------------------------------------
