@@ -92,6 +92,7 @@ class ConfigPanel(QWidget):
         self.data.browse_requested.connect(self.browse_requested)
         self.model.browse_requested.connect(self.browse_requested)
         self.data.columns_changed.connect(self._on_widget_changed)
+        self.data.notice.connect(self.notice)
         self.tuning.augment_preview_requested.connect(self.show_augment_preview)
         self.augment_preview: Any = None  # the open AugmentPreviewDialog, if any
         self.label_config_error = QLabel(objectName="label_config_error")

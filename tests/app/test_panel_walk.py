@@ -1,5 +1,6 @@
 """What a new user's walk through the config panel with real tables found: a model that cannot take the data
-is switched and said, a long warning wraps inside the panel, and the parameter count is the run's."""
+is switched and said, a long warning wraps inside the panel, a missing target is named with the table's
+columns and one proposed, and the parameter count is the run's."""
 
 from __future__ import annotations
 
@@ -123,6 +124,42 @@ def test_a_long_model_warning_wraps_inside_the_panel(
     assert panel.config().model.kind == "cnn"
     assert _clipped(window) == []
     assert label.height() >= 2 * label.fontMetrics().height()  # wrapped onto lines of its own
+
+
+# -- 4: a missing target ---------------------------------------------------------------------------
+def test_a_missing_target_is_named_with_the_tables_columns_and_one_proposed(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
+    window = make_window()
+    window.resize(900, 600)
+    panel = window.panel
+    penguins = _penguins_csv(tmp_path / "penguins.csv")
+    panel.set_config(Config().replace("data", source=f"csv:{penguins}", target="penguin_kind"))
+    note = panel.data.label_target_note
+    qtbot.waitUntil(lambda: panel.label_target_task.text() == "classification: 3 classes", timeout=30_000)
+    assert panel.combo_target.currentText() == "species" and panel.config().data.target == "species"
+    assert note.isVisible() and note.text() == (
+        "⚠ target column 'penguin_kind' is not in penguins.csv (its columns: "
+        + ", ".join(PENGUIN_COLUMNS)
+        + "); 'species' is proposed: pick another above if it is not the column to predict"
+    )
+    assert window.statusBar().currentMessage() == "Target set to 'species': penguins.csv has no column 'penguin_kind'"
+    _settled(qtbot, panel)
+    assert _clipped(window) == []
+
+    panel.add_source(f"csv:{_diamonds_csv(tmp_path / 'diamonds.csv')}")  # another table: its own target
+    qtbot.waitUntil(lambda: panel.label_target_task.text().startswith("regression"), timeout=30_000)
+    assert panel.combo_target.currentText() == "price"
+    assert note.isVisible() and note.text().startswith(
+        "⚠ target column 'species' is not in diamonds.csv (its columns: "
+    )
+    assert "Target set to 'price': diamonds.csv has no column 'species'" in window.statusBar().currentMessage()
+    _settled(qtbot, panel)
+
+    panel.combo_target.setCurrentText("cut")  # the user's pick: nothing left to say
+    qtbot.waitUntil(lambda: panel.label_target_task.text() == "classification: 4 classes", timeout=30_000)
+    assert not note.isVisible()
+    _settled(qtbot, panel)
 
 
 # -- 6: one parameter count ------------------------------------------------------------------------
