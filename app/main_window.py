@@ -157,6 +157,7 @@ class MainWindow(QMainWindow):
         self.addToolBar(self.toolbar)
         self.toolbar_fit = ToolbarFit(self.toolbar, self)  # icons alone when the text would push actions off
         self.run_status = RunStatusBar(self.statusBar(), (self.advisor.progress, self.advisor.button_cancel))
+        self.panel.notice.connect(self.run_status.notify)
         # the status bar's widgets by name, for scripts and tests
         self.label_state = self.run_status.label_state
         self.label_run_dir = self.run_status.label_run_dir

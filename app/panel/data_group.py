@@ -5,7 +5,8 @@ images or rows, the columns of a table with a kind picker each, the task the
 target implies); a kind picked writes ``data.columns`` (``column_overrides``).
 A table's columns are listed before its target is known: the target is
 picked from their names (an editable combo), and when the configured one is
-not a column, the one core.data's ``propose_target`` names is proposed.
+not a column, the one core.data's ``propose_target`` names is proposed, and
+said: a line under the target names the missing one and the table's columns.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ TABLES = ("csv:", "parquet:")
 COLUMN_ROWS = 10  # rows of the column list in view; more scroll inside it
 NAME_WIDTH = 150  # the column list's name column at most (longer names elide; the tooltip has them whole)
 LEVELS_IN_TIP = 200  # level names a tooltip lists at most
+NAMES_IN_NOTE = 20  # column names the missing target's line lists at most (as the engine's error does)
 
 
 def narrow_combo(combo: QComboBox, chars: int) -> QComboBox:
@@ -54,12 +56,14 @@ class DataGroup(QGroupBox):
 
     browse_requested = Signal(str)  # "csv" | "npz" | "images"
     columns_changed = Signal()  # a column's kind was picked (data.columns changed)
+    notice = Signal(str)  # what the group changed on its own (a target proposed), for the status bar
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Data", parent)
         self.editable = True  # the panel's mode allows edits (a run's settings are not edited here)
         self.loading = False  # the panel is showing a config: changes are not the user's
         self.column_overrides: dict[str, str] = {}  # data.columns as the panel will write it
+        self.proposed_target: tuple[str, str] | None = None  # (source, target) proposed for a missing one
         self.columns_of: str | None = None  # the source whose columns the list shows
         self.images: tuple[Any, ...] = ()  # the chosen data set's sample images, as described
         self.form = form = form_of(self)
@@ -81,6 +85,9 @@ class DataGroup(QGroupBox):
         self.label_target_task.setWordWrap(True)
         self.label_target_task.setToolTip('The task the target implies (train.task = "auto")')
         form.addRow("", self.label_target_task)
+        self.label_target_note = QLabel(objectName="label_target_note")
+        self.label_target_note.setWordWrap(True)
+        form.addRow("", self.label_target_note)
         self.spin_image_size = b.row(form, "data.image_size", "Image size", name="spin_image_size")
         self.spin_image_size.setSpecialValueText("original")
         self.spin_val_fraction = b.row(
@@ -163,6 +170,7 @@ class DataGroup(QGroupBox):
         self.select_source(cfg.data.source)
         self.column_overrides = dict(cfg.data.columns)
         self.bindings.show(cfg)
+        self.proposed_target = None
 
     def take(self, raw: dict[str, dict[str, Any]]) -> None:
         d = raw["data"]
@@ -179,6 +187,7 @@ class DataGroup(QGroupBox):
         table = source.startswith(TABLES)
         self.form.setRowVisible(self.combo_target, table)
         self.form.setRowVisible(self.label_target_task, table and bool(self.label_target_task.text()))
+        self.form.setRowVisible(self.label_target_note, table and self._target_was_proposed())
         self.form.setRowVisible(self.table_columns, table and self.table_columns.rowCount() > 0)
         self.form.setRowVisible(self.spin_image_size, source.startswith("images:"))
         self.form.setRowVisible(self.spin_loader_workers, source.startswith("images:"))
@@ -209,6 +218,7 @@ class DataGroup(QGroupBox):
         self.combo_dataset.removeItem(index)
 
     def _on_source_changed(self, *_args: Any) -> None:
+        self.proposed_target = None
         if not self.loading:
             self.column_overrides = {}  # another table's column names would not apply
         self.set_target_choices(())  # nor would its names as targets (the typed target stays)
@@ -303,7 +313,25 @@ class DataGroup(QGroupBox):
         ):
             proposed = propose_target(columns)
             if proposed:
-                self.combo_target.setCurrentText(proposed)  # the panel describes the table again, for it
+                self._propose_target(key[0], proposed, tuple(info.table_columns))
+        self.form.setRowVisible(self.label_target_note, self._target_was_proposed())
+
+    def _propose_target(self, source: str, proposed: str, names: tuple[str, ...]) -> None:
+        """Show ``proposed`` as the target, and say why: the target shown is not one of the table's columns."""
+        missing, table = self.target(), Path(source.partition(":")[2]).name
+        listed = ", ".join(names[:NAMES_IN_NOTE]) + (", …" if len(names) > NAMES_IN_NOTE else "")
+        self.label_target_note.setText(
+            f"⚠ target column {missing!r} is not in {table} (its columns: {listed}); {proposed!r} is proposed: "
+            "pick another above if it is not the column to predict"
+        )
+        self.proposed_target = (source, proposed)
+        self.combo_target.setCurrentText(proposed)  # the panel describes the table again, for it
+        self.notice.emit(f"Target set to {proposed!r}: {table} has no column {missing!r}")
+
+    def _target_was_proposed(self) -> bool:
+        """The target shown is the one proposed for this table (the user has not picked another since)."""
+        source = str(self.combo_dataset.currentData() or "")
+        return self.proposed_target == (source, self.combo_target.currentText().strip())
 
     def _show_column_row(self, r: int, col: dict[str, Any]) -> None:
         name, kind = str(col["name"]), str(col["kind"])

@@ -51,6 +51,7 @@ class SourceDescriber(QObject):
         info = self._info_cache.get(key)
         if info is not None:
             self._set_error("data", "")
+            self.panel.fit_model_to(info)
             self._show_info(info)
             self._refresh_params(info)
             return
@@ -131,15 +132,15 @@ class SourceDescriber(QObject):
             self.panel.model.label_model_params.setText("")
             self._set_error("model", "")  # the config's own error says what is wrong
             return
-        key = (model_cfg, info.input_shape, info.num_classes, info.image_shape)
+        key = (model_cfg, info.input_shape, info.num_classes, info.image_shape, info.categories)
         if key == self._params_key:
             return
         self._params_key = key
 
         def count() -> int:
-            from core.training.models import build_model, count_parameters
+            from core.training.models import build_model_for, count_parameters
 
-            return count_parameters(build_model(model_cfg, info.input_shape, info.num_classes, info.image_shape))
+            return count_parameters(build_model_for(model_cfg, info))  # what a run builds, a table's embeddings too
 
         def done(n: int) -> None:
             if key == self._params_key:

@@ -6,8 +6,9 @@ one. The keys are shown by groups, each binding its keys to widgets built
 from core.config's field table: Data (app.panel.data_group), Model, Parallel and
 Training (app.panel.sections) and Tuning (app.panel.tuning_group). The panel owns
 the modes, the view of a past run's settings, and the background description
-of the dataset and count of the model's parameters. It shows its groups'
-widgets under their own names (``panel.spin_epochs``).
+of the dataset and count of the model's parameters. A built-in model that
+cannot take the described samples is switched to one that can (``notice``
+says so). It shows its groups' widgets under their own names (``panel.spin_epochs``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ from app.panel.describe import SourceDescriber
 from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup
 from app.panel.tuning_group import TuningGroup
 from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
+from core.training.models import takes_samples
+
+PLAIN_KIND = "mlp"  # the model a table (or any flat samples) gets when the chosen one needs images
 
 MODES = ("edit", "locked", "live", "view")
 
@@ -62,6 +66,7 @@ class ConfigPanel(QWidget):
     browse_requested = Signal(str)  # "csv" | "npz" | "images" | "custom" (the window owns file dialogs)
     mode_changed = Signal(str)
     problem_changed = Signal()  # the description of the dataset or model found a problem, or it went away
+    notice = Signal(str)  # what the panel changed on its own (a model switched, a target proposed): one line
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -72,6 +77,7 @@ class ConfigPanel(QWidget):
 
         self.mode = "edit"
         self._own_config: Config | None = None  # the user's settings while a run's are shown
+        self._switched_model: tuple[str, str] | None = None  # (the user's kind, the one the panel put instead)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(8)
@@ -86,6 +92,7 @@ class ConfigPanel(QWidget):
         self.data.browse_requested.connect(self.browse_requested)
         self.model.browse_requested.connect(self.browse_requested)
         self.data.columns_changed.connect(self._on_widget_changed)
+        self.data.notice.connect(self.notice)
         self.tuning.augment_preview_requested.connect(self.show_augment_preview)
         self.augment_preview: Any = None  # the open AugmentPreviewDialog, if any
         self.label_config_error = QLabel(objectName="label_config_error")
@@ -198,6 +205,7 @@ class ConfigPanel(QWidget):
     def use_shown_config(self) -> None:
         self._own_config = None
         self.set_mode("edit")
+        self._refresh_timer.start()  # settings now the user's: their model is fitted to their data
 
     def restore_own_config(self) -> None:
         own, self._own_config = self._own_config, None
@@ -236,6 +244,7 @@ class ConfigPanel(QWidget):
         self._loading = self.data.loading = True
         try:
             self._base = cfg
+            self._switched_model = None
             for group in self._groups:
                 group.show_config(cfg)
         finally:
@@ -307,6 +316,31 @@ class ConfigPanel(QWidget):
         self.model.update_visibility()
         self.training.update_visibility()
         self.parallel.update_visibility(editable=self.isEnabled() and self.mode == "edit")
+
+    def fit_model_to(self, info: Any) -> None:
+        """A built-in model that cannot take the described samples (a CNN, a table's rows) becomes one that can
+        (an MLP); the one switched from comes back when samples it takes are chosen again. Said by ``notice``."""
+        if self.mode != "edit":
+            return  # a run's settings are shown as they ran
+        combo = self.model.combo_model
+        kind = str(combo.currentData())
+        switched, self._switched_model = self._switched_model, None
+        shape = (info.input_shape, info.image_shape)
+        if switched is not None and kind == switched[1] and takes_samples(switched[0], *shape):
+            new, why = (
+                switched[0],
+                f"back to {combo.itemText(combo.findData(switched[0]))} for the images of {info.name}",
+            )
+        elif not takes_samples(kind, *shape):
+            self._switched_model = (kind, PLAIN_KIND)
+            label = combo.itemText(combo.findData(kind))
+            new = PLAIN_KIND
+            why = f"to {combo.itemText(combo.findData(new))}: a {label} needs images, {info.name} has none"
+        else:
+            self._switched_model = switched if switched is not None and kind == switched[1] else None
+            return
+        combo.setCurrentIndex(combo.findData(new))
+        self.notice.emit(f"Model switched {why}")
 
     def setEnabled(self, enabled: bool) -> None:
         super().setEnabled(enabled)

@@ -64,6 +64,7 @@ class ModelGroup(QGroupBox):
         self.combo_activation = b.row(form, "model.activation", "Activation", name="combo_activation")
         self.spin_dropout = b.row(form, "model.dropout", "Dropout", name="spin_dropout", decimals=2, step=0.05)
         self.label_model_params = QLabel(objectName="label_model_params")
+        self.label_model_params.setWordWrap(True)  # a model's ⚠ line is long: it wraps inside the panel
         form.addRow(self.label_model_params)
 
     def show_config(self, cfg: Config) -> None:

@@ -1,5 +1,5 @@
 """The window's status bar: what the window is doing, the run's folder, a sweep's winner, the throughput and
-the run's progress.
+the run's progress; for a few seconds, a notice of what the window changed on its own.
 
 The texts elide (whole in their tooltips, app.shell.elided_label): a long run folder or state never widens the
 window. The window and its flows say what to show through ``RunStatusBar``'s methods, never its widgets.
@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar, QWidget
 from app.shell.elided_label import ElidedLabel
 
 PROGRESS_STEPS = 1000  # the progress bar's range: a run's progress in thousandths
+NOTICE_MS = 12_000  # how long a notice stays (what the window changed on its own, e.g. the model for a table)
+NOTICES_SHOWN = 2  # notices shown together at most, the latest last
 
 
 class RunStatusBar:
@@ -22,6 +24,8 @@ class RunStatusBar:
     counter) go between the winner and the throughput."""
 
     def __init__(self, bar: QStatusBar, extra: Iterable[QWidget] = ()) -> None:
+        self.bar = bar
+        self._notices: list[str] = []  # the notices the bar shows now
         self.label_state = ElidedLabel("Ready", objectName="label_state")
         self.label_throughput = QLabel("", objectName="label_throughput")
         self.label_throughput.setToolTip("Training samples per second, all workers together")
@@ -46,6 +50,13 @@ class RunStatusBar:
     def set_state(self, text: str) -> None:
         """What the window is doing, or why it cannot start ("Ready", "Cannot start: ...")."""
         self.label_state.setText(text)
+
+    def notify(self, text: str) -> None:
+        """Say what the window changed on its own (over the state and run folder, for a few seconds); a notice
+        still showing stays beside it (one choice may change two things: the model and the target)."""
+        shown = self._notices if self.bar.currentMessage() else []
+        self._notices = [n for n in shown if n != text][-(NOTICES_SHOWN - 1) :] + [text]
+        self.bar.showMessage(" · ".join(self._notices), NOTICE_MS)
 
     def set_run_dir(self, text: str) -> None:
         """The run on screen: its folder, or what an attached run is."""

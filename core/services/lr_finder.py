@@ -96,7 +96,7 @@ def find_lr(
     from core.data import load_data, make_batches
     from core.errors import UserError
     from core.training.backbones import image_input
-    from core.training.models import build_model
+    from core.training.models import build_model_for
     from core.worker.trainer import make_optimizer, set_lr
 
     if not (0 < start < end) or steps < 5:
@@ -107,7 +107,7 @@ def find_lr(
     info = data.info
     torch.manual_seed(cfg.train.seed)
     if model is None:
-        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
+        model = build_model_for(cfg.model, info)
     net = copy.deepcopy(model)  # the caller's weights stay as they are
     net.train()
     opt = make_optimizer(net, cfg.optim, start)

@@ -57,7 +57,7 @@ from core.strategies import get_strategy
 from core.training.backbones import BackboneNet, frozen_backbone, image_input, is_timm, start_pretrained
 from core.training.checkpoint import load_weights
 from core.training.features import FeatureCount, with_features
-from core.training.models import build_model, count_parameters
+from core.training.models import build_model_for, count_parameters
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP
 from core.worker.position import Position
 from core.worker.spec import WorkerSpec
@@ -176,9 +176,7 @@ class Session:
         if not self._ctx.models or self.info is None:
             raise RuntimeError("no model: the session has not started")
         src = self._ctx.models[result_model(self.strategy, self.stats)]
-        model = build_model(
-            self.config.model, self.info.input_shape, self.info.num_classes, self.info.image_shape, self.info.categories
-        )
+        model = build_model_for(self.config.model, self.info)
         model.load_state_dict({k: v.detach().clone() for k, v in src.state_dict().items()})
         model.eval()
         return model
@@ -438,7 +436,7 @@ def _build_models(cfg: Config, info: DatasetInfo, n_models: int, start: StartPoi
     for i in range(n_models):
         torch.manual_seed(cfg.train.seed + i)
         try:
-            m = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
+            m = build_model_for(cfg.model, info)
         except ModelError as exc:
             if not start.resuming:
                 raise

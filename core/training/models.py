@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -20,6 +20,22 @@ from torch import nn
 from core.config import ModelConfig
 from core.errors import ModelError
 from core.training.backbones import build_backbone_net, is_timm
+
+if TYPE_CHECKING:
+    from core.data import DatasetInfo
+
+IMAGE_ONLY_KINDS = ("cnn",)  # built-in kinds whose samples must be images (channels, height, width)
+
+
+def image_shaped(input_shape: Sequence[int], image_shape: Sequence[int] | None = None) -> bool:
+    """Whether samples of this shape are images: what a cnn needs (digits are flat samples of an image shape)."""
+    return len(tuple(image_shape) if image_shape else tuple(input_shape)) == 3
+
+
+def takes_samples(kind: str, input_shape: Sequence[int], image_shape: Sequence[int] | None = None) -> bool:
+    """Whether a model of this kind can take such samples (a custom one is only known once built)."""
+    return kind not in IMAGE_ONLY_KINDS or image_shaped(input_shape, image_shape)
+
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
@@ -161,7 +177,7 @@ def build_model(
         return nn.Sequential(nn.Flatten(), *_mlp(n_in, cfg.hidden, num_classes, cfg.activation, cfg.dropout))
     if cfg.kind == "cnn":
         shape = tuple(image_shape) if image_shape else tuple(input_shape)
-        if len(shape) != 3:
+        if not takes_samples(cfg.kind, input_shape, image_shape):
             raise ModelError(
                 'model: model.kind = "cnn" needs image-shaped data (digits, an image folder or '
                 f"an npz of images); this data has {n_in} plain features"
@@ -175,6 +191,12 @@ def build_model(
             cfg, image_shape or (tuple(input_shape) if len(input_shape) == 3 else None), num_classes
         )
     return _build_custom(cfg.kind, input_shape, num_classes)
+
+
+def build_model_for(cfg: ModelConfig, info: DatasetInfo) -> nn.Module:
+    """The configured model for a data set as loaded or described: its sample shape, outputs and a table's
+    category features (their embeddings are parameters too). The one call a run and a count both make."""
+    return build_model(cfg, info.input_shape, info.num_classes, info.image_shape, info.categories)
 
 
 def _build_custom(kind: str, input_shape: Sequence[int], num_classes: int) -> nn.Module:

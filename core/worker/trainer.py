@@ -557,10 +557,10 @@ class Trainer:
 
 def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:
     """Build the configured model whose parameters *are* the shared-memory tensors."""
-    from core.training.models import build_model
+    from core.training.models import build_model_for
 
     info = data.info
-    model = build_model(spec.config.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
+    model = build_model_for(spec.config.model, info)
     model.load_state_dict(state, assign=True)  # assign: use these tensors, do not copy into new ones
     return model
 

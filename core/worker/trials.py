@@ -25,7 +25,7 @@ from core.strategies.base import Strategy
 from core.strategies.collectives import Collectives, SingleProcess
 from core.strategies.search import open_study, study_lock, suggest, trial_config
 from core.training.checkpoint import save_checkpoint, state_to_bytes
-from core.training.models import build_model
+from core.training.models import build_model_for
 from core.training.precision import FullPrecision, Precision
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
 from core.worker.position import Position
@@ -161,7 +161,7 @@ class TrialRunner:
         self._trial_record(trial, "running", params=params)
         info = self.data.info
         torch.manual_seed(cfg.train.seed + trial.number)
-        model = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
+        model = build_model_for(cfg.model, info)
         spec = dataclasses.replace(
             self.spec, config=cfg, start=self.position(), optimizer_state=None, rng_state=None, precision_state=None
         )

@@ -18,7 +18,7 @@ from core.runfiles.layout import RunDir
 from core.session.machinery.processes import TERMINATE_GRACE_S
 from core.session.reading.stats import run_count
 from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
-from core.training.models import build_model
+from core.training.models import build_model_for
 from core.training.validation import attach_evaluation
 from core.worker.channels import STOP
 from core.worker.position import Position
@@ -117,7 +117,7 @@ class RunEnd:
         ckpt = load_checkpoint(path)
         config = check_checkpoint(ckpt, f"checkpoint: {path}")[0]
         info = s.info
-        model = build_model(config.model, info.input_shape, info.num_classes, info.image_shape, info.categories)
+        model = build_model_for(config.model, info)
         load_weights(model, ckpt["model"], f"checkpoint: {path}")
         s.config, self.ctx.models = config, [model]
 
