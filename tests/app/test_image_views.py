@@ -104,40 +104,41 @@ def test_the_serve_forms_image_model_takes_dropped_and_chosen_images(
     view.spin_workers.setValue(1)
     with qtbot.waitSignal(view.url_ready, timeout=START_MS):
         view.start()
-    qtbot.waitUntil(lambda: view.button_send.isEnabled(), timeout=30_000)
-    pick = view.findChild(QPushButton, "button_serve_pick_images")
-    assert pick is not None and view.try_form.takes_images and view.image_answer.isVisible()
-    assert pick.focusPolicy() & Qt.FocusPolicy.TabFocus  # reachable by the keyboard
+    try:
+        qtbot.waitUntil(lambda: view.button_send.isEnabled(), timeout=30_000)
+        pick = view.findChild(QPushButton, "button_serve_pick_images")
+        assert pick is not None and view.try_form.takes_images and view.image_answer.isVisible()
+        assert pick.focusPolicy() & Qt.FocusPolicy.TabFocus  # reachable by the keyboard
 
-    first = images / "red" / "red3.png"
-    with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
-        assert drop_files(view.try_form, [first])
-    assert answer.args[0].startswith("HTTP 200\nclass: ")
-    shown = view.table_serve_top_classes
-    assert shown.objectName() == "table_serve_top_classes"
-    assert view.image_answer.top_class() == predicted["red/red3.png"]
-    assert view.label_serve_image.pixmap() is not None and not view.label_serve_image.pixmap().isNull()
-    top = shown.shown()
-    assert (
-        len(top) == 3
-        and top == sorted(top, key=lambda cp: -cp[1])
-        and sum(p for _c, p in top) == pytest.approx(1, abs=2e-3)
-    )
-    assert "base64 -w0" in view.edit_curl.text() and str(first) in view.edit_curl.text()
+        first = images / "red" / "red3.png"
+        with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
+            assert drop_files(view.try_form, [first])
+        assert answer.args[0].startswith("HTTP 200\nclass: ")
+        shown = view.table_serve_top_classes
+        assert shown.objectName() == "table_serve_top_classes"
+        assert view.image_answer.top_class() == predicted["red/red3.png"]
+        assert view.label_serve_image.pixmap() is not None and not view.label_serve_image.pixmap().isNull()
+        top = shown.shown()
+        assert (
+            len(top) == 3
+            and top == sorted(top, key=lambda cp: -cp[1])
+            and sum(p for _c, p in top) == pytest.approx(1, abs=2e-3)
+        )
+        assert "base64 -w0" in view.edit_curl.text() and str(first) in view.edit_curl.text()
 
-    chosen = [images / "blue" / "blue1.png", images / "green" / "green5.png"]
-    asked = _answer_files(monkeypatch, chosen)
-    with qtbot.waitSignal(view.answered, timeout=30_000):
-        qtbot.mouseClick(pick, Qt.MouseButton.LeftButton)
-    assert "*.png" in asked[0]
-    assert view.try_form.images == chosen and view.try_form.list_images is not None
-    assert view.image_answer.top_class() == predicted["blue/blue1.png"]
-    view.try_form.list_images.setCurrentRow(1)  # the other image sent: its own answer
-    assert view.image_answer.top_class() == predicted["green/green5.png"]
-    assert view.image_answer.path == chosen[1]
-
-    with qtbot.waitSignal(view.stopped, timeout=30_000):
-        view.stop()
+        chosen = [images / "blue" / "blue1.png", images / "green" / "green5.png"]
+        asked = _answer_files(monkeypatch, chosen)
+        with qtbot.waitSignal(view.answered, timeout=30_000):
+            qtbot.mouseClick(pick, Qt.MouseButton.LeftButton)
+        assert "*.png" in asked[0]
+        assert view.try_form.images == chosen and view.try_form.list_images is not None
+        assert view.image_answer.top_class() == predicted["blue/blue1.png"]
+        view.try_form.list_images.setCurrentRow(1)  # the other image sent: its own answer
+        assert view.image_answer.top_class() == predicted["green/green5.png"]
+        assert view.image_answer.path == chosen[1]
+    finally:
+        with qtbot.waitSignal(view.stopped, timeout=30_000):
+            view.stop()
 
 
 def test_a_table_models_serve_form_takes_no_images(qtbot: QtBot) -> None:
@@ -174,6 +175,7 @@ def test_the_predict_tab_predicts_chosen_and_dropped_images_and_shows_each(
     view.set_model(run)
     qtbot.waitUntil(lambda: view.button_pick_images.isVisible(), timeout=30_000)  # the model takes images
     assert view.button_pick_images.objectName() == "button_predict_pick_images"
+    assert view.button_pick_images.focusPolicy() & Qt.FocusPolicy.TabFocus
 
     chosen = [images / "green" / "green2.png", images / "red" / "red6.png"]
     _answer_files(monkeypatch, chosen)
