@@ -1,7 +1,10 @@
 """Predict view: choose an exported model and an input file or folder, see the predictions, save them.
 
 ``PredictView()``; ``set_model(path)``, ``set_input(path)``, ``run()`` and
-``save(path)`` do what the buttons do. Prediction runs on a background thread
+``save(path)`` do what the buttons do; ``set_images(files)`` takes image files
+(``button_predict_pick_images``, shown for an image model, or files and folders
+dropped on the view), and a chosen row of an image input shows its picture and
+top classes. Prediction runs on a background thread
 (``core.services.predict.predict``, with ``--workers``-style processes when asked);
 ``predicted`` (a ``Predictions``), ``saved`` (the path) or ``failed`` (one line)
 follow. The table reads the result arrays lazily, so 200,000 rows cost nothing
@@ -32,6 +35,7 @@ from PySide6.QtWidgets import (
 from app.shell.tasks import BackgroundCalls
 from app.views.class_tables import ConfusionTable, PerClassTable
 from app.views.export_dialog import error_text
+from app.views.image_answer import IMAGE_FILTER, FileDrops, ImageAnswer, image_files, is_image
 from core.readers.inputs import INPUT_FILTERS
 from core.services.formats import model_file_filter
 
@@ -103,6 +107,10 @@ class PredictView(QWidget):
         self.edit_input.setPlaceholderText("CSV or NPZ with the training features, or an image folder")
         self.button_input_file = QPushButton("File…", objectName="button_predict_input_file")
         self.button_input_folder = QPushButton("Folder…", objectName="button_predict_input_folder")
+        self.button_pick_images = QPushButton("Images…", objectName="button_predict_pick_images")
+        self.button_pick_images.setToolTip("Image files to predict (or drop files or a folder on this tab)")
+        self.button_pick_images.hide()  # offered once the chosen model says it takes images
+        self.image_files: list[Path] = []  # the chosen image files, when they are the input
         self.spin_workers = QSpinBox(objectName="spin_predict_workers")
         from core.services.predict.planning import worker_limit
 
@@ -137,12 +145,23 @@ class PredictView(QWidget):
         self.table_test_confusion = ConfusionTable(objectName="table_test_confusion")
         self.table_test_per_class = PerClassTable(objectName="table_test_per_class")
         self.test_panel = QWidget(objectName="test_panel")
+        self.image_answer = ImageAnswer("predict")
+        self.image_answer.hide()
+        self.label_predict_image = self.image_answer.label_image
+        self.table_predict_top_classes = self.image_answer.table_top
+        self._pictured: Path | list[Path] | None = None  # an image input: its files, folder or file
         self.evaluation: dict[str, Any] | None = None
         self._layout()
 
         self.button_model.clicked.connect(self._on_browse_model)
         self.button_input_file.clicked.connect(self._on_browse_input_file)
         self.button_input_folder.clicked.connect(self._on_browse_input_folder)
+        self.button_pick_images.clicked.connect(self._on_pick_images)
+        self.drops = FileDrops(self)
+        self.drops.watch(self, self.edit_input, self.table.viewport())
+        self.drops.dropped.connect(self.take_dropped)
+        self.edit_input.textEdited.connect(lambda _t: self.image_files.clear())  # typed: a path again
+        self.table.selectionModel().currentRowChanged.connect(lambda current, _prev: self._show_row(current.row()))
         self.button_predict.clicked.connect(self.run)
         self.button_save.clicked.connect(self._on_save_clicked)
         self.edit_model.editingFinished.connect(self._describe_model)
@@ -159,6 +178,7 @@ class PredictView(QWidget):
         row.addWidget(self.edit_input, 1)
         row.addWidget(self.button_input_file)
         row.addWidget(self.button_input_folder)
+        row.addWidget(self.button_pick_images)
         form.addRow("Input", row)
         form.addRow("", self.check_by_position)
         form.addRow("Workers", self.spin_workers)
@@ -177,10 +197,15 @@ class PredictView(QWidget):
         body = QSplitter(Qt.Orientation.Vertical)
         body.addWidget(self.table)
         body.addWidget(self.test_panel)
+        beside = QSplitter(Qt.Orientation.Horizontal, objectName="splitter_predict_image")
+        beside.addWidget(body)
+        beside.addWidget(self.image_answer)
+        beside.setStretchFactor(0, 1)
+        beside.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addLayout(actions)
-        layout.addWidget(body, 1)
+        layout.addWidget(beside, 1)
 
     # -- inputs -------------------------------------------------------------------------------
     def set_model(self, path: Path | str) -> None:
@@ -210,10 +235,44 @@ class PredictView(QWidget):
         if model != self.edit_model.text().strip():
             return  # an older choice's answer
         self.label_columns.setText(expected_columns_text(meta) if meta else "")
+        from core.services.predict import model_image_shape
+
+        self.button_pick_images.setVisible(bool(meta) and model_image_shape(meta or {}) is not None)
         self.label_columns.setToolTip(", ".join(expected_columns(meta or {})))
 
     def set_input(self, path: Path | str) -> None:
+        self.image_files = []
         self.edit_input.setText(str(path))
+
+    def set_images(self, files: list[Path]) -> None:
+        """Image files as the input (predicted together; each row then shows its picture)."""
+        self.image_files = list(files)
+        names = ", ".join(p.name for p in files[:3]) + (f" … ({len(files)} images)" if len(files) > 3 else "")
+        self.edit_input.setText(names)
+        self.edit_input.setToolTip("\n".join(str(p) for p in files[:20]))
+
+    def _on_pick_images(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Images to predict", "", IMAGE_FILTER)
+        if files:
+            self.set_images([Path(p) for p in files])
+            self._run_if_ready()
+
+    def take_dropped(self, paths: list[Path]) -> None:
+        """Files or folders dropped on the tab: image files (several at once), a folder, or one input file;
+        predicted at once when a model is chosen."""
+        if len(paths) == 1 and not is_image(paths[0]):
+            self.set_input(paths[0])  # a folder (predicted as `traindesk predict` does) or a table, an NPZ
+        else:
+            images = image_files(paths)
+            if not images:
+                self._fail(f"no image files among the {len(paths)} dropped")
+                return
+            self.set_images(images)
+        self._run_if_ready()
+
+    def _run_if_ready(self) -> None:
+        if self.edit_model.text().strip():
+            self.run()
 
     def _on_browse_model(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Exported model", self.edit_model.text(), MODEL_FILTER)
@@ -243,7 +302,15 @@ class PredictView(QWidget):
         if not model or not inp:
             self._fail("choose an exported model and an input file or folder first")
             return
-        from core.services.predict import predict
+        from core.services.predict import predict, predict_images
+
+        files = list(self.image_files)
+        self._pictured = files or (Path(inp) if Path(inp).is_dir() or is_image(Path(inp)) else None)
+        if files:
+            self._set_busy(True)
+            self.label_status.setText("Predicting…")
+            self._calls.call(lambda: predict_images(Path(model), files), self._on_done, self._on_error, name="predict")
+            return
 
         workers = self.spin_workers.value()
         by_position = not self.check_by_position.isHidden() and self.check_by_position.isChecked()
@@ -268,6 +335,7 @@ class PredictView(QWidget):
         )
         self.button_save.setEnabled(True)
         self.show_test_evaluation(result.evaluation() if hasattr(result, "evaluation") else None)
+        self._show_images()
         self.predicted.emit(result)
 
     def show_test_evaluation(self, ev: dict[str, Any] | None) -> None:
@@ -291,8 +359,31 @@ class PredictView(QWidget):
         self.table_test_confusion.show_matrix([c["class"] for c in ev["per_class"]], ev["confusion"])
         self.table_test_per_class.show_classes(ev["per_class"])
 
+    def _picture_of(self, row: int) -> Path | None:
+        """The image file of a result row (None: the input is no image input)."""
+        where, result = self._pictured, self.result
+        if result is None or where is None or not 0 <= row < len(result.ids):
+            return None
+        if isinstance(where, list):
+            return where[row] if len(where) == len(result.ids) else None
+        return where / result.ids[row] if where.is_dir() else where  # a folder's ids are paths under it
+
+    def _show_images(self) -> None:
+        shown = self._picture_of(0) is not None
+        self.image_answer.setVisible(shown)
+        if shown:
+            self.table.selectRow(0)
+            self._show_row(0)
+
+    def _show_row(self, row: int) -> None:
+        """The picture of a result row and its top classes (an image input)."""
+        path = self._picture_of(row)
+        if path is not None and self.result is not None:
+            self.image_answer.show_answer(path, dict(zip(self.result.classes, self.result.probs[row].tolist())))
+
     def _on_error(self, exc: BaseException) -> None:
         self._set_busy(False)
+        self.image_answer.hide()
         # an old result next to a new error would read as the answer to this input
         self.result = None
         self.model_predictions.set_result(None)
@@ -327,6 +418,7 @@ class PredictView(QWidget):
             self.button_model,
             self.button_input_file,
             self.button_input_folder,
+            self.button_pick_images,
             self.spin_workers,
         ):
             w.setEnabled(not busy)

@@ -8,8 +8,10 @@ nothing here blocks the GUI thread. Once its URL is printed the view reads
 plots latency percentiles (p50/p95/p99 over each second, from the latency
 histogram) and requests/s, the batch sizes formed, and the current workers'
 states (app.viewmodels.serve_metrics). The try-it form (app.views.serve_form) is built from
-``/openapi.json``: a table model's raw columns, else its inputs; Send, the
-answer, and the curl line that sends the same body. ``url_ready`` (the URL),
+``/openapi.json``: a table model's raw columns, an image model's image files
+(chosen or dropped, sent at once; the chosen one's picture and top classes
+shown), else its inputs; Send, the answer, and the curl line that sends the
+same body. ``url_ready`` (the URL),
 ``stopped`` (the exit code) and ``failed`` (one line) tell what happened.
 
 Stop asks the server to drain (SIGTERM) and arms a kill timer that belongs to
@@ -48,7 +50,8 @@ from PySide6.QtWidgets import (
 from app.plots.base import PlotColors
 from app.shell.elided_label import ElidedLabel
 from app.viewmodels.serve_metrics import histogram_quantile, parse_metrics
-from app.views.serve_form import TryItForm, answer_text, curl_line
+from app.views.image_answer import ImageAnswer
+from app.views.serve_form import TryItForm, answer_text, curl_line, image_curl_line
 from app.views.serve_monitor import ServeMonitor
 from core.runfiles.layout import RunDir
 from core.services.formats import model_file_filter
@@ -146,6 +149,12 @@ class ServeView(QWidget):
         # the try-it form: fields from the schema, the answer, and the curl line that sends the same body
         self.try_form = TryItForm()
         self.try_form.changed.connect(self._update_curl)
+        self.try_form.picked.connect(self._on_images_picked)
+        self.image_answer = ImageAnswer("serve")
+        self.image_answer.hide()
+        self.label_serve_image = self.image_answer.label_image
+        self.table_serve_top_classes = self.image_answer.table_top
+        self._image_answers: dict[Path, dict[str, float]] = {}  # the last answer per image sent
         self.label_form_title = ElidedLabel(objectName="label_serve_form_title")  # one line: room for the fields
         self.label_form_title.hide()
         scroll = QScrollArea(objectName="scroll_serve_form", widgetResizable=True)
@@ -172,6 +181,7 @@ class ServeView(QWidget):
         try_layout.addWidget(self.label_form_title)
         try_layout.addWidget(scroll, 3)
         try_layout.addWidget(self.button_send)
+        try_layout.addWidget(self.image_answer)
         try_layout.addWidget(self.text_answer, 1)
         try_layout.addLayout(curl_row)
         return box
@@ -389,6 +399,11 @@ class ServeView(QWidget):
         """Build the try-it form from a server's OpenAPI description (its ``x-traindesk`` for a table model)."""
         self.schema = spec
         self.try_form.build(spec)
+        self._image_answers = {}
+        self.image_answer.clear()
+        self.image_answer.setVisible(self.try_form.takes_images)
+        if self.try_form.list_images is not None:
+            self.try_form.list_images.currentRowChanged.connect(lambda _r: self._show_image_answer())
         title = self.try_form.title()
         self.label_form_title.setText(f"Predicts {title}" if title else "")
         self.label_form_title.setVisible(bool(title))
@@ -404,13 +419,53 @@ class ServeView(QWidget):
         return self.try_form.body()
 
     def _update_curl(self) -> None:
-        self.edit_curl.setText(curl_line(self.url, self.body()) if self.try_form.fields else "")
+        if self.try_form.takes_images:
+            self.edit_curl.setText(image_curl_line(self.url, self.try_form.images) if self.try_form.images else "")
+        else:
+            self.edit_curl.setText(curl_line(self.url, self.body()) if self.try_form.fields else "")
         self.edit_curl.setCursorPosition(0)  # its start (curl, the URL) in view, not its tail
 
     def send(self) -> None:
+        sent = list(self.try_form.images)
+        if self.try_form.takes_images and not sent:
+            self.text_answer.setPlainText("choose image files, or drop them on the form, first")
+            return
+        try:
+            body = self.body()
+        except (OSError, ValueError) as exc:  # a chosen file gone or unreadable since it was chosen
+            self.text_answer.setPlainText(f"✗ {exc}")
+            return
+
         def done(status: int, data: bytes) -> None:
+            if sent:
+                self._keep_image_answers(sent, status, data)
             text = answer_text(status, data)
             self.text_answer.setPlainText(text)
             self.answered.emit(text)
 
-        self._request("POST", "/predict", json.dumps(self.body()).encode(), done)
+        self._request("POST", "/predict", json.dumps(body).encode(), done)
+
+    def _on_images_picked(self) -> None:
+        if self.url:
+            self.send()
+
+    def _keep_image_answers(self, sent: list[Path], status: int, data: bytes) -> None:
+        predictions: list[Any] = []
+        if status == 200:
+            try:
+                predictions = json.loads(data).get("predictions") or []
+            except (ValueError, AttributeError):
+                predictions = []
+        for path, p in zip(sent, predictions):
+            self._image_answers[path] = {str(k): float(v) for k, v in (p.get("probabilities") or {}).items()}
+        self._show_image_answer()
+
+    def _show_image_answer(self) -> None:
+        """The chosen image's picture and its last answer's top classes (none yet: the picture alone)."""
+        listed = self.try_form.list_images
+        row = listed.currentRow() if listed is not None else -1
+        if not 0 <= row < len(self.try_form.images):
+            self.image_answer.clear()
+            return
+        path = self.try_form.images[row]
+        self.image_answer.show_answer(path, self._image_answers.get(path, {}))

@@ -7,7 +7,9 @@ value can be typed), a true/false/(missing) combo per bool column and a
 number field per number column (empty: missing), pre-filled with the
 example, and sends ``{"rows": [{column: value or null}]}``. Other models keep
 a field per named input (``rows``) or one field of comma-separated values
-(``inputs``). :func:`curl_line` is the shell line that sends the same body;
+(``inputs``); an image model (its description offers ``images``) takes image files, chosen
+(``button_serve_pick_images``) or dropped on the form, sent as ``{"images": [base64, ...]}``.
+:func:`curl_line` is the shell line that sends the same body;
 :func:`answer_text` says what came back (the class and its probabilities, or
 the value).
 """
@@ -17,24 +19,39 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QComboBox, QFormLayout, QLineEdit, QSizePolicy, QWidget
+from PySide6.QtCore import QSize, Signal
+from PySide6.QtGui import QIcon, QPixmap
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from app.shell.elided_label import ElidedLabel
+from app.views.image_answer import IMAGE_FILTER, FileDrops, image_base64, image_files
 from core.schema import FALSE_WORDS, TRUE_WORDS
 
 MISSING = "(missing)"
 FIELD_CHARS = 8  # a field's width at least, in characters; fields grow with the form
 LABEL_SHARE = 0.45  # a column's name takes at most this share of the form's width (then elides)
 SHOWN_CLASSES = 10  # probabilities listed in the answer at most
+ICON_PX = 40  # a chosen image's icon in the form's list
 
 
 @dataclass(frozen=True)
 class FormField:
-    """One field of the form: a raw column (``number``, ``category``, ``bool``), a named input (``value``) or
-    a sample's comma-separated values (``values``)."""
+    """One field of the form: a raw column (``number``, ``category``, ``bool``), a named input (``value``),
+    a sample's comma-separated values (``values``) or image files (``images``, ``example``: what they must be)."""
 
     name: str
     kind: str
@@ -62,6 +79,9 @@ def form_fields(spec: dict[str, Any]) -> tuple[list[FormField], dict[str, Any] |
             )
         return fields, table
     choices = spec["components"]["schemas"]["PredictRequest"]["oneOf"]
+    images = next((c for c in choices if "images" in c["properties"]), None)
+    if images is not None:
+        return [FormField("images", "images", example=str(images["properties"]["images"].get("description", "")))], None
     rows_choice = next((c for c in choices if "rows" in c["properties"]), None)
     if rows_choice is not None:
         names = rows_choice["properties"]["rows"]["items"]["properties"]
@@ -94,6 +114,7 @@ class TryItForm(QWidget):
     """The fields of one model's request; ``changed`` whenever the body they make changes."""
 
     changed = Signal()
+    picked = Signal()  # image files were chosen or dropped (an image model's form)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -106,16 +127,32 @@ class TryItForm(QWidget):
         self.specs: list[FormField] = []
         self.fields: list[tuple[str, QWidget]] = []  # (column or input name, its widget); "" for a values list
         self.table: dict[str, Any] | None = None  # x-traindesk, for a table model
+        self.images: list[Path] = []  # an image model's chosen files, sent in this order
+        self.list_images: QListWidget | None = None
+        self.drops = FileDrops(self)
+        self.drops.active = False
+        self.drops.watch(self)
+        self.drops.dropped.connect(self.add_images)
+
+    @property
+    def takes_images(self) -> bool:
+        return bool(self.specs) and self.specs[0].kind == "images"
 
     def clear(self) -> None:
         while self.form.rowCount():
             self.form.removeRow(0)
         self.specs, self.fields, self.table = [], [], None
+        self.images, self.list_images = [], None
+        self.drops.active = False
 
     def build(self, spec: dict[str, Any]) -> None:
         """The fields of the model this OpenAPI description is of."""
         self.clear()
         self.specs, self.table = form_fields(spec)
+        if self.takes_images:
+            self._build_images(self.specs[0])
+            self.changed.emit()
+            return
         for f in self.specs:
             widget = self._widget(f)
             widget.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -125,6 +162,53 @@ class TryItForm(QWidget):
             self.form.addRow(label, widget)
             self.fields.append((f.name if f.kind != "values" else "", widget))
         self.changed.emit()
+
+    def _build_images(self, f: FormField) -> None:
+        box = QWidget(objectName="images_serve")
+        pick = QPushButton("Choose images…", objectName="button_serve_pick_images")
+        pick.setToolTip(f"Image files to send: {f.example}; or drop them here")
+        pick.clicked.connect(self._on_pick_images)
+        hint = ElidedLabel(f"Choose or drop images here ({f.example})", objectName="label_serve_images_hint")
+        self.list_images = QListWidget(objectName="list_serve_images")
+        self.list_images.setAccessibleName("images to send")
+        self.list_images.setIconSize(QSize(ICON_PX, ICON_PX))
+        self.list_images.setFlow(QListWidget.Flow.LeftToRight)
+        self.list_images.setWrapping(False)
+        self.list_images.setFixedHeight(ICON_PX + 16)  # one row of icons, names beside them
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(hint)
+        layout.addWidget(pick)
+        layout.addWidget(self.list_images)
+        self.form.addRow(box)
+        self.fields.append(("images", box))
+        self.drops.active = True
+
+    def _on_pick_images(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Images to send", "", IMAGE_FILTER)
+        if files:
+            self.set_images([Path(p) for p in files])
+
+    def add_images(self, paths: list[Path]) -> None:
+        """Images dropped (files, or a folder's images): they are what is sent next."""
+        if self.takes_images:
+            self.set_images(image_files(paths))
+
+    def set_images(self, files: list[Path]) -> None:
+        """The image files to send; ``picked`` follows when there are some."""
+        if not self.takes_images or self.list_images is None:
+            return
+        self.images = list(files)
+        self.list_images.clear()
+        for p in self.images:
+            item = QListWidgetItem(QIcon(QPixmap(str(p))), p.name)
+            item.setToolTip(str(p))
+            self.list_images.addItem(item)
+        if self.images:
+            self.list_images.setCurrentRow(0)
+        self.changed.emit()
+        if self.images:
+            self.picked.emit()
 
     def _label_width(self) -> int:
         return max(60, int(self.width() * LABEL_SHARE))
@@ -178,6 +262,8 @@ class TryItForm(QWidget):
         """The request the fields make."""
         if not self.fields:
             return {"inputs": [[]]}
+        if self.takes_images:
+            return {"images": [image_base64(p) for p in self.images]}
         if self.fields[0][0] == "":
             edit = self.fields[0][1]
             assert isinstance(edit, QLineEdit)
@@ -201,6 +287,15 @@ def curl_line(url: str, body: dict[str, Any]) -> str:
     """The shell line that sends ``body`` to ``url``'s /predict (quoted for a POSIX shell)."""
     data = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     return f"curl -s {url or 'http://HOST:PORT'}/predict -H 'Content-Type: application/json' -d {shlex.quote(data)}"
+
+
+def image_curl_line(url: str, files: list[Path]) -> str:
+    """The shell line that sends ``files`` as ``{"images": [...]}``, each read by ``base64`` when it runs
+    (a PNG or JPEG; the line stays short whatever the images' sizes)."""
+    parts = ",".join(f'"\'"$(base64 -w0 {shlex.quote(str(p))})"\'"' for p in files)
+    return (
+        f"curl -s {url or 'http://HOST:PORT'}/predict -H 'Content-Type: application/json' -d '{{\"images\":[{parts}]}}'"
+    )
 
 
 def answer_text(status: int, data: bytes) -> str:

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from PIL import Image
 from pytestqt.qtbot import QtBot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -39,16 +41,21 @@ def test_serve_tab_starts_shows_and_stops_a_server(qtbot: QtBot, tmp_path: Path)
     assert view.url.startswith("http://127.0.0.1:")
     assert not view.action_serve_start.isEnabled() and view.action_serve_stop.isEnabled()
     qtbot.waitUntil(lambda: view.button_send.isEnabled(), timeout=30_000)  # the form, from /openapi.json
-    assert len(view.fields) == 64 and view.fields[0][0] == "pixel_0_0"
-    assert "/predict" in view.edit_curl.text() and "pixel_0_0" in view.edit_curl.text()
-    for _ in range(3):
+    assert view.try_form.takes_images  # digits are 8×8 pictures: the form takes image files
+    digit = tmp_path / "digit.png"
+    Image.fromarray(np.tile(np.arange(0, 256, 32, dtype=np.uint8), (8, 1))).save(digit)
+    with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
+        view.try_form.set_images([digit])  # sent as soon as chosen
+    for _ in range(2):
+        assert answer.args[0].startswith("HTTP 200\nclass: ") and "model version" in answer.args[0]
         with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
             view.send()
-        assert answer.args[0].startswith("HTTP 200\nclass: ") and "model version" in answer.args[0]
-    view.fields[5][1].setText("bright")
+    assert "/predict" in view.edit_curl.text() and str(digit) in view.edit_curl.text()
+    not_an_image = tmp_path / "notes.png"
+    not_an_image.write_text("bright")
     with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
-        view.send()
-    assert answer.args[0].startswith("HTTP 422") and "pixel_0_5" in answer.args[0]
+        view.try_form.set_images([not_an_image])
+    assert answer.args[0].startswith("HTTP 422") and "images[0]" in answer.args[0]
     qtbot.waitUntil(lambda: len(view.series["t"]) >= 2 and view.table_workers.rowCount() == 1, timeout=30_000)
     assert view.table_workers.item(0, 2).text() in ("idle", "busy", "serving")
     assert view.plot_serve_latency.objectName() == "plot_serve_latency"
@@ -110,8 +117,10 @@ def test_a_server_started_again_soon_after_stop_outlives_the_earlier_stops_kill(
         pass  # the earlier stop's kill, were it the new server's, would have ended it in this time
     assert view.serving and "serving at" in view.label_status.text()
     qtbot.waitUntil(lambda: view.button_send.isEnabled(), timeout=30_000)
+    digit = tmp_path / "digit.png"
+    Image.new("L", (8, 8), 128).save(digit)
     with qtbot.waitSignal(view.answered, timeout=30_000) as answer:
-        view.send()
+        view.try_form.set_images([digit])
     assert answer.args[0].startswith("HTTP 200")
     with qtbot.waitSignal(view.stopped, timeout=30_000) as stopped:
         view.stop()

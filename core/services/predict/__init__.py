@@ -40,11 +40,11 @@ from core.services.formats import is_run_dir, load_predictor, needs_torch, read_
 from core.services.formats.module import load_state_dict_file, rebuild_module, standardized
 from core.services.formats.predictor import Predictor
 from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk
-from core.services.predict.inputs import ColumnNamesDiffer, PredictInput, RowNumbers, read_input
+from core.services.predict.inputs import ColumnNamesDiffer, PredictInput, RowNumbers, model_image_shape, read_input
 from core.services.predict.output import Predictions, csv_header, format_rows
 from core.services.predict.planning import MAX_WORKERS, busy_cores, pool_start_s, remember_pool_start, worker_limit
 from core.services.predict.pool import predict_preload
-from core.services.predict.run import predict
+from core.services.predict.run import predict, predict_images
 
 __all__ = [
     "BATCH_ROWS",
@@ -61,10 +61,12 @@ __all__ = [
     "is_run_dir",
     "load_predictor",
     "load_state_dict_file",
+    "model_image_shape",
     "needs_torch",
     "pool_start_s",
     "predict",
     "predict_chunk",
+    "predict_images",
     "predict_preload",
     "read_input",
     "read_model_meta",

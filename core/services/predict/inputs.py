@@ -220,22 +220,26 @@ def _class_labels(values: list[Any], classes: list[str]) -> list[str]:
     return out
 
 
-def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
-    """Every image under ``root`` (recursively, sorted); ids are their paths relative to ``root``."""
+def model_image_shape(meta: dict[str, Any]) -> tuple[int, ...] | None:
+    """The (C, H, W) a model's images are decoded to, or None when it takes no images (a table's features,
+    digits' named pixel_0_0... columns included, whatever they picture)."""
     shape = [int(s) for s in meta["input"]["shape"]]
     image_shape = [int(s) for s in meta["input"].get("image_shape") or []]
     if len(shape) == 3:
         image_shape = shape
-    elif _named_features(meta):
-        image_shape = []  # named features (digits' pixel_0_0...): a tabular model, whatever it pictures
+    elif _named_features(meta) or reads_table(meta):
+        return None
     elif len(image_shape) == 2:
         image_shape = [1, *image_shape]
     if len(image_shape) != 3 or math.prod(image_shape) != math.prod(shape):
-        raise DataError(
-            f"predict: {root} is an image folder but the model takes {math.prod(shape)} tabular features; "
-            "give a table of its features (CSV, Parquet, JSON lines) or an NPZ"
-        )
+        return None
+    return tuple(image_shape)
+
+
+def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
+    """Every image under ``root`` (recursively, sorted); ids are their paths relative to ``root``."""
     files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    image_files_input([], meta, f"{root} is an image folder")  # a table's model: said before the folder is looked into
     if not files:
         raise DataError(f"predict: {root} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
     ids = [p.relative_to(root).as_posix() for p in files]
@@ -243,6 +247,25 @@ def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
     classes = {str(c) for c in meta.get("classes") or []}
     tops = [i.split("/")[0] if "/" in i else None for i in ids]
     labels = [str(t) for t in tops] if tops and all(t in classes for t in tops) else None
+    return image_files_input(files, meta, f"{root} is an image folder", ids, labels)
+
+
+def image_files_input(
+    files: Sequence[Path],
+    meta: dict[str, Any],
+    where: str,
+    ids: Sequence[str] | None = None,
+    labels: list[str] | None = None,
+) -> PredictInput:
+    """Image files to predict, decoded when their batch is (ids: the paths as given unless named); ``where``
+    says what they are in an error ("X is an image folder")."""
+    image_shape = model_image_shape(meta)
+    if image_shape is None:
+        n = math.prod(int(s) for s in meta["input"]["shape"])
+        raise DataError(
+            f"predict: {where} but the model takes {n} tabular features; "
+            "give a table of its features (CSV, Parquet, JSON lines) or an NPZ"
+        )
     # A model trained on an array of 0-255 pixels (its mean says so) gets them as it learned them.
     scale = (
         255.0
@@ -250,7 +273,11 @@ def read_image_input(root: Path, meta: dict[str, Any]) -> PredictInput:
         else 1.0
     )
     return PredictInput(
-        ids, paths=tuple(str(p) for p in files), labels=labels, image_shape=tuple(image_shape), pixel_scale=scale
+        [str(p) for p in files] if ids is None else ids,
+        paths=tuple(str(p) for p in files),
+        labels=labels,
+        image_shape=image_shape,
+        pixel_scale=scale,
     )
 
 
@@ -272,6 +299,8 @@ def read_input(path: Path, meta: dict[str, Any], by_position: bool = False) -> P
         return read_image_input(path, meta)
     if not path.is_file():
         raise DataError(f"predict: input not found: {path}")
+    if path.suffix.lower() in IMAGE_SUFFIXES:  # one image: a folder of one
+        return image_files_input([path], meta, f"{path} is an image", [path.name])
     kind = input_kind(path)
     if kind.read is not None and reads_table(meta):  # the schema encodes the columns, all of them
         from core.services.predict.table import read_table_input

@@ -18,7 +18,15 @@ from core.services.formats.predictor import output_names
 from core.services.predict import planning
 from core.services.predict import pool as pools
 from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk, predict_piece
-from core.services.predict.inputs import CsvPlanner, PredictInput, RowNumbers, check_shape, read_input, reads_table
+from core.services.predict.inputs import (
+    CsvPlanner,
+    PredictInput,
+    RowNumbers,
+    check_shape,
+    image_files_input,
+    read_input,
+    reads_table,
+)
 from core.services.predict.output import Collected, CsvStream, Predictions
 from core.services.predict.planning import AutoPool
 from core.services.predict.runner import Runner
@@ -95,6 +103,32 @@ def predict(
         return Predictions([], classes, none, [], model_path, used, seconds, None, notes, written=sink.rows)
     probs = np.concatenate(sink.probs) if sink.probs else np.empty((0, len(classes)), np.float32)
     return Predictions(sink.all_ids(), classes, probs, sink.texts, model_path, used, seconds, sink.all_labels(), notes)
+
+
+def predict_images(
+    model_path: Path, files: Sequence[Path], batch_rows: int = BATCH_ROWS, checkpoint: str | None = None
+) -> Predictions:
+    """Predict image files (ids: their paths as given) in this process on one compute thread, decoded and
+    batched as ``predict`` does an image folder's (the same files give the same probabilities)."""
+    if not files:
+        raise UserError("predict: no image files given")
+    t0 = time.perf_counter()
+    model_path = resolve_model_path(Path(model_path), checkpoint)
+    with contextlib.ExitStack() as stack:
+        if needs_torch(model_path):
+            stack.enter_context(_compute_threads(1))
+        predictor = load_predictor(model_path, threads=1)
+        inp = image_files_input([Path(f) for f in files], predictor.meta, f"{Path(files[0]).name} is an image")
+        sink = Collected()
+        for lo, hi in chunk_bounds(len(inp), batch_rows):
+            probs, text = predict_chunk(predictor, inp, lo, hi, batch_rows)
+            sink.add(probs, text, inp.ids[lo:hi], None)
+    import numpy as np
+
+    classes = output_names(predictor.meta)
+    return Predictions(
+        sink.all_ids(), classes, np.concatenate(sink.probs), sink.texts, model_path, 1, time.perf_counter() - t0
+    )
 
 
 def _predict_into(

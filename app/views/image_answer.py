@@ -1,0 +1,204 @@
+"""An image model's answer on screen, and image files taken from a drag or a dialog.
+
+``ImageAnswer(prefix)`` shows one picture (a thumbnail, ``label_<prefix>_image``) beside its top classes
+and their probabilities as bars (``table_<prefix>_top_classes``). ``FileDrops`` lets a widget take files
+and folders dropped on it (``dropped`` with their paths); ``image_files`` keeps the images among paths.
+The Serve tab's try-it form and the Predict tab both use them.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, Qt, Signal
+from PySide6.QtGui import QDropEvent, QImage, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.shell.elided_label import ElidedLabel
+from core.readers.inputs import IMAGE_SUFFIXES
+
+TOP_CLASSES = 5  # classes listed beside a picture
+THUMB_PX = 160  # a thumbnail's longer side
+BAR_STEPS = 1000  # a probability bar's resolution
+IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES)) + ")"
+SENT_AS_IS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}  # what a server decodes; others go as PNG
+
+
+def is_image(path: Path) -> bool:
+    return path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES
+
+
+def image_files(paths: Iterable[Path]) -> list[Path]:
+    """The image files among ``paths``, a folder's images (sorted, recursively) in its place."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(f for f in p.rglob("*") if is_image(f))
+        elif is_image(p):
+            out.append(p)
+    return out
+
+
+def dropped_paths(mime: QMimeData) -> list[Path]:
+    """The local files and folders a drag carries."""
+    if not mime.hasUrls():
+        return []
+    return [Path(u.toLocalFile()) for u in mime.urls() if u.isLocalFile() and u.toLocalFile()]
+
+
+def image_base64(path: Path) -> str:
+    """The file as base64 for ``{"images": [...]}``: a PNG or JPEG as it is, any other image re-encoded as
+    PNG (a server decodes those two); ValueError names a file that is no readable image."""
+    if path.suffix.lower() in SENT_AS_IS:
+        return base64.b64encode(path.read_bytes()).decode("ascii")
+    img = QImage(str(path))
+    if img.isNull():
+        raise ValueError(f"{path.name}: not a readable image")
+    buf = QBuffer()
+    buf.open(QIODevice.OpenModeFlag.WriteOnly)
+    img.save(buf, "PNG")
+    return base64.b64encode(bytes(buf.data().data())).decode("ascii")
+
+
+def ranked(probabilities: dict[str, float], k: int = TOP_CLASSES) -> list[tuple[str, float]]:
+    """The ``k`` likeliest classes, likeliest first."""
+    return sorted(((str(c), float(p)) for c, p in probabilities.items()), key=lambda cp: -cp[1])[:k]
+
+
+class FileDrops(QObject):
+    """Takes the files and folders dropped on the widgets it watches (an event filter): ``dropped`` gives
+    their paths; a drag that carries none is refused, so the widget underneath keeps its own behaviour."""
+
+    dropped = Signal(list)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.active = True  # False: drags pass through, as if nothing watched
+
+    def watch(self, *widgets: QWidget) -> None:
+        for w in widgets:
+            w.setAcceptDrops(True)
+            w.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        kind = event.type()
+        if not self.active or not isinstance(event, QDropEvent):  # drag enter and move events are drop events
+            return super().eventFilter(watched, event)
+        if kind in (QEvent.Type.DragEnter, QEvent.Type.DragMove):
+            if dropped_paths(event.mimeData()):
+                event.setDropAction(Qt.DropAction.CopyAction)
+                event.accept()
+                return True
+        elif kind == QEvent.Type.Drop:
+            paths = dropped_paths(event.mimeData())
+            if paths:
+                event.setDropAction(Qt.DropAction.CopyAction)
+                event.accept()
+                self.dropped.emit(paths)
+                return True
+        return super().eventFilter(watched, event)
+
+
+class TopClasses(QTableWidget):
+    """Class, probability (as a number and a bar), likeliest first."""
+
+    def __init__(self, object_name: str, parent: QWidget | None = None) -> None:
+        super().__init__(0, 2, parent)
+        self.setObjectName(object_name)
+        self.setHorizontalHeaderLabels(["class", "probability"])
+        self.verticalHeader().hide()
+        self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        header = self.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.setAccessibleName("top classes and their probabilities")
+
+    def show_classes(self, top: Sequence[tuple[str, float]]) -> None:
+        self.setRowCount(len(top))
+        for r, (name, p) in enumerate(top):
+            self.setItem(r, 0, QTableWidgetItem(name))
+            item = QTableWidgetItem(f"{p:.3f}")  # read by tests and screen readers; the bar shows it
+            self.setItem(r, 1, item)
+            bar = self.cellWidget(r, 1)
+            if not isinstance(bar, QProgressBar):  # kept from answer to answer: a replaced one lingers until deleted
+                bar = QProgressBar(objectName=f"bar_top_class_{r}", minimum=0, maximum=BAR_STEPS)
+                bar.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+                self.setCellWidget(r, 1, bar)
+            bar.setValue(round(p * BAR_STEPS))
+            bar.setFormat(f"{p:.1%}")
+        self.setFixedHeight(self.horizontalHeader().height() + sum(self.rowHeight(r) for r in range(len(top))) + 4)
+
+    def shown(self) -> list[tuple[str, float]]:
+        """The classes and probabilities listed, top first."""
+        return [(self._text(r, 0), float(self._text(r, 1))) for r in range(self.rowCount())]
+
+    def _text(self, row: int, col: int) -> str:
+        item = self.item(row, col)
+        return item.text() if item is not None else ""
+
+
+class ImageAnswer(QWidget):
+    """One picture and its top classes: ``show_answer(path, probabilities)``, ``clear()``."""
+
+    def __init__(self, prefix: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(f"image_answer_{prefix}")
+        self.path: Path | None = None
+        self.label_image = QLabel(objectName=f"label_{prefix}_image")
+        self.label_image.setFixedSize(THUMB_PX + 4, THUMB_PX + 4)
+        self.label_image.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.label_image.setFrameShape(QLabel.Shape.StyledPanel)
+        self.label_caption = ElidedLabel(objectName=f"label_{prefix}_image_caption")
+        self.table_top = TopClasses(f"table_{prefix}_top_classes")
+        side = QVBoxLayout()
+        side.setContentsMargins(0, 0, 0, 0)
+        side.addWidget(self.label_caption)
+        side.addWidget(self.table_top)
+        side.addStretch(1)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.label_image, 0, Qt.AlignmentFlag.AlignTop)
+        layout.addLayout(side, 1)
+        self.clear()
+
+    def clear(self) -> None:
+        self.path = None
+        self.label_image.clear()
+        self.label_image.setText("no image")
+        self.label_caption.setText("")
+        self.table_top.show_classes([])
+
+    def show_answer(self, path: Path, probabilities: dict[str, float]) -> None:
+        """The picture at ``path`` and its likeliest classes."""
+        self.path = path
+        pixmap = QPixmap(str(path))
+        if pixmap.isNull():
+            self.label_image.setText("(unreadable)")
+        else:
+            small = max(pixmap.width(), pixmap.height()) < THUMB_PX
+            how = Qt.TransformationMode.FastTransformation if small else Qt.TransformationMode.SmoothTransformation
+            # a small picture is enlarged pixel for pixel: what the model saw, not a blur of it
+            self.label_image.setPixmap(pixmap.scaled(THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, how))
+        top = ranked(probabilities)
+        self.label_image.setAccessibleName(f"image {path.name}")
+        self.label_image.setToolTip(str(path))
+        best = f": {top[0][0]} ({top[0][1]:.1%})" if top else ""
+        self.label_caption.setText(f"{path.name}{best}")
+        self.table_top.show_classes(top)
+
+    def top_class(self) -> str:
+        top = self.table_top.shown()
+        return top[0][0] if top else ""
