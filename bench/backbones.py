@@ -60,7 +60,7 @@ def features(folder: Path, arch: str, n: int) -> None:
     rates = {}
     for procs in (1, 2):
         t0 = time.perf_counter()
-        compute(net, paths, info, procs, 0, get_context())  # type: ignore[arg-type]  # a BackboneNet
+        compute(net, cfg.model.kind, paths, info, procs, 0, get_context())  # type: ignore[arg-type]  # a BackboneNet
         rates[f"engine, {procs} process(es)"] = len(paths) / (time.perf_counter() - t0)
     torch.set_num_threads(os.cpu_count() or 1)
     mean = torch.tensor(info.mean).view(1, -1, 1, 1)

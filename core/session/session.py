@@ -58,6 +58,7 @@ from core.training.backbones import BackboneNet, frozen_backbone, image_input, i
 from core.training.checkpoint import load_weights
 from core.training.features import FeatureCount, with_features
 from core.training.models import build_model_for, count_parameters
+from core.training.shared_state import SharedState, share_flat
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP
 from core.worker.position import Position
 from core.worker.spec import WorkerSpec
@@ -281,7 +282,7 @@ class Session:
         self._ctx.log("info", detail)
         dist_init = self.launcher.rendezvous(self.strategy.uses_process_group)
         threads = default_threads(self.num_workers, cfg.parallel.threads_per_worker)
-        shared = [m.state_dict() for m in self._ctx.models]  # shared-memory tensors, rebound in each worker
+        shared = [SharedState.of(m.state_dict()) for m in self._ctx.models]  # rebound in each worker
         specs = [
             WorkerSpec(
                 rank=rank,
@@ -443,7 +444,7 @@ def _build_models(cfg: Config, info: DatasetInfo, n_models: int, start: StartPoi
             raise RunError(f"{start.where}: its model cannot be rebuilt: {exc}") from None
         if states[i] is not None:
             load_weights(m, states[i], start.where)
-        m.share_memory()
+        share_flat(m)  # one block: a few descriptors to cross to a worker, whatever the model
         models.append(m)
     fresh = [m for m, state in zip(models, states) if state is None]
     if fresh and is_timm(cfg.model.kind):  # a new run starts from the pretrained backbone

@@ -116,17 +116,17 @@ def preprocessing(kind: str) -> Preprocessing:
     return Preprocessing((c, h, w), tuple(cfg.mean), tuple(cfg.std), str(cfg.interpolation), float(cfg.crop_pct))
 
 
-def build_backbone_net(cfg: ModelConfig, image_shape: Sequence[int] | None, num_outputs: int) -> BackboneNet:
+def build_backbone_net(kind: str, frozen: bool, image_shape: Sequence[int] | None, num_outputs: int) -> BackboneNet:
     if image_shape is None or len(image_shape) != 3:
         raise ModelError(
-            f'model: model.kind = "{cfg.kind}" needs images (data.source = "images:DIR", a folder of class folders)'
+            f'model: model.kind = "{kind}" needs images (data.source = "images:DIR", a folder of class folders)'
         )
-    backbone = create_backbone(cfg.kind)
+    backbone = create_backbone(kind)
     num_features = int(getattr(backbone, "num_features", 0))
     if num_features <= 0:
         with torch.no_grad():
             num_features = int(backbone.eval()(torch.zeros(1, *image_shape)).shape[-1])
-    return BackboneNet(backbone, num_features, num_outputs, frozen=cfg.finetune == "head")
+    return BackboneNet(backbone, num_features, num_outputs, frozen=frozen)
 
 
 # -- the pretrained weights -------------------------------------------------------------------------------------

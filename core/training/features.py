@@ -31,7 +31,8 @@ from core.data import DatasetInfo, FeatureSplit, ImageDataset, ImageSplit, Prepa
 from core.errors import DataError, RunError
 from core.host.lifeline import set_pdeathsig
 from core.readers import check_stop
-from core.training.backbones import BackboneNet, weights_digest
+from core.training.backbones import BackboneNet, build_backbone_net, weights_digest
+from core.training.shared_state import SharedState, share_flat
 
 CACHE_FOLDER = ".features"
 FORMAT = 1  # bumped when what a feature is computed from changes (the decoding, the layout)
@@ -71,7 +72,7 @@ def with_features(
     t0 = time.perf_counter()
     cache = runs_dir / CACHE_FOLDER / cache_key(kind, net, data.info)
     paths = list(data.train.paths) + list(data.val.paths)
-    feats, computed = cached_features(net, paths, data.info, cache, processes, loader_workers, context)
+    feats, computed = cached_features(net, kind, paths, data.info, cache, processes, loader_workers, context)
     x = torch.from_numpy(feats).share_memory_()
     k = len(data.train)
 
@@ -86,6 +87,7 @@ def with_features(
 
 def cached_features(
     net: BackboneNet,
+    kind: str,
     paths: Sequence[str],
     info: DatasetInfo,
     cache: Path,
@@ -100,7 +102,11 @@ def cached_features(
         keys = [_file_key(p) for p in paths]
         rows = [index.get(k) for k in keys]
         missing = [i for i, r in enumerate(rows) if r is None]
-        fresh = compute(net, [paths[i] for i in missing], info, processes, loader_workers, context) if missing else None
+        fresh = (
+            compute(net, kind, [paths[i] for i in missing], info, processes, loader_workers, context)
+            if missing
+            else None
+        )
         dim = int(fresh.shape[1]) if fresh is not None else int(stored.shape[1]) if stored is not None else 0
         out = np.empty((len(paths), dim), dtype=np.float32)
         if stored is not None:
@@ -114,7 +120,13 @@ def cached_features(
 
 
 def compute(
-    net: BackboneNet, paths: Sequence[str], info: DatasetInfo, processes: int, loader_workers: int, context: Any
+    net: BackboneNet,
+    kind: str,
+    paths: Sequence[str],
+    info: DatasetInfo,
+    processes: int,
+    loader_workers: int,
+    context: Any,
 ) -> np.ndarray:
     """The backbone's features of ``paths``, computed by ``processes`` processes into one shared tensor."""
     with torch.inference_mode():
@@ -124,8 +136,13 @@ def compute(
     threads = max(1, (os.cpu_count() or 1) // processes)
     shards = np.array_split(np.arange(len(paths)), processes)
     procs = []
+    weights = SharedState.of(net.state_dict())
+    if len(weights.storages) > 1:  # one block crosses as one descriptor, whatever the network
+        share_flat(net)
+        weights = SharedState.of(net.state_dict())
+    frozen = net.frozen
     for shard in shards:
-        args = (net, [paths[i] for i in shard], int(shard[0]), info, out, threads, loader_workers, os.getpid())
+        args = (kind, frozen, weights, [paths[i] for i in shard], int(shard[0]), info, out, threads, loader_workers)
         p = context.Process(target=_extract, args=args, name="traindesk-features", daemon=False)
         p.start()
         procs.append(p)
@@ -146,19 +163,20 @@ def compute(
 
 
 def _extract(
-    net: BackboneNet,
+    kind: str,
+    frozen: bool,
+    weights: SharedState,
     paths: list[str],
     start: int,
     info: DatasetInfo,
     out: torch.Tensor,
     threads: int,
     loader_workers: int,
-    parent: int,
 ) -> None:
-    set_pdeathsig()
-    if os.getppid() != parent and os.getppid() == 1:
-        os._exit(0)
+    set_pdeathsig()  # a process that outlives the session computes for nobody
     torch.set_num_threads(threads)
+    net = build_backbone_net(kind, frozen, info.input_shape, info.num_classes)
+    net.load_state_dict(weights.state_dict(), assign=True)
     dataset = ImageDataset(ImageSplit(tuple(paths), (0,) * len(paths)), info)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=BATCH, num_workers=loader_workers, persistent_workers=False, shuffle=False

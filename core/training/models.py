@@ -187,9 +187,8 @@ def build_model(
             layers.insert(0, nn.Unflatten(1, shape))
         return nn.Sequential(*layers)
     if is_timm(cfg.kind):
-        return build_backbone_net(
-            cfg, image_shape or (tuple(input_shape) if len(input_shape) == 3 else None), num_classes
-        )
+        images = image_shape or (tuple(input_shape) if len(input_shape) == 3 else None)
+        return build_backbone_net(cfg.kind, cfg.finetune == "head", images, num_classes)
     return _build_custom(cfg.kind, input_shape, num_classes)
 
 

@@ -25,6 +25,7 @@ from core.host.machine import keep_freed_memory
 from core.runfiles.records import done_record
 from core.strategies import get_strategy
 from core.training.checkpoint import state_to_bytes
+from core.training.shared_state import Shared
 from core.worker.channels import Channels, RecordSender
 from core.worker.spec import WorkerSpec
 from core.worker.trainer import Diverged, Trainer
@@ -54,7 +55,7 @@ def _load_class(target: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> int:
+def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[Shared], ch: Channels) -> int:
     """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
     out.state(
@@ -100,7 +101,7 @@ def _hostname() -> str:
     return socket.gethostname()
 
 
-def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[dict[str, torch.Tensor]], ch: Channels) -> None:
+def worker_main(spec: WorkerSpec, data: PreparedData, shared: list[Shared], ch: Channels) -> None:
     """Process entry point: isolate from the terminal, set threads, train, exit."""
     # Ctrl-C in a terminal reaches the whole process group; the session decides how to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

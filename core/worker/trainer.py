@@ -48,6 +48,7 @@ from core.training.checkpoint import state_from_bytes, state_to_bytes
 from core.training.losses import eval_metrics, eval_stats, make_loss
 from core.training.precision import precision_for
 from core.training.schedule import Plateau, improved, lr_at, scheduled
+from core.training.shared_state import Shared, as_state_dict
 from core.worker.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTINGS, STOP, Channels, RecordSender
 from core.worker.position import Position
 from core.worker.recovery import LR_DIVISOR, Recovery
@@ -133,7 +134,7 @@ class Trainer:
         self,
         spec: WorkerSpec,
         data: PreparedData,
-        shared: list[dict[str, torch.Tensor]],
+        shared: list[Shared],
         ch: Channels,
         out: RecordSender,
         strategy: Strategy,
@@ -555,13 +556,13 @@ class Trainer:
         self.out.add(best_record(self.spec.rank, record["epoch"], self.step, self._best, state_to_bytes(weights)))
 
 
-def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: dict[str, torch.Tensor]) -> nn.Module:
+def bind_shared_model(spec: WorkerSpec, data: PreparedData, state: Shared) -> nn.Module:
     """Build the configured model whose parameters *are* the shared-memory tensors."""
     from core.training.models import build_model_for
 
     info = data.info
     model = build_model_for(spec.config.model, info)
-    model.load_state_dict(state, assign=True)  # assign: use these tensors, do not copy into new ones
+    model.load_state_dict(as_state_dict(state), assign=True)  # assign: use these tensors, do not copy them
     return model
 
 

@@ -27,6 +27,7 @@ from core.strategies.search import open_study, study_lock, suggest, trial_config
 from core.training.checkpoint import save_checkpoint, state_to_bytes
 from core.training.models import build_model_for
 from core.training.precision import FullPrecision, Precision
+from core.training.shared_state import Shared
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP, Channels, RecordSender
 from core.worker.position import Position
 from core.worker.spec import WorkerSpec
@@ -63,7 +64,7 @@ class TrialRunner:
         self,
         spec: WorkerSpec,
         data: PreparedData,
-        shared: list[dict[str, torch.Tensor]],
+        shared: list[Shared],
         ch: Channels,
         out: RecordSender,
         strategy: Strategy,

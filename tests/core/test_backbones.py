@@ -135,7 +135,7 @@ def _cached_split(run_dir: Path) -> tuple[np.ndarray, np.ndarray, int]:
     net = build_model(cfg.model, info.input_shape, info.num_classes, info.image_shape)
     net.load_state_dict(ckpt["model"])
     paths = list(data.train.paths) + list(data.val.paths)  # type: ignore[union-attr]  # an image folder's splits
-    feats = compute(net, paths, info, 1, 0, get_context())  # type: ignore[arg-type]  # a BackboneNet
+    feats = compute(net, KIND, paths, info, 1, 0, get_context())  # type: ignore[arg-type]  # a BackboneNet
     labels = np.asarray(list(data.train.labels) + list(data.val.labels))  # type: ignore[union-attr]
     return feats, labels, len(data.train)
 
