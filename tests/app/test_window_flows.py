@@ -133,7 +133,7 @@ def test_long_fork_names_keep_accuracy_and_samples_per_s_in_view(qtbot: Any, mak
     fork_row = next(r for r in range(2) if "long-name" in names[r])
     assert parent.name in view.proxy.index(fork_row, COL["name"]).data(Qt.ItemDataRole.ToolTipRole)
     width = view.table.viewport().width()
-    for attr in ("best_val_accuracy", "final_val_accuracy", "samples_per_s"):
+    for attr in ("best_figure", "final_figure", "samples_per_s"):
         c = COL[attr]
         right = view.table.columnViewportPosition(c) + view.table.columnWidth(c)
         assert 0 < right <= width, (attr, right, width)
