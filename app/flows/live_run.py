@@ -113,7 +113,8 @@ class LiveRun(QObject):
             text = ", ".join(f"{k} = {v}" for k, v in changes.items())
             w.log_pane.add_message("state", f"resumed with {text}", who="session")
             if self.progress is not None and "train.epochs" in changes:
-                self.progress.epochs = int(changes["train.epochs"])
+                self.progress.set_epochs(int(changes["train.epochs"]))
+                self.update_progress()
         w.hide_error()
 
     def stop(self) -> None:
