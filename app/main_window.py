@@ -209,6 +209,8 @@ class MainWindow(QMainWindow):
         self.runs_view.open_requested.connect(self.open_run)
         self.runs_view.error.connect(self.show_error)
         self.runs_view.selection_changed.connect(self.update_actions)
+        self.runs_view.edited.connect(self.past_runs.on_edited)
+        self.runs_view.deleted.connect(self.past_runs.on_deleted)
         self.compare_view = CompareView()
         self.compare_view.failed.connect(self.show_error)
         self.tabs = QTabWidget(objectName="tabs_main")

@@ -333,12 +333,30 @@ class CompareView(QWidget):
 
     def show_runs(self, runs: list[CompareRun]) -> None:
         self.runs = runs
-        self.label_title.setText(f"Comparing {len(runs)} runs: " + ", ".join(r.name for r in runs))
+        self.label_title.setText(
+            f"Comparing {len(runs)} runs: " + ", ".join(r.name for r in runs)
+            if runs
+            else "Select two or more runs in Runs and choose Compare."
+        )
         self._draw()
         self._fill_best()
         self._fill_diff()
         self._update_buttons()
         self.compared.emit(runs)
+
+    def forget(self, paths: list[Path]) -> None:
+        """Runs that are gone (moved to the trash) leave the comparison."""
+        gone = {Path(p) for p in paths}
+        if any(run.path in gone for run in self.runs):
+            self.show_runs([run for run in self.runs if run.path not in gone])
+
+    def rename(self, path: Path, name: str) -> None:
+        """A compared run was renamed: its curves, rows and column say its new name."""
+        for run in self.runs:
+            if run.path == Path(path) and run.name != name:
+                run.name = name
+                self.show_runs(self.runs)
+                return
 
     def _update_buttons(self) -> None:
         self.button_csv.setEnabled(bool(self.runs))
