@@ -227,6 +227,7 @@ class MainWindow(QMainWindow):
 
         self.serve_view = ServeView()
         self.tabs.addTab(self.serve_view, "Serve")
+        self.tabs.currentChanged.connect(lambda _i: self.live.offer_run())  # Predict and Serve: the run on screen
         top_layout.addWidget(self.tabs, 1)
         self.right_splitter = QSplitter(Qt.Orientation.Vertical, objectName="right_splitter")
         self.right_splitter.addWidget(right_top)

@@ -128,6 +128,14 @@ class LiveRun(QObject):
             return None
         return Path(run_dir)
 
+    def offer_run(self) -> None:
+        """Predict and Serve start from the run on screen (the one Export would export) unless another model
+        was chosen there."""
+        run_dir = self.export_run_dir()
+        if run_dir is not None and not self.window.controller.active:
+            self.window.predict_view.offer_model(run_dir)
+            self.window.serve_view.offer_model(run_dir)
+
     def export(self) -> None:
         w = self.window
         run_dir = self.export_run_dir()

@@ -90,3 +90,30 @@ def test_the_settings_of_a_renamed_run_say_its_new_name_and_back_to_mine_says_re
     window.panel.button_my_settings.click()
     assert window.label_state.text() == "Ready"  # the user's own settings again: Start is theirs
     assert window.action_start.isEnabled()
+
+
+def test_predict_and_serve_start_from_the_run_on_screen_unless_another_model_was_chosen(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
+    from trained_run import make_run
+
+    first, second = make_run(tmp_path / "runs", steps=5), make_run(tmp_path / "runs", steps=5)
+    for run in (first, second):
+        (run / "metrics.jsonl").touch()  # a run folder the window opens
+    window = make_window()
+    assert window.predict_view.edit_model.text() == "" and window.serve_view.edit_model.text() == ""
+    window.open_run(first)
+    qtbot.waitUntil(lambda: window.viewing_run == first and not window.calls.busy, timeout=20_000)
+    window.show_tab(window.predict_view)
+    assert window.predict_view.edit_model.text() == str(first)
+    window.show_tab(window.serve_view)
+    assert window.serve_view.edit_model.text() == str(first)
+
+    chosen = tmp_path / "model.onnx"
+    window.predict_view.set_model(chosen)  # the user's choice stays theirs
+    window.open_run(second)
+    qtbot.waitUntil(lambda: window.viewing_run == second and not window.calls.busy, timeout=20_000)
+    window.show_tab(window.predict_view)
+    assert window.predict_view.edit_model.text() == str(chosen)
+    window.show_tab(window.serve_view)
+    assert window.serve_view.edit_model.text() == str(second)  # still the window's offer: it follows the run
