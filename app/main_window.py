@@ -210,6 +210,8 @@ class MainWindow(QMainWindow):
         self.runs_view.open_requested.connect(self.open_run)
         self.runs_view.error.connect(self.show_error)
         self.runs_view.selection_changed.connect(self.update_actions)
+        self.runs_view.edited.connect(self.past_runs.on_edited)
+        self.runs_view.deleted.connect(self.past_runs.on_deleted)
         self.compare_view = CompareView()
         self.compare_view.failed.connect(self.show_error)
         self.tabs = QTabWidget(objectName="tabs_main")
@@ -226,6 +228,7 @@ class MainWindow(QMainWindow):
 
         self.serve_view = ServeView()
         self.tabs.addTab(self.serve_view, "Serve")
+        self.tabs.currentChanged.connect(lambda _i: self.live.offer_run())  # Predict and Serve: the run on screen
         top_layout.addWidget(self.tabs, 1)
         self.right_splitter = QSplitter(Qt.Orientation.Vertical, objectName="right_splitter")
         self.right_splitter.addWidget(right_top)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QProgressBar, QToolButton
 
+from core.metric_names import SHORT_NAMES
+
 if TYPE_CHECKING:
     from app.flows.window_port import WindowPort
 
@@ -130,4 +132,5 @@ def advice_table(result: dict[str, Any]) -> str:
         f"</td></tr>"
         for p in result["probes"]
     )
-    return f"<table cellspacing=6><tr><th>strategy</th><th>samples/s</th><th>val acc</th></tr>{rows}</table>"
+    figure = SHORT_NAMES.get(str(result.get("metric")), SHORT_NAMES["val_accuracy"])  # R² on a regression
+    return f"<table cellspacing=6><tr><th>strategy</th><th>samples/s</th><th>{figure}</th></tr>{rows}</table>"

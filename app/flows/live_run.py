@@ -113,7 +113,8 @@ class LiveRun(QObject):
             text = ", ".join(f"{k} = {v}" for k, v in changes.items())
             w.log_pane.add_message("state", f"resumed with {text}", who="session")
             if self.progress is not None and "train.epochs" in changes:
-                self.progress.epochs = int(changes["train.epochs"])
+                self.progress.set_epochs(int(changes["train.epochs"]))
+                self.update_progress()
         w.hide_error()
 
     def stop(self) -> None:
@@ -126,6 +127,14 @@ class LiveRun(QObject):
         if run_dir is None or not RunDir(run_dir).has_weights():
             return None
         return Path(run_dir)
+
+    def offer_run(self) -> None:
+        """Predict and Serve start from the run on screen (the one Export would export) unless another model
+        was chosen there."""
+        run_dir = self.export_run_dir()
+        if run_dir is not None and not self.window.controller.active:
+            self.window.predict_view.offer_model(run_dir)
+            self.window.serve_view.offer_model(run_dir)
 
     def export(self) -> None:
         w = self.window

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from app.viewmodels.run_data import fork_marker
+from app.viewmodels.run_index import RunRow, read_notes
 from core.config import ConfigError, load_config
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.records import LOG
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
     from app.flows.window_port import WindowPort
 
 RECENT_RUNS = 12
+
+
+def display_name(run_dir: Path) -> str:
+    """The name the user gave the run (Runs' Rename), else its folder's."""
+    return str(read_notes(run_dir).get("name") or Path(run_dir).name)
 
 
 class PastRuns:
@@ -90,7 +96,7 @@ class PastRuns:
         w.plots.reset()
         w.live.apply_run_shape(cfg)
         w.live.start_progress(cfg)
-        w.panel.show_run_config(cfg, run_dir.name)  # the run's settings, not the window's
+        w.panel.show_run_config(cfg, display_name(run_dir))  # the run's settings, not the window's
         w.show_tab(w.plots)
         w.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
         w.controller.attach(run_dir)
@@ -118,10 +124,21 @@ class PastRuns:
         w.log_pane.add_records([r for r in records if r.get("kind") == LOG])
         w.live.show_past(run_dir, summary, cfg.train.epochs if cfg is not None else 0)
         if cfg is not None:
-            w.panel.show_run_config(cfg, run_dir.name)
+            w.panel.show_run_config(cfg, display_name(run_dir))
         w.update_actions()
         if RunDir(run_dir).has_weights():
             w.evaluate_view.load_run(run_dir)
+
+    def on_edited(self, row: RunRow) -> None:
+        """A run was renamed (or its notes edited) in Runs: the views that name it say its new name."""
+        w = self.window
+        if w.panel.showing_run_config and row.path in (w.state.viewing_run, w.controller.run_dir):
+            w.panel.name_shown_run(row.name)
+        w.compare_view.rename(row.path, row.name)
+
+    def on_deleted(self, paths: list[Path]) -> None:
+        """Runs moved to the trash leave Compare."""
+        self.window.compare_view.forget(paths)
 
     def show_list(self) -> None:
         self.window.show_tab(self.window.runs_view)

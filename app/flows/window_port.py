@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from app.viewmodels.window_state import WindowModel
     from app.views.compare import CompareView
     from app.views.evaluate import EvaluateView
+    from app.views.predict import PredictView
     from app.views.runs import RunsView
     from app.views.search import SearchView
+    from app.views.serve import ServeView
 
 
 class WindowPort(Protocol):
@@ -44,6 +46,8 @@ class WindowPort(Protocol):
     compare_view: CompareView
     evaluate_view: EvaluateView
     search_view: SearchView
+    predict_view: PredictView
+    serve_view: ServeView
 
     @property
     def runs_dir(self) -> str:

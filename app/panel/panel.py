@@ -13,6 +13,7 @@ says so). It shows its groups' widgets under their own names (``panel.spin_epoch
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
@@ -182,11 +183,15 @@ class ConfigPanel(QWidget):
             except ConfigError:
                 self._own_config = self._base
         self.set_config(cfg)
+        self.name_shown_run(run_name)
+        self.set_mode("view")
+
+    def name_shown_run(self, run_name: str) -> None:
+        """The shown run's name (again, once it was renamed)."""
         self.label_view.setText(
-            f"Settings of <b>{run_name}</b>. Fork starts from the learning rate, "
+            f"Settings of <b>{html.escape(run_name)}</b>. Fork starts from the learning rate, "
             "weight decay, batch size and epochs shown here; Continue run uses the epochs."
         )
-        self.set_mode("view")
 
     @property
     def showing_run_config(self) -> bool:

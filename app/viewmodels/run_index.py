@@ -1,8 +1,8 @@
 """Every run of a runs directory as a row: what ran, how it ended, the user's notes (no Qt: testable).
 
 ``RunIndex.scan()`` reads each run's summary, config and notes through its
-:class:`~core.runfiles.layout.RunDir` and, for the best validation accuracy and a live
-run's count of epochs or trials done, folds its ``metrics.jsonl`` into a
+:class:`~core.runfiles.layout.RunDir` and, for a live run's figure (the metric that selects its model:
+``core.metric_names.run_metric``) and its count of epochs or trials done, folds its ``metrics.jsonl`` into a
 :class:`~core.session.reading.stats.RunStats` incrementally (a live run's log is read
 from where the last scan stopped). An ended run's count is its summary's.
 It is called off the GUI thread. Notes, tags and the display name live in
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import to_dict
+from core.metric_names import run_figures, run_metric
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.writing import MetricsTail, atomic_write_json
 from core.services.past_run import read_config
@@ -43,8 +44,9 @@ class RunRow:
     epochs_done: int = 0  # what ``count`` says is done (epochs or trials), for sorting
     epochs: int = 0
     count: RunCount = field(default_factory=lambda: RunCount(0))  # how far it got, as every view says it
-    best_val_accuracy: float = math.nan
-    final_val_accuracy: float = math.nan
+    metric: str = "val_accuracy"  # the run's figure: the metric that chose the model it hands on
+    best_figure: float = math.nan  # that model's value of it
+    final_figure: float = math.nan  # its value at the last evaluation
     samples_per_s: float = math.nan
     wall_s: float = math.nan
     notes: str = ""
@@ -162,9 +164,6 @@ class RunIndex:
             row.strategy = cfg.parallel.strategy
             row.workers = int(summary.get("workers") or cfg.parallel.workers)
             row.epochs = cfg.train.epochs
-        final = summary.get("final") or {}
-        if isinstance(final.get("val_accuracy"), (int, float)):
-            row.final_val_accuracy = float(final["val_accuracy"])
         for key in ("samples_per_s", "wall_s"):
             if isinstance(summary.get(key), (int, float)):
                 setattr(row, key, float(summary[key]))
@@ -182,15 +181,15 @@ class RunIndex:
         else:
             row.count = RunCount.of_summary(summary, row.epochs)
         row.epochs_done = row.count.done
-        result = summary.get("result") or {}
-        if isinstance(result.get("val_accuracy"), (int, float)):
-            # the model the run hands on (best.pt, chosen by its select_by), measured on those weights
-            row.best_val_accuracy = float(result["val_accuracy"])
-        elif stats.best_accuracy:
-            row.best_val_accuracy = max(stats.best_accuracy.values())
-        if stats.best_accuracy:
-            if live or math.isnan(row.final_val_accuracy):
-                best_worker = summary.get("best_worker")
-                last = stats.last_accuracy.get(best_worker) if isinstance(best_worker, int) else None
-                row.final_val_accuracy = last if last is not None else max(stats.last_accuracy.values())
+        row.metric = run_metric({"task": stats.task, **summary} if stats.last_eval else summary, cfg)
+        kept, last = run_figures(summary, row.metric)
+        if live or last is None:  # the records say where a live run is
+            best_worker = summary.get("best_worker")
+            last = stats.last_value(row.metric, best_worker if isinstance(best_worker, int) else None)
+            if last is None:
+                last = stats.last_value(row.metric)
+        # the model the run hands on (best.pt, chosen by its select_by), measured on those weights
+        best = kept if kept is not None else stats.best_value(row.metric)
+        row.best_figure = math.nan if best is None else best
+        row.final_figure = math.nan if last is None else last
         return row

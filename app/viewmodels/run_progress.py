@@ -45,6 +45,7 @@ class ProgressTracker:
         self._progress: dict[int, float] = {}
         self._history: deque[tuple[float, float]] = deque()
         self.paused = False
+        self._paused_at: float | None = None  # when the session said it paused
         self.done = False
         self.stopped_early_at: int | None = None  # the last epoch of a run that early stopping ended
 
@@ -80,7 +81,7 @@ class ProgressTracker:
             elif kind == EVAL:
                 self._reach(int(rec.get("worker") or 0), int(rec.get("epoch", 0)) / self.epochs)
             elif kind == STATE and rec.get("worker") is None:
-                self._on_session_state(self.stats.state)
+                self._on_session_state(self.stats.state, t)
         if t is not None and not self.paused:
             self._history.append((t, self.progress))
             while len(self._history) > 2 and t - self._history[0][0] > ETA_WINDOW_S:
@@ -89,15 +90,30 @@ class ProgressTracker:
     def _reach(self, worker: int, share: float) -> None:
         self._progress[worker] = max(self._progress.get(worker, 0.0), min(1.0, share))
 
-    def _on_session_state(self, state: str | None) -> None:
+    def _on_session_state(self, state: str | None, t: float | None = None) -> None:
         if state == "paused":
+            if not self.paused:
+                self._paused_at = t
             self.paused = True
         elif state == "running":
-            if self.paused:
-                self._history.clear()  # the pause must not slow the ETA down
+            if self.paused:  # the pause must not slow the ETA down: the pace before it is moved up to now
+                shift = t - self._paused_at if t is not None and self._paused_at is not None else None
+                if shift is None:
+                    self._history.clear()
+                else:
+                    self._history = deque((ti + shift, p) for ti, p in self._history)
             self.paused = False
         elif state == "finished":
             self.done = True
+
+    def set_epochs(self, epochs: int) -> None:
+        """The run was asked for ``epochs`` (a live edit): the shares done and the history the ETA is measured
+        on count in the new epochs at once, so the bar and the ETA say what is left at the pace measured."""
+        epochs = max(1, epochs)
+        scale = self.epochs / epochs
+        self.epochs = epochs
+        self._progress = {w: min(1.0, p * scale) for w, p in self._progress.items()}
+        self._history = deque((t, min(1.0, p * scale)) for t, p in self._history)
 
     def end(self, status: str, summary: dict[str, Any] | None) -> None:
         """The run ended: a finished run is complete, unless early stopping ended it short of its epochs."""

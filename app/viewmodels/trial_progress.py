@@ -61,6 +61,12 @@ class TrialProgress(ProgressTracker):
                 self._epochs_of[trial] = max(self._epochs_of.get(trial, 0), int(rec.get("epoch") or 0))
         super().add(records)  # pauses, the end, and the history the ETA is measured on
 
+    def set_epochs(self, epochs: int) -> None:
+        """A trial's epochs changed: the running trials' shares change with them, and the pace measured
+        before says nothing of the trials' new length."""
+        self.epochs = max(1, epochs)
+        self._history.clear()
+
     def resume_from(self, records: Iterable[dict[str, Any]]) -> None:
         """A continued search adds a new budget of trials: the earlier ones are history, not progress."""
         records = list(records)

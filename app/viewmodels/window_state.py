@@ -121,7 +121,7 @@ def status_text(s: WindowState) -> str:
         return f"{text} (attached)" if s.attached else text
     if s.loading or s.preparing:
         return "Loading run…"
-    if s.viewing:
+    if s.viewing and s.run_config_shown:  # "Back to mine" or "Use these settings": the user's own again
         return f"Viewing {s.viewing}"
     return STATE_TEXT.get(s.run_state, s.run_state)
 

@@ -1,13 +1,14 @@
 """Compare runs: their curves overlaid (one colour per run), the settings that differ, the best marked.
 
 ``CompareView.compare(paths)`` reads the runs on a background thread
-(``load_runs``, no Qt) and then draws ``plot_compare``: validation accuracy,
-validation loss and training loss against step, epoch or wall time. The
+(``load_runs``, no Qt) and then draws ``plot_compare``: the runs' figure (the
+metric each selects its model by: accuracy, RMSE, ...), validation loss and
+training loss against step, epoch or wall time. The
 result's worker stands for each run (a sweep's best model; hogwild's and
 ddp's evaluating worker); its training loss is the mean over workers when
 they share one model. ``table_compare_diff`` lists only the config keys whose
-values differ; ``table_compare`` the best value of each metric per run, the
-best of all in bold.
+values differ; ``table_compare`` each run's own figure and the best value of
+each loss, the best of all (of runs of one figure) in bold.
 """
 
 from __future__ import annotations
@@ -42,10 +43,19 @@ from app.plots.live import PlotColors, worker_color
 from app.plots.text import compact_axis, distinct_names, set_fitting_title, table_height
 from app.shell.tasks import BackgroundCalls
 from app.viewmodels.series import ema
+from core.metric_names import (
+    CLASSIFICATION_ONLY,
+    FIGURE_NAMES,
+    SHORT_NAMES,
+    figure_text,
+    higher_is_better,
+    run_figures,
+    run_metric,
+)
 
-# metric key, title, higher is better
+# panel, title, higher is better; "figure" shows the compared runs' figure (``CompareView.figure_metric``)
 METRICS = [
-    ("val_accuracy", "Validation accuracy", True),
+    ("figure", "Validation accuracy", True),
     ("val_loss", "Validation loss", False),
     ("train_loss", "Training loss", False),
 ]
@@ -60,6 +70,19 @@ class CompareRun:
     summary: dict[str, Any]
     # curve name -> {"step", "epoch", "time", "y"} arrays
     curves: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    metric: str = "val_accuracy"  # the run's figure: the metric that chose the model it hands on
+
+    def figures(self) -> tuple[float, float]:
+        """(the model it hands on's figure, the last evaluation's), NaN where unknown: summary.json's, else
+        the curve's."""
+        kept, last = run_figures(self.summary, self.metric)
+        best = self.best(self.metric, higher_is_better(self.metric))
+        c = self.curves.get(self.metric)
+        if kept is None and best is not None:
+            kept = best[0]
+        if last is None and c is not None and len(c["y"]):
+            last = float(c["y"][-1])
+        return (math.nan if kept is None else kept, math.nan if last is None else last)
 
     def best(self, metric: str, higher: bool) -> tuple[float, int] | None:
         """(best value, index in the curve) or None."""
@@ -99,12 +122,14 @@ def load_run(path: Path) -> CompareRun:
     past = read_past_run(path, with_parent=False)
     cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
     run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
+    run.metric = run_metric(run.summary, cfg)
     strategy = get_strategy(cfg, task=str(run.summary.get("task") or "classification"))
     run.curves = run_curves(
         past.records,
         run.summary,
         separate=strategy.model_per_worker,
         result_worker=strategy.result_worker_of(past.records),
+        figure=run.metric,
     )
     return run
 
@@ -115,13 +140,15 @@ def run_curves(
     separate: bool,
     result_worker: int = 0,
     smoothing: float = 0.6,
+    figure: str = "val_accuracy",
 ) -> dict[str, dict[str, np.ndarray]]:
     """The curves that stand for a run, every point placed by the run's Timeline.
 
     The result's worker stands for the run: the summary's best_worker, else the one its strategy picks from
     the records (``result_worker``: a sweep's best model, the evaluating worker of a shared one), and of a
     search its best trial. Its training loss is the mean over the workers at each step when they
-    share one model, else its own. Each curve's x values never go backwards on any axis.
+    share one model, else its own. Each curve's x values never go backwards on any axis. Its evaluations give
+    val_accuracy, val_loss and ``figure`` (the run's own metric).
     """
     from core.runfiles.records import EVAL, STEP
     from core.session.reading.timeline import Timeline
@@ -159,7 +186,7 @@ def run_curves(
     ).reshape(-1, 4)
     curves = {"train_loss": _monotone(rows[:, 0], rows[:, 1], rows[:, 2], ema(rows[:, 3], smoothing))}
     mine = [(r, p) for r, p in evals if p.worker == w and p.trial == trial]
-    for metric in ("val_accuracy", "val_loss"):
+    for metric in dict.fromkeys(("val_accuracy", "val_loss", figure)):
         pts = [(p.step, p.epoch, p.time, _value(r.get(metric))) for r, p in mine]
         arr = np.array(pts, dtype=np.float64).reshape(-1, 4)
         curves[metric] = _monotone(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3])
@@ -229,7 +256,8 @@ class CompareView(QWidget):
             set_fitting_title(item, title)
             item.getAxis("left").enableAutoSIPrefix(False)
             item.hideButtons()
-            item.setLimits(yMin=-0.01, yMax=1.01) if metric == "val_accuracy" else item.setLimits(yMin=0.0)
+            if metric != "figure":
+                item.setLimits(yMin=0.0)
             self.items[metric] = item
         self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6)
         self.legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Fixed)
@@ -305,12 +333,30 @@ class CompareView(QWidget):
 
     def show_runs(self, runs: list[CompareRun]) -> None:
         self.runs = runs
-        self.label_title.setText(f"Comparing {len(runs)} runs: " + ", ".join(r.name for r in runs))
+        self.label_title.setText(
+            f"Comparing {len(runs)} runs: " + ", ".join(r.name for r in runs)
+            if runs
+            else "Select two or more runs in Runs and choose Compare."
+        )
         self._draw()
         self._fill_best()
         self._fill_diff()
         self._update_buttons()
         self.compared.emit(runs)
+
+    def forget(self, paths: list[Path]) -> None:
+        """Runs that are gone (moved to the trash) leave the comparison."""
+        gone = {Path(p) for p in paths}
+        if any(run.path in gone for run in self.runs):
+            self.show_runs([run for run in self.runs if run.path not in gone])
+
+    def rename(self, path: Path, name: str) -> None:
+        """A compared run was renamed: its curves, rows and column say its new name."""
+        for run in self.runs:
+            if run.path == Path(path) and run.name != name:
+                run.name = name
+                self.show_runs(self.runs)
+                return
 
     def _update_buttons(self) -> None:
         self.button_csv.setEnabled(bool(self.runs))
@@ -321,28 +367,45 @@ class CompareView(QWidget):
     def x_mode(self) -> str:
         return str(self.combo_x.currentData())
 
+    @property
+    def figure_metric(self) -> str:
+        """The figure the first panel compares: the one most of the runs share (the first run's on a tie);
+        a run of another figure has no curve there, its figure is in the table."""
+        metrics = [run.metric for run in self.runs]
+        return max(dict.fromkeys(metrics), key=metrics.count) if metrics else "val_accuracy"
+
     def _draw(self) -> None:
         x_mode = self.x_mode
         self.legend.clear()
         names = distinct_names([run.name for run in self.runs])  # elided, yet never two alike
-        for metric, _title, higher in METRICS:
-            item = self.items[metric]
+        figure = self.figure_metric
+        figure_item = self.items["figure"]
+        set_fitting_title(figure_item, "Validation " + FIGURE_NAMES.get(figure, figure).removeprefix("val "))
+        if figure in CLASSIFICATION_ONLY:  # a share: 0 to 1
+            figure_item.setLimits(yMin=-0.01, yMax=1.01)
+        else:  # an error is never negative; R² may be
+            figure_item.setLimits(yMin=None if figure == "val_r2" else 0.0, yMax=None)
+        for panel, _title, higher in METRICS:
+            metric = figure if panel == "figure" else panel
+            higher = higher_is_better(figure) if panel == "figure" else higher
+            item = self.items[panel]
             item.clear()
             item.setLabel("bottom", X_LABELS[x_mode])
             item.getAxis("bottom").set_whole(x_mode != "time")  # steps and epochs are counted in whole numbers
-            self.curves[metric] = []
+            self.curves[panel] = []
+            self.best_marks.pop(panel, None)
             best: tuple[float, float, int] | None = None  # value, x, run
             for i, run in enumerate(self.runs):
                 c = run.curves.get(metric)
-                if c is None:
+                if c is None or (panel == "figure" and run.metric != figure):
                     continue
                 color = worker_color(i)
                 style: dict[str, Any] = {"pen": pg.mkPen(color, width=2)}
                 if metric != "train_loss":
                     style.update(symbol="o", symbolSize=5, symbolBrush=color, symbolPen=None)
                 curve = item.plot(c[x_mode], c["y"], **style)
-                self.curves[metric].append(curve)
-                if metric == "val_accuracy":
+                self.curves[panel].append(curve)
+                if panel == "val_loss":  # every run has one: the legend names them all
                     self.legend.addItem(curve, names[i])
                 b = run.best(metric, higher)
                 if b is not None and (best is None or (b[0] > best[0] if higher else b[0] < best[0])):
@@ -359,7 +422,7 @@ class CompareView(QWidget):
                 mark.setToolTip(f"best: {best[0]:.4g} ({self.runs[best[2]].name})")
                 mark.setZValue(20)
                 item.addItem(mark)
-                self.best_marks[metric] = mark
+                self.best_marks[panel] = mark
         self.apply_colors(self.colors)
 
     def apply_colors(self, colors: PlotColors) -> None:
@@ -377,24 +440,23 @@ class CompareView(QWidget):
 
     def _fill_best(self) -> None:
         t = self.table_best
-        headers = ["run", "best val acc", "final val acc", "lowest val loss", "lowest train loss", "samples/s"]
+        metrics = list(dict.fromkeys(run.metric for run in self.runs))
+        named = len(metrics) > 1  # runs of several figures: each cell names its own
+        figure = "figure" if named or not metrics else SHORT_NAMES.get(metrics[0], metrics[0])
+        headers = ["run", f"best {figure}", f"final {figure}", "lowest val loss", "lowest train loss", "samples/s"]
         t.clear()
         t.setColumnCount(len(headers))
         t.setHorizontalHeaderLabels(headers)
         t.setRowCount(len(self.runs))
         values: list[list[float]] = []
         for r, run in enumerate(self.runs):
-            acc = run.best("val_accuracy", True)
-            result = (run.summary.get("result") or {}).get("val_accuracy")
-            if isinstance(result, (int, float)):  # the model the run hands on, measured on its weights
-                acc = (float(result), acc[1] if acc else 0)
+            kept, last = run.figures()  # the model the run hands on, measured on its weights
             vloss = run.best("val_loss", False)
             tloss = run.best("train_loss", False)
-            final = (run.summary.get("final") or {}).get("val_accuracy")
             rate = run.summary.get("samples_per_s")
             row = [
-                acc[0] if acc else math.nan,
-                final if isinstance(final, (int, float)) else math.nan,
+                kept,
+                last,
                 vloss[0] if vloss else math.nan,
                 tloss[0] if tloss else math.nan,
                 rate if isinstance(rate, (int, float)) else math.nan,
@@ -405,23 +467,29 @@ class CompareView(QWidget):
             name.setToolTip(str(run.path))
             t.setItem(r, 0, name)
             for c, v in enumerate(row, start=1):
-                item = QTableWidgetItem("" if math.isnan(v) else (f"{v:,.0f}" if c == 5 else f"{v:.4f}"))
+                if c <= 2:
+                    text = figure_text(run.metric, v, named)
+                else:
+                    text = "" if math.isnan(v) else (f"{v:,.0f}" if c == 5 else f"{v:.4f}")
+                item = QTableWidgetItem(text)
                 item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
                 t.setItem(r, c, item)
-        higher = [True, True, False, False, True]
         for c in range(5):
-            col = [row[c] for row in values]
-            finite = [v for v in col if not math.isnan(v)]
-            if len(finite) < 2:
-                continue
-            best = max(finite) if higher[c] else min(finite)
-            for r, v in enumerate(col):
-                if v == best:
-                    item = t.item(r, c + 1)
-                    font = QFont(item.font())
-                    font.setBold(True)
-                    item.setFont(font)
-                    item.setText(item.text() + " ★")
+            # a figure is compared among the runs of that figure, each which way it is better
+            groups = [(m, [r for r, run in enumerate(self.runs) if run.metric == m]) for m in metrics] if c < 2 else []
+            for metric, members in groups or [("", list(range(len(self.runs))))]:
+                higher = higher_is_better(metric) if c < 2 else c == 4
+                col = {r: values[r][c] for r in members if not math.isnan(values[r][c])}
+                if len(col) < 2:
+                    continue
+                best = max(col.values()) if higher else min(col.values())
+                for r, v in col.items():
+                    if v == best:
+                        item = t.item(r, c + 1)
+                        font = QFont(item.font())
+                        font.setBold(True)
+                        item.setFont(font)
+                        item.setText(item.text() + " ★")
         t.resizeColumnsToContents()
 
     def _fill_diff(self) -> None:

@@ -101,7 +101,8 @@ class PredictView(QWidget):
         self._calls = BackgroundCalls(self)
 
         self.edit_model = QLineEdit(objectName="edit_predict_model")
-        self.edit_model.setPlaceholderText(".safetensors, .pt2 or .onnx from Export")
+        self.edit_model.setPlaceholderText("a run folder, or .safetensors, .pt2 or .onnx from Export")
+        self._offered = ""  # the model the window offered (the run on screen), not one the user chose
         self.button_model = QPushButton("Browse…", objectName="button_predict_model_browse")
         self.edit_input = QLineEdit(objectName="edit_predict_input")
         self.edit_input.setPlaceholderText("CSV or NPZ with the training features, or an image folder")
@@ -211,6 +212,14 @@ class PredictView(QWidget):
     def set_model(self, path: Path | str) -> None:
         self.edit_model.setText(str(path))
         self._describe_model()
+
+    def offer_model(self, path: Path | str) -> None:
+        """The run on screen (its best checkpoint, else its last), unless the user chose another model."""
+        text = self.edit_model.text().strip()
+        if self.busy or (text and text != self._offered) or text == str(path):
+            return
+        self._offered = str(path)
+        self.set_model(path)
 
     def _describe_model(self) -> None:
         """Say what the chosen model takes (its feature columns), read off the GUI thread."""

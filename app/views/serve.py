@@ -81,6 +81,7 @@ class ServeView(QWidget):
         self._stderr_tail: list[str] = []
         self._generation = 0  # which server a reply is of: one started later ignores an earlier one's
         self.schema: dict[str, Any] | None = None
+        self._offered = ""  # the model the window offered (the run on screen), not one the user chose
         self.net = QNetworkAccessManager(self)
         self._replies: set[QNetworkReply] = set()
         self.timer = QTimer(self, interval=POLL_MS)
@@ -194,6 +195,14 @@ class ServeView(QWidget):
 
     def set_model(self, path: str | Path) -> None:
         self.edit_model.setText(str(path))
+
+    def offer_model(self, path: str | Path) -> None:
+        """The run on screen, unless the user chose another model (or one is being served)."""
+        text = self.edit_model.text().strip()
+        if self.serving or (text and text != self._offered) or text == str(path):
+            return
+        self._offered = str(path)
+        self.set_model(path)
 
     def _browse(self, folder: bool) -> None:
         if folder:

@@ -33,7 +33,7 @@ class Command(NamedTuple):
 COMMANDS: dict[str, Command] = {
     "train": Command("train a model from a TOML config", "core.cli.train:cmd_train", "core.cli.train:configure_cli"),
     "runs": Command(
-        "list runs with status and final accuracy", "core.cli.runs:cmd_runs", "core.cli.runs:configure_cli"
+        "list runs with status and each run's own figure", "core.cli.runs:cmd_runs", "core.cli.runs:configure_cli"
     ),
     "gui": Command("open the desktop window (takes the arguments of traindesk-gui)", None),
     "export": Command(

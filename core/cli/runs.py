@@ -1,4 +1,4 @@
-"""``traindesk runs``: the runs of a folder with status and final accuracy."""
+"""``traindesk runs``: the runs of a folder with status and each run's own figure."""
 
 from __future__ import annotations
 
@@ -13,25 +13,25 @@ def configure_cli(runs: argparse.ArgumentParser) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from core.metric_names import figure_text, run_figures, run_metric
     from core.runfiles.layout import list_runs
+    from core.services.past_run import read_config
 
     runs = list_runs(Path(args.runs_dir))
     if not runs:
         print(f"no runs in {args.runs_dir}")
         return EXIT_OK
-    print(f"{'run':<44} {'status':<9} {'epochs':>6} {'val_acc':>8} {'samples/s':>11}")
+    print(f"{'run':<44} {'status':<9} {'epochs':>6} {'figure':>18} {'samples/s':>11}")
     for run in runs:
         summary = run.read_summary()
         if summary is None:
             print(f"{run.name:<44} {'running?':<9}")
             continue
-        final = {**(summary.get("final") or {}), **(summary.get("result") or {})}  # the run's model, once kept
-        acc = final.get("val_accuracy")
-        acc_text = f"{acc:.4f}" if isinstance(acc, (int, float)) else "-"
-        if acc is None and isinstance(final.get("val_r2"), (int, float)):  # regression: R² in that column
-            acc_text = f"R² {final['val_r2']:.3f}"
+        metric = run_metric(summary, read_config(run))
+        kept, last = run_figures(summary, metric)
+        figure = figure_text(metric, kept if kept is not None else last) or "-"  # the run's model, once kept
         print(
             f"{run.name:<44} {summary.get('status', '?'):<9} {summary.get('epochs_done', 0):>6} "
-            f"{acc_text:>8} {summary.get('samples_per_s', 0):>11,.0f}"
+            f"{figure:>18} {summary.get('samples_per_s', 0):>11,.0f}"
         )
     return EXIT_OK

@@ -18,6 +18,7 @@ from typing import Any
 
 from core.config import BOUNDS, Config
 from core.host.machine import usable_cores
+from core.metric_names import SHORT_NAMES
 from core.runfiles.records import EVAL, STEP
 from core.session import Session
 from core.strategies import advisable, strategy_class
@@ -30,7 +31,8 @@ class Probe:
     strategy: str
     workers: int
     samples_per_s: float = 0.0
-    best_accuracy: float | None = None
+    best_accuracy: float | None = None  # of ``metric``: accuracy, R² for a regression (both higher is better)
+    metric: str = "val_accuracy"
     time_to_target_s: float | None = None
     status: str = ""
     error: str | None = None
@@ -91,7 +93,8 @@ def run_probe(
                 totals.append((r["t"], sum(samples.values())))
             elif r["kind"] == EVAL:
                 # R² for regression: like accuracy, higher is better and 1 is perfect
-                evals.append((r["t"], r["val_accuracy"] if "val_accuracy" in r else r["val_r2"]))
+                probe.metric = "val_accuracy" if "val_accuracy" in r else "val_r2"
+                evals.append((r["t"], r[probe.metric]))
 
     session.add_listener(listen)
     session.start()
@@ -138,7 +141,8 @@ def advise(
             if report:
                 report(
                     f"{probe.label:<12} {probe.samples_per_s:>12,.0f} samples/s  "
-                    f"best val_acc {probe.best_accuracy if probe.best_accuracy is not None else float('nan'):.4f}"
+                    f"best {SHORT_NAMES[probe.metric]} "
+                    f"{probe.best_accuracy if probe.best_accuracy is not None else float('nan'):.4f}"
                     + (f"  ({probe.error})" if probe.error else "")
                 )
     reached = [p.best_accuracy for p in probes if p.best_accuracy is not None]
@@ -160,6 +164,7 @@ def advise(
     return {
         "probes": [asdict(p) for p in probes],
         "target_accuracy": target,
+        "metric": next((p.metric for p in probes if p.best_accuracy is not None), "val_accuracy"),
         "suggestion": {"strategy": best.strategy, "workers": best.workers, "samples_per_s": best.samples_per_s}
         if best
         else None,

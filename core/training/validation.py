@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import RunError
+from core.metric_names import FIGURE_NAMES
 from core.runfiles.layout import RunDir
 from core.training.scores import classification_scores
 
@@ -203,17 +204,6 @@ def run_result(full: dict[str, Any], checkpoint: str, epoch: Any, select_by: str
     if select_by in figures:
         out["value"] = figures[select_by]
     return out
-
-
-FIGURE_NAMES = {
-    "val_accuracy": "val accuracy",
-    "val_balanced_accuracy": "balanced accuracy",
-    "val_macro_f1": "macro F1",
-    "val_loss": "val loss",
-    "val_rmse": "RMSE",
-    "val_mae": "MAE",
-    "val_r2": "R²",
-}
 
 
 def result_line(summary: dict[str, Any]) -> str:

@@ -109,7 +109,7 @@ def test_three_runs_listed_and_two_compared(
     assert window.tabs.currentWidget() is window.compare_view
     plot = window.findChild(QWidget, "plot_compare")
     assert plot is window.compare_view.plot
-    for metric in ("val_accuracy", "val_loss", "train_loss"):
+    for metric in ("figure", "val_loss", "train_loss"):
         assert len(window.compare_view.curves[metric]) == 2  # one curve per run
     assert window.compare_view.diff_keys() == ["optim.lr"]  # only what differs
     diff = window.findChild(QTableWidget, "table_compare_diff")
@@ -118,11 +118,11 @@ def test_three_runs_listed_and_two_compared(
     best = window.findChild(QTableWidget, "table_compare")
     starred = [best.item(r, 0).text() for r in range(2) if best.item(r, 1).text().endswith("★")]
     assert starred == [three_runs[1].name]  # the best accuracy is marked
-    assert window.compare_view.best_marks["val_accuracy"].data["y"][0] == pytest.approx(0.95)
+    assert window.compare_view.best_marks["figure"].data["y"][0] == pytest.approx(0.95)
 
     # x axes: epoch and wall time too
     window.compare_view.combo_x.setCurrentIndex(window.compare_view.combo_x.findData("epoch"))
-    x = window.compare_view.curves["val_accuracy"][0].xData
+    x = window.compare_view.curves["figure"][0].xData
     assert list(x) == [1.0, 2.0, 3.0]
 
     window.compare_view.save_csv(tmp_path / "cmp.csv")
@@ -160,11 +160,11 @@ def test_notes_tags_rename_filter_sort_and_delete(
     view.edit_filter.setText("")
 
     # sort by best validation accuracy, ascending then descending: by value
-    view.table.sortByColumn(COL["best_val_accuracy"], Qt.SortOrder.AscendingOrder)
-    accs = [view.proxy.index(i, COL["best_val_accuracy"]).data() for i in range(3)]
+    view.table.sortByColumn(COL["best_figure"], Qt.SortOrder.AscendingOrder)
+    accs = [view.proxy.index(i, COL["best_figure"]).data() for i in range(3)]
     assert accs == ["0.8000", "0.9000", "0.9500"]
-    view.table.sortByColumn(COL["best_val_accuracy"], Qt.SortOrder.DescendingOrder)
-    assert view.proxy.index(0, COL["best_val_accuracy"]).data() == "0.9500"
+    view.table.sortByColumn(COL["best_figure"], Qt.SortOrder.DescendingOrder)
+    assert view.proxy.index(0, COL["best_figure"]).data() == "0.9500"
 
     # delete asks, then moves to the trash
     asked: list[list[Path]] = []

@@ -133,7 +133,7 @@ def test_long_fork_names_keep_accuracy_and_samples_per_s_in_view(qtbot: Any, mak
     fork_row = next(r for r in range(2) if "long-name" in names[r])
     assert parent.name in view.proxy.index(fork_row, COL["name"]).data(Qt.ItemDataRole.ToolTipRole)
     width = view.table.viewport().width()
-    for attr in ("best_val_accuracy", "final_val_accuracy", "samples_per_s"):
+    for attr in ("best_figure", "final_figure", "samples_per_s"):
         c = COL[attr]
         right = view.table.columnViewportPosition(c) + view.table.columnWidth(c)
         assert 0 < right <= width, (attr, right, width)
@@ -178,7 +178,8 @@ def test_a_failed_fork_leaves_the_toolbar_as_the_state_says(
     )
     assert asked == [20]  # finished all its epochs: the fork asks for more instead of failing on them
     assert not window.controller.active
-    assert window.viewing_run == run and window.label_state.text() == f"Viewing {run.name}"
+    # the run's settings became the user's (the fork's): Start is theirs, the run's curves stay on screen
+    assert window.viewing_run == run and window.label_state.text() == "Ready"
     assert window.action_fork.isEnabled() and window.action_export.isEnabled()  # not stuck greyed out
     actions_match_state(window)
 
@@ -258,7 +259,7 @@ def check_compared_curves(qtbot: Any, window: Any, runs: list[Path]) -> None:
     view = window.compare_view
     for x_mode in ("step", "epoch", "time"):
         view.combo_x.setCurrentIndex(view.combo_x.findData(x_mode))
-        for metric in ("val_accuracy", "val_loss", "train_loss"):
+        for metric in ("figure", "val_loss", "train_loss"):
             curves = view.curves[metric]
             assert len(curves) == len(runs), (x_mode, metric)
             for curve in curves:

@@ -170,10 +170,11 @@ def test_a_table_trained_at_defaults_is_one_model_on_every_face(
         assert evaluated["r2"] == pytest.approx(result["val_r2"], abs=1e-6)
     else:
         assert evaluated["accuracy"] == pytest.approx(result["val_accuracy"], abs=1e-6)
-        from app.viewmodels.run_index import RunIndex
+    from app.viewmodels.run_index import RunIndex
 
-        [row] = [r for r in RunIndex(run_dir.parent).scan() if r.path == run_dir]
-        assert row.best_val_accuracy == pytest.approx(result["val_accuracy"], abs=1e-6)
+    [row] = [r for r in RunIndex(run_dir.parent).scan() if r.path == run_dir]
+    assert row.metric == result["select_by"]
+    assert row.best_figure == pytest.approx(result[result["select_by"]], abs=1e-6)
     assert result_line(summary) and "checkpoints/best.pt" in result_line(summary)
 
     # 50 raw rows as a client has them, the same rows as a CSV

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.viewmodels.run_index import RunRow, parse_tags, write_notes
 from app.viewmodels.run_progress import format_duration
+from core.metric_names import SHORT_NAMES, figure_text
 
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()  # the table's own rows and columns: the parent of none
@@ -43,8 +44,8 @@ COLUMNS: list[tuple[str, str, bool]] = [
     ("Started", "started", False),
     ("Status", "status", False),
     ("Epochs", "epochs_done", False),
-    ("Best val acc", "best_val_accuracy", False),
-    ("Final val acc", "final_val_accuracy", False),
+    ("Best", "best_figure", False),  # each run's own figure (its select_by): the header names it
+    ("Final", "final_figure", False),
     ("Samples/s", "samples_per_s", False),
     ("Wall time", "wall_s", False),
     ("Dataset", "dataset", False),
@@ -55,23 +56,25 @@ COLUMNS: list[tuple[str, str, bool]] = [
     ("Notes", "notes", True),
 ]
 COL = {attr: i for i, (_h, attr, _e) in enumerate(COLUMNS)}
+FIGURES = ("best_figure", "final_figure")
 HEADER_TIPS = {
-    "best_val_accuracy": "The validation accuracy of the model the run hands on (checkpoints/best.pt, chosen by "
-    "train.select_by), measured on those weights: what Evaluate, Export, Predict and Serve use",
-    "final_val_accuracy": "The validation accuracy at the run's last evaluation",
+    "best_figure": "The run's figure (the metric of train.select_by) of the model it hands on (checkpoints/best.pt),"
+    " measured on those weights: what Evaluate, Export, Predict and Serve use",
+    "final_figure": "The run's figure (the metric of train.select_by) at its last evaluation",
     "epochs_done": "The epochs every worker completed, of those asked (a sweep: its slowest worker's, "
     '"slowest"); a search: its trials done',
 }
 
 
-def _display(row: RunRow, attr: str) -> str:
+def _display(row: RunRow, attr: str, named: bool = False) -> str:
+    """A cell's text; ``named``: a figure says which it is (the column holds runs of several)."""
     value = getattr(row, attr)
     if attr == "started":
         return time.strftime("%Y-%m-%d %H:%M", time.localtime(value)) if value else ""
     if attr == "epochs_done":
         return row.count.short()
-    if attr in ("best_val_accuracy", "final_val_accuracy"):
-        return "" if math.isnan(value) else f"{value:.4f}"
+    if attr in FIGURES:
+        return figure_text(row.metric, value, named)
     if attr == "samples_per_s":
         return "" if math.isnan(value) else f"{value:,.0f}"
     if attr == "wall_s":
@@ -83,6 +86,8 @@ def _display(row: RunRow, attr: str) -> str:
 
 def _sort_key(row: RunRow, attr: str) -> Any:
     value = getattr(row, attr)
+    if attr in FIGURES:  # runs of one figure together, each group by value
+        return (row.metric, -math.inf if math.isnan(value) else value)
     if isinstance(value, float):
         return -math.inf if math.isnan(value) else value
     if isinstance(value, list):
@@ -100,6 +105,22 @@ class RunsTableModel(QAbstractTableModel):
         super().__init__(parent)
         self.rows: list[RunRow] = []
         self.editing: set[Path] = set()  # runs whose row has an open editor: scans leave them alone
+        self.metrics: list[str] = []  # the figures the rows show, in order of first appearance
+
+    @property
+    def named(self) -> bool:
+        """Runs of several figures: each cell names its own."""
+        return len(self.metrics) > 1
+
+    def _take_metrics(self) -> None:
+        metrics = list(dict.fromkeys(r.metric for r in self.rows))
+        if metrics == self.metrics:
+            return
+        self.metrics = metrics
+        first, last = COL["best_figure"], COL["final_figure"]
+        self.headerDataChanged.emit(Qt.Orientation.Horizontal, first, last)
+        if self.rows:
+            self.dataChanged.emit(self.index(0, first), self.index(len(self.rows) - 1, last))
 
     def set_rows(self, rows: list[RunRow]) -> None:
         """Take a new scan: rows update in place, new runs are inserted and gone ones removed.
@@ -122,7 +143,8 @@ class RunsTableModel(QAbstractTableModel):
             changed = [
                 c
                 for c, (_h, attr, _e) in enumerate(COLUMNS)
-                if _display(old, attr) != _display(row, attr) or _sort_key(old, attr) != _sort_key(row, attr)
+                if _display(old, attr, self.named) != _display(row, attr, self.named)
+                or _sort_key(old, attr) != _sort_key(row, attr)
             ]
             if changed:
                 self.dataChanged.emit(self.index(at, min(changed)), self.index(at, max(changed)))
@@ -131,11 +153,13 @@ class RunsTableModel(QAbstractTableModel):
             self.beginInsertRows(QModelIndex(), len(self.rows), len(self.rows) + len(new) - 1)
             self.rows.extend(new)
             self.endInsertRows()
+        self._take_metrics()
 
     def clear(self) -> None:
         self.beginResetModel()
         self.rows = []
         self.editing.clear()
+        self.metrics = []
         self.endResetModel()
 
     def row_for(self, path: Path) -> int:
@@ -149,7 +173,11 @@ class RunsTableModel(QAbstractTableModel):
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section][0]
+            header, attr = COLUMNS[section][0], COLUMNS[section][1]
+            if attr in FIGURES:  # "Best RMSE"; runs of several figures: "Best figure", each cell named
+                one = len(self.metrics) == 1
+                return f"{header} {SHORT_NAMES.get(self.metrics[0], self.metrics[0]) if one else 'figure'}"
+            return header
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
             return HEADER_TIPS.get(COLUMNS[section][1])
         return None
@@ -166,7 +194,7 @@ class RunsTableModel(QAbstractTableModel):
         row = self.rows[index.row()]
         attr = COLUMNS[index.column()][1]
         if role == Qt.ItemDataRole.DisplayRole:
-            return _display(row, attr)
+            return _display(row, attr, self.named)
         if role == Qt.ItemDataRole.EditRole:
             return ", ".join(row.tags) if attr == "tags" else str(getattr(row, attr))
         if role == SORT_ROLE:
@@ -266,3 +294,11 @@ class RunsFilter(QSortFilterProxyModel):
         self.setSortRole(SORT_ROLE)
         self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
         self.setFilterKeyColumn(-1)  # any column
+
+    def lessThan(self, left: Index, right: Index) -> bool:
+        """By the raw values: a figure's key is (metric, value), which Qt's own comparison cannot order."""
+        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
+        try:
+            return bool(a < b)
+        except TypeError:
+            return str(a) < str(b)

@@ -56,6 +56,8 @@ class RunsView(QWidget):
     error = Signal(str)
     selection_changed = Signal()
     scanned = Signal()  # the table took a new scan of the folder
+    edited = Signal(object)  # the RunRow whose name, tags or notes the user changed
+    deleted = Signal(list)  # the Paths of the runs moved to the trash
 
     def __init__(self, actions: list[QAction] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -66,6 +68,7 @@ class RunsView(QWidget):
         self._pending_refresh = False
         self.model = RunsTableModel(self)
         self.model.edit_failed.connect(self.error)
+        self.model.edited.connect(self.edited)
         self.proxy = RunsFilter(self)
         self.proxy.setSourceModel(self.model)
 
@@ -263,11 +266,15 @@ class RunsView(QWidget):
         runs = [p for p in self.selected_runs() if not self._is_live(p)]
         if not runs or not self.confirm_delete(runs):
             return
+        gone = []
         for path in runs:
             try:
                 trash_run(path)
+                gone.append(path)
             except OSError as exc:
                 self.error.emit(f"could not move {path.name} to the trash: {exc}")
+        if gone:
+            self.deleted.emit(gone)
         self.refresh()
 
     def _on_context_menu(self, pos: Any) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
+from core.metric_names import METRICS, higher_is_better
 from core.runfiles.records import DONE, EVAL, STATE, STEP, TRIAL
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class RunStats:
     eval_epoch: int = 0  # the highest epoch evaluated
     last_accuracy: dict[int, float] = field(default_factory=dict)  # worker -> its last val_accuracy
     best_accuracy: dict[int, float] = field(default_factory=dict)  # worker -> its best val_accuracy
+    best_values: dict[int, dict[str, float]] = field(default_factory=dict)  # worker -> metric -> its best value
     task: str = "classification"  # "regression" once an evaluation carries val_rmse and no accuracy
     position: dict[int, EpochPosition] = field(default_factory=dict)  # worker -> where it is in its epoch
     done: dict[int, dict[str, Any]] = field(default_factory=dict)  # worker -> its final record
@@ -182,6 +184,13 @@ class RunStats:
             key = int(w or 0)
             self.last_accuracy[key] = float(acc)
             self.best_accuracy[key] = max(float(acc), self.best_accuracy.get(key, float("-inf")))
+        best = self.best_values.setdefault(int(w or 0), {})
+        for metric in METRICS:
+            value = rec.get(metric)
+            if _number(value) and (
+                metric not in best or (value > best[metric] if higher_is_better(metric) else value < best[metric])
+            ):
+                best[metric] = float(value)
 
     def _on_state(self, rec: dict[str, Any]) -> None:
         state = rec.get("state")
@@ -204,6 +213,24 @@ class RunStats:
             self.pauses.append([t, None])
         elif state != "paused" and self.paused:
             self.pauses[-1][1] = t
+
+    def best_value(self, metric: str) -> float | None:
+        """The best value of ``metric`` any worker's evaluation reached, None before one carried it."""
+        values = [best[metric] for best in self.best_values.values() if metric in best]
+        if not values:
+            return None
+        return max(values) if higher_is_better(metric) else min(values)
+
+    def last_value(self, metric: str, worker: int | None = None) -> float | None:
+        """``metric`` at ``worker``'s last evaluation (None: the best of every worker's last)."""
+        values = [
+            float(rec[metric])
+            for w, rec in self.last_eval.items()
+            if (worker is None or w == worker) and _number(rec.get(metric))
+        ]
+        if not values:
+            return None
+        return max(values) if higher_is_better(metric) else min(values)
 
     def nodes(self) -> list[str]:
         return sorted({str(w["node"]) for w in self.where.values() if w.get("node")})
