@@ -26,6 +26,7 @@ SCRIPTS = [
     ("Optimizer step: fused kernels against torch's defaults", ["optimizer_step.py"]),
     ("Hogwild against hand-written loops", ["hogwild_reference.py", "--repeats", "5"]),
     ("Image-folder training against a bare DataLoader loop", ["image_folder.py", "--repeats", "3"]),
+    ("Decoding real-size photos against Pillow alone", ["image_decode.py"]),
     ("Serving under load against LitServe, FastAPI and a constant endpoint", ["serve_load.py"]),
 ]
 

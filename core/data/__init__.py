@@ -16,7 +16,7 @@ from core.data.describe import (
     describe_source,
     propose_target,
 )
-from core.data.images import IMAGE_SUFFIXES, decode_image
+from core.data.images import IMAGE_SUFFIXES, ImagePrep, decode_image
 from core.data.info import DatasetInfo, FeatureSplit, ImageInput, ImageSplit, PreparedData, Split, TensorSplit
 from core.data.prepare import fit_table, load_data
 from core.data.raw import RawSource
@@ -31,6 +31,7 @@ __all__ = [
     "IMAGE_SUFFIXES",
     "ImageBatches",
     "ImageDataset",
+    "ImagePrep",
     "ImageSplit",
     "OBVIOUS_TARGETS",
     "PREVIEW_IMAGES",

@@ -1,20 +1,55 @@
-"""Image files: the suffixes taken, checking and decoding one, an image folder as a source, its statistics.
+"""An image folder as a source: its files checked (cheaply, on threads), the modes it converts, its statistics.
 
-Torch-free (PIL and numpy): prediction decodes images with the same code as training.
+One image is decoded by ``core.readers.images`` (re-exported here: :class:`ImagePrep`, :func:`decode_image`),
+the torch-free decoder that training, evaluation, ``predict`` and ``serve`` all call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from core.data.raw import RawSource, where
 from core.errors import DataError
 from core.readers import check_stop
+from core.readers.images import (
+    GREY_MODES,
+    ImageError,
+    ImageHeader,
+    ImagePrep,
+    check_image,
+    decode_image,
+)
 from core.readers.inputs import IMAGE_SUFFIXES  # the image folder input kind's
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "ImageError",
+    "ImagePrep",
+    "check_folder",
+    "conversion_note",
+    "decode_image",
+    "image_stats",
+    "read_image_folder",
+]
+
+CHECK_CHUNK = 256  # files checked between two looks at Stop / Ctrl-C
+MODE_NAMES = {
+    "1": "1-bit",
+    "P": "palette",
+    "PA": "palette with alpha",
+    "I;16": "16-bit",
+    "I;16B": "16-bit",
+    "I;16L": "16-bit",
+    "I;16N": "16-bit",
+    "I": "32-bit integer",
+    "F": "32-bit float",
+}
 
 
 def read_image_folder(dir_text: str, image_size: int, source: str) -> RawSource:
@@ -32,64 +67,45 @@ def read_image_folder(dir_text: str, image_size: int, source: str) -> RawSource:
             raise DataError(f"{where(source)}: class folder {root / cls} holds no images")
         paths += files
         labels += [label] * len(files)
-    for k, path in enumerate(paths):  # a broken file is an input error now, not a worker crash mid-training
-        if k % 64 == 0:
+    headers = check_folder(paths, source)  # a broken file is an input error now, not a worker crash mid-training
+    modes = Counter(h.mode for h in headers)
+    channels = 1 if set(modes) <= GREY_MODES else 3
+    w, h = (image_size, image_size) if image_size else headers[0].size
+    raw = RawSource(root.name, classes, np.asarray(labels, dtype=np.int64), paths=paths, image_shape=(channels, h, w))
+    note = conversion_note(modes, channels)
+    if note:
+        raw.notes.append(("info", f"{root}: {note}"))
+    return raw
+
+
+def check_folder(paths: Sequence[str], source: str, threads: int = 0) -> list[ImageHeader]:
+    """Every file's header checked (``check_image``: no pixels decoded but for a JPEG without its end
+    marker), on ``threads`` threads (0: one per core, at most 8): the file reads overlap on a slow disk."""
+    threads = threads or min(8, os.cpu_count() or 1)
+    out: list[ImageHeader] = []
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="image-check") as pool:
+        for start in range(0, len(paths), CHECK_CHUNK):
             check_stop()  # a Stop or Ctrl-C while a large folder is checked
-        verify_image(path, source)
-    first = open_image(paths[0], source)
-    channels = 1 if first.mode in ("L", "1", "I", "I;16", "F") else 3
-    w, h = (image_size, image_size) if image_size else first.size
-    return RawSource(root.name, classes, np.asarray(labels, dtype=np.int64), paths=paths, image_shape=(channels, h, w))
+            chunk = paths[start : start + CHECK_CHUNK]
+            out += pool.map(lambda p: check_image(p, source), chunk)
+    return out
 
 
-def _image_problem(exc: Exception) -> str:
-    """Why PIL refused a file, in a few words on one line."""
-    from PIL import Image, UnidentifiedImageError
-
-    if isinstance(exc, UnidentifiedImageError):
-        return "not an image file (or a format Pillow cannot read)"
-    if isinstance(exc, Image.DecompressionBombError):
-        return "too many pixels (possible decompression bomb)"
-    if isinstance(exc, FileNotFoundError):
-        return "file not found"
-    text = " ".join(str(exc).split())
-    return text[:120] or type(exc).__name__
-
-
-def verify_image(path: str, source: str) -> None:
-    """Check a file's header and, for PNG, every chunk's checksum, without decoding pixels."""
-    from PIL import Image
-
-    try:
-        with Image.open(path) as img:
-            img.verify()
-    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
-        raise DataError(f"data: {source}: cannot decode image {path}: {_image_problem(exc)}") from None
+def conversion_note(modes: Counter[str] | Iterable[str], channels: int) -> str:
+    """One line saying which of a folder's image modes are converted to what the model takes; "" for none."""
+    counts = modes if isinstance(modes, Counter) else Counter(modes)
+    want = "L" if channels == 1 else "RGB"
+    converted = {m: n for m, n in counts.items() if m != want}
+    if not converted:
+        return ""
+    parts = ", ".join(
+        f"{n} {m}" + (f" ({MODE_NAMES[m]})" if m in MODE_NAMES else "")
+        for m, n in sorted(converted.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    return f"{sum(converted.values())} of {sum(counts.values())} images converted to {'grey' if channels == 1 else 'RGB'}: {parts}"
 
 
-def open_image(path: str, source: str = "") -> Any:
-    from PIL import Image
-
-    try:
-        img = Image.open(path)
-        img.load()
-        return img
-    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
-        raise DataError(f"data: {source or path}: cannot decode image {path}: {_image_problem(exc)}") from None
-
-
-def decode_image(path: str, image_shape: tuple[int, ...]) -> np.ndarray:
-    """Decode, convert and resize one image to float32 (C, H, W) in [0, 1]."""
-    c, h, w = image_shape
-    img = open_image(path)
-    img = img.convert("L" if c == 1 else "RGB")
-    if img.size != (w, h):
-        img = img.resize((w, h))
-    arr = np.asarray(img, dtype=np.float32) / 255.0
-    return arr[None] if c == 1 else arr.transpose(2, 0, 1).copy()
-
-
-def image_stats(paths: Sequence[str], shape: tuple[int, ...], seed: int) -> tuple[list[float], list[float]]:
+def image_stats(paths: Sequence[str], prep: ImagePrep | Sequence[int], seed: int) -> tuple[list[float], list[float]]:
     """Per-channel mean/std from up to 256 training images (enough for standardisation)."""
     rng = np.random.default_rng(seed)
     pick = rng.choice(len(paths), size=min(256, len(paths)), replace=False)
@@ -97,7 +113,7 @@ def image_stats(paths: Sequence[str], shape: tuple[int, ...], seed: int) -> tupl
     for k, i in enumerate(pick):
         if k % 32 == 0:
             check_stop()
-        decoded.append(decode_image(paths[i], shape))
+        decoded.append(decode_image(paths[i], prep))
     arrs = np.stack(decoded)
     mean = arrs.mean(axis=(0, 2, 3))
     std = arrs.std(axis=(0, 2, 3))

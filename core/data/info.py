@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.readers.images import ImagePrep
 from core.schema import IMBALANCE_RATIO
 
 if TYPE_CHECKING:
@@ -43,6 +44,14 @@ class DatasetInfo:
     dropped_rows: int = 0  # rows without a target value, left out
     notes: tuple[tuple[str, str], ...] = ()  # (level, message) for the run's log: the task chosen, ignored columns
     table_columns: tuple[str, ...] = ()  # a table's columns in file order, the target's included (descriptions)
+    image_prep: ImagePrep | None = None  # image files: how each is decoded (every face decodes by it)
+
+    @property
+    def prep(self) -> ImagePrep | None:
+        """How images are decoded: ``image_prep``, else a squash to ``image_shape``; None for non-images."""
+        if self.image_prep is not None:
+            return self.image_prep
+        return ImagePrep.of(self.image_shape) if self.image_shape else None
 
     def as_dict(self) -> dict[str, Any]:
         """What a checkpoint and model.json carry about the data (no previews)."""
@@ -62,6 +71,8 @@ class DatasetInfo:
             out["categories"] = list(self.categories)
         if self.schema is not None:
             out["schema"] = self.schema
+        if self.image_prep is not None:
+            out["image_prep"] = self.image_prep.to_json()
         return out
 
     @property
@@ -155,7 +166,7 @@ class FeatureSplit(TensorSplit):
 class ImageInput:
     """Images as a pretrained network takes them, in place of the data's own size and statistics."""
 
-    shape: tuple[int, int, int]  # (C, H, W)
+    prep: ImagePrep  # how each file is decoded: the network's size, resize, crop and interpolation
     mean: tuple[float, ...]
     std: tuple[float, ...]
     what: str  # who asks, for errors: 'model.kind = "timm:NAME"'

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from core.config import DataConfig
-from core.data.images import image_stats
+from core.data.images import ImagePrep, image_stats
 from core.data.info import DatasetInfo, ImageInput, ImageSplit, PreparedData, Split, TensorSplit
 from core.data.raw import RawSource, where
 from core.data.sources import read_source
@@ -64,18 +64,28 @@ def _split(raw: RawSource, cfg: DataConfig, seed: int) -> tuple[np.ndarray, np.n
 
 
 def load_data(
-    cfg: DataConfig, seed: int = 0, share: bool = True, task: str = "auto", images: ImageInput | None = None
+    cfg: DataConfig,
+    seed: int = 0,
+    share: bool = True,
+    task: str = "auto",
+    images: ImageInput | None = None,
+    image_prep: ImagePrep | None = None,
 ) -> PreparedData:
     """Load, split and standardise a source; tensors go to shared memory when ``share``.
 
-    ``task`` is ``train.task``: a table's target is classes or a number (auto: by its values). ``images``: the
-    size and statistics a pretrained network takes its images with (core.training.backbones.image_input).
+    ``task`` is ``train.task``: a table's target is classes or a number (auto: by its values). ``images``: how
+    a pretrained network takes its images (its decoding, size and statistics: core.training.backbones.
+    image_input); ``image_prep``: how an image folder's files are decoded otherwise; default: squashed to
+    ``data.image_size`` (or the first image's size).
     """
     raw = read_source(cfg, task)
     if images is not None:
         if raw.paths is None:
             raise DataError(f'data: {cfg.source}: {images.what} takes image files (data.source = "images:DIR")')
-        raw.image_shape = images.shape
+        image_prep = images.prep
+    if raw.paths is not None:
+        image_prep = image_prep or ImagePrep.of(raw.image_shape or ())
+        raw.image_shape = image_prep.shape
     check_stop()  # a read asks between its blocks; so do the steps after it
     n = int(raw.y.shape[0])
     if n < 2:
@@ -120,10 +130,10 @@ def load_data(
         if images is not None:
             mean, std = list(images.mean), list(images.std)
         elif cfg.standardize:
-            mean, std = image_stats([raw.paths[i] for i in train_idx], raw.image_shape, seed)
+            mean, std = image_stats([raw.paths[i] for i in train_idx], image_prep or raw.image_shape, seed)
         else:
             mean, std = [0.0] * raw.image_shape[0], [1.0] * raw.image_shape[0]
-        info = info_of(input_shape=raw.image_shape, mean=tuple(mean), std=tuple(std))
+        info = info_of(input_shape=raw.image_shape, mean=tuple(mean), std=tuple(std), image_prep=image_prep)
         train_s: Split = ImageSplit(tuple(raw.paths[i] for i in train_idx), tuple(int(raw.y[i]) for i in train_idx))
         val_s: Split = ImageSplit(tuple(raw.paths[i] for i in val_idx), tuple(int(raw.y[i]) for i in val_idx))
         return PreparedData(info, train_s, val_s)

@@ -79,7 +79,8 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     import numpy as np
 
     from core.config import from_dict
-    from core.data import ImageSplit, decode_image, load_data
+    from core.data import ImageSplit, load_data
+    from core.readers.images import decode_image, prep_of
     from core.training.backbones import image_input
     from core.training.checkpoint import load_checkpoint
 
@@ -93,8 +94,9 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     shape = tuple(int(s) for s in info["image_shape"])
     out: list[tuple[np.ndarray, str]] = []
     if all("path" in it for it in items):
+        prep = prep_of(info.get("image_prep"), shape)
         for it in items:
-            out.append((_to_uint8(decode_image(it["path"], shape)), _caption(it)))
+            out.append((_to_uint8(decode_image(it["path"], prep)), _caption(it)))
         return out
     cfg = from_dict(ckpt["config"])
     data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))

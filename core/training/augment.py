@@ -1,93 +1,75 @@
 """Random changes to training images: resized crop, horizontal flip, rotation, colour jitter.
 
-Applied to training batches only, never to validation: by the DataLoader
-processes for image folders (per image, in ``ImageDataset``) and to the
-batch for images held as tensors (digits). torchvision's transforms would
-be the first choice; its wheels here are built against a CUDA torch, not
-the CPU build the project pins, so these are written with torch alone
-(one affine grid per image).
+torchvision's ``transforms.v2`` (RandomResizedCrop, RandomHorizontalFlip, RandomRotation, ColorJitter),
+applied to training images only, never to validation: per image, on pixels in [0, 1], by the DataLoader
+processes for image folders (``ImageDataset``, before standardisation), and to a batch for images held
+as standardised tensors (digits: :meth:`Augment.standardized`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
+from torchvision.transforms import v2  # type: ignore[import-untyped]  # torchvision ships no py.typed
 
 from core.config import AugmentConfig
 
-Augment = Callable[[torch.Tensor], torch.Tensor]
+GROUPS = 8  # a batch is augmented in up to this many groups, each with its own draw (one per image costs 50x)
 
 
 def active(cfg: AugmentConfig) -> bool:
     return cfg.crop_scale < 1.0 or cfg.hflip or cfg.rotation > 0 or cfg.jitter > 0
 
 
+class Augment:
+    """The [augment] settings as v2 transforms, for one image (C, H, W) or a batch (N, C, H, W)."""
+
+    def __init__(self, cfg: AugmentConfig, image_shape: Sequence[int]) -> None:
+        c, h, w = (int(s) for s in image_shape[-3:])
+        steps: list[torch.nn.Module] = []
+        if cfg.crop_scale < 1.0:
+            steps.append(v2.RandomResizedCrop((h, w), scale=(cfg.crop_scale, 1.0), antialias=True))
+        if cfg.hflip:
+            steps.append(v2.RandomHorizontalFlip())
+        if cfg.rotation > 0:
+            steps.append(v2.RandomRotation(cfg.rotation, interpolation=v2.InterpolationMode.BILINEAR))
+        if cfg.jitter > 0:
+            j = cfg.jitter
+            steps.append(v2.ColorJitter(brightness=j, contrast=j, saturation=j if c == 3 else None))
+        self.transform = v2.Compose(steps)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Pixels in [0, 1]: one image gets its own draw; a batch one draw per group of images."""
+        if x.dim() == 3:
+            return self.transform(x)
+        return torch.cat([self.transform(g) for g in x.chunk(min(GROUPS, len(x)))]) if len(x) else x
+
+    def standardized(self, x: torch.Tensor) -> torch.Tensor:
+        """Images of any range (standardised data): each mapped to [0, 1] by its own range, augmented, mapped back."""
+        batch = x.unsqueeze(0) if x.dim() == 3 else x
+        flat = batch.reshape(len(batch), -1)
+        lo = flat.min(dim=1).values.view(-1, 1, 1, 1)
+        span = (flat.max(dim=1).values.view(-1, 1, 1, 1) - lo).clamp_min(1e-12)
+        out = self((batch - lo) / span) * span + lo
+        return out[0] if x.dim() == 3 else out
+
+
 def make_augment(cfg: AugmentConfig, image_shape: tuple[int, ...] | None) -> Augment | None:
-    """A function of a batch (N, C, H, W) or one image (C, H, W); None when off or not images."""
+    """The augmentation of training images; None when off or the data are not images."""
     if image_shape is None or not active(cfg):
         return None
-
-    def augment(x: torch.Tensor) -> torch.Tensor:
-        single = x.dim() == 3
-        batch = x.unsqueeze(0) if single else x
-        out = _augment_batch(cfg, batch)
-        return out[0] if single else out
-
-    return augment
-
-
-def _augment_batch(cfg: AugmentConfig, x: torch.Tensor) -> torch.Tensor:
-    n = x.shape[0]
-    dtype = x.dtype if x.is_floating_point() else torch.float32
-    theta = torch.zeros(n, 2, 3, dtype=dtype)
-    scale = torch.ones(n, dtype=dtype)
-    if cfg.crop_scale < 1.0:  # keep a random share of the area in [crop_scale, 1], then resize
-        area = torch.empty(n).uniform_(cfg.crop_scale, 1.0)
-        scale = area.sqrt().to(dtype)
-    angle = torch.zeros(n, dtype=dtype)
-    if cfg.rotation > 0:
-        angle = torch.empty(n).uniform_(-cfg.rotation, cfg.rotation).to(dtype) * (math.pi / 180)
-    flip = torch.ones(n, dtype=dtype)
-    if cfg.hflip:
-        flip = torch.where(torch.rand(n) < 0.5, -1.0, 1.0).to(dtype)
-    cos, sin = torch.cos(angle) * scale, torch.sin(angle) * scale
-    theta[:, 0, 0], theta[:, 0, 1] = cos * flip, -sin
-    theta[:, 1, 0], theta[:, 1, 1] = sin * flip, cos
-    shift = 1 - scale  # the crop lies anywhere inside the image
-    theta[:, 0, 2] = (torch.rand(n, dtype=dtype) * 2 - 1) * shift
-    theta[:, 1, 2] = (torch.rand(n, dtype=dtype) * 2 - 1) * shift
-    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
-    out = F.grid_sample(x.to(dtype), grid, mode="bilinear", padding_mode="border", align_corners=False)
-    if cfg.jitter > 0:
-        out = _jitter(out, cfg.jitter)
-    return out.to(x.dtype)
-
-
-def _jitter(x: torch.Tensor, strength: float) -> torch.Tensor:
-    """Brightness, contrast and (for colour images) saturation, each by a factor in [1 - s, 1 + s]."""
-    n = x.shape[0]
-
-    def factor() -> torch.Tensor:
-        return torch.empty(n, 1, 1, 1).uniform_(max(0.0, 1 - strength), 1 + strength).to(x.dtype)
-
-    mean = x.mean(dim=(1, 2, 3), keepdim=True)
-    x = (x - mean) * factor() + mean  # contrast around the image's mean
-    x = x + (factor() - 1) * x.abs().mean(dim=(1, 2, 3), keepdim=True)  # brightness, standardised data
-    if x.shape[1] == 3:
-        grey = x.mean(dim=1, keepdim=True)
-        x = grey + (x - grey) * factor()
-    return x
+    return Augment(cfg, image_shape)
 
 
 def preview(cfg: AugmentConfig, images: torch.Tensor, copies: int = 8, seed: int = 0) -> torch.Tensor:
-    """``copies`` augmented versions of each image (N, C, H, W) -> (N, copies, C, H, W), for a preview grid."""
+    """``copies`` augmented versions of each image (N, C, H, W) in [0, 1] -> (N, copies, C, H, W), for a preview."""
     torch.manual_seed(seed)
-    fn = make_augment(cfg, tuple(images.shape[1:])) or (lambda x: x)
-    return torch.stack([fn(images.clone()) for _ in range(copies)], dim=1)
+    fn = make_augment(cfg, tuple(images.shape[1:]))
+    if fn is None:
+        return torch.stack([images.clone() for _ in range(copies)], dim=1)
+    return torch.stack([torch.stack([fn(img) for img in images]) for _ in range(copies)], dim=1)
 
 
 def preview_grid(

@@ -27,6 +27,7 @@ from torch import nn
 from core.config import Config, ModelConfig
 from core.data import ImageInput
 from core.errors import ModelError
+from core.readers.images import INTERPOLATIONS, ImagePrep
 
 PREFIX = "timm:"
 WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's hub repositories hold, in its order
@@ -248,7 +249,9 @@ def image_input(cfg: Config) -> ImageInput | None:
     _, h, w = pre.input_size
     if cfg.data.image_size:
         h = w = cfg.data.image_size
-    return ImageInput((3, h, w), pre.mean, pre.std, f'model.kind = "{cfg.model.kind}"')
+    interpolation = pre.interpolation if pre.interpolation in INTERPOLATIONS else "bicubic"
+    prep = ImagePrep((3, h, w), resize="crop", crop_pct=pre.crop_pct, interpolation=interpolation)
+    return ImageInput(prep, pre.mean, pre.std, f'model.kind = "{cfg.model.kind}"')
 
 
 def start_pretrained(cfg: ModelConfig, nets: Sequence[nn.Module]) -> None:

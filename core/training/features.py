@@ -58,6 +58,7 @@ def cache_key(kind: str, net: BackboneNet, info: DatasetInfo) -> str:
     """What a cached feature depends on: the backbone, its weights, the image size and statistics."""
     what = {"format": FORMAT, "kind": kind, "weights": weights_digest(net), "shape": list(info.input_shape)}
     what |= {"mean": [round(m, 6) for m in info.mean], "std": [round(s, 6) for s in info.std]}
+    what["decoding"] = info.image_prep.to_json() if info.image_prep is not None else None
     name = kind.split(":", 1)[-1].replace("/", "_")
     return f"{name}-{hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]}"
 

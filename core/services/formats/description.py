@@ -56,6 +56,7 @@ def describe(data: dict[str, Any], run_dir: Path) -> dict[str, Any]:
             "batch": "any size, first dimension",
             "features": [str(f) for f in info.get("feature_names") or []],
             "image_shape": info.get("image_shape"),
+            **({"image_prep": info["image_prep"]} if info.get("image_prep") else {}),
             "values": "raw features as in the training data (unscaled); images as float in [0, 1], (C, H, W)",
         },
         "preprocessing": {

@@ -61,6 +61,7 @@ class PredictInput:
     paths: tuple[str, ...] = ()
     labels: list[str] | None = None  # the true classes, when the input has them (a test set)
     image_shape: tuple[int, ...] = ()  # decode images to this (C, H, W); empty: the model's input shape
+    image_prep: Any = None  # core.readers.images.ImagePrep: how images are decoded (None: squash to image_shape)
     pixel_scale: float = 1.0  # decoded pixels are [0, 1]; x 255 for a model trained on 0-255 arrays
     notes: tuple[str, ...] = ()  # what reading it met (a table's unseen category values)
 
@@ -72,9 +73,10 @@ class PredictInput:
         import numpy as np
 
         if self.paths:
-            from core.data import decode_image
+            from core.readers.images import decode_image
 
-            decoded = np.stack([decode_image(p, self.image_shape or tuple(shape)) for p in self.paths[start:stop]])
+            prep = self.image_prep or self.image_shape or tuple(shape)
+            decoded = np.stack([decode_image(p, prep) for p in self.paths[start:stop]])
             if self.pixel_scale != 1.0:
                 decoded *= self.pixel_scale
             return decoded.reshape((len(decoded), *shape))
@@ -272,11 +274,15 @@ def image_files_input(
         if max((abs(float(m)) for m in (meta.get("preprocessing") or {}).get("mean") or [0.0]), default=0.0) > 1.5
         else 1.0
     )
+    from core.readers.images import prep_of
+
+    prep = prep_of(meta["input"].get("image_prep"), image_shape)
     return PredictInput(
         [str(p) for p in files] if ids is None else ids,
         paths=tuple(str(p) for p in files),
         labels=labels,
-        image_shape=image_shape,
+        image_shape=tuple(image_shape),
+        image_prep=prep,
         pixel_scale=scale,
     )
 

@@ -79,7 +79,8 @@ def _request_choices(schema: ModelSchema) -> list[dict[str, Any]]:
                         "type": "array",
                         "minItems": 1,
                         "items": {"type": "string", "contentEncoding": "base64", "contentMediaType": "image/png"},
-                        "description": f"base64 PNG or JPEG images of {w}×{h} pixels, {'grey' if c == 1 else 'RGB'}",
+                        "description": f"base64 PNG or JPEG images of any size, resized to {w}×{h} pixels as in "
+                        f"training, {'grey' if c == 1 else 'RGB'}",
                     }
                 },
             }
@@ -241,7 +242,8 @@ def docs_html(schema: ModelSchema, title: str, version: str, url: str) -> str:
         if schema.image_shape is not None:
             c, h, w = schema.image_shape
             sending += (
-                f"<h3>images</h3><p>base64 PNG or JPEG, {w}×{h} pixels, {'grey' if c == 1 else 'RGB'}: "
+                f"<h3>images</h3><p>base64 PNG or JPEG of any size, resized to {w}×{h} pixels as in training, "
+                f"{'grey' if c == 1 else 'RGB'}: "
                 '<code>{"images": ["iVBOR..."]}</code></p>'
             )
         answer = '{"predictions": [{"class": ..., "probabilities": {...}}], "model_version": ...}'

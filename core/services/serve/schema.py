@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +18,12 @@ from typing import Any
 import numpy as np
 import orjson
 
+from core.readers.images import ImageError, ImagePrep, decode_image, prep_of
 from core.services.serve.tables import RowError, TableRows, kind_text
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 BODY_KEYS = ("inputs", "rows", "images")
+IMAGE_FORMATS = ("PNG", "JPEG")
 
 
 class BadRequest(Exception):
@@ -48,6 +49,7 @@ class ModelSchema:
     image_shape: tuple[int, ...] | None  # (C, H, W) when images are accepted
     pixel_scale: float
     table: TableRows | None = None  # a table's model: rows by its raw columns, never encoded features
+    prep: ImagePrep | None = None  # how an image is decoded: as in training (core.readers.images)
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> ModelSchema:
@@ -72,7 +74,8 @@ class ModelSchema:
         table = TableRows.from_meta(meta)
         if table is not None:
             image = None
-        return cls(shape, features, tuple(str(c) for c in meta["classes"]), image, scale, table)
+        prep = prep_of(meta["input"].get("image_prep"), image) if image is not None else None
+        return cls(shape, features, tuple(str(c) for c in meta["classes"]), image, scale, table, prep)
 
     @property
     def outputs(self) -> int:
@@ -104,8 +107,8 @@ class ModelSchema:
             return "other feature columns"
         if other.classes != self.classes:
             return f"classes {list(other.classes)[:6]} instead of {list(self.classes)[:6]}"
-        if other.image_shape != self.image_shape or other.pixel_scale != self.pixel_scale:
-            return "another image size or pixel scale"
+        if other.image_shape != self.image_shape or other.pixel_scale != self.pixel_scale or other.prep != self.prep:
+            return "another image size, pixel scale or resizing"
         if (self.table is None) != (other.table is None) or (
             self.table is not None and other.table is not None and not self.table.same_as(other.table)
         ):
@@ -265,8 +268,7 @@ class ModelSchema:
             raise BadRequest(
                 422, f"'images': this model takes {self.row_values} tabular values, not images; send 'inputs' or 'rows'"
             )
-        from PIL import Image, UnidentifiedImageError
-
+        assert self.prep is not None
         c, h, w = self.image_shape
         out = np.empty((len(images), c, h, w), dtype=np.float32)
         for i, item in enumerate(images):
@@ -278,17 +280,15 @@ class ModelSchema:
                 raw = base64.b64decode(text, validate=True)
             except (binascii.Error, ValueError):
                 raise BadRequest(422, f"{where}: is not valid base64") from None
-            try:
-                img = Image.open(io.BytesIO(raw))
-                if img.format not in ("PNG", "JPEG"):
-                    raise BadRequest(422, f"{where}: is a {img.format} image; send PNG or JPEG")
-                img.load()
-            except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
-                raise BadRequest(422, f"{where}: is not a readable PNG or JPEG image") from None
-            if img.size != (w, h):
-                raise BadRequest(422, f"{where}: is {img.size[0]}×{img.size[1]} pixels; the model takes {w}×{h}")
-            arr = np.asarray(img.convert("L" if c == 1 else "RGB"), dtype=np.float32) * (self.pixel_scale / 255.0)
-            out[i] = arr[None] if c == 1 else arr.transpose(2, 0, 1)
+            try:  # decoded, oriented and resized exactly as the training images were
+                out[i] = decode_image(raw, self.prep, formats=IMAGE_FORMATS)
+            except ImageError as exc:
+                said = exc.reason.startswith(("is a ", "too many pixels"))
+                raise BadRequest(
+                    422, f"{where}: {exc.reason}" if said else f"{where}: is not a readable PNG or JPEG image"
+                ) from None
+        if self.pixel_scale != 1.0:
+            out *= self.pixel_scale
         return out.reshape((len(images), *self.shape))
 
     # ------------------------------------------------------------------ answers
