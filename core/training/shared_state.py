@@ -19,21 +19,25 @@ ALIGN = 64  # bytes: every tensor starts on a cache line
 
 
 def share_flat(model: nn.Module) -> None:
-    """Move ``model``'s parameters and buffers into one shared-memory block, in place."""
+    """Move ``model``'s parameters and buffers into one shared-memory block per dtype, in place (one per dtype:
+    torch.save refuses views of one storage as different types)."""
     tensors: dict[int, torch.Tensor] = {}
     for t in model.state_dict(keep_vars=True).values():  # parameters and buffers themselves; tied ones once
         tensors.setdefault(id(t), t)
-    offsets, total = [], 0
+    by_dtype: dict[torch.dtype, list[torch.Tensor]] = {}
     for t in tensors.values():
-        offsets.append(total)
-        total += -(-t.numel() * t.element_size() // ALIGN) * ALIGN
-    block = torch.UntypedStorage(max(total, 1)).share_memory_()
-    for offset, t in zip(offsets, tensors.values()):
-        view = torch.empty(0, dtype=t.dtype).set_(
-            block, offset // t.element_size(), t.shape, t.new_empty(t.shape).stride()
-        )
-        view.copy_(t.detach())
-        t.data = view
+        by_dtype.setdefault(t.dtype, []).append(t)
+    for dtype, group in by_dtype.items():
+        size = torch.empty(0, dtype=dtype).element_size()
+        offsets, total = [], 0
+        for t in group:
+            offsets.append(total)
+            total += -(-t.numel() * size // ALIGN) * ALIGN
+        block = torch.UntypedStorage(max(total, 1)).share_memory_()
+        for offset, t in zip(offsets, group):
+            view = torch.empty(0, dtype=dtype).set_(block, offset // size, t.shape, t.new_empty(t.shape).stride())
+            view.copy_(t.detach())
+            t.data = view
 
 
 @dataclass(frozen=True)
