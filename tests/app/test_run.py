@@ -159,7 +159,9 @@ def _end_by_itself(qtbot: Any, window: Any, how: str) -> None:
         done = subprocess.run([sys.executable, "-m", "core", "stop", str(run_dir)], capture_output=True, timeout=120)
         assert done.returncode == 0, done.stderr
     elif how == "its process killed":
-        qtbot.waitUntil(lambda: window.controller.state == "running" and bool(window.controller.worker_pids()), timeout=60_000)
+        qtbot.waitUntil(
+            lambda: window.controller.state == "running" and bool(window.controller.worker_pids()), timeout=60_000
+        )
         for pid in window.controller.worker_pids():
             os.kill(pid, signal.SIGKILL)
     wait_end(qtbot, window, timeout=120_000)
