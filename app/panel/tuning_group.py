@@ -42,7 +42,7 @@ class TuningGroup(QGroupBox):
         self.spin_early_stop = b.row(
             form, "train.early_stop_patience", "Early stop after", name="spin_early_stop_patience"
         )
-        self.spin_early_stop.setSpecialValueText("never")
+        self.spin_early_stop.setSpecialValueText("auto")  # -1: on a table only; 0 never
         monitored = [n.replace("_", " ") for n in FIELDS["train.monitor"].choices]
         self.combo_monitor = b.row(form, "train.monitor", "Monitor", name="combo_monitor", labels=monitored)
         self.combo_precision = b.row(form, "parallel.precision", "Precision", name="combo_precision")

@@ -44,15 +44,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def format_report(full: dict[str, Any]) -> str:
-    """A plain-text report: accuracy, per-class table, confusion matrix (regression: RMSE, MAE, R²)."""
-    if full.get("task") == "regression":
-        return (
-            f"RMSE {full['rmse']:.4g}, MAE {full['mae']:.4g}, R² {full['r2']:.4f} on {full['n']} validation samples\n"
-        )
+def format_report(full: dict[str, Any], samples: str = "validation samples") -> str:
+    """A plain-text report of ``core.training.scores``' figures: accuracy, per-class table, confusion matrix
+    (regression: RMSE, MAE, R²); ``samples`` says what was scored."""
+    if "per_class" not in full:
+        return f"RMSE {full['rmse']:.4g}, MAE {full['mae']:.4g}, R² {full['r2']:.4f} on {full['n']} {samples}\n"
+    wrong = full.get("misclassified_total", full["n"] - sum(row[k] for k, row in enumerate(full["confusion"])))
     lines = [
-        f"accuracy {full['accuracy']:.4f} on {full['n']} validation samples "
-        f"(macro F1 {full['macro']['f1']:.4f}, {full['misclassified_total']} misclassified)",
+        f"accuracy {full['accuracy']:.4f} on {full['n']} {samples} (macro F1 {full['macro']['f1']:.4f}, {wrong} misclassified)",
         "",
     ]
     width = max(8, *(len(c["class"]) for c in full["per_class"]))

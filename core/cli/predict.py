@@ -94,6 +94,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
             return 0
     for note in result.notes:
         sys.stderr.write(f"predict: {note}\n")
+    scores = result.evaluation()  # a labelled input is a test set: the figures the window's Predict tab shows
+    if scores is not None:
+        from core.cli.evaluate import format_report
+
+        sys.stderr.write("test set: " + format_report(scores, "labelled samples"))
     if out is None:
         if result.written is None:  # Ray's rows, written now
             _to_stdout(lambda: result.write_csv(sys.stdout))

@@ -295,6 +295,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if status == "failed":
         sys.stderr.write(f"error: {session.error}\n")
+    if summary.get("stop_reason"):  # finished before its epochs: early stopping
+        sys.stderr.write(f"{summary['stop_reason']}\n")
     if session.run_dir is not None:
         print(session.run_dir)
     if abandoned or (interrupts.count and session.run_dir is None):

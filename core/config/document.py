@@ -18,6 +18,7 @@ from core.config.fields import show, toml_key
 from core.config.sections import (
     FIELDS,
     SECTIONS,
+    TABLE_PATIENCE,
     AugmentConfig,
     DataConfig,
     ModelConfig,
@@ -79,6 +80,15 @@ class Config:
 
     def to_toml(self) -> str:
         return toml_text(to_dict(self))
+
+    def early_stop_patience(self, table: bool) -> int:
+        """Epochs without improvement before the run stops; 0 = never. ``train.early_stop_patience`` -1 (auto)
+        is ``TABLE_PATIENCE`` on a table (``table``: the data has a schema) and never elsewhere, nor for a
+        sweep: its workers compare settings over the same epochs, and a slow starter is not cut short."""
+        chosen = int(self.train.early_stop_patience)
+        if chosen >= 0:
+            return chosen
+        return TABLE_PATIENCE if table and self.parallel.strategy != "sweep" else 0
 
 
 def _strategy(name: Any) -> type[Strategy] | None:

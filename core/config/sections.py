@@ -138,6 +138,10 @@ class OptimConfig(Section):
     backbone_lr_mult: float = _float(0.1, 0.0, 10.0, "The backbone's learning rate as a share of optim.lr")
 
 
+# a table's small data overfits within a few epochs of its best: auto early stopping waits this many
+TABLE_PATIENCE = 5
+
+
 @dataclass(frozen=True)
 class TrainConfig(Section):
     forkable = True
@@ -153,7 +157,13 @@ class TrainConfig(Section):
         "What the best checkpoint and early stopping watch; auto: accuracy "
         "(balanced on skewed classes), RMSE for a regression",
     )
-    early_stop_patience: int = _int(0, 0, 100000, "Stop after this many epochs without improvement; 0 = never")
+    early_stop_patience: int = _int(
+        -1,
+        -1,
+        100000,
+        "Stop after this many epochs without improvement of the selected figure; 0 = never, "
+        f"-1 = auto ({TABLE_PATIENCE} on a table, except a sweep's; never otherwise)",
+    )
     early_stop_min_delta: float = _float(0.0, 0.0, 1e9)  # smaller changes are no improvement
     task: str = _choice("auto", TASKS)  # auto | classification | regression (tables)
     class_weights: str = _choice("none", CLASS_WEIGHTS)  # none | balanced: inverse-frequency weights in the loss

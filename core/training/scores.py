@@ -10,7 +10,8 @@ and ranks, computed on tensors; these are for whole prediction sets.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -76,9 +77,20 @@ def classification_scores(
 
 def label_scores(truth: Sequence[str], predicted: Sequence[str], classes: Sequence[str]) -> dict[str, Any]:
     """``classification_scores`` of class names; true classes the model does not know are added, sorted."""
-    known = list(classes) + sorted(set(truth) - set(classes))
+    return pair_scores(Counter(zip(truth, predicted)), classes)
+
+
+def pair_scores(pairs: Mapping[tuple[str, str], int], classes: Sequence[str]) -> dict[str, Any]:
+    """``label_scores`` from counts of (true class, predicted class) pairs: what a stream of rows too long
+    to keep is scored from."""
+    import numpy as np
+
+    known = list(classes) + sorted({t for t, _ in pairs} - set(classes))
     index = {c: k for k, c in enumerate(known)}
-    return classification_scores([index[t] for t in truth], [index[p] for p in predicted], known)
+    counts = np.fromiter(pairs.values(), dtype=np.int64, count=len(pairs))
+    y_true = np.repeat(np.fromiter((index[t] for t, _ in pairs), dtype=np.int64, count=len(pairs)), counts)
+    y_pred = np.repeat(np.fromiter((index[p] for _, p in pairs), dtype=np.int64, count=len(pairs)), counts)
+    return classification_scores(y_true, y_pred, known)
 
 
 def regression_report(pred: Sequence[float], true: Sequence[float]) -> dict[str, float]:

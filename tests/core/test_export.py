@@ -303,3 +303,25 @@ def test_pickled_callable_is_refused_never_run(
     assert code == 2 and len(err.strip().splitlines()) == 1 and "refused" in err
     assert not marker.exists()
     assert _left(ckpt_dir / "exports") == []
+
+
+def test_onnx_export_keeps_the_exporters_info_lines_quiet(
+    digits_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The window logs at INFO to the terminal it was started from: onnx_ir's pass reports must not reach it."""
+    pytest.importorskip("onnxscript")
+    import logging
+
+    from core.services.export import export_run
+
+    terminal = logging.StreamHandler(sys.stderr)  # what app.main's logging.basicConfig(level=INFO) installs
+    logging.getLogger().addHandler(terminal)
+    caplog.set_level(logging.INFO)
+    try:
+        export_run(digits_run, "onnx", tmp_path / "m.onnx")
+    finally:
+        logging.getLogger().removeHandler(terminal)
+    chatter = [f"{r.name}: {r.getMessage()}" for r in caplog.records if not r.name.startswith("core")]
+    assert chatter == []
+    assert "onnx_ir" not in capfd.readouterr().err
+    assert logging.getLogger("onnx_ir").level == logging.NOTSET  # left as it was after the export

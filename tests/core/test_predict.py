@@ -381,6 +381,32 @@ def test_a_labelled_input_is_a_test_set(exported: dict[str, Path], inputs: dict[
         assert [c["class"] for c in ev["per_class"]][:3] == ["0", "1", "2"]
 
 
+def test_cli_scores_a_labelled_input_as_the_predict_tab_does(
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for kind in ("csv", "npz"):
+        ev = predict(exported[".safetensors"], inputs[kind]).evaluation()
+        assert ev is not None
+        out = tmp_path / f"{kind}.csv"
+        code, stdout, err = run_cli(
+            capsys, "predict", str(exported[".safetensors"]), str(inputs[kind]), "--out", str(out)
+        )
+        assert code == 0 and stdout.strip() == str(out)
+        assert (
+            f"test set: accuracy {ev['accuracy']:.4f} on {ev['n']} labelled samples (macro F1 {ev['macro']['f1']:.4f}, "
+            in err
+        ), err
+        assert "precision" in err and "confusion matrix (rows: true, columns: predicted)" in err
+        for c in ev["per_class"]:  # the per-class table the tab shows
+            assert f"{c['precision']:>9.4f} {c['recall']:>7.4f} {c['f1']:>7.4f} {c['support']:>8}" in err
+    code, stdout, err = run_cli(capsys, "predict", str(exported[".safetensors"]), str(inputs["npz"]))
+    assert code == 0 and stdout.startswith("id,predicted") and "test set: accuracy" in err  # rows on stdout
+    data = np.load(inputs["npz"])
+    np.savez(tmp_path / "unlabelled.npz", x=data["x"])
+    code, _, err = run_cli(capsys, "predict", str(exported[".safetensors"]), str(tmp_path / "unlabelled.npz"))
+    assert code == 0 and "test set" not in err
+
+
 def test_a_model_trained_on_npz_images_takes_a_png_folder(tmp_path: Path) -> None:
     from PIL import Image
 

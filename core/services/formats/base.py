@@ -73,13 +73,17 @@ def first_line(exc: BaseException) -> str:
 @contextlib.contextmanager
 def quiet_exporters() -> Iterator[None]:
     """Silence the exporters' chatter (missing torchvision ops, deprecations); errors still raise."""
-    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._export", "onnxscript")]
+    quiet = {n: logging.ERROR for n in ("torch.onnx", "torch.export", "torch._export", "onnxscript")}
+    # onnx_ir reports each optimisation pass at INFO ("Removed 7 unused nodes"): a window logging at INFO
+    # would print them on its terminal; its warnings still come through
+    quiet["onnx_ir"] = logging.WARNING
+    loggers = [logging.getLogger(n) for n in quiet]
     levels = [lg.level for lg in loggers]
     bar = _tqdm_class()
     interval = bar.monitor_interval if bar is not None else 0
     try:
         for lg in loggers:
-            lg.setLevel(logging.ERROR)
+            lg.setLevel(quiet[lg.name])
         if bar is not None:
             # torch.fx's interpreter makes a (disabled) tqdm bar during ONNX decompositions; its first
             # bar would start tqdm's monitor thread, which then lives as long as the process

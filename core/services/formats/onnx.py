@@ -134,14 +134,15 @@ class OnnxFormat(ModelFormat):
     ) -> tuple[np.ndarray, np.ndarray | None, str]:
         """onnxruntime when installed, else onnx's reference evaluator (slow, exact semantics).
 
-        A table's graph takes raw columns: it is fed the columns (strings, NaN) that encode to ``raw``."""
+        A table's graph takes raw columns: it is fed the columns (strings, NaN) that encode to ``raw``, values at
+        the outlier fences moved past them."""
         from core.services.formats.tabular import onnx_feed, tabular_schema
 
         x = raw.numpy()
         schema = tabular_schema(desc or {})
 
         def feed(rows: np.ndarray, name: str = "x") -> dict[str, Any]:
-            return onnx_feed(schema, rows) if schema is not None else {name: rows}
+            return onnx_feed(schema, rows, beyond_fences=True) if schema is not None else {name: rows}
 
         try:
             import onnxruntime  # noqa: F401 - only whether it is installed: the reference evaluator stands in otherwise

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from core.schema import FALSE_WORDS, RESERVED_LEVELS, TRUE_WORDS, UNSEEN_LEVEL, Schema
+from core.services.formats.table_graph import RAW_ROWS, raw_row_columns, raw_rows_from_encoded
 
 ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 2  # LabelEncoder with keys_strings / values_floats
@@ -61,9 +62,11 @@ def table_entry(graph: bool, raw_columns: bool, entry: dict[str, Any], desc: Map
         entry["inputs"] = raw_inputs(schema)
     elif graph:
         entry["input"] = (
-            "encoded rows (schema.encoded: numbers filled, missing indicators, category indices); "
-            "encode raw columns with the schema first"
+            "raw rows: one float32 column per used column, in 'columns' order (numbers raw with NaN for "
+            "missing, booleans 1/0, category indices); the schema's fill, fences and indicators are inside"
         )
+        entry["layout"] = RAW_ROWS
+        entry["columns"] = raw_row_columns(schema)
     else:
         entry["input"] = "encoded rows (schema.encoded), then standardised with 'preprocessing'"
     return entry
@@ -77,29 +80,24 @@ def raw_inputs(schema: Schema) -> list[dict[str, str]]:
     ]
 
 
-def columns_from_encoded(schema: Schema, x: np.ndarray) -> dict[str, np.ndarray]:
+def columns_from_encoded(schema: Schema, x: np.ndarray, beyond_fences: bool = False) -> dict[str, np.ndarray]:
     """Raw columns (float32 with NaN, or strings) that encode to the rows ``x`` (numbers filled, indicators,
-    category indices): the inverse of :func:`core.schema.encode_columns` up to the fill."""
-    x = np.asarray(x, dtype=np.float32).reshape(len(x), -1)
-    numeric = schema.numeric
-    n_num = len(numeric)
-    ind_cols = {c.name: n_num + k for k, c in enumerate([c for c in numeric if c.indicator])}
-    n_ind = len(ind_cols)
+    category indices): the inverse of :func:`core.schema.encode_columns` up to the fill (and, with
+    ``beyond_fences``, values at an outlier fence moved past it)."""
+    rows = raw_rows_from_encoded(schema, x, beyond_fences)
     out: dict[str, np.ndarray] = {}
     missing_text = schema.missing_values[0] if schema.missing_values else ""
-    for j, c in enumerate(numeric):
-        v = x[:, j].astype(np.float32).copy()
-        if c.name in ind_cols:
-            v[x[:, ind_cols[c.name]] > 0.5] = np.nan
+    for j, c in enumerate(schema.used):
+        v = rows[:, j]
         if c.kind == "bool":
             text = np.where(np.isnan(v), missing_text, np.where(v > 0.5, "true", "false"))
             out[c.name] = text.astype(object)
+        elif c.kind == "category":
+            codes = np.clip(np.rint(v), 0, len(c.levels) + RESERVED_LEVELS - 1).astype(np.int64)
+            table = np.asarray([missing_text, UNSEEN_LEVEL] + list(c.levels), dtype=object)
+            out[c.name] = table[codes]
         else:
             out[c.name] = v
-    for k, c in enumerate(schema.categorical):
-        codes = np.clip(np.rint(x[:, n_num + n_ind + k]), 0, len(c.levels) + RESERVED_LEVELS - 1).astype(np.int64)
-        table = np.asarray([missing_text, UNSEEN_LEVEL] + list(c.levels), dtype=object)
-        out[c.name] = table[codes]
     return out
 
 
@@ -119,10 +117,10 @@ def valid_rows(info: Mapping[str, Any], x: Any) -> Any:
     return torch.from_numpy(again).reshape(x.shape)
 
 
-def onnx_feed(schema: Schema, x: np.ndarray) -> dict[str, np.ndarray]:
+def onnx_feed(schema: Schema, x: np.ndarray, beyond_fences: bool = False) -> dict[str, np.ndarray]:
     """The raw-column graph's inputs for encoded rows ``x``."""
     feed = {}
-    for name, col in columns_from_encoded(schema, x).items():
+    for name, col in columns_from_encoded(schema, x, beyond_fences).items():
         feed[name] = col.astype(np.float32) if col.dtype != object else np.asarray(col, dtype=object)
     return feed
 

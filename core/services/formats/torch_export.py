@@ -1,4 +1,8 @@
-"""``.pt2``: a ``torch.export`` program with the standardisation inside; the description is an extra file."""
+"""``.pt2``: a ``torch.export`` program with the standardisation inside; the description is an extra file.
+
+A table's program takes raw rows (``core.services.formats.table_graph``): the schema's fill, fences and
+missing indicators are inside it, as they are in the ONNX graph.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from core.services.formats.base import ModelFormat, example_batch, first_line, q
 from core.services.formats.description import PT2_EXTRA, embedded, meta_or_sidecar, parse_meta
 from core.services.formats.module import standardized, torch_runner
 from core.services.formats.predictor import Predictor
+from core.services.formats.table_graph import RAW_ROWS, raw_rows_from_encoded, raw_rows_runner, with_table_rows
+from core.services.formats.tabular import tabular_schema
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,12 +49,19 @@ class TorchExportFormat(ModelFormat):
             first = (str(exc).splitlines() or [""])[0]
             raise ModelFileError(f"model: {path} is not a loadable torch.export program: {first[:200]}") from None
         meta = parse_meta(extra[PT2_EXTRA], str(path)) if extra[PT2_EXTRA] else self.read_meta(path)
+        schema = tabular_schema(meta)
+        if schema is not None and meta["export"].get("layout") == RAW_ROWS:  # fed encoded rows, turned back raw
+            return Predictor(path, meta, raw_rows_runner(schema, program.module()), meta["export"]["output"])
         return Predictor(path, meta, torch_runner(program.module()), meta["export"]["output"])
 
     def write(self, model: nn.Module, desc: dict[str, Any], path: Path, output: str, raw: torch.Tensor) -> None:
         import torch
 
         graph = standardized(model, desc, output, "export")
+        schema = tabular_schema(desc)
+        if schema is not None:  # a table's graph takes raw rows: the schema's fill, fences and indicators go in front
+            graph = with_table_rows(graph, schema)
+            raw = torch.from_numpy(raw_rows_from_encoded(schema, raw.numpy(), beyond_fences=True))
         batch = torch.export.Dim("batch")
         try:
             with quiet_exporters():
@@ -60,9 +73,13 @@ class TorchExportFormat(ModelFormat):
     def reload(
         self, path: Path, desc: dict[str, Any], output: str, raw: torch.Tensor
     ) -> tuple[np.ndarray, np.ndarray | None, str]:
+        """A table's graph is fed the raw rows that encode to ``raw``, values at the fences moved past them."""
         import torch
 
         module = torch.export.load(str(path)).module()
+        schema = tabular_schema(desc or {})
+        if schema is not None:
+            raw = torch.from_numpy(raw_rows_from_encoded(schema, raw.numpy(), beyond_fences=True))
         with torch.no_grad():
             return module(raw).numpy(), module(raw[:1]).numpy(), "torch.export.load"
 

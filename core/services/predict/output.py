@@ -7,6 +7,7 @@ pyarrow in C++, by the pool's processes when there are several.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,7 @@ class Predictions:
     labels: list[str] | None = None  # true classes of a labelled input (a test set)
     notes: tuple[str, ...] = ()  # what reading the input met (unseen category values)
     written: int | None = None  # rows written as they came (``CsvStream``): then none of them is kept here
+    tally: Tally | None = None  # a labelled input's truth against the rows written as they came
 
     @property
     def n_rows(self) -> int:
@@ -95,6 +97,8 @@ class Predictions:
         a regression model's RMSE, MAE and R²."""
         from core.training.scores import label_scores, regression_report
 
+        if self.written is not None:
+            return None if self.tally is None else self.tally.evaluation()
         if self.labels is None:
             return None
         if len(self.classes) == 1:  # regression: the true values against the predicted ones
@@ -154,6 +158,46 @@ class Collected:
         return None if self.labels is None else [v for part in self.labels for v in part]
 
 
+class Tally:
+    """A labelled input's true labels against the predictions, for rows that are not kept: counts of
+    (true, predicted) class pairs, or a regression's true and predicted values (two floats a row)."""
+
+    def __init__(self, classes: Sequence[str]) -> None:
+        self.classes = list(classes)
+        self.restart()
+
+    def restart(self) -> None:
+        self.labelled = True  # every row so far came with its true label
+        self.pairs: Counter[tuple[str, str]] = Counter()
+        self.values: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def add(self, probs: np.ndarray, labels: list[str] | None) -> None:
+        import numpy as np
+
+        if labels is None or not self.labelled:
+            self.labelled = False
+            return
+        if len(self.classes) == 1:
+            self.values.append((probs[:, 0].astype(np.float64), np.asarray([float(v) for v in labels])))
+        else:
+            names = self.classes
+            self.pairs.update(zip(labels, (names[k] for k in probs.argmax(axis=1).tolist())))
+
+    def evaluation(self) -> dict[str, Any] | None:
+        """What :meth:`Predictions.evaluation` gives for the same rows kept."""
+        import numpy as np
+
+        from core.training.scores import pair_scores, regression_report
+
+        if not self.labelled:
+            return None
+        if len(self.classes) == 1:
+            pred = np.concatenate([p for p, _ in self.values]) if self.values else np.empty(0)
+            true = np.concatenate([t for _, t in self.values]) if self.values else np.empty(0)
+            return regression_report(pred.tolist(), true.tolist())
+        return pair_scores(self.pairs, self.classes)
+
+
 class CsvStream:
     """Prediction results written to ``fh`` as they come, after the CSV header (written with the first rows,
     or by ``finish``: an input that fails before its first rows writes nothing); only their count is kept.
@@ -169,9 +213,11 @@ class CsvStream:
         self.started = False
         self.rows = 0
         self._skip = 0
+        self.tally = Tally(classes)
 
     def restart(self) -> None:
         if not self.started:
+            self.tally.restart()
             return
         try:
             self.fh.seek(0)
@@ -181,6 +227,7 @@ class CsvStream:
             return
         self.started = False
         self.rows = 0
+        self.tally.restart()
 
     def add(self, probs: np.ndarray, text: str, ids: Sequence[str], labels: list[str] | None) -> None:
         n = len(probs)
@@ -192,6 +239,7 @@ class CsvStream:
         self.finish()
         self.fh.write(text)
         self.rows += n
+        self.tally.add(probs, labels)
 
     def finish(self) -> None:
         """The header, if no rows wrote it."""

@@ -100,7 +100,9 @@ def predict(
     seconds = time.perf_counter() - t0
     if isinstance(sink, CsvStream):
         none = np.empty((0, len(classes)), np.float32)
-        return Predictions([], classes, none, [], model_path, used, seconds, None, notes, written=sink.rows)
+        return Predictions(
+            [], classes, none, [], model_path, used, seconds, None, notes, written=sink.rows, tally=sink.tally
+        )
     probs = np.concatenate(sink.probs) if sink.probs else np.empty((0, len(classes)), np.float32)
     return Predictions(sink.all_ids(), classes, probs, sink.texts, model_path, used, seconds, sink.all_labels(), notes)
 

@@ -128,7 +128,10 @@ class Collector:
             s.request_stop()
 
     def _on_eval(self, rec: dict[str, Any]) -> None:
-        """Track the run's best evaluation; stop early after ``train.early_stop_patience`` epochs without one."""
+        """Track the run's best evaluation; stop early after the config's patience in epochs without one.
+
+        The session decides from the evaluations every worker reports and stops the run as a user's stop
+        does: every worker at its next batch (ddp's ranks at the same one, agreed), the run "finished"."""
         s = self.session
         if not s.strategy.keeps_best:
             return
@@ -140,13 +143,13 @@ class Collector:
         if improved(value, s.best["value"] if s.best else None, monitor, train.early_stop_min_delta):
             s.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
             return
-        patience = train.early_stop_patience
+        patience = s.config.early_stop_patience(table=s.info is not None and s.info.schema is not None)
         if not patience or s.best is None or s.stop_reason is not None:
             return
         if rec["epoch"] - s.best["epoch"] >= patience:
             s.stop_reason = (
-                f"early stop: {monitor} did not improve for {patience} epoch(s) "
-                f"(best {s.best['value']:.4g} at epoch {s.best['epoch']})"
+                f"stopped early at epoch {rec['epoch']}: {monitor} has not improved since epoch {s.best['epoch']} "
+                f"(best {s.best['value']:.4g}; patience {patience})"
             )
             self.ctx.log("info", s.stop_reason)
             s.request_stop()

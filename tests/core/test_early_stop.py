@@ -1,0 +1,81 @@
+"""Early stopping by default on a table: a small table overfits within a few epochs of its best figure."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core import cli
+from core.config import Config, apply_overrides
+from core.runfiles.writing import read_metrics
+from core.session import Session
+
+
+@pytest.fixture(scope="module")
+def noisy_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """300 rows whose label is mostly noise: the validation figure peaks early, then wanders."""
+    rng = np.random.default_rng(3)
+    path = tmp_path_factory.mktemp("noisy") / "noisy.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["a", "b", "c", "label"])
+        for _ in range(300):
+            a, b, c = rng.normal(size=3)
+            w.writerow([f"{a:.3f}", f"{b:.3f}", f"{c:.3f}", "yes" if a + rng.normal(0, 2.0) > 0 else "no"])
+    return path
+
+
+def test_patience_is_auto_on_a_table_only() -> None:
+    cfg = Config()
+    assert cfg.train.early_stop_patience == -1
+    assert cfg.early_stop_patience(table=True) == 5 and cfg.early_stop_patience(table=False) == 0
+    sweep = apply_overrides(cfg, ["parallel.strategy=sweep"])
+    assert sweep.early_stop_patience(table=True) == 0  # a sweep's workers compare settings over the same epochs
+    assert apply_overrides(cfg, ["train.early_stop_patience=0"]).early_stop_patience(table=True) == 0
+    assert apply_overrides(cfg, ["train.early_stop_patience=3"]).early_stop_patience(table=False) == 3
+
+
+@pytest.mark.parametrize("strategy", ["single", "hogwild", "ddp"])
+def test_a_table_stops_early_by_default(strategy: str, noisy_csv: Path, runs_dir: Path) -> None:
+    cfg = apply_overrides(
+        Config(),
+        [
+            f'data.source="csv:{noisy_csv}"',
+            f"parallel.strategy={strategy}",
+            "parallel.workers=1" if strategy == "single" else "parallel.workers=2",
+            "train.epochs=80",
+            "model.hidden=[64, 64]",
+        ],
+    )
+    session = Session(cfg, runs_dir=runs_dir)
+    session.start()
+    if session.wait(240) is None:
+        session.stop(5)
+        pytest.fail("run did not end in time")
+    s = session.summary
+    assert s is not None and s["status"] == "finished", s
+    best = s["best"]["epoch"]
+    assert s["epochs_done"] < 80
+    assert s["stop_reason"].startswith(
+        f"stopped early at epoch {best + 5}: val_accuracy has not improved since epoch {best}"
+    )
+    assert session.run_dir is not None
+    records = read_metrics(session.run_dir / "metrics.jsonl")
+    assert any(r["kind"] == "log" and r["message"] == s["stop_reason"] for r in records)
+    ended = [
+        r for r in records if r["kind"] == "state" and r["worker"] is not None and r["state"] in ("finished", "stopped")
+    ]
+    assert {r["worker"] for r in ended} == set(range(s["workers"]))  # every worker ended with the run
+
+
+def test_cli_says_the_run_finished_early(noisy_csv: Path, runs_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = noisy_csv.parent / "c.toml"
+    config.write_text(
+        f'[data]\nsource = "csv:{noisy_csv}"\n[train]\nepochs = 80\n[parallel]\nstrategy = "single"\nworkers = 1\n'
+    )
+    assert cli.main(["train", str(config), "--runs-dir", str(runs_dir)]) == 0
+    err = capsys.readouterr().err
+    assert "finished:" in err and "stopped early at epoch" in err
