@@ -3,6 +3,7 @@ folder read with HF_HUB_OFFLINE=1; head-only training on cached features, full f
 
 from __future__ import annotations
 
+import base64
 import csv
 import json
 import os
@@ -236,3 +237,19 @@ def test_exports_and_predict_agree_on_raw_image_files(photos: Path, weights: Pat
         assert np.abs(probs - ref).max() < 1e-4, fmt
     meta = json.loads((tmp_path / "onnx" / "model.json").read_text())
     assert meta["architecture"]["kind"] == KIND and meta["input"]["image_shape"] == [3, SIZE, SIZE]
+    assert meta["input"]["image_prep"]["resize"] == "crop"  # the backbone's own eval transform travels with it
+
+    # serve answers the raw files as predict does (base64 PNG and JPEG of their own sizes)
+    from test_serve import serving
+
+    picked = [r for r in reference[1:] if r[0].endswith(("0.png", "1.jpg", "5.jpg"))]
+    images = [base64.b64encode((photos / r[0]).read_bytes()).decode() for r in picked]
+    with serving(run, tmp_path) as server:
+        server.wait_ready()
+        answer = server.post("/predict", json={"images": images})
+    assert answer.status_code == 200, answer.text
+    classes = reference[0][2:]
+    for row, got in zip(picked, answer.json()["predictions"]):
+        assert got["class"] == row[1]
+        served = [got["probabilities"][c.removeprefix("prob_")] for c in classes]
+        assert np.abs(np.asarray(served) - np.asarray([float(v) for v in row[2:]])).max() < 1e-4
