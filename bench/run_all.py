@@ -27,6 +27,7 @@ SCRIPTS = [
     ("Hogwild against hand-written loops", ["hogwild_reference.py", "--repeats", "5"]),
     ("Image-folder training against a bare DataLoader loop", ["image_folder.py", "--repeats", "3"]),
     ("Decoding real-size photos against Pillow alone", ["image_decode.py"]),
+    ("Pretrained backbones on camera-size photos, against Lightning + timm", ["backbones.py"]),
     ("Serving under load against LitServe, FastAPI and a constant endpoint", ["serve_load.py"]),
 ]
 
