@@ -4,8 +4,8 @@
                                            [--passes 500]
 
 The folder (written once, cached in ``--dir``) holds ``--images`` JPEGs of 1600x1200 in ten class
-folders: crops (30-100 % of each side), flips and upscales of scikit-learn's two sample photos
-(china.jpg, flower.jpg), saved at quality 70-95, so that no two files are alike. Figures, each over the
+folders (bench/_photos.py: crops, flips and upscales of scikit-learn's two sample photos, each with its
+own JPEG quality, so that no two files are alike). Figures, each over the
 first ``--passes`` files (every one a different file, the page cache warm):
 
 - Pillow alone, one process, a tight loop: open, ``draft``, convert to RGB, resize to ``--size``: the limit;
@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 import torch
+from _photos import photo_folder
 
 from core.config import AugmentConfig
 from core.data.batches import ImageBatches
@@ -41,27 +43,8 @@ WIDTH, HEIGHT, CLASSES = 1600, 1200, 10
 
 
 def make_photos(root: Path, n: int) -> list[Path]:
-    """``n`` different 1600x1200 JPEGs from crops of the two sample photos; written once."""
-    from PIL import Image
-    from sklearn.datasets import load_sample_images
-
-    done = root / f".complete-{n}"
-    if not done.exists():
-        photos = [Image.fromarray(a) for a in load_sample_images().images]
-        rng = np.random.default_rng(0)
-        for i in range(n):
-            src = photos[i % 2]
-            w, h = src.size
-            cw, ch = int(w * rng.uniform(0.3, 1.0)), int(h * rng.uniform(0.3, 1.0))
-            x, y = int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1))
-            img = src.crop((x, y, x + cw, y + ch)).resize((WIDTH, HEIGHT), Image.Resampling.BICUBIC)
-            if rng.random() < 0.5:
-                img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-            folder = root / f"class{i % CLASSES}"
-            folder.mkdir(parents=True, exist_ok=True)
-            img.save(folder / f"{i:05d}.jpg", "JPEG", quality=int(rng.integers(70, 96)))
-        done.write_text("ok\n")
-    return sorted(root.glob("class*/*.jpg"))[:n]
+    """``n`` different 1600x1200 JPEGs from crops of the two sample photos (bench/_photos.py); written once."""
+    return sorted(photo_folder(root / "photos", n, (WIDTH, HEIGHT), CLASSES).glob("class*/*.jpg"))[:n]
 
 
 def rate(fn, items: list) -> float:  # type: ignore[no-untyped-def, type-arg]
