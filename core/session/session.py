@@ -248,6 +248,7 @@ class Session:
                     usable_cores(),
                     cfg.data.loader_workers,
                     get_context(),
+                    self._feature_progress,
                 )
         self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)
         self.num_parameters = count_parameters(models[0])
@@ -405,6 +406,11 @@ class Session:
                     fn(records)
                 except Exception:  # a broken listener must not kill the run
                     pass
+
+    def _feature_progress(self, done: int, total: int, seconds: float) -> None:
+        rate = f" ({done / seconds:.0f} images/s)" if done and seconds > 0 else ""
+        message = f"backbone features: {done:,} of {total:,} images computed{rate}"
+        self._emit([log_record(None, "info", message, topic="data")])
 
     def note(self, level: str, message: str) -> None:
         """A line for the run's log (metrics.jsonl) from whoever drives the run, e.g. the command line's

@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,7 @@ import torch
 from core.data import DatasetInfo, FeatureSplit, ImageDataset, ImageSplit, PreparedData
 from core.errors import DataError, RunError
 from core.host.lifeline import set_pdeathsig
+from core.host.machine import usable_cores
 from core.readers import check_stop
 from core.training.backbones import BackboneNet, build_backbone_net, weights_digest
 from core.training.shared_state import SharedState, share_flat
@@ -37,6 +38,8 @@ from core.training.shared_state import SharedState, share_flat
 CACHE_FOLDER = ".features"
 FORMAT = 1  # bumped when what a feature is computed from changes (the decoding, the layout)
 BATCH = 32
+PROGRESS_EVERY_S = 2.0
+Progress = Callable[[int, int, float], None]  # (images done, images to do, seconds so far)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,14 @@ def cache_key(kind: str, net: BackboneNet, info: DatasetInfo) -> str:
 
 
 def with_features(
-    data: PreparedData, net: BackboneNet, kind: str, runs_dir: Path, processes: int, loader_workers: int, context: Any
+    data: PreparedData,
+    net: BackboneNet,
+    kind: str,
+    runs_dir: Path,
+    processes: int,
+    loader_workers: int,
+    context: Any,
+    progress: Progress | None = None,
 ) -> tuple[PreparedData, FeatureCount]:
     """``data`` with both splits replaced by the backbone's features of their images (in shared memory), from
     the cache under ``runs_dir`` or computed."""
@@ -73,7 +83,7 @@ def with_features(
     t0 = time.perf_counter()
     cache = runs_dir / CACHE_FOLDER / cache_key(kind, net, data.info)
     paths = list(data.train.paths) + list(data.val.paths)
-    feats, computed = cached_features(net, kind, paths, data.info, cache, processes, loader_workers, context)
+    feats, computed = cached_features(net, kind, paths, data.info, cache, processes, loader_workers, context, progress)
     x = torch.from_numpy(feats).share_memory_()
     k = len(data.train)
 
@@ -95,6 +105,7 @@ def cached_features(
     processes: int,
     loader_workers: int,
     context: Any,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, int]:
     """The features of ``paths`` (N, D) and how many had to be computed."""
     cache.mkdir(parents=True, exist_ok=True)
@@ -103,11 +114,8 @@ def cached_features(
         keys = [_file_key(p) for p in paths]
         rows = [index.get(k) for k in keys]
         missing = [i for i, r in enumerate(rows) if r is None]
-        fresh = (
-            compute(net, kind, [paths[i] for i in missing], info, processes, loader_workers, context)
-            if missing
-            else None
-        )
+        todo = [paths[i] for i in missing]
+        fresh = compute(net, kind, todo, info, processes, loader_workers, context, progress) if todo else None
         dim = int(fresh.shape[1]) if fresh is not None else int(stored.shape[1]) if stored is not None else 0
         out = np.empty((len(paths), dim), dtype=np.float32)
         if stored is not None:
@@ -128,30 +136,38 @@ def compute(
     processes: int,
     loader_workers: int,
     context: Any,
+    progress: Progress | None = None,
 ) -> np.ndarray:
-    """The backbone's features of ``paths``, computed by ``processes`` processes into one shared tensor."""
+    """The backbone's features of ``paths``, computed by ``processes`` processes into one shared tensor;
+    ``progress(done, total, seconds)`` is called every few seconds meanwhile."""
     with torch.inference_mode():
         dim = int(net.features(torch.zeros(1, *info.input_shape)).shape[-1])
     out = torch.empty((len(paths), dim), dtype=torch.float32).share_memory_()
     processes = max(1, min(processes, len(paths)))
-    threads = max(1, (os.cpu_count() or 1) // processes)
+    threads = max(1, usable_cores() // processes)
     shards = np.array_split(np.arange(len(paths)), processes)
+    done = torch.zeros(processes, dtype=torch.int64).share_memory_()  # images each process has finished
     procs = []
     weights = SharedState.of(net.state_dict())
     if len(weights.storages) > 1:  # one block crosses as one descriptor, whatever the network
         share_flat(net)
         weights = SharedState.of(net.state_dict())
     frozen = net.frozen
-    for shard in shards:
-        args = (kind, frozen, weights, [paths[i] for i in shard], int(shard[0]), info, out, threads, loader_workers)
+    for rank, shard in enumerate(shards):
+        part = [paths[i] for i in shard]
+        args = (kind, frozen, weights, part, int(shard[0]), info, out, done[rank : rank + 1], threads, loader_workers)
         p = context.Process(target=_extract, args=args, name="traindesk-features", daemon=False)
         p.start()
         procs.append(p)
+    t0 = said = time.monotonic()
     try:
         while any(p.is_alive() for p in procs):
             check_stop()  # a Stop or Ctrl-C while features are computed
             for p in procs:
                 p.join(0.1)
+            if progress is not None and time.monotonic() - said >= PROGRESS_EVERY_S:
+                said = time.monotonic()
+                progress(int(done.sum()), len(paths), time.monotonic() - t0)
     finally:
         for p in procs:
             if p.is_alive():
@@ -171,6 +187,7 @@ def _extract(
     start: int,
     info: DatasetInfo,
     out: torch.Tensor,
+    done: torch.Tensor,
     threads: int,
     loader_workers: int,
 ) -> None:
@@ -189,6 +206,7 @@ def _extract(
             f = net.features(xb)
             out[row : row + len(f)] = f
             row += len(f)
+            done[0] = row - start
 
 
 # -- the cache on disk ------------------------------------------------------------------------------------------
