@@ -47,7 +47,7 @@ class Backbone:
         return PREFIX + self.name
 
     def describe(self) -> str:
-        return f"{self.title} · {params_text(self.params)} · {self.input_size[1]}×{self.input_size[2]}"
+        return f"{self.title} · {params_text(self.params)} · {self.input_size[1]}px"
 
 
 # measured with timm 1.0 (create_model(name, num_classes=0), get_pretrained_cfg); tests/core/test_pretrained.py
@@ -77,7 +77,7 @@ SUGGESTED: tuple[Backbone, ...] = (
 
 
 def params_text(n: int) -> str:
-    return f"{n / 1e6:.1f} M" if n >= 1e6 else f"{n / 1e3:.0f} k"
+    return f"{n / 1e6:.1f}M" if n >= 1e6 else f"{n / 1e3:.0f}k"
 
 
 def suggested(name: str) -> Backbone | None:
@@ -169,6 +169,8 @@ def _progress_class(reporter: _Reporter) -> type:
     from tqdm import tqdm
 
     class Reporting(tqdm):
+        monitor_interval = 0  # no tqdm monitor thread: nothing is drawn
+
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs["disable"] = True
             kwargs.pop("name", None)

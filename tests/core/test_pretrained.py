@@ -62,7 +62,7 @@ def test_the_suggested_table_is_what_timm_says() -> None:
         assert b.input_size == tuple(cfg.input_size), b.name
         assert b.repo == cfg.hf_hub_id, b.name
     assert pretrained.suggested("timm:resnet18.a1_in1k") is pretrained.SUGGESTED[0]
-    assert "ResNet-18 · 11.2 M · 224×224" == pretrained.SUGGESTED[0].describe()
+    assert "ResNet-18 · 11.2M · 224px" == pretrained.SUGGESTED[0].describe()
 
 
 def test_the_cached_mark_reads_the_hub_cache(hub_cache: Path) -> None:
