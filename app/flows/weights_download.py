@@ -53,7 +53,8 @@ class WeightsDownload(QObject):
         self._name = kind.split(":", 1)[-1]
         w.state.update(downloading=True, cancelling=False)
         self.progress.setValue(0)
-        self.progress.setFormat(f"{self._name}: connecting…")
+        self.progress.setFormat("Weights: connecting…")
+        self.progress.setToolTip(f"Downloading the weights of {self._name} into the Hugging Face cache")
         self.progress.show()
         self.button_cancel.setEnabled(True)
         self.button_cancel.show()
@@ -76,7 +77,7 @@ class WeightsDownload(QObject):
     def _on_progress(self, p: pretrained.Progress) -> None:
         if self.window.state.downloading:
             self.progress.setValue(int(round(p.fraction * STEPS)))
-            self.progress.setFormat(f"{self._name}: {p.describe()}")
+            self.progress.setFormat(f"Weights: {p.describe()}")
 
     def _end(self) -> None:
         self.progress.hide()

@@ -129,12 +129,15 @@ class Progress:
         return min(1.0, self.done / self.total) if self.total else 0.0
 
     def describe(self) -> str:
-        of = f" of {_mb(self.total)}" if self.total else ""
-        return f"{_mb(self.done)}{of} · {_mb(self.rate)}/s"
+        of = f" of {_size(self.total)}" if self.total else ""
+        return f"{_size(self.done)}{of} · {_size(self.rate)}/s"
 
 
-def _mb(n: float) -> str:
-    return f"{n / 1e6:.1f} MB"
+def _size(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n / 1e3:.0f} kB"
 
 
 class _Reporter:

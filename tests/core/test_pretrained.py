@@ -114,7 +114,8 @@ def test_a_download_reports_its_bytes_and_rate_then_is_cached(hub_cache: Path, m
     path = pretrained.download(KIND, seen.append)
     assert path.read_bytes() == b"x" * 8000
     assert seen and seen[-1].done == seen[-1].total == 8000 and seen[-1].rate > 0
-    assert "MB of" in seen[-1].describe() and "MB/s" in seen[-1].describe()
+    assert seen[-1].describe().startswith("8 kB of 8 kB · ") and seen[-1].describe().endswith("B/s")
+    assert Progress(1_500_000, 46_800_000, 5_100_000).describe() == "1.5 MB of 46.8 MB · 5.1 MB/s"
     assert pretrained.cached_weights(KIND) == path
     assert pretrained.download(KIND) == path  # cached: nothing downloaded again
 
