@@ -40,6 +40,7 @@ from app.flows.continue_fork import ContinueForkFlow
 from app.flows.live_run import LiveRun
 from app.flows.past_runs import PastRuns
 from app.flows.run_controller import RunController
+from app.flows.weights_download import WeightsDownload
 from app.panel.files import ConfigFiles
 from app.panel.panel import ConfigPanel
 from app.plots.live import PlotsPanel
@@ -118,6 +119,7 @@ class MainWindow(QMainWindow):
         self.state = WindowModel()
         self.controller = RunController(self)
         self.live = LiveRun(self, EXPORT_AVAILABLE)
+        self.weights = WeightsDownload(self)
         self.continue_fork = ContinueForkFlow(self)
         self.advisor = AdvisorFlow(self)
         self.config_files = ConfigFiles(self)
@@ -156,7 +158,10 @@ class MainWindow(QMainWindow):
         self.toolbar = build_toolbar(self.actions_by_name)
         self.addToolBar(self.toolbar)
         self.toolbar_fit = ToolbarFit(self.toolbar, self)  # icons alone when the text would push actions off
-        self.run_status = RunStatusBar(self.statusBar(), (self.advisor.progress, self.advisor.button_cancel))
+        self.run_status = RunStatusBar(
+            self.statusBar(),
+            (self.advisor.progress, self.advisor.button_cancel, self.weights.progress, self.weights.button_cancel),
+        )
         self.panel.notice.connect(self.run_status.notify)
         # the status bar's widgets by name, for scripts and tests
         self.label_state = self.run_status.label_state
@@ -166,6 +171,8 @@ class MainWindow(QMainWindow):
         self.progress_run = self.run_status.progress_run
         self.progress_advisor = self.advisor.progress
         self.button_cancel_advisor = self.advisor.button_cancel
+        self.progress_download = self.weights.progress
+        self.button_cancel_download = self.weights.button_cancel
         self._restore_settings()
         self.plots.view_changed.connect(self._on_view_changed)  # after restoring, or it overwrites them
         self.panel.training.watch_epochs(lambda _v: self.update_actions())

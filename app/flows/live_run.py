@@ -30,6 +30,17 @@ if TYPE_CHECKING:
     from core.session.handle import RunHandle
 
 
+def weights_needed(cfg: Config) -> bool:
+    """Start downloads the backbone's weights first: a suggested backbone whose weights are not cached, or any
+    other timm name on the hub (timm is asked off the GUI thread; what is cached comes back at once)."""
+    from core.services import pretrained
+
+    model = cfg.model
+    if not model.kind.startswith(pretrained.PREFIX) or model.weights != "hub":
+        return False
+    return pretrained.suggested(model.kind) is None or pretrained.needs_download(model)
+
+
 @dataclass
 class Starting:
     """A run Start asked for that has not started yet: its config, when, and its records so far."""
@@ -66,9 +77,18 @@ class LiveRun(QObject):
         if cfg is None:
             w.show_input_error(w.panel.config_error())
             return
-        if w.panel.mode == "view":
+        if w.panel.mode == "view" or w.state.downloading:
             return
         w.hide_error()
+        if weights_needed(cfg):
+            w.weights.fetch(cfg, lambda: self._start(cfg))
+            return
+        self._start(cfg)
+
+    def _start(self, cfg: Config) -> None:
+        w = self.window
+        if w.controller.active:
+            return
         self._record_error = ""
         self._starting = Starting(cfg, time.time())
         w.save_last_config()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from app.flows.live_run import LiveRun
     from app.flows.run_controller import RunController
+    from app.flows.weights_download import WeightsDownload
     from app.panel.panel import ConfigPanel
     from app.plots.live import PlotsPanel
     from app.shell.log_pane import LogPane
@@ -37,6 +38,7 @@ class WindowPort(Protocol):
     controller: RunController
     calls: BackgroundCalls
     live: LiveRun  # the run on screen: its shape and progress, which the other flows set up too
+    weights: WeightsDownload  # a backbone's weights brought into the cache before Start's run
     # the window's parts, each with its own methods
     panel: ConfigPanel
     plots: PlotsPanel

@@ -16,7 +16,12 @@ from core.config import ConfigError, load_config, save_config
 if TYPE_CHECKING:
     from app.main_window import MainWindow
 
-DATA_FILTERS = {"csv": "CSV files (*.csv)", "npz": "NumPy archives (*.npz)", "custom": "Python files (*.py)"}
+DATA_FILTERS = {
+    "csv": "CSV files (*.csv)",
+    "npz": "NumPy archives (*.npz)",
+    "custom": "Python files (*.py)",
+    "weights": "Weights in timm's key layout (*.safetensors *.pth *.pt *.bin)",
+}
 
 
 class ConfigFiles:
@@ -83,6 +88,8 @@ class ConfigFiles:
         w.settings.set_last_dir("data", path)
         if kind == "custom":
             w.panel.model.choose_custom_model_file(path)
+        elif kind == "weights":
+            w.panel.model.choose_weights_file(path)
         else:
             w.panel.add_source(f"{kind}:{path}")
 

@@ -364,8 +364,13 @@ class ConfigPanel(QWidget):
         self.augment_preview = AugmentPreviewDialog(cfg.augment, self._images, self)
         self.augment_preview.show()
 
+    def refresh_weight_marks(self) -> None:
+        """Mark again the backbones whose weights are in the cache (one was just downloaded)."""
+        self.model.backbone.refresh_marks()
+        self.model.backbone.update_weights_label()
+
     def set_icons(self, folder: QIcon) -> None:
-        for button in (self.data.button_browse_data, self.model.button_browse_model):
+        for button in (self.data.button_browse_data, self.model.button_browse_model, self.model.button_browse_weights):
             button.setIcon(folder)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
 

@@ -14,6 +14,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
+from app.panel.backbone_rows import BackboneRows
 from app.panel.fields import Bindings, choice_combo, form_of, parse_list
 from core.config import STRATEGIES, Config
 from core.strategies import strategy_class
@@ -35,17 +36,28 @@ def available_devices() -> list[str]:
 
 
 class ModelGroup(QGroupBox):
-    """[model]: a built-in kind or a custom file, and the shape of what it builds."""
+    """[model]: a built-in kind, a pretrained backbone or a custom file, and the shape of what it builds."""
 
-    browse_requested = Signal(str)  # "custom"
+    browse_requested = Signal(str)  # "custom" | "weights"
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Model", parent)
         self.form = form = form_of(self)
         self.combo_model = choice_combo("model.kind", "combo_model", ("Linear", "MLP", "CNN"))
         self.combo_model.setToolTip("")
-        self.combo_model.addItem("Custom (Python file)…", "custom")
         form.addRow("Model", self.combo_model)
+        self.bindings = b = Bindings()
+        self.backbone = BackboneRows(form, self.combo_model, b, lambda: self.browse_requested.emit("weights"))
+        self.combo_model.addItem("Custom (Python file)…", "custom")
+        self.edit_timm_model, self.combo_weights = self.backbone.edit_timm_model, self.backbone.combo_weights
+        self.edit_weights_file, self.button_browse_weights = (
+            self.backbone.edit_weights_file,
+            self.backbone.button_browse_weights,
+        )
+        self.combo_finetune, self.spin_backbone_lr_mult = (
+            self.backbone.combo_finetune,
+            self.backbone.spin_backbone_lr_mult,
+        )
         self.edit_custom_model = QLineEdit(objectName="edit_custom_model")
         self.edit_custom_model.setPlaceholderText("path/to/model.py:build")
         self.edit_custom_model.setToolTip("A Python file and a function (input_shape, num_classes) -> nn.Module")
@@ -58,7 +70,6 @@ class ModelGroup(QGroupBox):
         self.custom_row.addWidget(self.edit_custom_model, 1)
         self.custom_row.addWidget(self.button_browse_model)
         form.addRow("File:function", self.custom_row)
-        self.bindings = b = Bindings()
         self.edit_hidden = b.row(form, "model.hidden", "Hidden layers", name="edit_hidden")
         self.edit_channels = b.row(form, "model.channels", "Conv channels", name="edit_channels")
         self.combo_activation = b.row(form, "model.activation", "Activation", name="combo_activation")
@@ -70,14 +81,22 @@ class ModelGroup(QGroupBox):
     def show_config(self, cfg: Config) -> None:
         kind = cfg.model.kind
         custom = kind.startswith("custom:")
-        self.combo_model.setCurrentIndex(self.combo_model.findData("custom" if custom else kind))
+        choice = "custom" if custom else self.backbone.choice_of(kind) or kind
+        self.combo_model.setCurrentIndex(self.combo_model.findData(choice))
         self.edit_custom_model.setText(kind[len("custom:") :] if custom else "")
         self.bindings.show(cfg)
+        self.backbone.show_config(cfg)
 
     def take(self, raw: dict[str, dict[str, Any]]) -> None:
         kind = self.combo_model.currentData()
-        raw["model"]["kind"] = f"custom:{self.edit_custom_model.text().strip()}" if kind == "custom" else kind
+        raw["model"]["kind"] = (
+            f"custom:{self.edit_custom_model.text().strip()}" if kind == "custom" else self.backbone.kind(kind) or kind
+        )
         self.bindings.take(raw)
+        self.backbone.take(raw)
+
+    def choose_weights_file(self, path: str) -> None:
+        self.backbone.choose_weights_file(path)
 
     def choose_custom_model_file(self, path: str) -> None:
         """Build the model with ``path``'s build_model, the function's name selected to edit."""
@@ -92,6 +111,7 @@ class ModelGroup(QGroupBox):
         self.form.setRowVisible(self.edit_channels, kind == "cnn")
         self.form.setRowVisible(self.combo_activation, kind in ("mlp", "cnn"))
         self.form.setRowVisible(self.spin_dropout, kind in ("mlp", "cnn"))
+        self.backbone.update_visibility()
 
 
 class TrainingGroup(QGroupBox):

@@ -58,6 +58,7 @@ class WindowState:
     attached: bool = False  # that run is another process's
     advising: bool = False  # "Find fastest" is probing
     cancelling: bool = False  # ... and was asked to stop
+    downloading: bool = False  # a backbone's weights are downloading before a run starts
     preparing: bool = False  # reading a run's history just before continuing or forking it
     loading: bool = False  # reading a past run to show it
     closing: bool = False  # the window closes once the run has ended
@@ -73,7 +74,7 @@ class WindowState:
     @property
     def busy(self) -> bool:
         """Something uses the cores or is about to start a run: nothing else may start."""
-        return self.run_active or self.advising or self.preparing
+        return self.run_active or self.advising or self.preparing or self.downloading
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,8 @@ def derive(s: WindowState) -> Enablement:
 def status_text(s: WindowState) -> str:
     if s.advising:
         return "Cancelling…" if s.cancelling else "Finding the fastest setting…"
+    if s.downloading:
+        return "Cancelling…" if s.cancelling else "Downloading the backbone's weights…"
     if s.config_error and not s.run_active and not s.run_config_shown and not s.preparing:
         return f"Cannot start: {s.config_error}"  # why Start is off, where the eye goes (the panel may scroll)
     if s.run_active or (s.run_state in END_STATES and not s.viewing):
@@ -132,6 +135,7 @@ class Activity:
 
     advising: bool = False  # "Find fastest" is probing
     cancelling: bool = False  # ... and was asked to stop
+    downloading: bool = False  # a backbone's weights are downloading before a run starts
     preparing: bool = False  # reading a run's history before continuing or forking it
     closing: bool = False  # the window closes once the run has ended
     viewing_run: Path | None = None  # the past run on screen
@@ -183,6 +187,7 @@ class WindowModel:
         return {
             "advising": a.advising,
             "cancelling": a.cancelling,
+            "downloading": a.downloading,
             "preparing": a.preparing,
             "closing": a.closing,
             "viewing": a.viewing_run.name if a.viewing_run is not None else "",

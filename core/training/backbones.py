@@ -146,13 +146,24 @@ def weights_file(cfg: ModelConfig) -> Path | None:
         if not path.is_file():
             raise ModelError(f"model: model.weights: file not found: {path}")
         return path
-    return _from_hub(cfg.kind)
+    return hub_weights(cfg.kind)
 
 
-def _from_hub(kind: str) -> Path:
-    name = _check_name(kind)
-    pretrained = _timm().models.get_pretrained_cfg(name)
+class DownloadCancelled(Exception):
+    """A download stopped by its progress reporter (the window's Cancel): not a failure to explain."""
+
+
+def hub_repo(kind: str) -> str | None:
+    """The Hugging Face repository timm takes the backbone's weights from (None: timm knows none)."""
+    pretrained = _timm().models.get_pretrained_cfg(_check_name(kind))
     repo = getattr(pretrained, "hf_hub_id", None) if pretrained is not None else None
+    return str(repo) if repo else None
+
+
+def hub_weights(kind: str, tqdm_class: type | None = None) -> Path:
+    """The weights' file in the hub's cache, downloaded there first if need be (``tqdm_class``: what reports
+    the download's bytes, and may stop it by raising :class:`DownloadCancelled`)."""
+    repo = hub_repo(kind)
     where = f'model: model.kind = "{kind}"'
     if not repo:
         raise ModelError(
@@ -165,7 +176,9 @@ def _from_hub(kind: str) -> Path:
     missing: list[str] = []
     for filename in WEIGHTS_FILES:
         try:  # a download is written aside and renamed by huggingface_hub: the cache never holds half a file
-            return Path(hf_hub_download(repo_id=repo, filename=filename))
+            return Path(hf_hub_download(repo_id=repo, filename=filename, tqdm_class=tqdm_class))
+        except DownloadCancelled:
+            raise
         except LocalEntryNotFoundError:  # (a subclass of EntryNotFoundError: first)
             continue  # this file is not cached (offline, or the hub could not be reached): try the next
         except EntryNotFoundError:

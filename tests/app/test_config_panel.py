@@ -214,6 +214,8 @@ PANEL_ROWS = {
     "train.epochs": ("spin_epochs", "Epochs"),
     "train.batch_size": ("spin_batch_size", "Batch size"),
     "train.seed": ("spin_seed", "Seed"),
+    "model.finetune": ("combo_finetune", "Train"),
+    "optim.backbone_lr_mult": ("spin_backbone_lr_mult", "Backbone rate ×"),
     "parallel.strategy": ("combo_strategy", "Strategy"),
     "parallel.workers": ("spin_workers", "Workers"),
     "parallel.threads_per_worker": ("spin_threads", "Threads / worker"),

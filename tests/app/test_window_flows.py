@@ -382,7 +382,14 @@ def test_the_window_model_announces_each_change_once() -> None:
     model.update(preparing=True)  # nothing changed: nothing said
     model.update(advising=True, cancelling=False)
     assert [a.preparing for a in heard] == [True, True] and heard[-1].advising
-    assert model.facts() == {"advising": True, "cancelling": False, "preparing": True, "closing": False, "viewing": ""}
+    assert model.facts() == {
+        "advising": True,
+        "cancelling": False,
+        "downloading": False,
+        "preparing": True,
+        "closing": False,
+        "viewing": "",
+    }
     model.update(viewing_run=Path("runs/r1"))
     assert model.facts()["viewing"] == "r1"
     done: list[int] = []
