@@ -19,7 +19,10 @@ def set_fitting_title(item: pg.PlotItem, title: str) -> None:
     the whole title is its tooltip (``full_title``)."""
     item.titleLabel.setToolTip(title)
     item.setTitle(title, size=TITLE_SIZE)
-    item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
+    if not getattr(item, "fits_title", False):  # a title set again (a new run's) keeps the one connection
+        item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
+        item.fits_title = True
+    fit_title(item)
 
 
 def full_title(item: pg.PlotItem) -> str:
@@ -151,6 +154,14 @@ def distinct_names(names: list[str], limit: int = 24) -> list[str]:
 def table_height(table: Any, rows: int) -> int:
     """The height that shows the header, ``rows`` rows and a horizontal scroll bar of a QTableView."""
     row = table.verticalHeader().defaultSectionSize()
-    header = table.horizontalHeader().sizeHint().height()
+    # a header without labels yet hints at less than it will take
+    header = max(table.horizontalHeader().sizeHint().height(), table.fontMetrics().height() + 8)
     bar = table.horizontalScrollBar().sizeHint().height()
     return header + rows * row + bar + 2 * table.frameWidth() + 2
+
+
+def keep_rows(table: Any, rows: int) -> None:
+    """Rows as tall as their text needs (the style's default is a third taller), and never fewer than ``rows``
+    of them in view however short the window: a short window keeps a table readable."""
+    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)
+    table.setMinimumHeight(table_height(table, rows))
