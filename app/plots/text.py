@@ -19,6 +19,7 @@ def set_fitting_title(item: pg.PlotItem, title: str) -> None:
     the whole title is its tooltip (``full_title``)."""
     item.titleLabel.setToolTip(title)
     item.setTitle(title, size=TITLE_SIZE)
+    item.titleLabel.setMinimumWidth(0)  # the whole title's width would widen the layout past its view
     if not getattr(item, "fits_title", False):  # a title set again (a new run's) keeps the one connection
         item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
         item.fits_title = True
@@ -37,10 +38,14 @@ def fit_title(item: pg.PlotItem) -> None:
         return
     font = QFont(item.titleLabel.item.font())
     font.setPointSizeF(float(TITLE_SIZE.removesuffix("pt")))
-    room = int(item.getViewBox().width()) + 40  # the title may reach over the axis a little
+    # The title is centred over the view box: it may reach over the axis a little, as far on the other side.
+    box = item.getViewBox().geometry()
+    side = min(20.0, box.left(), item.width() - box.right())
+    room = int(box.width() + 2 * max(0.0, side))
     shown = QFontMetrics(font).elidedText(title, Qt.TextElideMode.ElideRight, max(room, 20))
     if shown != item.titleLabel.text:
         item.titleLabel.setText(shown, **{k: v for k, v in item.titleLabel.opts.items() if k in ("color", "size")})
+        item.titleLabel.setMinimumWidth(0)
 
 
 def shown_title(item: pg.PlotItem) -> str:

@@ -288,6 +288,8 @@ class EvaluateView(QWidget):
             item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.table_metrics.setItem(i, 1, item)
         self.table_metrics.resizeColumnsToContents()
+        frame = 2 * self.table_metrics.frameWidth() + 2
+        self.table_metrics.setMinimumWidth(self.table_metrics.horizontalHeader().length() + frame)  # values whole
         pairs = np.asarray((full or {}).get("pairs") or [], dtype=np.float64).reshape(-1, 2)
         actual, predicted = pairs[:, 0], pairs[:, 1]
         self.scatter_actual.setData(actual, predicted)

@@ -94,3 +94,40 @@ def test_evaluate_tables_show_three_rows_and_the_gallery_its_captions(
     gallery = view.list_misclassified
     item = gallery.visualItemRect(gallery.item(0))
     assert item.height() > 0 and gallery.viewport().rect().contains(item), (item, gallery.viewport().rect())
+
+
+def test_the_regression_plots_titles_fit_their_plots(qtbot: Any) -> None:
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from app.plots.text import TITLE_SIZE, full_title, shown_title
+    from app.views.evaluate import EvaluateView
+
+    view = EvaluateView()
+    view.resize(540, 360)
+    qtbot.addWidget(view)
+    view.show()
+    actual = [float(v) for v in range(400, 18_824, 9)]
+    full = {
+        "task": "regression",
+        "rmse": 411.1,
+        "mae": 274.1,
+        "r2": 0.98,
+        "n": 12_000,
+        "checkpoint": {"which": "best"},
+        "pairs": [[a, a * 1.01] for a in actual],
+    }
+    view.show_evaluation(full)
+    item = view.plot_actual.getPlotItem()
+    assert full_title(item) == f"Predicted vs actual (a random {len(actual):,} of 12,000)"
+
+    def fits() -> bool:
+        font = QFont(item.titleLabel.item.font())
+        font.setPointSizeF(float(TITLE_SIZE.removesuffix("pt")))
+        width = QFontMetrics(font).horizontalAdvance(shown_title(item))
+        box = item.getViewBox().geometry()
+        return box.center().x() + width / 2 <= item.width() and view.plot_actual.width() >= item.width()
+
+    qtbot.waitUntil(fits, timeout=5_000)  # elided ("Predicted vs actual…"), not cut at the plot's edge
+    assert shown_title(item).endswith("…")
+    assert item.titleLabel.toolTip() == full_title(item)  # the whole title
+    qtbot.waitUntil(lambda: item.getViewBox().viewRange()[0][1] >= 18_823, timeout=5_000)  # the highest target
