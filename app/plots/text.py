@@ -17,12 +17,21 @@ TITLE_SIZE = "10pt"
 def set_fitting_title(item: pg.PlotItem, title: str) -> None:
     """Give ``item`` a title that is elided ("Validation acc…") whenever its plot is narrower than the text;
     the whole title is its tooltip (``full_title``)."""
-    item.titleLabel.setToolTip(title)
-    item.setTitle(title, size=TITLE_SIZE)
-    item.titleLabel.setMinimumWidth(0)  # the whole title's width would widen the layout past its view
+    label = item.titleLabel
     if not getattr(item, "fits_title", False):  # a title set again (a new run's) keeps the one connection
         item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
         item.fits_title = True
+        # The whole title's width, which pyqtgraph makes the label's minimum at each setText (a theme's
+        # colours too), would widen the plot's layout past its widget and cut the plot: it is elided instead.
+        claim = label.updateMin
+
+        def update_min() -> None:
+            claim()
+            label.setMinimumWidth(0)
+
+        setattr(label, "updateMin", update_min)  # noqa: B010 - an instance's method, replaced for this label only
+    label.setToolTip(title)
+    item.setTitle(title, size=TITLE_SIZE)
     fit_title(item)
 
 
@@ -45,7 +54,6 @@ def fit_title(item: pg.PlotItem) -> None:
     shown = QFontMetrics(font).elidedText(title, Qt.TextElideMode.ElideRight, max(room, 20))
     if shown != item.titleLabel.text:
         item.titleLabel.setText(shown, **{k: v for k, v in item.titleLabel.opts.items() if k in ("color", "size")})
-        item.titleLabel.setMinimumWidth(0)
 
 
 def shown_title(item: pg.PlotItem) -> str:

@@ -131,3 +131,25 @@ def test_the_regression_plots_titles_fit_their_plots(qtbot: Any) -> None:
     assert shown_title(item).endswith("…")
     assert item.titleLabel.toolTip() == full_title(item)  # the whole title
     qtbot.waitUntil(lambda: item.getViewBox().viewRange()[0][1] >= 18_823, timeout=5_000)  # the highest target
+
+
+def test_the_serve_plots_keep_to_their_widgets_at_900x600(make_window: Any, qtbot: Any) -> None:
+    from test_serve_view import TABLE_SPEC
+
+    from app.plots.text import full_title, shown_title
+
+    window = _window(make_window, qtbot, (900, 600))
+    view = window.serve_view
+    window.show_tab(view)
+    view.show_spec(TABLE_SPEC)
+    monitor = view.monitor
+    plots = (monitor.plot_serve_latency, monitor.plot_serve_throughput, monitor.plot_serve_batches)
+
+    def overflowing() -> list[str]:
+        return [p.objectName() for p in plots if p.getPlotItem().width() > p.width() + 1]
+
+    qtbot.waitUntil(lambda: not overflowing(), timeout=5_000)  # no plot wider than its widget, cut at its edge
+    for plot in plots:
+        item = plot.getPlotItem()
+        shown = shown_title(item)
+        assert shown == full_title(item) or shown.endswith("…"), shown
