@@ -153,3 +153,26 @@ def test_the_serve_plots_keep_to_their_widgets_at_900x600(make_window: Any, qtbo
         item = plot.getPlotItem()
         shown = shown_title(item)
         assert shown == full_title(item) or shown.endswith("…"), shown
+
+
+def test_the_serve_forms_column_names_are_whole_at_900x600(make_window: Any, qtbot: Any) -> None:
+    import copy
+
+    from PySide6.QtWidgets import QLabel
+    from test_serve_view import TABLE_SPEC
+
+    from app.shell.elided_label import ElidedLabel
+
+    spec = copy.deepcopy(TABLE_SPEC)
+    spec["x-traindesk"]["columns"].append({"name": "flipper_length_mm", "kind": "number", "example": 181.0})
+    window = _window(make_window, qtbot, (900, 600))
+    view = window.serve_view
+    window.show_tab(view)
+    view.show_spec(spec)
+    labels = [w for w in view.findChildren(ElidedLabel) if w.text() in ("flipper_length_mm", "bill_length_mm")]
+    assert len(labels) == 2
+
+    def cut() -> list[str]:
+        return [w.text() for w in labels if QLabel.text(w) != w.text()]
+
+    qtbot.waitUntil(lambda: all(w.isVisible() for w in labels) and not cut(), timeout=5_000)
