@@ -19,6 +19,7 @@ from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
+    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
@@ -37,6 +38,8 @@ from core.config import FIELDS, Config
 from core.data import BUILTIN_DATASETS, propose_target
 
 THUMB = 32  # preview thumbnail size in pixels
+THUMBS_PER_ROW = 8  # what the panel's width holds
+THUMB_ROWS = 3
 TABLES = ("csv:", "parquet:")
 COLUMN_ROWS = 10  # rows of the column list in view; more scroll inside it
 NAME_WIDTH = 150  # the column list's name column at most (longer names elide; the tooltip has them whole)
@@ -130,7 +133,7 @@ class DataGroup(QGroupBox):
     def _build_preview(self) -> QStackedWidget:
         self.preview = QStackedWidget(objectName="preview")
         self.preview_images = QWidget(objectName="preview_images")
-        self.thumbs_layout = QHBoxLayout(self.preview_images)
+        self.thumbs_layout = QGridLayout(self.preview_images)  # rows of thumbnails: every class of ten
         self.thumbs_layout.setContentsMargins(0, 0, 0, 0)
         self.thumbs_layout.setSpacing(3)
         self.table_preview = QTableWidget(objectName="table_preview")
@@ -257,15 +260,17 @@ class DataGroup(QGroupBox):
         self.show_columns(info, key)
         self.images = tuple(info.preview_images)
         if info.preview_images:
-            for array, label in info.preview_images[:8]:
+            shown = info.preview_images[: THUMBS_PER_ROW * THUMB_ROWS]  # one of each class first (the engine's)
+            for i, (array, label) in enumerate(shown):
                 thumb = QLabel()
                 thumb.setPixmap(_pixmap(array, THUMB))
                 thumb.setToolTip(str(label))
                 thumb.setFixedSize(THUMB, THUMB)
-                self.thumbs_layout.addWidget(thumb)
-            self.thumbs_layout.addStretch(1)
+                self.thumbs_layout.addWidget(thumb, i // THUMBS_PER_ROW, i % THUMBS_PER_ROW)
+            self.thumbs_layout.setColumnStretch(THUMBS_PER_ROW, 1)
             self.preview.setCurrentWidget(self.preview_images)
-            self.preview.setFixedHeight(THUMB + 2)
+            rows = -(-len(shown) // THUMBS_PER_ROW)
+            self.preview.setFixedHeight(rows * (THUMB + self.thumbs_layout.verticalSpacing()) + 2)
         elif info.preview_rows:
             self._show_rows(info)
         self.preview.setVisible(bool(info.preview_images or info.preview_rows))

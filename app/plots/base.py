@@ -24,10 +24,11 @@ from app.plots.text import CompactAxis, compact_axis, set_fitting_title
 from app.shell.settings import open_settings
 from app.shell.theme import PlotColors
 from app.viewmodels.run_data import Changes, RunData
-from app.viewmodels.series import Series
+from app.viewmodels.series import Series, spikes
 
 # Tableau 10: distinct and readable on both a light and a dark background.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
+SPIKE_COLOR = "#d62728"
 MAX_LEGEND_ROWS = 12  # more rows than this would not fit beside a plot
 LEGEND_ROW_PX = 15  # about what a legend row adds to a plot's height (8pt labels)
 
@@ -71,6 +72,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self.legends: list[WorkerLegend] = []
         self.ci.setContentsMargins(4, 4, 8, 4)
         self._marks: dict[int, list[Any]] = {}  # plot item -> marker items drawn on it
+        self._spike_marks: dict[int, pg.PlotDataItem] = {}  # curve -> the marks of its diverged points
         self.paint_cpu_s = 0.0  # CPU seconds spent painting, read by PlotsPanel to pace redraws
 
     def paintEvent(self, event: Any) -> None:
@@ -91,6 +93,8 @@ class BasePlot(pg.GraphicsLayoutWidget):
         item.setDownsampling(auto=True, mode="peak")
         item.setClipToView(True)
         item.hideButtons()
+        item.getViewBox().sigRangeChanged.connect(lambda *_a, it=item: arrange_labels(it))
+        item.getViewBox().sigResized.connect(lambda *_a, it=item: arrange_labels(it))
         menu = item.getViewBox().menu
         menu.addSeparator()
         menu.addAction("Save plot as PNG…", self.ask_save_png)
@@ -143,7 +147,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
                     "labelOpts": {
                         "position": 0.92,
                         "color": fg,
-                        "anchors": [(1, 0), (1, 0)],
+                        "anchors": [(0, 0), (1, 0)],  # the text on the side of the line where the view is
                         "fill": pg.mkBrush(self.colors.legend_background),
                     },
                 }
@@ -157,6 +161,20 @@ class BasePlot(pg.GraphicsLayoutWidget):
             item.addItem(line, ignoreBounds=True)
             drawn.append(line)
         self._marks[id(item)] = drawn
+        arrange_labels(item)
+
+    def _set_curve(self, item: pg.PlotItem, curve: pg.PlotDataItem, x: np.ndarray, y: np.ndarray) -> None:
+        """``curve.setData(x, y)``, its diverged points (``spikes``) drawn at the top of its steady range and
+        marked, so that the axis keeps to the values that are not diverged."""
+        marks = self._spike_marks.get(id(curve))
+        shown, marked = clip_spikes(y)
+        curve.setData(x, shown)
+        if marks is None and marked is None:
+            return
+        if marks is None:
+            marks = self._spike_marks[id(curve)] = spike_marks()
+            item.addItem(marks)
+        show_spikes(marks, x, y, shown, marked)
 
     def _marker_x_is_time(self) -> bool:
         return self.x_mode == "time"
@@ -258,9 +276,12 @@ class BasePlot(pg.GraphicsLayoutWidget):
             item.clear()
             vb = item.getViewBox()
             vb.set_live(vb.live)  # forget the held bounds of the old data
+            # nor its axes: a plot the new run has not reached yet (validation, throughput) read the old run's
+            vb.setRange(xRange=(0.0, 1.0), yRange=(0.0, 1.0), padding=0.0, disableAutoRange=False)
         for legend in self.legends:
             legend.forget()
         self._marks.clear()
+        self._spike_marks.clear()
         self._forget_curves()
 
     def _pen(self, w: int, color: QColor | None = None, alpha: int | None = None) -> Any:
@@ -308,6 +329,73 @@ class BasePlot(pg.GraphicsLayoutWidget):
         path = ask_save_path(self, f"{self.objectName()}.csv", "CSV file (*.csv)")
         if path:
             self.save_csv(path)
+
+
+def arrange_labels(item: pg.PlotItem) -> None:
+    """Place the marker lines' labels of ``item`` so that none covers another: each at the highest row, from
+    the top of the plot down, where it overlaps no label placed before it (left to right). A label reads on
+    the side of its line where the middle of the view is, so it stays inside the plot (pyqtgraph's anchors)."""
+    vb = item.getViewBox()
+    lines = sorted(
+        (i for i in item.items if isinstance(i, pg.InfiniteLine) and getattr(i, "label", None) is not None),
+        key=lambda i: float(i.value()),
+    )
+    height = vb.height()
+    if not lines or height <= 0:
+        return
+    (x0, x1), _y = vb.viewRange()
+    if x1 <= x0:
+        return
+    width = vb.width()
+    placed: list[tuple[float, float, int]] = []  # (left, right, row) in pixels
+    for line in lines:
+        label = line.label
+        box = label.boundingRect()
+        px = (float(line.value()) - x0) / (x1 - x0) * width
+        left, right = (px, px + box.width()) if px < width / 2 else (px - box.width(), px)
+        row_h = box.height() + 2
+        rows = int((height - 4) // row_h)
+        free = (r for r in range(rows) if not any(r == o and left < b and a < right for a, b, o in placed))
+        row = next(free, None) if 0 <= left and right <= width else None
+        fits = row is not None
+        if label.isVisible() != fits:  # a label with no room is left out: its line's tooltip says it
+            label.setVisible(fits)
+        if row is not None:
+            placed.append((left, right, row))
+            label.setPosition(max(0.0, 1.0 - (4 + row * row_h) / height))
+
+
+def clip_spikes(y: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """(``y`` with its diverged values lowered to the highest steady one, the mask of those values or None)."""
+    mask = spikes(y)
+    if not mask.any():
+        return y, None
+    steady = y[~mask & np.isfinite(y)]
+    shown = np.array(y, dtype=np.float64)
+    shown[mask] = float(steady.max()) if steady.size else math.nan
+    return shown, mask
+
+
+def spike_marks() -> pg.PlotDataItem:
+    """Where a curve's diverged points are drawn: a red triangle pointing up, at the top of the steady range."""
+    marks = pg.PlotDataItem(
+        pen=None, symbol="t1", symbolSize=11, symbolBrush=pg.mkBrush(SPIKE_COLOR), symbolPen=pg.mkPen(SPIKE_COLOR)
+    )
+    marks.setZValue(15)
+    return marks
+
+
+def show_spikes(
+    marks: pg.PlotDataItem, x: np.ndarray, y: np.ndarray, shown: np.ndarray, mask: np.ndarray | None
+) -> None:
+    """Put ``marks`` on the diverged points of a curve (none: empty), their true values in the tooltip."""
+    if mask is None:
+        marks.setData([], [])
+        marks.setToolTip("")
+        return
+    marks.setData(np.asarray(x)[mask], shown[mask])
+    values = ", ".join(f"{v:.3g} at {xv:g}" for xv, v in list(zip(np.asarray(x)[mask], y[mask]))[:5])
+    marks.setToolTip(f"diverged, drawn at the top of the axis: {values}" + (" …" if mask.sum() > 5 else ""))
 
 
 def _csv_num(v: float) -> str:

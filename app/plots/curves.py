@@ -109,14 +109,14 @@ class LossPlot(BasePlot):
             self._ensure(w)
             s = self.data.loss[w]
             x = s.column(xc)
-            self.raw[w].setData(x, s.column(LOSS))
-            self.smooth[w].setData(x, s.column(SMOOTH))
+            self._set_curve(self.plot, self.raw[w], x, s.column(LOSS))
+            self._set_curve(self.plot, self.smooth[w], x, s.column(SMOOTH))
         if (changes is None or changes.mean) and len(self.data.mean) and not self.data.separate_models:
             self._ensure_mean()
             assert self.mean is not None
             # One worker: its own curve already is the mean, so hide the duplicate.
             self.mean.setVisible(len(self.data.loss) > 1)
-            self.mean.setData(self.data.mean.column(xc), self.data.mean.column(SMOOTH))
+            self._set_curve(self.plot, self.mean, self.data.mean.column(xc), self.data.mean.column(SMOOTH))
 
     def point_count(self, worker: int) -> int:
         """Points currently plotted for a worker's raw loss (what tests look at)."""
@@ -213,10 +213,13 @@ class ValPlot(BasePlot):
             s = self.data.val[w]
             x = s.column(EPOCH)
             symbol = "o" if len(s) <= self.SYMBOLS_UP_TO else None
-            for curve, col in ((self.loss_curves[w], VAL_LOSS), (self.acc_curves[w], VAL_ACC)):
+            for item, curve, col in (
+                (self.loss_plot, self.loss_curves[w], VAL_LOSS),
+                (self.acc_plot, self.acc_curves[w], VAL_ACC),
+            ):
                 if curve.opts["symbol"] != symbol:
                     curve.setSymbol(symbol)
-                curve.setData(x, s.column(col))
+                self._set_curve(item, curve, x, s.column(col))
         self._show_task()
         # With one evaluating worker (hogwild evaluates on worker 0) a legend says nothing.
         self._show_legend(len(self.loss_curves) > 1)

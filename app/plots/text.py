@@ -17,9 +17,22 @@ TITLE_SIZE = "10pt"
 def set_fitting_title(item: pg.PlotItem, title: str) -> None:
     """Give ``item`` a title that is elided ("Validation acc…") whenever its plot is narrower than the text;
     the whole title is its tooltip (``full_title``)."""
-    item.titleLabel.setToolTip(title)
+    label = item.titleLabel
+    if not getattr(item, "fits_title", False):  # a title set again (a new run's) keeps the one connection
+        item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
+        item.fits_title = True
+        # The whole title's width, which pyqtgraph makes the label's minimum at each setText (a theme's
+        # colours too), would widen the plot's layout past its widget and cut the plot: it is elided instead.
+        claim = label.updateMin
+
+        def update_min() -> None:
+            claim()
+            label.setMinimumWidth(0)
+
+        setattr(label, "updateMin", update_min)  # noqa: B010 - an instance's method, replaced for this label only
+    label.setToolTip(title)
     item.setTitle(title, size=TITLE_SIZE)
-    item.getViewBox().sigResized.connect(lambda _vb, it=item: fit_title(it))
+    fit_title(item)
 
 
 def full_title(item: pg.PlotItem) -> str:
@@ -34,7 +47,10 @@ def fit_title(item: pg.PlotItem) -> None:
         return
     font = QFont(item.titleLabel.item.font())
     font.setPointSizeF(float(TITLE_SIZE.removesuffix("pt")))
-    room = int(item.getViewBox().width()) + 40  # the title may reach over the axis a little
+    # The title is centred over the view box: it may reach over the axis a little, as far on the other side.
+    box = item.getViewBox().geometry()
+    side = min(20.0, box.left(), item.width() - box.right())
+    room = int(box.width() + 2 * max(0.0, side))
     shown = QFontMetrics(font).elidedText(title, Qt.TextElideMode.ElideRight, max(room, 20))
     if shown != item.titleLabel.text:
         item.titleLabel.setText(shown, **{k: v for k, v in item.titleLabel.opts.items() if k in ("color", "size")})
@@ -151,6 +167,14 @@ def distinct_names(names: list[str], limit: int = 24) -> list[str]:
 def table_height(table: Any, rows: int) -> int:
     """The height that shows the header, ``rows`` rows and a horizontal scroll bar of a QTableView."""
     row = table.verticalHeader().defaultSectionSize()
-    header = table.horizontalHeader().sizeHint().height()
+    # a header without labels yet hints at less than it will take
+    header = max(table.horizontalHeader().sizeHint().height(), table.fontMetrics().height() + 8)
     bar = table.horizontalScrollBar().sizeHint().height()
     return header + rows * row + bar + 2 * table.frameWidth() + 2
+
+
+def keep_rows(table: Any, rows: int) -> None:
+    """Rows as tall as their text needs (the style's default is a third taller), and never fewer than ``rows``
+    of them in view however short the window: a short window keeps a table readable."""
+    table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 8)
+    table.setMinimumHeight(table_height(table, rows))

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from app.viewmodels.run_progress import ProgressTracker, format_duration
-from app.viewmodels.series import DEFAULT_MAX_POINTS, Series, ema, mean_on_grid
+from app.viewmodels.series import DEFAULT_MAX_POINTS, Series, ema, mean_on_grid, without_spikes
 from core.runfiles import records as kinds
 from core.session.reading.stats import RunStats
 from core.session.reading.timeline import Timeline
@@ -126,6 +126,7 @@ class RunData:
         self.last_t: float | None = None
         self._latest: dict[int, tuple[float, float, float]] = {}  # worker -> (step, loss, smoothed)
         self._mean_upto = -math.inf  # the last step of the mean's grid
+        self._resmooth = False  # a recovery came: the smoothed curves are computed again without diverged losses
         self._anchor: dict[int, tuple[float, float, float]] = {}  # worker -> (t, samples, step)
         self._latest_rate: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, rate)
         self._last_sample: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, samples)
@@ -199,6 +200,11 @@ class RunData:
             elif kind == kinds.RECOVERY:
                 self._on_recovery(rec, float(t), ch)
         self._flush_rows(loss_rows, ch)
+        if self._resmooth:  # a worker recovered from a diverged loss: its smoothed curve leaves that loss out
+            self._resmooth = False
+            self.set_smoothing(self.smoothing)
+            ch.loss.update(self.loss)
+            ch.mean = ch.mean or bool(len(self.mean))
         return ch
 
     def _flush_rows(self, loss_rows: dict[int, list[tuple[float, float, float]]], ch: Changes) -> None:
@@ -347,6 +353,7 @@ class RunData:
             f"step {int(step) + 1}"
         )
         self.markers.append(Marker(step, self.timeline.time(t), text, "recovery"))
+        self._resmooth = True
         ch.events = True
 
     def _loss_series(self, w: int, ch: Changes) -> Series:
@@ -464,7 +471,7 @@ class RunData:
         self.smoothing = alpha
         for s in self.loss.values():
             if len(s):
-                s.rows()[:, SMOOTH] = ema(s.column(LOSS), alpha)
+                s.rows()[:, SMOOTH] = ema(without_spikes(s.column(LOSS)), alpha)
         for w, (step, loss, _smooth) in self._latest.items():
             self._latest[w] = (step, loss, self.loss[w].last(SMOOTH) if w in self.loss else loss)
         if len(self.mean):

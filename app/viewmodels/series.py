@@ -174,3 +174,57 @@ def mean_on_grid(
             warnings.simplefilter("ignore", RuntimeWarning)  # an x where every curve is nan
             rows[:, col] = np.nanmean(np.vstack(values), axis=0)
     return rows
+
+
+SPIKE_GAP_DECADES = 3.0  # positive values this far above the rest of their curve, with nothing between, diverged
+_SPIKE_BIN = 0.25  # decades per bin when looking for that gap
+
+
+def spikes(values: np.ndarray) -> np.ndarray:
+    """Which values of a positive curve diverged: those above the lowest gap of SPIKE_GAP_DECADES or more with no
+    value in it, when fewer than half the curve's values are above it (a loss of 1e22 among losses of 2, a
+    validation loss of 6e4 among 0.4s). A curve that falls smoothly over many decades has no such gap; a curve
+    with a value at or below zero is judged to have none."""
+    v = np.asarray(values, dtype=np.float64)
+    out = np.zeros(v.shape, dtype=bool)
+    finite = np.isfinite(v)
+    n = int(finite.sum())
+    if n < 2:
+        return out
+    low, high = float(v[finite].min()), float(v[finite].max())
+    if low <= 0.0 or high / low < 10.0**SPIKE_GAP_DECADES:
+        return out
+    logs = np.log10(v[finite])
+    bins = ((logs - logs.min()) / _SPIKE_BIN).astype(np.int64)
+    counts = np.bincount(bins)
+    below = np.cumsum(counts)
+    need = int(math.ceil(SPIKE_GAP_DECADES / _SPIKE_BIN))
+    empty = 0
+    for b in range(1, counts.size):
+        if counts[b] == 0:
+            empty += 1
+            continue
+        if empty >= need and n - below[b - 1] <= n // 2:
+            cut = logs.min() + b * _SPIKE_BIN  # the first occupied bin above the gap
+            out[finite] = logs >= cut - 1e-12
+            return out
+        empty = 0
+    return out
+
+
+def without_spikes(values: np.ndarray) -> np.ndarray:
+    """``values`` with each diverged value (``spikes``) replaced by the value before it: what a smoothed curve
+    averages, so that one diverged loss does not lift it for hundreds of steps."""
+    v = np.array(values, dtype=np.float64)
+    bad = spikes(v)
+    if not bad.any():
+        return v
+    good = np.flatnonzero(~bad)
+    if not good.size:
+        return v
+    index = np.where(~bad, np.arange(v.size), 0)
+    np.maximum.accumulate(index, out=index)
+    filled = v[index]
+    first = int(good[0])
+    filled[:first] = v[first]  # before the first steady value: that value
+    return filled

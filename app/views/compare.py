@@ -26,6 +26,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -38,11 +39,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.plots.base import ask_save_path
+from app.plots.axes import ValueAxis
+from app.plots.base import ask_save_path, clip_spikes, show_spikes, spike_marks
 from app.plots.live import PlotColors, worker_color
-from app.plots.text import compact_axis, distinct_names, set_fitting_title, table_height
+from app.plots.text import compact_axis, distinct_names, keep_rows, set_fitting_title
+from app.shell.elided_label import ElidedLabel
 from app.shell.tasks import BackgroundCalls
-from app.viewmodels.series import ema
+from app.viewmodels.series import ema, without_spikes
 from core.metric_names import (
     CLASSIFICATION_ONLY,
     FIGURE_NAMES,
@@ -184,7 +187,7 @@ def run_curves(
             for s in order
         ]
     ).reshape(-1, 4)
-    curves = {"train_loss": _monotone(rows[:, 0], rows[:, 1], rows[:, 2], ema(rows[:, 3], smoothing))}
+    curves = {"train_loss": _monotone(rows[:, 0], rows[:, 1], rows[:, 2], ema(without_spikes(rows[:, 3]), smoothing))}
     mine = [(r, p) for r, p in evals if p.worker == w and p.trial == trial]
     for metric in dict.fromkeys(("val_accuracy", "val_loss", figure)):
         pts = [(p.step, p.epoch, p.time, _value(r.get(metric))) for r, p in mine]
@@ -236,12 +239,17 @@ class CompareView(QWidget):
         self._calls = BackgroundCalls(self)
         self.curves: dict[str, list[pg.PlotDataItem]] = {m: [] for m, _t, _h in METRICS}
 
-        self.label_title = QLabel("Select two or more runs in Runs and choose Compare.", objectName="label_compare")
-        self.label_title.setWordWrap(True)
+        # one line, whole in its tooltip: a wrapped list of run names took the tables' rows at 900x600
+        self.label_title = ElidedLabel(
+            "Select two or more runs in Runs and choose Compare.", objectName="label_compare"
+        )
         self.combo_x = QComboBox(objectName="combo_compare_x")
         for key, text in (("step", "Step"), ("epoch", "Epoch"), ("time", "Wall time")):
             self.combo_x.addItem(text, key)
         self.combo_x.currentIndexChanged.connect(lambda _i: self._draw())
+        self.check_log_y = QCheckBox("Log scale", objectName="check_compare_log_y")
+        self.check_log_y.setToolTip("Logarithmic loss axes (as on the Training tab)")
+        self.check_log_y.toggled.connect(self.set_log_y)
         self.button_csv = QPushButton("Save CSV…", objectName="button_compare_csv")
         self.button_csv.clicked.connect(self._on_save_csv)
         self.button_png = QPushButton("Save PNG…", objectName="button_compare_png")
@@ -252,7 +260,9 @@ class CompareView(QWidget):
         self.plot.ci.setContentsMargins(4, 4, 8, 4)
         self.items: dict[str, pg.PlotItem] = {}
         for col, (metric, title, _higher) in enumerate(METRICS):
-            item = self.plot.addPlot(row=0, col=col, axisItems={"bottom": compact_axis()})
+            item = self.plot.addPlot(
+                row=0, col=col, axisItems={"bottom": compact_axis(), "left": ValueAxis(orientation="left")}
+            )
             set_fitting_title(item, title)
             item.getAxis("left").enableAutoSIPrefix(False)
             item.hideButtons()
@@ -261,8 +271,9 @@ class CompareView(QWidget):
             self.items[metric] = item
         self.legend = pg.LegendItem(labelTextSize="8pt", verSpacing=-6)
         self.legend.setSizePolicy(pg.QtWidgets.QSizePolicy.Policy.Fixed, pg.QtWidgets.QSizePolicy.Policy.Fixed)
-        self.plot.ci.addItem(self.legend, row=0, col=len(METRICS))
         self.plot.ci.layout.setColumnAlignment(len(METRICS), Qt.AlignmentFlag.AlignTop)
+        self._legend_at: tuple[int, int, int, int] | None = None
+        self._place_legend(True)
         self.best_marks: dict[str, pg.ScatterPlotItem] = {}
 
         self.table_diff = QTableWidget(objectName="table_compare_diff")
@@ -272,13 +283,14 @@ class CompareView(QWidget):
         self.table_best.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table_best.setToolTip("Each run's best value of each metric; the best of all in bold")
         for table in (self.table_best, self.table_diff):  # a short window still shows a few rows of each
-            table.setMinimumHeight(table_height(table, ROWS_SHOWN))
+            keep_rows(table, ROWS_SHOWN)
 
         bar = QHBoxLayout()
         bar.setContentsMargins(4, 0, 4, 0)
         bar.addWidget(self.label_title, 1)
         bar.addWidget(QLabel("X axis"))
         bar.addWidget(self.combo_x)
+        bar.addWidget(self.check_log_y)
         bar.addWidget(self.button_csv)
         bar.addWidget(self.button_png)
         tables = QSplitter(Qt.Orientation.Horizontal)
@@ -298,15 +310,30 @@ class CompareView(QWidget):
         self._update_buttons()
 
     def resizeEvent(self, event: Any) -> None:
-        """A narrow view drops the legend column (the tables name each run in its colour) rather than clip
-        the plots and the legend's names."""
+        """A narrow view puts the legend under the plots, its names side by side, rather than beside them,
+        where it would squeeze the plots and clip its names."""
         super().resizeEvent(event)
-        wide = event.size().width() >= LEGEND_MIN_WIDTH
-        shown = self.legend in self.plot.ci.items
-        if wide and not shown:
-            self.plot.ci.addItem(self.legend, row=0, col=len(METRICS))
-        elif not wide and shown:
+        self._place_legend(event.size().width() >= LEGEND_MIN_WIDTH)
+
+    def _place_legend(self, beside: bool) -> None:
+        where = (0, len(METRICS), 1, 1) if beside else (1, 0, 1, len(METRICS))
+        columns = 1 if beside else self._legend_columns()
+        if self._legend_at == where and self.legend.columnCount == columns:
+            return
+        if self._legend_at is not None:
             self.plot.ci.removeItem(self.legend)
+        self.legend.setColumnCount(columns)
+        self.plot.ci.addItem(self.legend, *where)
+        self._legend_at = where
+        # the layout grows to its preferred width when its items change: it takes the view's size again
+        pg.GraphicsView.resizeEvent(self.plot, None)
+
+    def _legend_columns(self) -> int:
+        """As many names side by side as the plots' width holds (a wider legend would push the plots out)."""
+        widths = [label.boundingRect().width() + 40 for _sample, label in self.legend.items]  # 40: its sample line
+        if not widths:
+            return 1
+        return max(1, min(len(widths), int((self.width() - 24) // max(widths))))
 
     # -- loading ---------------------------------------------------------------------------
     @property
@@ -377,6 +404,7 @@ class CompareView(QWidget):
     def _draw(self) -> None:
         x_mode = self.x_mode
         self.legend.clear()
+        self._apply_log()
         names = distinct_names([run.name for run in self.runs])  # elided, yet never two alike
         figure = self.figure_metric
         figure_item = self.items["figure"]
@@ -403,17 +431,23 @@ class CompareView(QWidget):
                 style: dict[str, Any] = {"pen": pg.mkPen(color, width=2)}
                 if metric != "train_loss":
                     style.update(symbol="o", symbolSize=5, symbolBrush=color, symbolPen=None)
-                curve = item.plot(c[x_mode], c["y"], **style)
+                shown, marked = clip_spikes(c["y"])  # a diverged point at the top of the axis, marked
+                curve = item.plot(c[x_mode], shown, **style)
                 self.curves[panel].append(curve)
+                if marked is not None:
+                    marks = spike_marks()
+                    item.addItem(marks)
+                    show_spikes(marks, c[x_mode], c["y"], shown, marked)
                 if panel == "val_loss":  # every run has one: the legend names them all
                     self.legend.addItem(curve, names[i])
                 b = run.best(metric, higher)
                 if b is not None and (best is None or (b[0] > best[0] if higher else b[0] < best[0])):
                     best = (b[0], float(c[x_mode][b[1]]), i)
             if best is not None:  # the best value of all runs: a star on its point
+                log = self.log_y and metric != "val_accuracy" and best[0] > 0  # a scatter is not log-scaled
                 mark = pg.ScatterPlotItem(
                     [best[1]],
-                    [best[0]],
+                    [math.log10(best[0]) if log else best[0]],
                     symbol="star",
                     size=16,
                     brush=pg.mkBrush(worker_color(best[2])),
@@ -424,6 +458,25 @@ class CompareView(QWidget):
                 item.addItem(mark)
                 self.best_marks[panel] = mark
         self.apply_colors(self.colors)
+        self._place_legend(self.width() >= LEGEND_MIN_WIDTH)  # its columns follow the runs' names
+        pg.GraphicsView.resizeEvent(self.plot, None)  # new legend rows: the layout keeps to the view's size
+
+    @property
+    def log_y(self) -> bool:
+        return self.check_log_y.isChecked()
+
+    def set_log_y(self, on: bool) -> None:
+        """Log loss axes, as the Training tab's "Log scale"; accuracy stays linear (it lives in [0, 1])."""
+        if self.check_log_y.isChecked() != on:
+            self.check_log_y.setChecked(on)  # comes back here
+            return
+        self._draw()
+
+    def _apply_log(self) -> None:
+        for metric in ("val_loss", "train_loss"):
+            item = self.items[metric]
+            item.setLogMode(y=self.log_y)
+            item.setLimits(yMin=-1e307 if self.log_y else 0.0)  # log view coordinates are log10, unbounded
 
     def apply_colors(self, colors: PlotColors) -> None:
         self.colors = colors

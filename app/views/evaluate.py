@@ -36,6 +36,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.plots.live import PlotColors
+from app.plots.text import keep_rows, set_fitting_title
+from app.shell.elided_label import ElidedLabel
 from app.shell.tasks import BackgroundCalls
 from app.shell.theme import style_plot_widget
 from app.views.checkpoint_choice import CheckpointCombo
@@ -45,6 +47,7 @@ from core.runfiles.layout import RunDir
 
 GALLERY_LIMIT = 48
 THUMB = 72
+ROWS_SHOWN = 3  # table rows a short window keeps in view
 
 
 def _load(run_dir: Path, recompute: bool, which: str = "last") -> tuple[dict[str, Any], list[tuple[np.ndarray, str]]]:
@@ -107,8 +110,8 @@ class EvaluateView(QWidget):
         self.label_context = QLabel(objectName="label_eval_context")
         self.label_context.setWordWrap(True)
         self.label_context.hide()
-        self.label_summary = QLabel("No run loaded.", objectName="label_eval_summary")
-        self.label_summary.setWordWrap(True)
+        # one line, whole in its tooltip: wrapped beside the weights' combo it took five lines at 900x600
+        self.label_summary = ElidedLabel("No run loaded.", objectName="label_eval_summary")
         self.combo_checkpoint = CheckpointCombo()
         self.button_reevaluate = QPushButton("Re-evaluate", objectName="button_reevaluate")
         self.button_reevaluate.setEnabled(False)
@@ -121,6 +124,10 @@ class EvaluateView(QWidget):
         self.list_misclassified.setIconSize(QSize(THUMB, THUMB))
         self.list_misclassified.setResizeMode(QListView.ResizeMode.Adjust)
         self.list_misclassified.setMovement(QListView.Movement.Static)
+        for table in (self.table_confusion, self.table_per_class):
+            keep_rows(table, ROWS_SHOWN)
+        # the gallery's thumbnails with their captions under them, and its scroll bar
+        self.list_misclassified.setMinimumHeight(THUMB + 2 * self.fontMetrics().height() + 24)
         self._build_regression()
         self._layout()
         self.button_reevaluate.clicked.connect(
@@ -281,6 +288,8 @@ class EvaluateView(QWidget):
             item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.table_metrics.setItem(i, 1, item)
         self.table_metrics.resizeColumnsToContents()
+        frame = 2 * self.table_metrics.frameWidth() + 2
+        self.table_metrics.setMinimumWidth(self.table_metrics.horizontalHeader().length() + frame)  # values whole
         pairs = np.asarray((full or {}).get("pairs") or [], dtype=np.float64).reshape(-1, 2)
         actual, predicted = pairs[:, 0], pairs[:, 1]
         self.scatter_actual.setData(actual, predicted)
@@ -291,8 +300,9 @@ class EvaluateView(QWidget):
         else:
             self.line_identity.setData([], [])
         n_all = int((full or {}).get("n", 0))
-        self.plot_actual.setTitle(
-            "Predicted vs actual" + (f" (a random {len(pairs):,} of {n_all:,})" if 0 < len(pairs) < n_all else "")
+        set_fitting_title(
+            self.plot_actual.getPlotItem(),
+            "Predicted vs actual" + (f" (a random {len(pairs):,} of {n_all:,})" if 0 < len(pairs) < n_all else ""),
         )
 
     def _fill_confusion(self, classes: list[str], cm: list[list[int]]) -> None:
@@ -322,7 +332,7 @@ def _scatter_plot(
 ) -> tuple[pg.PlotWidget, pg.ScatterPlotItem]:
     """A gridded plot named ``name`` with a scatter of points in ``color`` over a ``guide`` line."""
     plot = pg.PlotWidget(objectName=name)
-    plot.setTitle(title)
+    set_fitting_title(plot.getPlotItem(), title)
     plot.setLabel("bottom", x_label)
     plot.setLabel("left", y_label)
     plot.showGrid(x=True, y=True, alpha=0.3)

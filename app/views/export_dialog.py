@@ -128,6 +128,9 @@ class ExportDialog(QDialog):
 
     def _on_format_changed(self) -> None:
         fmt = self.model_format
+        if not self.busy:  # the last result was another format's file: it says nothing of this one
+            self.result = None
+            self._show_result("", "")
         self.combo_output.setEnabled(fmt.graph)
         text = self.edit_path.text().strip()
         current = Path(text) if text else RunDir(self.run_dir).exports / "model"
@@ -152,7 +155,7 @@ class ExportDialog(QDialog):
         which = self.combo_checkpoint.which
         out = Path(self.edit_path.text().strip()) if self.edit_path.text().strip() else None
         self._set_busy(True)
-        self.label_result.setText("Exporting, then reloading the file to verify it…")
+        self._show_result("Exporting, then reloading the file to verify it…", "")
         self._calls.call(
             lambda: export_run(run_dir, fmt, out, output, which), self._on_done, self._on_error, name="export"
         )
@@ -160,21 +163,33 @@ class ExportDialog(QDialog):
     def _on_done(self, result: Any) -> None:
         self._set_busy(False)
         self.result = result
-        self.label_result.setProperty("level", "ok")
-        self.label_result.setText(
+        self._show_result(
             f"✓ Verified: {result.path} ({self.combo_checkpoint.currentText()})\n"
             f"Reloaded with {result.verifier}: max abs difference "
             f"{result.max_abs_diff:.3g} on {result.checked_on}; {result.agree}/{result.rows_checked} "
-            f"predictions agree.\nOutput: {result.output}. Wrote: " + ", ".join(p.name for p in result.files)
+            f"predictions agree.\nOutput: {result.output}. Wrote: " + ", ".join(p.name for p in result.files),
+            "ok",
         )
         self.exported.emit(result)
 
     def _on_error(self, exc: BaseException) -> None:
         self._set_busy(False)
         message = error_text(exc)
-        self.label_result.setProperty("level", "error")
-        self.label_result.setText(f"✗ Export failed: {message}")
+        self._show_result(f"✗ Export failed: {message}", "error")
         self.failed.emit(message)
+
+    def _show_result(self, text: str, level: str) -> None:
+        """The result line, the dialog grown to hold it: a fixed height would squash the fields above it."""
+        self.label_result.setProperty("level", level)
+        self.label_result.setText(text)
+        layout = self.layout()
+        if layout is None:  # not laid out yet (the first format, set in __init__)
+            return
+        layout.activate()
+        need = layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else -1
+        need = max(need, layout.totalMinimumSize().height())
+        if need > self.height():
+            self.resize(self.width(), need)
 
     def _set_busy(self, busy: bool) -> None:
         for w in (self.combo_format, self.edit_path, self.button_browse, self.button_export):

@@ -211,7 +211,11 @@ class TryItForm(QWidget):
             self.picked.emit()
 
     def _label_width(self) -> int:
-        return max(60, int(self.width() * LABEL_SHARE))
+        """LABEL_SHARE of the form, or more where the fields keep FIELD_CHARS characters beside it: a column's
+        name ("flipper_length_mm") whole rather than elided while there is room."""
+        field = self.fontMetrics().averageCharWidth() * FIELD_CHARS + 40  # a combo's arrow and frame
+        rest = self.width() - field - self.form.horizontalSpacing() - 4
+        return max(60, int(self.width() * LABEL_SHARE), rest)
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)

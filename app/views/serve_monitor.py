@@ -11,13 +11,17 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QGridLayout, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
 from app.plots.base import PlotColors
-from app.plots.text import set_fitting_title
+from app.plots.text import compact_axis, set_fitting_title
 from app.shell.theme import style_plot_widget
 from app.viewmodels.serve_metrics import histogram_quantile, worker_state
 
 HISTORY = 120  # seconds of latency and throughput kept in the plots
 WORKER_COLUMNS = ("worker", "pid", "state", "version", "restarts")
 MIN_BARS = 4  # batch-size buckets drawn at least
+
+
+def _dots(color: str) -> dict[str, Any]:
+    return {"symbol": "o", "symbolSize": 4, "symbolBrush": color, "symbolPen": None}
 
 
 class ServeMonitor(QWidget):
@@ -30,16 +34,17 @@ class ServeMonitor(QWidget):
         self._busy: dict[Any, tuple[float, float]] = {}  # (worker, pid) -> (when, its busy_s then)
         self._t0 = 0.0
         self.batches_per_s = 0.0  # batches the server formed over the last poll
-        self.plot_serve_latency = pg.PlotWidget()
+        self.plot_serve_latency = pg.PlotWidget(axisItems={"bottom": compact_axis()})  # ticks that do not run together
         self.plot_serve_latency.setObjectName("plot_serve_latency")
-        self.plot_serve_latency.addLegend(offset=(5, 5))
+        self.plot_serve_latency.addLegend(offset=(-5, 5), labelTextSize="8pt", verSpacing=-6)  # small: a small plot
+        # a dot on each reading: a request alone in a quiet minute is a point with no line to either side
         self.curves = {
-            q: self.plot_serve_latency.plot(name=q, pen=pg.mkPen(color, width=2))
+            q: self.plot_serve_latency.plot(name=q, pen=pg.mkPen(color, width=2), **_dots(color))
             for q, color in (("p50", "#1f77b4"), ("p95", "#ff7f0e"), ("p99", "#d62728"))
         }
-        self.plot_serve_throughput = pg.PlotWidget()
+        self.plot_serve_throughput = pg.PlotWidget(axisItems={"bottom": compact_axis()})
         self.plot_serve_throughput.setObjectName("plot_serve_throughput")
-        self.curve_rps = self.plot_serve_throughput.plot(pen=pg.mkPen("#2ca02c", width=2))
+        self.curve_rps = self.plot_serve_throughput.plot(pen=pg.mkPen("#2ca02c", width=2), **_dots("#2ca02c"))
         self.plot_serve_batches = pg.PlotWidget()
         self.plot_serve_batches.setObjectName("plot_serve_batches")
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.8, brush="#9467bd")
@@ -47,11 +52,14 @@ class ServeMonitor(QWidget):
         for plot, title in (
             (self.plot_serve_latency, "latency (ms)"),
             (self.plot_serve_throughput, "requests/s"),
-            (self.plot_serve_batches, "batch sizes formed (rows per batch)"),
+            (self.plot_serve_batches, "rows per batch"),
         ):
             set_fitting_title(plot.getPlotItem(), title)  # elided to a narrow plot, whole in the tooltip
         for plot in (self.plot_serve_latency, self.plot_serve_throughput):
             plot.setLabel("bottom", "s")
+            # seconds since the start and latencies and rates are never negative, nor the axes, data or none
+            plot.setLimits(xMin=0.0, yMin=0.0)
+        self.plot_serve_batches.setLimits(xMin=-0.5, yMin=0.0)
         self.table_workers = QTableWidget(0, len(WORKER_COLUMNS), objectName="table_serve_workers")
         self.table_workers.setHorizontalHeaderLabels(list(WORKER_COLUMNS))
         self.table_workers.verticalHeader().setVisible(False)
@@ -104,7 +112,10 @@ class ServeMonitor(QWidget):
                 del self.series[key][:-HISTORY]
             t = self.series["t"]
             for q, curve in self.curves.items():
-                curve.setData(t, self.series[q], connect="finite")
+                if any(math.isfinite(v) for v in self.series[q]):
+                    curve.setData(t, self.series[q], connect="finite")
+                else:  # no request in the window yet: nothing to draw (the dots of all-nan data warn)
+                    curve.setData([], [])
             self.curve_rps.setData(t, self.series["rps"])
         self._last = (now, m)
         counts = [c - prev for (_, c), (_, prev) in zip(m["batch"], [(0, 0.0)] + m["batch"][:-1])]

@@ -27,6 +27,7 @@ from core.schema.coded import Column
 
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
+MAX_PREVIEW_IMAGES = 24  # one image of each class up to this many classes
 # Names a table's target usually has, most telling first ("y" only where it is not a coordinate beside x and z).
 OBVIOUS_TARGETS = (
     "target",
@@ -43,6 +44,21 @@ OBVIOUS_TARGETS = (
     "churn",
     "y",
 )
+
+
+def preview_indices(y: np.ndarray, classes: int, n: int) -> list[int]:
+    """The samples a preview shows: the first of each class, in class order (ten classes, ten images: every
+    class seen), then others spread over the data set, PREVIEW_IMAGES at least and MAX_PREVIEW_IMAGES at most."""
+    k = min(n, max(PREVIEW_IMAGES, min(classes, MAX_PREVIEW_IMAGES)))
+    labels = np.asarray(y[:n])
+    chosen: list[int] = []
+    if classes > 1 and labels.dtype.kind in "iu":
+        present, first = np.unique(labels, return_index=True)
+        chosen = [int(first[j]) for j in np.argsort(present, kind="stable")][:k]
+    taken = set(chosen)
+    step = max(1, n // max(1, k))
+    chosen += [i for i in range(0, n, step) if i not in taken][: k - len(chosen)]
+    return chosen
 
 
 def propose_target(columns: Sequence[Mapping[str, Any]]) -> str:
@@ -161,8 +177,7 @@ def describe_source(
         input_shape: tuple[int, ...] = (schema.n_features,)
     elif raw.paths is not None:
         assert raw.image_shape is not None
-        step = max(1, n // PREVIEW_IMAGES)
-        for i in range(0, n, step)[:PREVIEW_IMAGES]:
+        for i in preview_indices(raw.y, len(raw.class_names), n):
             arr = decode_image(raw.paths[i], raw.image_shape)
             arr = (arr.transpose(1, 2, 0) * 255).astype(np.uint8)
             images.append((arr[..., 0] if arr.shape[2] == 1 else arr, raw.class_names[raw.y[i]]))
@@ -178,7 +193,7 @@ def describe_source(
             rows.append(tuple(float(v) for v in raw.x[i]) + (shown(i),))
         if raw.image_shape is not None:
             c, h, w = raw.image_shape
-            for i in range(min(PREVIEW_IMAGES, n_shown)):
+            for i in preview_indices(raw.y[:n_shown], len(raw.class_names), n_shown):
                 img = raw.x[i].reshape(c, h, w)
                 lo, hi = float(img.min()), float(img.max())
                 img = ((img - lo) / (hi - lo or 1.0) * 255).astype(np.uint8)

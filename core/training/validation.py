@@ -135,13 +135,17 @@ def cross_entropy(probs: np.ndarray, y: np.ndarray) -> float:
     return float(-np.log(np.maximum(p, 1e-12)).mean())
 
 
-def sample_rows(n: int, k: int, seed: int = 0) -> np.ndarray:
-    """``k`` of ``n`` row indices drawn at random (seeded) across the whole split, in order; all when n <= k."""
+def sample_rows(n: int, k: int, seed: int = 0, keep: Sequence[int] = ()) -> np.ndarray:
+    """``k`` of ``n`` row indices drawn at random (seeded) across the whole split, in order; all when n <= k.
+    The rows in ``keep`` are among them (a plot's extremes: its axes then reach the split's)."""
     import numpy as np
 
     if n <= k:
         return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+    must = np.unique(np.asarray(keep, dtype=np.int64))[:k]
+    rest = np.setdiff1d(np.arange(n), must, assume_unique=True)
+    drawn = np.random.default_rng(seed).choice(rest, size=k - must.size, replace=False)
+    return np.sort(np.concatenate([must, drawn]))
 
 
 def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: PreparedData) -> dict[str, Any]:
@@ -156,13 +160,14 @@ def _regression_split(model: nn.Module, x: torch.Tensor, y: torch.Tensor, data: 
         pred = torch.cat([model(xb).reshape(-1) for xb in x.split(BATCH)]) * std + mean
     true = y.double() * std + mean
     out = regression_report(pred.tolist(), true.tolist())
-    keep = torch.from_numpy(sample_rows(len(true), RESIDUALS_KEPT))  # a plot's rows: from the whole split
+    extremes = [int(v.argmin()) for v in (true, pred)] + [int(v.argmax()) for v in (true, pred)]
+    keep = torch.from_numpy(sample_rows(len(true), RESIDUALS_KEPT, keep=extremes))  # a plot's rows: the whole split
     return {
         **_header(task="regression"),
         **out,
         "pairs": [[round(float(a), 6), round(float(p), 6)] for a, p in zip(true[keep].tolist(), pred[keep].tolist())],
         "pairs_axes": "actual, predicted",
-        "pairs_sample": "seeded random rows of the whole split",
+        "pairs_sample": "seeded random rows of the whole split, its lowest and highest included",
     }
 
 

@@ -298,3 +298,28 @@ def test_a_live_key_without_a_widget_is_named(panel: ConfigPanel) -> None:
     others = [g for g in panel._groups if g is not dropped]
     with pytest.raises(ValueError, match=r"optim\.lr"):
         live_bindings([*others, SimpleNamespace(bindings=Bindings(widgets))])
+
+
+def test_an_image_folders_preview_shows_every_class(qtbot: Any, panel: ConfigPanel, tmp_path: Path) -> None:
+    """Ten classes of 12 images each: the strip shows one of each (it showed 8 images spread over the folder)."""
+    import numpy as np
+    from PIL import Image
+
+    root = tmp_path / "pets"
+    for k in range(10):
+        (root / f"class{k}").mkdir(parents=True)
+        for i in range(12):
+            Image.fromarray(np.full((8, 8, 3), 20 * k + i, np.uint8)).save(root / f"class{k}" / f"{i}.png")
+    panel.set_config(Config().replace("data", source=f"images:{root}", image_size=8).replace("model", kind="cnn"))
+    qtbot.waitUntil(lambda: "10 classes" in panel.label_dataset_summary.text(), timeout=30_000)
+    layout = panel.data.thumbs_layout
+    thumbs = [layout.itemAt(i).widget() for i in range(layout.count())]
+    classes = sorted({t.toolTip() for t in thumbs if t is not None})
+    assert classes == [f"class{k}" for k in range(10)]
+    panel.resize(320, 900)  # the panel's width in the window
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: all(t.isVisible() for t in thumbs if t is not None), timeout=5_000)
+    inside = panel.data.preview_images.rect()
+    assert all(inside.contains(t.geometry()) for t in thumbs if t is not None)  # two rows, none cut off
+    _wait_idle(qtbot, panel)

@@ -225,3 +225,26 @@ def test_evaluate_view_evaluates_the_chosen_checkpoint(qtbot: Any, run_with_best
     assert last["confusion"] != best["confusion"]  # the halved weights predict differently
     _wait(qtbot, view)
     _wait(qtbot, view.combo_checkpoint)
+
+
+def test_a_result_neither_squashes_the_fields_nor_outlives_its_format(
+    qtbot: Any, run_and_input: tuple[Path, Path], tmp_path: Path
+) -> None:
+    run_dir, _ = run_and_input
+    dialog = ExportDialog(run_dir)
+    qtbot.addWidget(dialog)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.set_path(tmp_path / "m.safetensors")
+    with qtbot.waitSignal(dialog.exported, timeout=60_000):
+        dialog.start_export()
+    fields = (dialog.combo_checkpoint, dialog.combo_format, dialog.combo_output, dialog.edit_path)
+
+    def squashed() -> list[str]:
+        return [w.objectName() for w in fields if w.height() < w.sizeHint().height()]
+
+    label = dialog.label_result
+    qtbot.waitUntil(lambda: not squashed() and label.height() >= label.heightForWidth(label.width()), timeout=5_000)
+    assert "Verified" in label.text()
+    dialog.set_format("state-dict")  # another format: the safetensors file's verification is not its result
+    assert label.text() == "" and dialog.result is None

@@ -230,3 +230,18 @@ def test_legends_are_complete_before_the_first_record(panel: PlotsPanel) -> None
     panel.set_run_shape({0: "worker 0", 1: "worker 1", 2: "worker 2"}, separate_models=False)
     assert [label for _, label in panel.loss.legends[0].items] == labels  # unchanged rows: not rebuilt
     assert panel.loss.point_count(0) == 50
+
+
+def test_a_new_run_keeps_nothing_of_the_last_runs_axes(panel: PlotsPanel, qtbot: Any) -> None:
+    panel.add_records(step_records(2, range(5000)))
+    panel.flush()
+    qtbot.waitUntil(lambda: panel.throughput.plot.getViewBox().viewRange()[1][1] > 100, timeout=5_000)
+    qtbot.waitUntil(lambda: panel.val.loss_plot.getViewBox().viewRange()[0][1] > 40, timeout=5_000)
+    panel.reset()
+    panel.add_records(step_records(2, range(10)))  # the new run's first steps: no epoch, no throughput yet
+    panel.flush()
+    panel.grab()
+    for plot in panel.plots:
+        for item in plot.items:  # not the old run's 5,000 steps, 50 epochs or thousands of samples/s
+            (x0, x1), (y0, y1) = item.getViewBox().viewRange()
+            assert x1 < 40 and y1 < 40, (plot.objectName(), (x0, x1), (y0, y1))

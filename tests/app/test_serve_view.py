@@ -378,3 +378,42 @@ def test_a_served_table_models_form_is_built_from_its_server_and_its_example_ans
     finally:
         with qtbot.waitSignal(view.stopped, timeout=30_000):
             view.stop()
+
+
+def _latency_metrics(ok: float, fast: float) -> str:
+    """``ok`` requests so far, ``fast`` of them under 10 ms."""
+    return _metrics(ok, ok) + (
+        "# TYPE traindesk_serve_latency_seconds histogram\n"
+        f'traindesk_serve_latency_seconds_bucket{{le="0.01"}} {fast}\n'
+        f'traindesk_serve_latency_seconds_bucket{{le="+Inf"}} {ok}\n'
+        f"traindesk_serve_latency_seconds_count {ok}\ntraindesk_serve_latency_seconds_sum {ok * 0.005}\n"
+    )
+
+
+def test_serve_plots_have_no_negative_axes_and_draw_a_lone_request(qtbot: Any) -> None:
+    from app.viewmodels.serve_metrics import parse_metrics
+    from app.views.serve_monitor import ServeMonitor
+
+    monitor = ServeMonitor()
+    monitor.resize(900, 500)
+    qtbot.addWidget(monitor)
+    monitor.show()
+    qtbot.waitExposed(monitor)
+    monitor.reset(100.0)
+    for now in (100.5, 101.0, 102.0):  # serving, no request yet: 0 requests/s, no latency
+        monitor.show_metrics(parse_metrics(_latency_metrics(0, 0)), now)
+    assert monitor.series["rps"] == [0.0, 0.0]
+    plots = (monitor.plot_serve_latency, monitor.plot_serve_throughput, monitor.plot_serve_batches)
+
+    def lowest() -> list[float]:
+        monitor.grab()
+        return [min(plot.getPlotItem().getViewBox().viewRange()[1][0], 0.0) for plot in plots]
+
+    qtbot.waitUntil(lambda: lowest() == [0.0, 0.0, 0.0], timeout=5_000)  # no axis below zero (-0.5 for a flat 0)
+    monitor.show_metrics(parse_metrics(_latency_metrics(1, 1)), 103.0)  # one request, alone
+    monitor.show_metrics(parse_metrics(_latency_metrics(1, 1)), 104.0)
+    p50 = monitor.curves["p50"]
+    assert [round(v, 3) for v in monitor.series["p50"][2:3]] == [5.0]  # the lone reading (a nan on each side)
+    for curve in (p50, monitor.curve_rps):  # drawn: a dot where a line has nothing to join
+        points = curve.scatter.data
+        assert len(points) and any(abs(float(y) - v) < 1e-6 for y in points["y"] for v in (5.0, 1.0)), curve

@@ -193,3 +193,15 @@ def test_image_folder_mistakes_come_with_their_files(tmp_path: Path) -> None:
     images = misclassified_images(run_dir, full)
     assert len(images) == full["misclassified_total"] >= 1
     assert all(img.shape == (6, 6, 3) and img.dtype == np.uint8 for img, _ in images)
+
+
+def test_a_regression_plots_sample_keeps_the_splits_extremes() -> None:
+    """A plot of 2,000 of 12,000 rows reaches the split's highest target (18.8k), not a sample's 16.5k."""
+    from core.training.validation import sample_rows
+
+    values = np.random.default_rng(1).gamma(2.0, 1000.0, 12_000)
+    values[7_777] = 18_823.0
+    rows = sample_rows(len(values), 2_000, keep=[int(values.argmax()), int(values.argmin())])
+    assert len(rows) == 2_000 and len(set(rows.tolist())) == 2_000 and list(rows) == sorted(rows)
+    assert values[rows].max() == 18_823.0 and values[rows].min() == values.min()
+    assert list(sample_rows(10, 20, keep=[3])) == list(range(10))
