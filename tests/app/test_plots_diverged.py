@@ -138,7 +138,7 @@ def test_compare_keeps_a_diverged_run_off_its_axes_and_has_a_log_scale(qtbot: An
     assert view.check_log_y.text() == "Log scale"
     view.check_log_y.setChecked(True)
     assert view.items["train_loss"].ctrl.logYCheck.isChecked() and view.items["val_loss"].ctrl.logYCheck.isChecked()
-    assert not view.items["val_accuracy"].ctrl.logYCheck.isChecked()
+    assert not view.items["figure"].ctrl.logYCheck.isChecked()
     vb = view.items["train_loss"].getViewBox()
     qtbot.waitUntil(lambda: vb.viewRange()[1][1] < 1.0, timeout=5_000)
     assert len(view.curves["train_loss"]) == 2

@@ -17,7 +17,8 @@ from core.config import Config
 
 def test_eta_right_after_raising_the_epochs_while_paused_counts_the_epochs_left(qtbot: Any, make_window: Any) -> None:
     window = make_window()
-    window.panel.set_config(Config().replace("train", epochs=20).replace("parallel", strategy="single", workers=1))
+    # far more epochs than pass before the pause, however fast the machine: the run is still going when it comes
+    window.panel.set_config(Config().replace("train", epochs=400).replace("parallel", strategy="single", workers=1))
     window.action_start.trigger()
 
     def measured() -> bool:
@@ -26,19 +27,19 @@ def test_eta_right_after_raising_the_epochs_while_paused_counts_the_epochs_left(
 
     qtbot.waitUntil(measured, timeout=120_000)
     progress = window.live.progress
-    eta_before = progress.eta_s()  # what the 20 epochs had left, at the pace measured
+    eta_before = progress.eta_s()  # what the 400 epochs had left, at the pace measured
     window.action_pause.trigger()
     qtbot.waitUntil(lambda: progress.paused, timeout=30_000)
     share, done = progress.progress, progress.count().done
-    window.panel.spin_epochs.setValue(200)
+    window.panel.spin_epochs.setValue(4000)
     window.action_resume.trigger()
     qtbot.waitUntil(lambda: not progress.paused, timeout=30_000)
     eta = progress.eta_s()
     assert eta is not None
-    # about ten times the epochs left: the ETA and the bar count in the 200 epochs at once
-    left_before, left_now = 20 - 20 * share, 200 - 20 * share
+    # about ten times the epochs left: the ETA and the bar count in the 4000 epochs at once
+    left_before, left_now = 400 - 400 * share, 4000 - 400 * share
     assert eta > 0.3 * eta_before * left_now / left_before, (eta, eta_before, share)
-    assert progress.progress < 0.1 and f"Epoch {done + 1}/200" in window.progress_run.text()
+    assert progress.progress < 0.1 and f"Epoch {done + 1}/4000" in window.progress_run.text()
     assert "ETA –" not in window.progress_run.text()
     window.action_stop.trigger()
     qtbot.waitUntil(lambda: window.controller.ended, timeout=60_000)
