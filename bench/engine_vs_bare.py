@@ -34,7 +34,8 @@ from core.data import load_data
 from core.launchers import local as launcher
 from core.session import Session
 from core.training.models import build_model
-from core.worker.trainer import epoch_indices, make_optimizer
+from core.training.optimizers import make_optimizer
+from core.worker.trainer import epoch_indices
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

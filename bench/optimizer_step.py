@@ -4,7 +4,7 @@
 
 The model is the default MLP (64 -> 256 -> 256 -> 10), batch 64, one thread
 (as each hogwild worker runs). "default" is ``torch.optim.X(params, lr)`` as a
-hand-written loop builds it; "TrainDesk" is ``core.worker.trainer.make_optimizer``
+hand-written loop builds it; "TrainDesk" is ``core.training.optimizers.make_optimizer``
 (fused kernels where torch has them). Each figure is the median of
 ``--rounds`` interleaved rounds of ``--steps`` steps: zero_grad, forward,
 cross-entropy, backward, ``loss.item()``, step.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.config import Config, OptimConfig
 from core.training.models import build_model
-from core.worker.trainer import make_optimizer
+from core.training.optimizers import make_optimizer
 
 DEFAULTS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.9),

@@ -83,7 +83,7 @@ class WeightsDownload(QObject):
         self.progress.hide()
         self.button_cancel.hide()
         self.window.state.update(downloading=False, cancelling=False)
-        self.window.panel.refresh_weight_marks()
+        self.window.panel.model.backbone.refresh_cached()  # mark again what is in the cache now
 
     def _on_done(self, path: object, then: Callable[[], None]) -> None:
         closing = self.window.state.closing

@@ -91,6 +91,11 @@ class BackboneRows:
         self.combo_weights.currentIndexChanged.connect(lambda _i: self.update_weights_label())
 
     # -- the model choice ------------------------------------------------------------------------
+    def refresh_cached(self) -> None:
+        """Mark again the backbones whose weights are in the cache (one was just downloaded)."""
+        self.refresh_marks()
+        self.update_weights_label()
+
     def refresh_marks(self) -> None:
         """Mark the suggested backbones whose weights are in the hub's cache (after a download, say)."""
         combo = self.combo_model

@@ -113,11 +113,6 @@ class ConfigPanel(QWidget):
             if not name.startswith("_") and isinstance(value, (QWidget, QAction)) and not hasattr(self, name):
                 setattr(self, name, value)
 
-    @property
-    def _images(self) -> tuple[Any, ...]:
-        """The chosen data set's sample images, as described."""
-        return self.data.images
-
     def _build_view_header(self) -> QWidget:
         self.frame_view = QGroupBox(objectName="frame_run_settings")
         row = QVBoxLayout(self.frame_view)
@@ -266,10 +261,6 @@ class ConfigPanel(QWidget):
         """Drop a file/folder source from the picker (e.g. one that failed); built-in ones stay."""
         self.data.remove_current_source()
 
-    def column_kinds(self) -> dict[str, str]:
-        """Each listed column's kind as its combo shows it."""
-        return self.data.column_kinds()
-
     def shown_task(self) -> str:
         """train.task of the config shown (the dataset is described for it)."""
         return self._base.train.task
@@ -355,19 +346,14 @@ class ConfigPanel(QWidget):
     def show_augment_preview(self) -> None:
         """A dialog with augmented copies of the data set's sample images, under the panel's [augment]."""
         cfg = self.try_config()
-        if cfg is None or not self._images:
+        if cfg is None or not self.data.images:
             return
         from app.panel.augment_preview import AugmentPreviewDialog
 
         if self.augment_preview is not None:
             self.augment_preview.close()
-        self.augment_preview = AugmentPreviewDialog(cfg.augment, self._images, self)
+        self.augment_preview = AugmentPreviewDialog(cfg.augment, self.data.images, self)
         self.augment_preview.show()
-
-    def refresh_weight_marks(self) -> None:
-        """Mark again the backbones whose weights are in the cache (one was just downloaded)."""
-        self.model.backbone.refresh_marks()
-        self.model.backbone.update_weights_label()
 
     def set_icons(self, folder: QIcon) -> None:
         for button in (self.data.button_browse_data, self.model.button_browse_model, self.model.button_browse_weights):

@@ -150,7 +150,7 @@ class ServeView(QWidget):
         # the try-it form: fields from the schema, the answer, and the curl line that sends the same body
         self.try_form = TryItForm()
         self.try_form.changed.connect(self._update_curl)
-        self.try_form.picked.connect(self._on_images_picked)
+        self.try_form.picked.connect(lambda: self.send() if self.url else None)  # a picked image is sent at once
         self.image_answer = ImageAnswer("serve")
         self.image_answer.hide()
         self.label_serve_image = self.image_answer.label_image
@@ -453,10 +453,6 @@ class ServeView(QWidget):
             self.answered.emit(text)
 
         self._request("POST", "/predict", json.dumps(body).encode(), done)
-
-    def _on_images_picked(self) -> None:
-        if self.url:
-            self.send()
 
     def _keep_image_answers(self, sent: list[Path], status: int, data: bytes) -> None:
         predictions: list[Any] = []

@@ -88,7 +88,8 @@ class Config:
         chosen = int(self.train.early_stop_patience)
         if chosen >= 0:
             return chosen
-        return TABLE_PATIENCE if table and self.parallel.strategy != "sweep" else 0
+        strategy = _strategy(self.parallel.strategy)
+        return TABLE_PATIENCE if table and strategy is not None and not strategy.model_per_worker else 0
 
 
 def _strategy(name: Any) -> type[Strategy] | None:

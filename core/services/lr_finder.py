@@ -97,7 +97,7 @@ def find_lr(
     from core.errors import UserError
     from core.training.backbones import image_input
     from core.training.models import build_model_for
-    from core.worker.trainer import make_optimizer, set_lr
+    from core.training.optimizers import make_optimizer, set_lr
 
     if not (0 < start < end) or steps < 5:
         raise UserError(

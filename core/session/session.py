@@ -56,7 +56,7 @@ from core.session.state import ENDED, RunState
 from core.strategies import get_strategy
 from core.training.backbones import BackboneNet, frozen_backbone, image_input, is_timm, start_pretrained
 from core.training.checkpoint import load_weights
-from core.training.features import FeatureCount, with_features
+from core.training.features import FeatureCount, feature_progress, with_features
 from core.training.models import build_model_for, count_parameters
 from core.training.shared_state import SharedState, share_flat
 from core.worker.channels import CHECKPOINT, PAUSE, RUN, STOP
@@ -248,7 +248,9 @@ class Session:
                     usable_cores(),
                     cfg.data.loader_workers,
                     get_context(),
-                    self._feature_progress,
+                    lambda done, total, s: self._emit(
+                        [log_record(None, "info", feature_progress(done, total, s), topic="data")]
+                    ),
                 )
         self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)
         self.num_parameters = count_parameters(models[0])
@@ -406,11 +408,6 @@ class Session:
                     fn(records)
                 except Exception:  # a broken listener must not kill the run
                     pass
-
-    def _feature_progress(self, done: int, total: int, seconds: float) -> None:
-        rate = f" ({done / seconds:.0f} images/s)" if done and seconds > 0 else ""
-        message = f"backbone features: {done:,} of {total:,} images computed{rate}"
-        self._emit([log_record(None, "info", message, topic="data")])
 
     def note(self, level: str, message: str) -> None:
         """A line for the run's log (metrics.jsonl) from whoever drives the run, e.g. the command line's

@@ -57,6 +57,12 @@ class FeatureCount:
         )
 
 
+def feature_progress(done: int, total: int, seconds: float) -> str:
+    """The log's line while features are computed."""
+    rate = f" ({done / seconds:.0f} images/s)" if done and seconds > 0 else ""
+    return f"backbone features: {done:,} of {total:,} images computed{rate}"
+
+
 def cache_key(kind: str, net: BackboneNet, info: DatasetInfo) -> str:
     """What a cached feature depends on: the backbone, its weights, the image size and statistics."""
     what = {"format": FORMAT, "kind": kind, "weights": weights_digest(net), "shape": list(info.input_shape)}

@@ -217,7 +217,7 @@ def test_gui_runs_dir_is_remembered(qapp: Any, tmp_path: Path, monkeypatch: pyte
 def test_a_sweep_without_a_named_best_worker_is_shown_by_the_worker_its_strategy_picks() -> None:
     """The comparison's sweep curve is the worker Sweep.result_worker chooses (the best last evaluation),
     not the worker with the best evaluation at any epoch."""
-    from app.views.compare import run_curves
+    from app.viewmodels.compare_runs import run_curves
     from core.strategies import get_strategy
 
     cfg = Config().replace("parallel", strategy="sweep", workers=2, sweep_lr=(0.1, 0.01))

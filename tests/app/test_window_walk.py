@@ -195,7 +195,8 @@ def test_compare_names_runs_that_differ_only_in_the_middle_apart(qtbot: Any, tmp
     import numpy as np
 
     from app.plots.text import distinct_names
-    from app.views.compare import CompareRun, CompareView
+    from app.viewmodels.compare_runs import CompareRun
+    from app.views.compare import CompareView
 
     view = CompareView()
     qtbot.addWidget(view)

@@ -149,7 +149,7 @@ def test_full_fine_tuning_changes_the_backbone_at_its_own_rate(photos: Path, wei
     assert changed, "full fine-tuning left every backbone weight as it was"
     from core.training.backbones import BackboneNet
     from core.training.models import build_model
-    from core.worker.trainer import make_optimizer
+    from core.training.optimizers import make_optimizer
 
     cfg = apply_overrides(
         Config(),

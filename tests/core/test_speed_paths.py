@@ -105,7 +105,7 @@ def test_optimizers_use_fused_kernels_where_torch_has_them(name: str) -> None:
     import torch
 
     from core.config import OptimConfig
-    from core.worker.trainer import make_optimizer
+    from core.training.optimizers import make_optimizer
 
     cpu = torch.nn.Linear(4, 3)
     opt = make_optimizer(cpu.parameters(), OptimConfig(name=name), 0.1)
