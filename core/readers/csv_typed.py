@@ -163,16 +163,16 @@ def typed_columns(path: Path, missing: Sequence[str]) -> TypedColumns:
     return TypedColumns(table.column_names, _widened(table.schema), sorted(missing))
 
 
-def read_typed_rows(path: Path, start: int, stop: int, typed: TypedColumns) -> Any:
+def read_typed_rows(path: Path, start: int, stop: int, typed: TypedColumns, threads: bool = False) -> Any:
     """Bytes ``start:stop`` of the file (whole lines after the header) as a pyarrow table of ``typed``'s
-    columns, parsed on this thread alone; raises ``pyarrow.ArrowException`` (or ``OSError``, ``ValueError``)
+    columns, parsed on pyarrow's threads or (``threads`` False) this thread alone; raises ``pyarrow.ArrowException`` (or ``OSError``, ``ValueError``)
     where the rows do not fit those types."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
     with path.open("rb", buffering=0) as fh:
         data = os.pread(fh.fileno(), stop - start, start)
-    read = pacsv.ReadOptions(column_names=typed.names, use_threads=False)
+    read = pacsv.ReadOptions(column_names=typed.names, use_threads=threads)
     return pacsv.read_csv(
         pa.py_buffer(data),
         read_options=read,

@@ -237,18 +237,19 @@ def table_blocks(
 
 
 def table_piece(
-    path: Path, start: int, stop: int, typed: Any, where: str, exact: Sequence[str] = ()
+    path: Path, start: int, stop: int, typed: Any, where: str, exact: Sequence[str] = (), threads: bool = False
 ) -> RawTable | None:
     """Bytes ``start:stop`` of a CSV (whole lines, no quote) as :func:`table_blocks` gives their rows: read
     with the types of its first piece (``typed``: ``core.readers.csv_typed.typed_columns``, its missing
-    words included), each column converted on this thread. None where the blocks must read the file (rows
+    words included), parsed on pyarrow's threads or (``threads`` False) this one, each column converted on
+    this thread. None where the blocks must read the file (rows
     the first piece's types do not fit, a value only the text reader takes, a name twice)."""
     import pyarrow as pa
 
     from core.readers.csv_typed import read_typed_rows
 
     try:
-        block = read_typed_rows(path, start, stop, typed)
+        block = read_typed_rows(path, start, stop, typed, threads)
     except (pa.ArrowException, OSError, ValueError):
         return None
     names = [str(n).strip() for n in block.column_names]

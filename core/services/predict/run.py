@@ -241,10 +241,13 @@ def _predict_csv_pieces(
     return not split.whole
 
 
-def _cut(split: CsvSplit, estimate: int, workers: int, batch_rows: int) -> Iterator[CsvRows]:
-    """The pieces of a CSV for ``workers`` processes, of whole batches (a whole read's batches)."""
+def _cut(
+    split: CsvSplit, estimate: int, workers: int, batch_rows: int, most: int = planning.PIECE_BATCHES
+) -> Iterator[CsvRows]:
+    """The pieces of a CSV for ``workers`` processes, of whole batches (a whole read's batches), at most
+    ``most`` batches each."""
     per_worker = math.ceil(estimate / batch_rows / (workers * planning.PIECES_PER_WORKER))
-    step = batch_rows * max(1, min(planning.PIECE_BATCHES, per_worker))
+    step = batch_rows * max(1, min(most, per_worker))
     # the last pieces (about TAIL_BATCHES batches per worker) are one batch each: the processes end together
     tail = min(0.5, planning.TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if workers > 1 else 0.0
     return split.pieces(step, tail_rows=batch_rows, tail_bytes=int(tail * (split.data_end - split.data_start)))
@@ -278,9 +281,9 @@ def _predict_table_pieces(
     first = 0
     with _progress(estimate) as bar:
         for result in runner.run(
-            _cut(split, estimate, runner.processes, batch_rows),
+            _cut(split, estimate, runner.processes, batch_rows, planning.TABLE_PIECE_BATCHES),
             bar,
-            here=lambda piece: predict_table_piece(runner.predictor(), piece, typed, batch_rows),
+            here=lambda piece: predict_table_piece(runner.predictor(), piece, typed, batch_rows, threads=True),
             task=lambda piece: (pools.table_piece_task, (piece, typed, batch_rows)),
             void=lambda: split.whole,
         ):

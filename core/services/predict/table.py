@@ -29,11 +29,14 @@ def read_table_input(path: Path, meta: dict[str, Any], scheme: str = "csv") -> d
     return parts
 
 
-def table_parts(meta: dict[str, Any], table: RawTable, row0: int = 0) -> tuple[dict[str, Any], dict[str, int]]:
+def table_parts(
+    meta: dict[str, Any], table: RawTable, row0: int = 0, threads: int | None = None
+) -> tuple[dict[str, Any], dict[str, int]]:
     """The fields of a ``PredictInput`` from a table's raw columns (a whole file's, or a block of its rows
-    from row ``row0``: an error names the file's row), and the category values training never saw, by column."""
+    from row ``row0``: an error names the file's row), and the category values training never saw, by column;
+    ``threads`` encode the columns (None: ``encode_columns`` chooses)."""
     schema = Schema.from_json(meta["schema"])
-    enc = encode_columns(schema, table.columns, table.where, table.path, row0)
+    enc = encode_columns(schema, table.columns, table.where, table.path, row0, threads)
     used = {c.name for c in schema.used}
     ids: Any = None
     if "id" in table.columns and "id" not in used:
