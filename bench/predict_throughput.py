@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/predict_throughput.py [--rows 2000,200000,2000000] [--formats onnx,safetensors]
                                                  [--workers auto,1,2] [--input csv,npz] [--repeat 3] [--warm]
+                                                 [--tables 2000000x8,200000x32]
 
 The headline is the whole command, started as a subprocess the way a user
 types it (``python -m core predict MODEL INPUT --out FILE [--workers N]``):
@@ -11,6 +12,12 @@ is the median of the rounds with the best in brackets, and the ratios are
 against ``--workers 1`` on the same input. The model is the default MLP
 (64 -> 256 -> 256 -> 10) with untrained weights (time does not depend on
 them).
+
+``--tables ROWSxCOLUMNS,...`` times tables instead: for each, a model trained
+by the engine (as ``traindesk train`` does, one epoch) on 3,000 rows of that
+many number columns and a label, exported to ONNX (its schema in front), then
+a CSV of ROWS rows of the same columns predicted (read, encoded, predicted and
+written: the path of a table model, the blocks or the pool's pieces).
 
 ``--warm`` adds the old in-process figures apart: ``predict()`` in this
 process with the forkserver already started (its start-up printed apart),
@@ -99,6 +106,47 @@ def make_input(root: Path, rows: int, kind: str) -> Path:
     return path
 
 
+def table_csv(path: Path, rows: int, columns: int, seed: int, label: bool) -> Path:
+    """``rows`` rows of ``columns`` numbers (4 decimals), and a label of three classes when ``label``."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    x = np.round(np.random.default_rng(seed).normal(0, 1.5, (rows, columns)), 4)
+    table = {f"f{i}": x[:, i] for i in range(columns)}
+    if label:
+        table["label"] = np.array(["abc"[k] for k in ((x[:, 0] > 0).astype(int) + (x[:, 1] > 1)).tolist()])
+    with path.open("wb") as fh:
+        pacsv.write_csv(pa.table(table), fh, write_options=pacsv.WriteOptions(quoting_style="none"))
+    return path
+
+
+def table_case(root: Path, rows: int, columns: int) -> tuple[Path, Path]:
+    """An ONNX export of a model trained on a table of ``columns`` numbers, and a CSV of ``rows`` rows for it."""
+    from core.config import apply_overrides
+    from core.session import Session
+
+    train = table_csv(root / f"train-{columns}.csv", 3000, columns, 0, label=True)
+    cfg = apply_overrides(
+        Config(), [f'data.source="csv:{train}"', "parallel.strategy=single", "train.epochs=1", "train.seed=0"]
+    )
+    session = Session(cfg, runs_dir=root / "runs")
+    session.start()
+    if session.wait(600) != "finished" or session.run_dir is None:
+        raise SystemExit(f"training the {columns}-column table failed")
+    (root / f"table-{columns}").mkdir()
+    model = export_run(session.run_dir, "onnx", root / f"table-{columns}" / "model.onnx").path
+    return model, table_csv(root / f"table-{rows}x{columns}.csv", rows, columns, 1, label=False)
+
+
+def tables(root: Path, spec: str, workers: list[str], repeat: int) -> None:
+    """``--tables``: each case's model and input, the commands round robin as ``end_to_end`` runs them."""
+    for case in [c.strip() for c in spec.split(",") if c.strip()]:
+        rows, _, columns = case.partition("x")
+        model, inp = table_case(root, int(rows), int(columns))
+        print(f"input: {inp.name}: {inp.stat().st_size / 1e6:,.1f} MB, {columns} number columns; a table's model")
+        end_to_end({"table-onnx": model}, [inp], workers, repeat, root / "out.csv")
+
+
 def command(model: Path, inp: Path, out: Path, workers: str) -> list[str]:
     """`traindesk predict` as a user types it."""
     cmd = [sys.executable, "-m", "core", "predict", str(model), str(inp), "--out", str(out)]
@@ -121,10 +169,13 @@ def end_to_end(models: dict[str, Path], inputs: list[Path], workers: list[str], 
         (fmt, inp, w): command(model, inp, out, w) for inp in inputs for fmt, model in models.items() for w in workers
     }
     times: dict[tuple[str, Path, str], list[float]] = {case: [] for case in cases}
+    load = os.getloadavg()[0]
     for _ in range(repeat):
         for case, cmd in cases.items():
             times[case].append(run_command(cmd))
-    print(f"\nend to end (the command as a user runs it), seconds: median of {repeat} (best)")
+    print(
+        f"\nend to end (the command as a user runs it), seconds: median of {repeat} (best); load average before: {load:.1f}"
+    )
     print(
         f"{'input':<24} {'model':<12} "
         + " ".join(f"{'--workers ' + w if w != 'auto' else 'no --workers':>20}" for w in workers)
@@ -215,6 +266,9 @@ def main() -> int:
     parser.add_argument("--input", default="csv,npz", help="input kinds: csv, npz or both")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; figures are the median (and best)")
     parser.add_argument("--warm", action="store_true", help="also the in-process figures with a warm pool")
+    parser.add_argument(
+        "--tables", default="", help="ROWSxCOLUMNS,...: a table model's CSV of that many number columns instead"
+    )
     args = parser.parse_args()
     keep_freed_memory()  # as `traindesk predict` does before it predicts
     workers = [w.strip() for w in args.workers.split(",") if w.strip()]
@@ -225,6 +279,9 @@ def main() -> int:
     )
     with tempfile.TemporaryDirectory(prefix="traindesk-bench-") as tmp:
         root = Path(tmp)
+        if args.tables:
+            tables(root, args.tables, workers, args.repeat)
+            return 0
         run_dir = make_checkpoint(root / "runs")
         (root / "exports").mkdir()
         models: dict[str, Path] = {}

@@ -10,12 +10,17 @@ lines) goes through pyarrow's streaming reader, block by block. None when
 pyarrow cannot read it as one table (a later piece holds what the first
 piece's types do not foresee, a malformed line): the caller then reads it
 with the line-precise reader, whose errors name the line.
+
+``typed_columns`` gives the names and types that first piece has, and
+``read_typed_rows`` reads any byte range of whole lines with them: other
+processes each read their own rows of the file exactly as the pieces do.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +91,9 @@ def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
             del piece
             if schema is None:  # the header's piece: names and types inferred
                 first = pacsv.read_csv(data, convert_options=convert)
-                schema = pa.schema(
-                    [pa.field(f.name, pa.float64() if pa.types.is_integer(f.type) else f.type) for f in first.schema]
-                )
+                schema = _widened(first.schema)
                 yield first.cast(schema)
-                rest = pacsv.ConvertOptions(
-                    column_types={f.name: f.type for f in schema},
-                    null_values=convert.null_values,
-                    strings_can_be_null=True,
-                    quoted_strings_can_be_null=True,
-                )
-                read_rest = (pacsv.ReadOptions(column_names=first.column_names), rest)
+                read_rest = (pacsv.ReadOptions(column_names=first.column_names), _typed_options(schema, convert))
                 continue
             assert read_rest is not None
             yield pacsv.read_csv(data, read_options=read_rest[0], convert_options=read_rest[1])
@@ -120,3 +117,64 @@ def _pieces(fd: int, end: int, size: int) -> Iterator[bytes]:
             stop += len(window)
         yield os.pread(fd, stop - start, start)
         start = stop
+
+
+def _widened(schema: Any) -> Any:
+    """The first piece's types, integers widened to float64 (a later ``1.5`` is still a number)."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(f.name, pa.float64() if pa.types.is_integer(f.type) else f.type) for f in schema])
+
+
+def _typed_options(schema: Any, convert: Any) -> Any:
+    import pyarrow.csv as pacsv
+
+    return pacsv.ConvertOptions(
+        column_types={f.name: f.type for f in schema},
+        null_values=convert.null_values,
+        strings_can_be_null=True,
+        quoted_strings_can_be_null=True,
+    )
+
+
+@dataclass(frozen=True)
+class TypedColumns:
+    """A CSV's column names as its header spells them and the types its first piece gave them (widened):
+    what every other piece is read with. Small and picklable: it travels with each piece to a process."""
+
+    names: list[str]
+    schema: Any  # pyarrow.Schema
+    missing: list[str]
+
+
+def typed_columns(path: Path, missing: Sequence[str]) -> TypedColumns:
+    """The names and types of the first piece ``typed_csv_blocks`` reads (the same bytes, the same
+    inference); raises ``pyarrow.ArrowException``, ``OSError`` or ``ValueError`` as it does."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    with path.open("rb", buffering=0) as fh:
+        first = next(
+            _pieces(fh.fileno(), os.fstat(fh.fileno()).st_size, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES), b""
+        )
+    if not first:
+        raise ValueError("empty file")
+    table = pacsv.read_csv(pa.py_buffer(first), convert_options=typed_convert_options(missing))
+    return TypedColumns(table.column_names, _widened(table.schema), sorted(missing))
+
+
+def read_typed_rows(path: Path, start: int, stop: int, typed: TypedColumns, threads: bool = False) -> Any:
+    """Bytes ``start:stop`` of the file (whole lines after the header) as a pyarrow table of ``typed``'s
+    columns, parsed on pyarrow's threads or (``threads`` False) this thread alone; raises ``pyarrow.ArrowException`` (or ``OSError``, ``ValueError``)
+    where the rows do not fit those types."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    with path.open("rb", buffering=0) as fh:
+        data = os.pread(fh.fileno(), stop - start, start)
+    read = pacsv.ReadOptions(column_names=typed.names, use_threads=threads)
+    return pacsv.read_csv(
+        pa.py_buffer(data),
+        read_options=read,
+        convert_options=_typed_options(typed.schema, typed_convert_options(typed.missing)),
+    )

@@ -48,7 +48,7 @@ from core.schema.spec import (
     Schema,
     embedding_size,
 )
-from core.schema.table import RawTable, WholeRead, read_table, table_blocks
+from core.schema.table import RawTable, WholeRead, read_table, table_blocks, table_piece
 from core.schema.target import (
     IMBALANCE_RATIO,
     REGRESSION_MIN_LEVELS,
@@ -96,6 +96,7 @@ __all__ = [
     "max_levels",
     "read_table",
     "table_blocks",
+    "table_piece",
     "regression_target",
     "target_values",
     "unseen_note",

@@ -46,12 +46,14 @@ def encode_columns(
     where: str = "predict",
     path: str = "",
     row0: int = 0,
+    threads: int | None = None,
 ) -> Encoded:
     """Encode raw columns (name -> sequence of values; any order, extra columns ignored).
 
     Values may be numbers, text, ``None`` or NaN; text in ``schema.missing_values``
     is missing. A missing column is a one-line error naming it; a value of the
-    wrong kind names its column and row (``row0`` + its position, 1-based).
+    wrong kind names its column and row (``row0`` + its position, 1-based). ``threads``: how many columns
+    are encoded at once (None: one per core from ``PARALLEL_ROWS`` rows on).
     """
     if not isinstance(schema, Schema):
         schema = Schema.from_json(schema)
@@ -72,7 +74,8 @@ def encode_columns(
             raise DataError(f"{where_path}: column {c.name!r} has {length} values, others have {n}")
     n = n or 0
     used = list(schema.used)
-    threads = min(8, os.cpu_count() or 1) if n >= PARALLEL_ROWS and len(used) > 1 else 1
+    if threads is None:
+        threads = min(8, os.cpu_count() or 1) if n >= PARALLEL_ROWS and len(used) > 1 else 1
     with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core: numpy lets go of the GIL
         done = list(pool.map(lambda c: _encode_column(c, columns[c.name], miss_words, where, path, row0), used))
     parts = (

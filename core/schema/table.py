@@ -236,6 +236,30 @@ def table_blocks(
         yield read_table(path, scheme, where, missing, exact)
 
 
+def table_piece(
+    path: Path, start: int, stop: int, typed: Any, where: str, exact: Sequence[str] = (), threads: bool = False
+) -> RawTable | None:
+    """Bytes ``start:stop`` of a CSV (whole lines, no quote) as :func:`table_blocks` gives their rows: read
+    with the types of its first piece (``typed``: ``core.readers.csv_typed.typed_columns``, its missing
+    words included), parsed on pyarrow's threads or (``threads`` False) this one, each column converted on
+    this thread. None where the blocks must read the file (rows
+    the first piece's types do not fit, a value only the text reader takes, a name twice)."""
+    import pyarrow as pa
+
+    from core.readers.csv_typed import read_typed_rows
+
+    try:
+        block = read_typed_rows(path, start, stop, typed, threads)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    names = [str(n).strip() for n in block.column_names]
+    miss, keep = frozenset(typed.missing), frozenset(exact)
+    columns = [_column(c, miss, name not in keep) for c, name in zip(block.columns, names)]
+    if len(set(names)) != len(names) or any(c is None for c in columns):
+        return None
+    return RawTable(where, str(path), dict(zip(names, columns)), int(block.num_rows), "csv")
+
+
 def _column(col: Any, missing: frozenset[str], narrow: bool = False) -> Any:
     """A typed pyarrow column as float64 (NaN for missing; float32 when ``narrow``, as :func:`_narrowed`
     makes it) or :class:`Coded` text; None when the text reader must read the file: "nan", "inf" or a value

@@ -309,7 +309,117 @@ def test_a_bad_value_late_in_the_file_leaves_no_output_file(
     path = _write_csv(tmp_path / "bad.csv", rows, ["id", *HEADER[:4]])
     request.getfixturevalue("tiny_blocks")
     out = tmp_path / "p.csv"
-    code = cli.main(["predict", str(run), str(path), "--workers", "1", "--out", str(out)])
-    _, err = capsys.readouterr()
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "'a'" in err and "abc" in err, err
-    assert not out.exists() and list(tmp_path.glob(".p.csv*")) == []
+    for workers in ("1", "2"):  # the pool's processes give the piece up: the whole read says what and where
+        code = cli.main(["predict", str(run), str(path), "--workers", workers, "--out", str(out)])
+        _, err = capsys.readouterr()
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "'a'" in err and "abc" in err, err
+        assert not out.exists() and list(tmp_path.glob(".p.csv*")) == []
+
+
+def _parent_reads_no_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process may cut the file, not read its rows: the pool's processes read and encode them."""
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("this process read the table's rows")
+
+    monkeypatch.setattr(tables, "table_blocks", refused)
+    monkeypatch.setattr(tables, "_column", refused)
+
+
+def test_the_pools_processes_read_and_encode_their_own_rows(
+    table_model: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same bytes, notes and scores as one process, to a file or a pipe, with ids or row numbers and
+    with true labels (a test set), while this process reads none of the rows."""
+    import core.services.predict.run as runs
+
+    run, features = table_model
+    rows = [[*r[:2], "indigo" if i > 2500 and i % 7 == 0 else r[2], *r[3:]] for i, r in enumerate(_rows(seed=3))]
+    labelled = _write_csv(tmp_path / "labelled.csv", rows)  # no id column, the target column, a late level
+    request.getfixturevalue("tiny_blocks")
+    for path in (features, labelled):
+        one = predict(run, path, workers=1, batch_rows=64)
+        with monkeypatch.context() as patched:
+            _parent_reads_no_block(patched)
+            patched.setattr(runs, "_predict_table_blocks", lambda *a: pytest.fail("read by blocks"))
+            for sink in (io.StringIO(), Pipe()):
+                pooled = predict(run, path, workers=2, batch_rows=64, out=sink)
+                assert sink.getvalue() == one.csv_text() and pooled.workers == 2, path.name
+                assert pooled.notes == one.notes and pooled.evaluation() == one.evaluation()
+            kept = predict(run, path, workers=2, batch_rows=64)
+        assert kept.csv_text() == one.csv_text() and kept.ids == one.ids and kept.labels == one.labels
+    assert one.labels is not None and one.evaluation() is not None and "color: 71" in one.notes[0]
+
+
+@pytest.mark.parametrize("case", ["late text", "quotes"])
+def test_a_table_the_pieces_cannot_take_is_read_by_blocks(
+    table_model: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest, case: str
+) -> None:
+    """A column empty in the first piece and text later (the pieces' types do not fit), or a quoted value
+    (a value may span lines): read by blocks from the first row, the same bytes as one process."""
+    run, _ = table_model
+    rows = [[i, *r[:4], "" if i < 2000 else "a note"] for i, r in enumerate(_rows(seed=7))]
+    if case == "quotes":
+        rows = [[i, *r[:4], "x, y" if i == 1500 else "x"] for i, r in enumerate(_rows(seed=7))]
+    path = _write_csv(tmp_path / "other.csv", rows, ["id", *HEADER[:4], "note"])
+    whole = predict(run, path, workers=1, batch_rows=64)
+    request.getfixturevalue("tiny_blocks")
+    for sink in (io.StringIO(), Pipe()):
+        pooled = predict(run, path, workers=2, batch_rows=64, out=sink)
+        assert sink.getvalue() == whole.csv_text() and pooled.written == N_ROWS, type(sink).__name__
+
+
+def test_the_default_pools_a_large_table_and_not_a_small_one(
+    table_model: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The automatic count weighs the work a pool would take over, reading and encoding the rows included:
+    on a clock that only reading moves (1 ms a cell), the rows left of a large table repay a pool whose
+    start-up was measured at 0.5 s; a small one never considers one, a mid-size one's rows left do not."""
+    import types
+
+    import core.services.predict
+    import core.services.predict.pool
+    import core.services.predict.runner
+    from core.services.predict import planning
+
+    run, features = table_model
+    one = predict(run, features, workers=1, batch_rows=16)
+    request.getfixturevalue("tiny_blocks")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    kind = core.services.predict.runtime(run / "checkpoints" / "last.pt")
+    core.services.predict.remember_pool_start(kind, 0.5)
+    monkeypatch.setattr(planning, "worker_limit", lambda: 2)
+    monkeypatch.setattr(planning, "busy_cores", lambda: 1.0)  # this process alone
+    clock = [0.0]
+    column = tables._column
+
+    def read_column(col: Any, *args: Any) -> Any:
+        clock[0] += len(col) * 1e-3
+        return column(col, *args)
+
+    monkeypatch.setattr(tables, "_column", read_column)
+    monkeypatch.setattr(core.services.predict.runner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    started: list[int] = []
+    pool = core.services.predict.pool.open_pool
+    monkeypatch.setattr(core.services.predict.pool, "open_pool", lambda model, n: started.append(n) or pool(model, n))
+    hand_over = planning.AutoPool.hand_over
+
+    def once_ready(self: Any, runner: Any, rows: int, seconds: float) -> bool:
+        """A pool that was started takes over at the next piece: this process waits until it is up."""
+        if self._thread is not None:
+            self._thread.join()
+            for ready in self._ready:
+                ready.result(timeout=120)
+        return hand_over(self, runner, rows, seconds)
+
+    monkeypatch.setattr(planning.AutoPool, "hand_over", once_ready)
+    auto = predict(run, features, batch_rows=16)  # 3000 rows, 5 columns: 15 s of reading on that clock
+    assert started == [2] and auto.workers == 2 and auto.csv_text() == one.csv_text()
+    core.services.predict.remember_pool_start(kind, 0.5)  # not the start-up that pool measured
+    lines = features.read_text().splitlines(keepends=True)
+    for rows in (200, 300):  # fewer than AUTO_POOL_BATCHES batches; 1.2 s of reading left after the first piece
+        path = tmp_path / f"rows{rows}.csv"
+        path.write_text("".join(lines[:1] + lines[1000 : 1000 + rows]))  # rows of the usual length: sized right
+        started.clear()
+        auto = predict(run, path, batch_rows=16)
+        assert started == [] and auto.workers == 1 and auto.n_rows == rows

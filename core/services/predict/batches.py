@@ -51,3 +51,27 @@ def predict_piece(
     probs, text = predict_chunk(predictor, inp, 0, piece.count, batch_rows)
     labels = [str(v) for v in table.text[label_col].tolist()] if label_col is not None else []
     return probs, text, own_ids, labels
+
+
+def predict_table_piece(
+    predictor: Predictor, piece: Any, typed: Any, batch_rows: int, threads: bool = False
+) -> tuple[np.ndarray, str, list[str] | None, list[str] | None, dict[str, int]] | None:
+    """Read one CSV piece (core.readers.CsvRows) of a table with its first piece's types (``typed``), encode
+    it by the model's schema and predict it, on this thread (``threads``: reading and encoding on every
+    core, the model on its own threads as ever): probabilities, CSV lines, the id column's
+    values and the true labels (None when the table has none) and the unseen category values by column;
+    None when the table must be read by blocks."""
+    from pathlib import Path
+
+    from core.schema import Schema, table_piece
+    from core.services.predict.table import table_parts
+
+    schema = Schema.from_json(predictor.meta["schema"])
+    table = table_piece(Path(piece.path), piece.start, piece.stop, typed, "predict", (schema.target, "id"), threads)
+    if table is None or table.n_rows != piece.count:  # a blank line (skipped), or the file changed
+        return None
+    parts, unseen = table_parts(predictor.meta, table, row0=piece.first, threads=None if threads else 1)
+    ids = parts["ids"]
+    inp = PredictInput(RowNumbers(range(piece.first, piece.first + piece.count)) if ids is None else ids, x=parts["x"])
+    probs, text = predict_chunk(predictor, inp, 0, piece.count, batch_rows)
+    return probs, text, ids, parts["labels"], unseen

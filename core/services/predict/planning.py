@@ -30,6 +30,7 @@ AUTO_MEASURE_S = 0.3  # this process predicts this long before it judges the wor
 AUTO_REPAY = 2.0  # a pool is started when it would save this many times its start-up
 POOL_START_S = {"onnx": 1.5, "torch": 3.0}  # a pool's start-up until it is measured here (forkserver cold)
 PIECE_BATCHES = 4  # a CSV piece (what one process parses and predicts at a time) is at most this many batches
+TABLE_PIECE_BATCHES = 16  # a table's, which is also encoded: read and encoded by the piece, 4 batches cost 8% more
 PIECES_PER_WORKER = 4  # and pieces are cut small enough that each worker gets several: the last ones even out
 TAIL_BATCHES = 2  # batches per worker at the end of the input that go out one at a time
 

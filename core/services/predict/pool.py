@@ -1,5 +1,5 @@
 """The prediction pool: processes that each load the model once, with one compute thread, and predict
-whole batches (or parse and predict CSV pieces) sent to them; results come back in input order.
+whole batches (or read, encode and predict CSV pieces) sent to them; results come back in input order.
 
 A pool process's state (its predictor, or the error loading it met) lives in the one
 ``PoolProcess`` of that process, set by the pool's initializer.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import UserError
 from core.services.formats import load_predictor, runtime
 from core.services.formats.predictor import Predictor
-from core.services.predict.batches import predict_chunk, predict_piece
+from core.services.predict.batches import predict_chunk, predict_piece, predict_table_piece
 from core.services.predict.inputs import PredictInput
 
 if TYPE_CHECKING:
@@ -112,6 +112,11 @@ def _stored_rows(predictor: Predictor, stored: Any, start: int, stop: int) -> np
 def piece_task(piece: Any, id_col: int | None, label_col: int | None, batch_rows: int) -> Any:
     """One CSV piece in a pool process, parsed there (see ``predict_piece``)."""
     return _process.call(piece.first, piece.first + piece.count, predict_piece, piece, id_col, label_col, batch_rows)
+
+
+def table_piece_task(piece: Any, typed: Any, batch_rows: int) -> Any:
+    """One CSV piece of a table in a pool process, read and encoded there (see ``predict_table_piece``)."""
+    return _process.call(piece.first, piece.first + piece.count, predict_table_piece, piece, typed, batch_rows)
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from core.services.formats import load_predictor, needs_torch, read_model_meta, 
 from core.services.formats.predictor import output_names
 from core.services.predict import planning
 from core.services.predict import pool as pools
-from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk, predict_piece
+from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk, predict_piece, predict_table_piece
 from core.services.predict.inputs import (
     CsvPlanner,
     PredictInput,
@@ -33,6 +33,8 @@ from core.services.predict.runner import Runner
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from core.readers import CsvRows, CsvSplit
 
 
 def predict(
@@ -52,8 +54,8 @@ def predict(
 
     ``workers`` N runs N processes with one compute thread each (N = 1: this
     process, on one thread), which also format their rows and, for a CSV with
-    one line per record, parse them (this process only indexes where rows
-    start); results are put back in input order, so the output is the same
+    one line per record, parse them (and encode a table's; this process only
+    indexes where rows start); results are put back in input order, so the output is the same
     for any N. None: this process on one thread, as N = 1, until the rows
     left repay a pool of one process per CPU core (``AutoPool``).
 
@@ -146,6 +148,11 @@ def _predict_into(
     anything else (or a file those ways cannot read) whole; the notes reading met."""
     kind = find_input_kind(path)
     if path.is_file() and kind is not None and kind.read is not None and reads_table(meta):
+        if kind is CSV and runner.processes > 1:  # each process reads and encodes its own rows
+            notes = _predict_table_pieces(sink, runner, path, meta, batch_rows)
+            if notes is not None:
+                return notes
+            sink.restart()  # quotes, or rows its first piece's types do not fit: by blocks, here
         notes = _predict_table_blocks(sink, runner, path, meta, kind.name, batch_rows)
         if notes is not None:
             return notes
@@ -214,17 +221,11 @@ def _predict_csv_pieces(
     plan = planner.plan
     assert plan is not None
     estimate = planning.estimated_rows(path, 0) or 1  # before the scan: it sizes the pieces
-    workers = runner.processes
-    per_worker = math.ceil(estimate / batch_rows / (workers * planning.PIECES_PER_WORKER))
-    step = batch_rows * max(1, min(planning.PIECE_BATCHES, per_worker))  # whole batches: a whole read's batches
-    # the last pieces (about TAIL_BATCHES batches per worker) are one batch each: the processes end together
-    tail = min(0.5, planning.TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if workers > 1 else 0.0
-    cut = {"tail_rows": batch_rows, "tail_bytes": int(tail * (split.data_end - split.data_start))}
     extra = (plan.id_col, plan.label_col, batch_rows)
     first = 0
     with _progress(estimate) as bar:
         for result in runner.run(
-            split.pieces(step, **cut),
+            _cut(split, estimate, runner.processes, batch_rows),
             bar,
             here=lambda piece: predict_piece(runner.predictor(), piece, *extra),
             task=lambda piece: (pools.piece_task, (piece, *extra)),
@@ -238,6 +239,66 @@ def _predict_csv_pieces(
             sink.add(probs, text, ids, labels if plan.label_col is not None else None)
             first += n
     return not split.whole
+
+
+def _cut(
+    split: CsvSplit, estimate: int, workers: int, batch_rows: int, most: int = planning.PIECE_BATCHES
+) -> Iterator[CsvRows]:
+    """The pieces of a CSV for ``workers`` processes, of whole batches (a whole read's batches), at most
+    ``most`` batches each."""
+    per_worker = math.ceil(estimate / batch_rows / (workers * planning.PIECES_PER_WORKER))
+    step = batch_rows * max(1, min(most, per_worker))
+    # the last pieces (about TAIL_BATCHES batches per worker) are one batch each: the processes end together
+    tail = min(0.5, planning.TAIL_BATCHES * workers * batch_rows / max(estimate, 1)) if workers > 1 else 0.0
+    return split.pieces(step, tail_rows=batch_rows, tail_bytes=int(tail * (split.data_end - split.data_start)))
+
+
+def _predict_table_pieces(
+    sink: Collected | CsvStream, runner: Runner, path: Path, meta: dict[str, Any], batch_rows: int
+) -> tuple[str, ...] | None:
+    """A CSV table for a model with a schema, cut into pieces of whole batches that are each read (with the
+    types the first piece of ``table_blocks`` gives), encoded and predicted where they go: in the pool,
+    while this process only cuts the file at line ends and writes what comes back, in order. The rows are
+    those ``table_blocks`` gives, so the output is the blocks' byte for byte. None when the file must be
+    read by blocks: a quote (a value may span lines), or rows the first piece's types do not fit."""
+    import numpy as np
+    import pyarrow as pa
+
+    from core.readers import Columns, csv_split
+    from core.readers.csv_typed import typed_columns
+    from core.schema import Encoded, Schema, unseen_note
+
+    schema = Schema.from_json(meta["schema"])
+    split = csv_split(path, lambda header: Columns(numeric=[]))
+    if split is None or len(set(split.header)) != len(split.header):
+        return None
+    try:
+        typed = typed_columns(path, schema.missing_values)
+    except (pa.ArrowException, OSError, ValueError):
+        return None
+    estimate = planning.estimated_rows(path, 0) or 1
+    unseen: dict[str, int] = {}
+    first = 0
+    with _progress(estimate) as bar:
+        for result in runner.run(
+            _cut(split, estimate, runner.processes, batch_rows, planning.TABLE_PIECE_BATCHES),
+            bar,
+            here=lambda piece: predict_table_piece(runner.predictor(), piece, typed, batch_rows, threads=True),
+            task=lambda piece: (pools.table_piece_task, (piece, typed, batch_rows)),
+            void=lambda: split.whole,
+        ):
+            if result is None:
+                return None
+            probs, text, ids, labels, met = result
+            n = len(probs)
+            sink.add(probs, text, RowNumbers(range(first, first + n)) if ids is None else ids, labels)
+            first += n
+            for name, k in met.items():
+                unseen[name] = unseen.get(name, 0) + k
+    if split.whole:
+        return None
+    note = unseen_note(Encoded(np.empty((0, 0), np.float32), unseen, {}))
+    return (note,) if note else ()
 
 
 def _predict_table_blocks(
@@ -271,11 +332,12 @@ def _predict_table_blocks(
                 first += k
 
         for block in table_blocks(path, scheme, "predict", schema.missing_values, exact=(schema.target, "id")):
-            parts, met = table_parts(meta, block)
+            at = first + held.rows
+            parts, met = table_parts(meta, block, row0=at)
             del block
             for name, k in met.items():
                 unseen[name] = unseen.get(name, 0) + k
-            at, n = first + held.rows, len(parts["x"])
+            n = len(parts["x"])
             ids = parts["ids"] if parts["ids"] is not None else RowNumbers(range(at, at + n))
             held.add(parts["x"], ids, parts["labels"])
             yield from cut(step)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from core.schema import RawTable, Schema, _category_text, encode_table, read_table, unseen_note
+from core.schema import RawTable, Schema, _category_text, encode_columns, read_table, unseen_note
 
 
 def read_table_input(path: Path, meta: dict[str, Any], scheme: str = "csv") -> dict[str, Any]:
@@ -29,11 +29,14 @@ def read_table_input(path: Path, meta: dict[str, Any], scheme: str = "csv") -> d
     return parts
 
 
-def table_parts(meta: dict[str, Any], table: RawTable) -> tuple[dict[str, Any], dict[str, int]]:
-    """The fields of a ``PredictInput`` from a table's raw columns (a whole file's, or a block of its rows),
-    and the category values training never saw, by column."""
+def table_parts(
+    meta: dict[str, Any], table: RawTable, row0: int = 0, threads: int | None = None
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """The fields of a ``PredictInput`` from a table's raw columns (a whole file's, or a block of its rows
+    from row ``row0``: an error names the file's row), and the category values training never saw, by column;
+    ``threads`` encode the columns (None: ``encode_columns`` chooses)."""
     schema = Schema.from_json(meta["schema"])
-    enc = encode_table(schema, table)
+    enc = encode_columns(schema, table.columns, table.where, table.path, row0, threads)
     used = {c.name for c in schema.used}
     ids: Any = None
     if "id" in table.columns and "id" not in used:
