@@ -39,7 +39,7 @@ def test_augment_settings_round_trip_and_preview_a_grid(qtbot: Any) -> None:
     qtbot.addWidget(panel)
     try:
         t = panel.tuning
-        qtbot.waitUntil(lambda: panel._images != (), timeout=20_000)  # digits described: sample images
+        qtbot.waitUntil(lambda: panel.data.images != (), timeout=20_000)  # digits described: sample images
         assert not t.button_augment_preview.isEnabled()  # augmentation is off by default
         cfg = apply_overrides(
             Config(), ["augment.crop_scale=0.333", "augment.hflip=true", "augment.rotation=12.5", "augment.jitter=0.2"]
