@@ -12,7 +12,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torchvision.transforms import v2  # type: ignore[import-untyped]  # torchvision ships no py.typed
 
 from core.config import AugmentConfig
 
@@ -27,6 +26,9 @@ class Augment:
     """The [augment] settings as v2 transforms, for one image (C, H, W) or a batch (N, C, H, W)."""
 
     def __init__(self, cfg: AugmentConfig, image_shape: Sequence[int]) -> None:
+        # imported here: a run without augmentation (and the forkserver's preload of the worker) skips its 1.8 s
+        from torchvision.transforms import v2  # type: ignore[import-untyped]  # torchvision ships no py.typed
+
         c, h, w = (int(s) for s in image_shape[-3:])
         steps: list[torch.nn.Module] = []
         if cfg.crop_scale < 1.0:
