@@ -11,32 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hub_cache import COMMIT, cache_weights  # tests/ is on sys.path (its conftest.py)
 
 from core.config import Config, apply_overrides
 from core.services import pretrained
 
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 RESNET, MOBILE = pretrained.SUGGESTED[0], pretrained.SUGGESTED[3]
-
-
-@pytest.fixture
-def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hub"
-    cache.mkdir()
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    return cache
-
-
-def cache_weights(cache: Path, repo: str) -> None:
-    folder = cache / f"models--{repo.replace('/', '--')}"
-    (folder / "snapshots" / COMMIT).mkdir(parents=True)
-    (folder / "snapshots" / COMMIT / "model.safetensors").write_bytes(b"weights")
-    (folder / "refs").mkdir()
-    (folder / "refs" / "main").write_text(COMMIT)
 
 
 @pytest.fixture

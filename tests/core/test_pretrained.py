@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hub_cache import COMMIT, cache_weights  # tests/ is on sys.path (its conftest.py)
 
 from core.config import ModelConfig
 from core.errors import ModelError
@@ -20,31 +21,7 @@ from core.services.pretrained import DownloadCancelled, Progress
 ARCH = "test_resnet.r160_in1k"
 KIND = f"timm:{ARCH}"
 REPO = f"timm/{ARCH}"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 BLOB = bytes(range(256)) * 4096  # 1 MiB
-
-
-@pytest.fixture
-def hub_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hub"
-    cache.mkdir()
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    return cache
-
-
-def cache_weights(cache: Path, repo: str, data: bytes = b"weights") -> Path:
-    """``repo``'s model.safetensors in the cache, laid out as huggingface_hub writes it."""
-    folder = cache / f"models--{repo.replace('/', '--')}"
-    snapshot = folder / "snapshots" / COMMIT
-    snapshot.mkdir(parents=True)
-    (snapshot / "model.safetensors").write_bytes(data)
-    (folder / "refs").mkdir()
-    (folder / "refs" / "main").write_text(COMMIT)
-    return snapshot / "model.safetensors"
 
 
 def leftovers(cache: Path) -> list[Path]:
