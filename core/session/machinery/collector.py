@@ -131,10 +131,12 @@ class Collector:
         """Track the run's best evaluation; stop early after the config's patience in epochs without one.
 
         The session decides from the evaluations every worker reports and stops the run as a user's stop
-        does: every worker at its next batch (ddp's ranks at the same one, agreed), the run "finished"."""
+        does: every worker at its next batch (ddp's ranks at the same one, agreed), the run "finished".
+        The records lag the workers (a loaded machine, a tiny table's epochs of milliseconds): once the
+        run has stopped early its best stays the one the stop names, whatever arrives after."""
         s = self.session
-        if not s.strategy.keeps_best:
-            return
+        if not s.strategy.keeps_best or s.stop_reason is not None:
+            return  # evaluations the workers made before the early stop reached them do not move its best
         train = s.config.train
         monitor = selection_metric(
             s.config, s.info.task if s.info else "classification", s.info.imbalanced if s.info else False
@@ -144,7 +146,7 @@ class Collector:
             s.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
             return
         patience = s.config.early_stop_patience(table=s.info is not None and s.info.schema is not None)
-        if not patience or s.best is None or s.stop_reason is not None:
+        if not patience or s.best is None:
             return
         if rec["epoch"] - s.best["epoch"] >= patience:
             s.stop_reason = (
