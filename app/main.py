@@ -18,13 +18,9 @@ from app.shell.settings import APPLICATION, ORGANIZATION
 
 def _warm_up_engine() -> None:
     """Start the forkserver (torch preloaded) in the background so the first Start is quick."""
-    try:
-        from core.launchers import local as launcher
-    except ImportError:
-        return
-    warm_up = getattr(launcher, "warm_up", None)
-    if callable(warm_up):
-        warm_up()
+    from core.services.runs import start
+
+    start.warm_up()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

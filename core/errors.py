@@ -30,6 +30,20 @@ class ModelFileError(RunError):
     """
 
 
+class PeersLost(Exception):
+    """A torchrun rank waited on its peers for the process group's timeout and gave up (one line: what it waited
+    for). Not the user's input: the command says it and fails."""
+
+
 INPUT_ERRORS: tuple[type[Exception], ...] = (UserError, ConfigError)
 
-__all__ = ["ConfigError", "DataError", "INPUT_ERRORS", "ModelError", "ModelFileError", "RunError", "UserError"]
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "INPUT_ERRORS",
+    "ModelError",
+    "ModelFileError",
+    "PeersLost",
+    "RunError",
+    "UserError",
+]

@@ -50,8 +50,8 @@ class AdvisorFlow(QObject):
         if cfg is None:
             w.show_error(w.panel.config_error())
             return
-        from core.host.machine import usable_cores
         from core.services.advisor import advise, candidates
+        from core.services.machine import usable_cores
 
         w.state.update(advising=True, cancelling=False)
         n = len(candidates(usable_cores()))

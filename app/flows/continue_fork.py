@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 from app.flows.fork_dialog import ForkDialog
 from app.viewmodels.run_data import fork_marker
 from core.config import Config, ConfigError, load_config
-from core.runfiles.layout import RunDir
-from core.runfiles.records import CONFIG, EVAL, STEP
-from core.services.past_run import PastRun, read_past_run
+from core.services.runs.past import CONFIG, EVAL, STEP, PastRun, RunDir, read_past_run, shape_of
 
 if TYPE_CHECKING:
     from app.flows.window_port import WindowPort
@@ -81,11 +79,12 @@ class ContinueForkFlow:
             w.panel.use_shown_config()
         w.panel.set_config(cfg)
         w.plots.reset()
-        w.live.apply_run_shape(cfg)
+        shape = shape_of(cfg)
+        w.live.apply_run_shape(shape)
         w.plots.add_records(past.records)
         w.plots.flush()
         w.show_tab(w.plots)
-        w.live.start_progress(cfg, done=past.records)  # counts from where the run stopped, not from zero
+        w.live.start_progress(shape, done=past.records)  # counts from where the run stopped, not from zero
         w.live.update_progress()
         w.log_pane.add_message("state", f"continuing {run_dir.name} from its checkpoint", who="session")
         w.controller.continue_run(run_dir, epochs)
@@ -181,7 +180,7 @@ class ContinueForkFlow:
                 _show_bad_settings(w, exc)
                 return
             w.plots.reset()
-            w.live.apply_run_shape(cfg)
+            w.live.apply_run_shape(shape_of(cfg))
         else:
             w.plots.reset()
         w.plots.add_records([r for r in past.records if r.get("kind") in (STEP, EVAL, CONFIG)])
@@ -189,7 +188,7 @@ class ContinueForkFlow:
         w.plots.flush()
         w.show_tab(w.plots)
         epochs = w.panel.training.epochs()
-        w.live.start_progress(cfg, epochs, done=past.records)
+        w.live.start_progress(shape_of(cfg) if cfg is not None else None, epochs, done=past.records)
         text = ", ".join(f"{k} = {v}" for k, v in changes.items()) or "the same settings"
         w.log_pane.add_message("state", f"forking {run_dir.name} with {text}", who="session")
         w.controller.fork(run_dir, changes)

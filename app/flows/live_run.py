@@ -20,14 +20,13 @@ from app.viewmodels.run_data import ProgressTracker, format_duration
 from app.viewmodels.trial_progress import TrialProgress, make_progress, search_end_text
 from app.viewmodels.window_state import STATE_TEXT
 from core.config import Config, ConfigError
-from core.runfiles.layout import RunDir
-from core.runfiles.records import STATE
-from core.session.reading.stats import RunCount
-from core.training.validation import result_line
+from core.services.runs.files import STATE, RunDir
+from core.services.runs.reading import RunCount, RunShape, result_line
+from core.services.runs.shape import shape_of
 
 if TYPE_CHECKING:
     from app.flows.window_port import WindowPort
-    from core.session.handle import RunHandle
+    from core.services.runs.start import RunHandle
 
 
 def weights_needed(cfg: Config) -> bool:
@@ -103,8 +102,9 @@ class LiveRun(QObject):
         """The run Start began has started: it replaces the run on screen, with what it said so far."""
         w = self.window
         w.plots.reset(t0=starting.t0)
-        self.apply_run_shape(starting.cfg)
-        self.start_progress(starting.cfg)
+        shape = shape_of(starting.cfg)
+        self.apply_run_shape(shape)
+        self.start_progress(shape)
         w.run_status.clear_run()
         self._draw(starting.records)
 
@@ -224,7 +224,7 @@ class LiveRun(QObject):
         info = session.info
         if info is not None and self.progress is not None:
             self.progress.workers = session.num_workers
-            self.progress.samples_per_epoch = session.strategy.samples_per_epoch(info.n_train)
+            self.progress.samples_per_epoch = session.shape.samples_per_epoch
         if w.controller.attached:
             w.run_status.set_run_dir(session.describe())
             w.log_pane.add_message("state", session.describe(), who="session")
@@ -350,12 +350,12 @@ class LiveRun(QObject):
         )
 
     def start_progress(
-        self, cfg: Config | None, epochs: int | None = None, done: Iterable[dict[str, Any]] | None = None
+        self, shape: RunShape | None, epochs: int | None = None, done: Iterable[dict[str, Any]] | None = None
     ) -> None:
-        """Follow the progress of a run of ``cfg`` (of ``epochs``, else its own), counting on from the records
-        of its ``done`` part (a continued run's earlier epochs, a fork's parent's); without a config, a count
-        of ``epochs`` for one worker."""
-        self.progress = make_progress(cfg, epochs) if cfg is not None else ProgressTracker(epochs or 0, 1)
+        """Follow the progress of a run of ``shape`` (of ``epochs``, else its own), counting on from the records
+        of its ``done`` part (a continued run's earlier epochs, a fork's parent's); without a shape (its config
+        unreadable), a count of ``epochs`` for one worker."""
+        self.progress = make_progress(shape, epochs) if shape is not None else ProgressTracker(epochs or 0, 1)
         if done is not None:
             self.progress.resume_from(done)
 
@@ -364,20 +364,10 @@ class LiveRun(QObject):
         self.window.run_status.show_progress("No run", 0.0)
 
     # -- what the workers are: labels, shared or separate models, a sweep's winner ----------------
-    def apply_run_shape(self, cfg: Config, summary: dict[str, Any] | None = None) -> None:
-        from core.strategies import get_strategy
-
+    def apply_run_shape(self, shape: RunShape, summary: dict[str, Any] | None = None) -> None:
         w = self.window
-        strategy = get_strategy(cfg)
-        n = strategy.num_workers
-        separate = strategy.num_models > 1
-        sweep = {i: strategy.worker_lr(i) for i in range(n)} if separate and cfg.parallel.sweep_lr else None
-        w.plots.set_run_shape(
-            {i: strategy.worker_label(i) for i in range(n)},
-            separate,
-            sweep,
-            per_trial=strategy.trial_budget() is not None,
-        )
+        sweep = dict(enumerate(shape.sweep_lr)) if shape.sweep_lr is not None else None
+        w.plots.set_run_shape(shape.label_map(), shape.models > 1, sweep, per_trial=shape.counts_trials)
         w.run_status.set_winner("")
         w.evaluate_view.set_context("")
         if summary:

@@ -14,21 +14,15 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QFileDialog, QMenu
 
 from app.viewmodels.run_data import fork_marker
-from app.viewmodels.run_index import RunRow, read_notes
+from app.viewmodels.run_index import RunRow
 from core.config import ConfigError, load_config
-from core.runfiles.layout import RunDir, list_runs
-from core.runfiles.records import LOG
-from core.services.past_run import PastRun, read_past_run
+from core.services.runs import past
+from core.services.runs.past import PastRun, display_name
 
 if TYPE_CHECKING:
     from app.flows.window_port import WindowPort
 
 RECENT_RUNS = 12
-
-
-def display_name(run_dir: Path) -> str:
-    """The name the user gave the run (Runs' Rename), else its folder's."""
-    return str(read_notes(run_dir).get("name") or Path(run_dir).name)
 
 
 class PastRuns:
@@ -41,7 +35,7 @@ class PastRuns:
         """The recent runs into ``menu`` (the Recent runs submenu, as it opens)."""
         w = self.window
         menu.clear()
-        runs = list_runs(Path(w.runs_dir))[:RECENT_RUNS]
+        runs = past.list_runs(Path(w.runs_dir))[:RECENT_RUNS]
         if not runs:
             empty = menu.addAction(f"No runs in {w.runs_dir}")
             empty.setEnabled(False)
@@ -67,16 +61,15 @@ class PastRuns:
         if w.controller.active or w.state.preparing:
             return
         run_dir = Path(run_dir)
-        if not RunDir(run_dir).metrics.is_file():
-            w.show_error(f"{run_dir} has no metrics.jsonl: not a run folder")
+        problem = past.not_a_run(run_dir)
+        if problem:
+            w.show_error(problem)
             return
-        from core.runfiles.control_file import active_run_pid
-
-        if active_run_pid(run_dir) is not None:
+        if past.is_live(run_dir):
             self.attach(run_dir)
             return
         w.calls.call(
-            lambda: read_past_run(run_dir),
+            lambda: past.read_past_run(run_dir),
             lambda past: self._on_loaded(run_dir, past),
             lambda exc: w.show_error(f"could not read {run_dir}: {exc}"),
             name="read-run",
@@ -87,30 +80,31 @@ class PastRuns:
         """Follow the live run another process runs in ``run_dir``: curves grow, Pause/Resume/Stop steer it."""
         w = self.window
         try:
-            cfg = load_config(RunDir(run_dir).config)
+            cfg = load_config(past.RunDir(run_dir).config)
         except ConfigError as exc:
             w.show_error(str(exc))
             return
         w.hide_error()
         w.state.update(viewing_run=None)
         w.plots.reset()
-        w.live.apply_run_shape(cfg)
-        w.live.start_progress(cfg)
+        shape = past.shape_of(cfg)
+        w.live.apply_run_shape(shape)
+        w.live.start_progress(shape)
         w.panel.show_run_config(cfg, display_name(run_dir))  # the run's settings, not the window's
         w.show_tab(w.plots)
         w.log_pane.add_message("state", f"attaching to the live run in {run_dir}", who="session")
         w.controller.attach(run_dir)
 
-    def _on_loaded(self, run_dir: Path, past: PastRun) -> None:
+    def _on_loaded(self, run_dir: Path, run: PastRun) -> None:
         w = self.window
         if w.controller.active:
             return  # a run started meanwhile: it owns the plots
-        records, summary, cfg = past.records, past.summary, past.config
+        records, summary, cfg = run.records, run.summary, run.config
         w.state.update(viewing_run=run_dir, viewing_summary=summary)
         w.hide_error()
         w.plots.reset()
-        if cfg is not None:
-            w.live.apply_run_shape(cfg, summary)
+        if run.shape is not None:
+            w.live.apply_run_shape(run.shape, summary)
         parent = (summary or {}).get("parent")
         if isinstance(parent, dict) and parent.get("name"):  # the parent's curves first, then the fork's
             w.plots.mark_next_start(fork_marker(str(parent["name"])))
@@ -121,12 +115,12 @@ class PastRuns:
         w.search_view.add_records(records)
         w.search_view.show_summary(summary)
         w.log_pane.add_message("state", f"showing {run_dir} ({len(records):,} records)")
-        w.log_pane.add_records([r for r in records if r.get("kind") == LOG])
+        w.log_pane.add_records([r for r in records if r.get("kind") == past.LOG])
         w.live.show_past(run_dir, summary, cfg.train.epochs if cfg is not None else 0)
         if cfg is not None:
-            w.panel.show_run_config(cfg, display_name(run_dir))
+            w.panel.show_run_config(cfg, run.name)
         w.update_actions()
-        if RunDir(run_dir).has_weights():
+        if run.run_dir.has_weights():
             w.evaluate_view.load_run(run_dir)
 
     def on_edited(self, row: RunRow) -> None:

@@ -21,11 +21,10 @@ from app.flows.metrics_reader import MetricsReader
 from app.shell.tasks import BackgroundCalls
 from core.config import Config
 from core.errors import INPUT_ERRORS
-from core.runfiles.records import STATE
-from core.runfiles.writing import END_STATES
+from core.services.runs.files import END_STATES, STATE
 
 if TYPE_CHECKING:
-    from core.session.handle import RunHandle
+    from core.services.runs.start import RunHandle
 
 log = logging.getLogger(__name__)
 
@@ -41,27 +40,9 @@ STOP_TIMEOUT_S = 10.0
 
 
 def _default_session_factory(cfg: Config, runs_dir: str, name: str | None) -> tuple[Any, Any]:
-    from core.session import RecordBuffer, Session  # imported late: the GUI starts before the engine is needed
+    from core.services.runs import start  # imported late: the GUI starts before the engine is needed
 
-    return Session(cfg, runs_dir=runs_dir, name=name), RecordBuffer()
-
-
-def _continue_session_factory(run_dir: str, epochs: int | None) -> tuple[Any, Any]:
-    from core.session import RecordBuffer, Session
-
-    return Session.from_run(run_dir, epochs=epochs), RecordBuffer()
-
-
-def _fork_session_factory(run_dir: str, changes: dict[str, Any], runs_dir: str | None) -> tuple[Any, Any]:
-    from core.session import RecordBuffer, Session
-
-    return Session.fork(run_dir, changes=changes, runs_dir=runs_dir), RecordBuffer()
-
-
-def _attach_session_factory(run_dir: str) -> tuple[Any, Any]:
-    from core.session import AttachedSession, RecordBuffer
-
-    return AttachedSession(run_dir), RecordBuffer()
+    return start.new_run(cfg, runs_dir, name), start.record_buffer()
 
 
 class RunController(QObject):
@@ -133,19 +114,19 @@ class RunController(QObject):
         """Continue a stopped or failed run from its checkpoint, in its own folder."""
         if self.active:
             raise RuntimeError("a run is already active")
-        self._launch(lambda: _continue_session_factory(str(run_dir), epochs))
+        self._launch(lambda: _made(lambda start: start.continue_run(run_dir, epochs)))
 
     def fork(self, run_dir: str | Path, changes: dict[str, Any], runs_dir: str | Path | None = None) -> None:
         """A new run from ``run_dir``'s last consistent checkpoint with ``changes`` (optim.*/train.* keys)."""
         if self.active:
             raise RuntimeError("a run is already active")
-        self._launch(lambda: _fork_session_factory(str(run_dir), changes, None if runs_dir is None else str(runs_dir)))
+        self._launch(lambda: _made(lambda start: start.fork_run(run_dir, changes, runs_dir)))
 
     def attach(self, run_dir: str | Path) -> None:
         """Follow the live run another process runs in ``run_dir``; steer it through its control file."""
         if self.active:
             raise RuntimeError("a run is already active")
-        self._launch(lambda: _attach_session_factory(str(run_dir)))
+        self._launch(lambda: _made(lambda start: start.attach_run(run_dir)))
 
     def _launch(self, make: Callable[[], tuple[Any, Any]]) -> None:
         try:
@@ -302,6 +283,13 @@ class RunController(QObject):
         if self._buffer is not None and hasattr(self._buffer, "close"):
             self._buffer.close()
         reader.deleteLater()
+
+
+def _made(make: Callable[[Any], RunHandle]) -> tuple[RunHandle, Any]:
+    """A run made by the runs door (``make`` gets core.services.runs.start), with the buffer its records go to."""
+    from core.services.runs import start
+
+    return make(start), start.record_buffer()
 
 
 def _stop_quietly(session: RunHandle | None) -> None:

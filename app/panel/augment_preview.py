@@ -1,7 +1,7 @@
 """A grid of augmented samples: what the [augment] settings do to the chosen data set's images.
 
 ``AugmentPreviewDialog(augment, images, parent=None)`` (object name
-``dialog_augment_preview``) computes ``core.training.augment.preview_grid`` on a
+``dialog_augment_preview``) computes ``core.services.models.augment_preview`` on a
 background thread (``tasks.BackgroundCalls``) and then shows one row per
 sample: the image as it is, then its augmented copies. ``shown`` follows.
 """
@@ -90,6 +90,6 @@ class AugmentPreviewDialog(QDialog):
 
 def _grid(augment: Any, images: list[np.ndarray]) -> list[list[np.ndarray]]:
     """Background thread: the engine's preview (torch stays off the GUI thread)."""
-    from core.training.augment import preview_grid
+    from core.services.models import augment_preview as preview_grid
 
     return preview_grid(augment, images, COPIES)

@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 
 from app.panel.fields import Bindings, form_of
 from core.config import FIELDS, Config
-from core.data import BUILTIN_DATASETS, propose_target
+from core.services.data import BUILTIN_DATASETS, propose_target
 
 THUMB = 32  # preview thumbnail size in pixels
 THUMBS_PER_ROW = 8  # what the panel's width holds

@@ -63,7 +63,7 @@ class SourceDescriber(QObject):
         self.panel.model.label_model_params.setText("")
 
         def describe() -> Any:
-            from core.data import describe_source
+            from core.services.data import describe_source
 
             source, target, size, task, columns = key
             return describe_source(source, target, size, task=task, columns=dict(columns))
@@ -98,7 +98,7 @@ class SourceDescriber(QObject):
 
     def _list_columns(self, key: tuple[Any, ...]) -> None:
         def describe() -> Any:
-            from core.data import describe_columns
+            from core.services.data import describe_columns
 
             source, target, _size, _task, columns = key
             return describe_columns(source, target, columns=dict(columns))
@@ -138,9 +138,9 @@ class SourceDescriber(QObject):
         self._params_key = key
 
         def count() -> int:
-            from core.training.models import build_model_for, count_parameters
+            from core.services.models import parameter_count
 
-            return count_parameters(build_model_for(model_cfg, info))  # what a run builds, a table's embeddings too
+            return parameter_count(model_cfg, info)  # what a run builds, a table's embeddings too
 
         def done(n: int) -> None:
             if key == self._params_key:

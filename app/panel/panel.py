@@ -38,7 +38,7 @@ from app.panel.describe import SourceDescriber
 from app.panel.sections import ModelGroup, ParallelGroup, TrainingGroup
 from app.panel.tuning_group import TuningGroup
 from core.config import LIVE_KEYS, Config, ConfigError, from_dict, to_dict
-from core.training.models import takes_samples
+from core.services.models import takes_samples
 
 PLAIN_KIND = "mlp"  # the model a table (or any flat samples) gets when the chosen one needs images
 

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEd
 from app.panel.backbone_rows import BackboneRows
 from app.panel.fields import Bindings, choice_combo, form_of, parse_list
 from core.config import STRATEGIES, Config
-from core.strategies import strategy_class
+from core.services.runs.shape import strategy_facts
 
 
 def available_devices() -> list[str]:
@@ -160,7 +160,7 @@ class ParallelGroup(QGroupBox):
         self.bindings = b = Bindings()
         self.combo_strategy = b.row(form, "parallel.strategy", "Strategy", name="combo_strategy")
         for i, name in enumerate(STRATEGIES):
-            self.combo_strategy.setItemData(i, strategy_class(name).description, Qt.ItemDataRole.ToolTipRole)
+            self.combo_strategy.setItemData(i, strategy_facts(name).description, Qt.ItemDataRole.ToolTipRole)
         self.spin_workers = b.row(form, "parallel.workers", "Workers", name="spin_workers")
         self.spin_threads = b.row(form, "parallel.threads_per_worker", "Threads / worker", name="spin_threads")
         self.spin_threads.setSpecialValueText("automatic")
@@ -185,7 +185,7 @@ class ParallelGroup(QGroupBox):
 
     def _strategy(self) -> Any:
         name = self.combo_strategy.currentData()
-        return strategy_class(name) if name in STRATEGIES else None
+        return strategy_facts(name) if name in STRATEGIES else None
 
     def take(self, raw: dict[str, dict[str, Any]]) -> None:
         self.bindings.take(raw)

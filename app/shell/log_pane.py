@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QPlainTextEdit, QWidget
 
-from core.runfiles.records import LOG, STATE
+from core.services.runs.files import LOG, STATE
 
 MAX_LINES = 5000  # an endless run must not grow the document without bound
 

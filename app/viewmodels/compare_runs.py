@@ -67,20 +67,20 @@ def load_run(path: Path) -> CompareRun:
     """One run's comparable curves (background thread): its own records, without a fork's parent's."""
     from app.viewmodels.run_index import read_notes
     from core.config import load_config, to_dict
-    from core.services.past_run import read_past_run
-    from core.strategies import get_strategy
+    from core.services.runs.past import read_past_run
+    from core.services.runs.shape import result_worker
 
     path = Path(path)
     past = read_past_run(path, with_parent=False)
     cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
     run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
     run.metric = run_metric(run.summary, cfg)
-    strategy = get_strategy(cfg, task=str(run.summary.get("task") or "classification"))
+    task = str(run.summary.get("task") or "classification")
     run.curves = run_curves(
         past.records,
         run.summary,
-        separate=strategy.model_per_worker,
-        result_worker=strategy.result_worker_of(past.records),
+        separate=past.shape is not None and past.shape.separate,
+        result_worker=result_worker(cfg, past.records, task=task),
         figure=run.metric,
     )
     return run
@@ -102,8 +102,8 @@ def run_curves(
     share one model, else its own. Each curve's x values never go backwards on any axis. Its evaluations give
     val_accuracy, val_loss and ``figure`` (the run's own metric).
     """
-    from core.runfiles.records import EVAL, STEP
-    from core.session.reading.timeline import Timeline
+    from core.services.runs.files import EVAL, STEP
+    from core.services.runs.reading import Timeline
 
     placed = Timeline.of(records).place(records)
     evals = [(r, p) for r, p in placed if r.get("kind") == EVAL]

@@ -21,9 +21,8 @@ import numpy as np
 
 from app.viewmodels.run_progress import ProgressTracker, format_duration
 from app.viewmodels.series import DEFAULT_MAX_POINTS, Series, ema, mean_on_grid, without_spikes
-from core.runfiles import records as kinds
-from core.session.reading.stats import RunStats
-from core.session.reading.timeline import Timeline
+from core.services.runs.files import kinds
+from core.services.runs.reading import RunStats, Timeline
 
 __all__ = ["Changes", "Marker", "PauseSpan", "ProgressTracker", "RunData", "fork_marker", "format_duration"]
 

@@ -1,9 +1,9 @@
 """Every run of a runs directory as a row: what ran, how it ended, the user's notes (no Qt: testable).
 
 ``RunIndex.scan()`` reads each run's summary, config and notes through its
-:class:`~core.runfiles.layout.RunDir` and, for a live run's figure (the metric that selects its model:
+:class:`~core.services.runs.files.RunDir` and, for a live run's figure (the metric that selects its model:
 ``core.metric_names.run_metric``) and its count of epochs or trials done, folds its ``metrics.jsonl`` into a
-:class:`~core.session.reading.stats.RunStats` incrementally (a live run's log is read
+:class:`~core.services.runs.reading.RunStats` incrementally (a live run's log is read
 from where the last scan stopped). An ended run's count is its summary's.
 It is called off the GUI thread. Notes, tags and the display name live in
 the run directory (``notes.json``), so they travel with the run.
@@ -11,10 +11,8 @@ the run directory (``notes.json``), so they travel with the run.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +20,21 @@ from typing import Any
 
 from core.config import to_dict
 from core.metric_names import run_figures, run_metric
-from core.runfiles.layout import RunDir, list_runs
-from core.runfiles.writing import MetricsTail, atomic_write_json
-from core.services.past_run import read_config
-from core.session.reading.stats import RunCount, RunStats, run_count
+from core.services.runs.files import (
+    MetricsTail,
+    RunDir,
+    is_live,
+    list_runs,
+    parse_tags,
+    read_notes,
+    trash_run,
+    write_notes,
+)
+from core.services.runs.past import read_config
+from core.services.runs.reading import RunCount, RunStats, count
+from core.services.runs.shape import shape_of
 
-TRASH_DIR = ".trash"
+__all__ = ["RunIndex", "RunRow", "parse_tags", "read_notes", "started_at", "trash_run", "write_notes"]
 _STAMP = re.compile(r"^(\d{8})-(\d{6})")
 
 
@@ -57,42 +64,6 @@ class RunRow:
     @property
     def folder(self) -> str:
         return self.path.name
-
-
-def read_notes(run_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(RunDir(run_dir).notes.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def write_notes(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    """Update the run's notes.json (``notes``, ``tags``, ``name``); returns what it now holds."""
-    data = read_notes(run_dir)
-    data.update(fields)
-    if "tags" in data:
-        data["tags"] = sorted({str(t).strip() for t in data["tags"] if str(t).strip()})
-    atomic_write_json(RunDir(run_dir).notes, data)
-    return data
-
-
-def parse_tags(text: str) -> list[str]:
-    return sorted({t.strip() for t in re.split(r"[,;]", text) if t.strip()})
-
-
-def trash_run(run_dir: Path) -> Path:
-    """Move a run into the runs directory's trash folder (not deleted: the user can take it back)."""
-    run_dir = Path(run_dir)
-    trash = run_dir.parent / TRASH_DIR
-    trash.mkdir(exist_ok=True)
-    target = trash / run_dir.name
-    n = 1
-    while target.exists():
-        target = trash / f"{run_dir.name}-{n}"
-        n += 1
-    shutil.move(str(run_dir), str(target))
-    return target
 
 
 def started_at(run_dir: Path) -> float:
@@ -129,15 +100,13 @@ class RunIndex:
 
     def scan(self, active: set[Path] | None = None) -> list[RunRow]:
         """Every run directory, newest first. ``active``: runs known to be live (else asked of the lock)."""
-        from core.runfiles.control_file import active_run_pid
-
         rows = []
         seen = set()
         for run in list_runs(self.runs_dir):
             d = run.path
             seen.add(d)
-            live = (d in active) if active is not None else active_run_pid(d) is not None
-            rows.append(self.row(d, live or active_run_pid(d) is not None))
+            live = (d in active) if active is not None else is_live(d)
+            rows.append(self.row(d, live or is_live(d)))
         for gone in set(self._tails) - seen:
             del self._tails[gone]
         return rows
@@ -175,9 +144,7 @@ class RunIndex:
             tail = self._tails[d] = _RecordsTail(run)
         stats = tail.update()
         if (live or not summary) and cfg is not None:  # no summary (yet): the records say how far it got
-            from core.strategies import get_strategy
-
-            row.count = run_count(stats, get_strategy(cfg))
+            row.count = count(stats, shape_of(cfg))
         else:
             row.count = RunCount.of_summary(summary, row.epochs)
         row.epochs_done = row.count.done

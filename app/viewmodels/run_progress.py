@@ -14,8 +14,8 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from core.runfiles.records import EVAL, STATE, STEP
-from core.session.reading.stats import RunCount, RunStats
+from core.services.runs.files import EVAL, STATE, STEP
+from core.services.runs.reading import RunCount, RunStats
 
 ETA_WINDOW_S = 30.0  # the ETA is measured over this much of the latest running time
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from app.viewmodels.run_data import ProgressTracker
-from core.runfiles.records import EVAL, TRIAL
-from core.session.reading.stats import TRIALS_DONE, RunCount
+from core.services.runs.files import EVAL, TRIAL
+from core.services.runs.reading import TRIALS_DONE, RunCount, RunShape
 
 ENDED = ("complete", "pruned", "failed", "stopped")
 
@@ -105,16 +105,9 @@ def search_end_text(status: str, summary: dict[str, Any]) -> str | None:
     return text
 
 
-def make_progress(cfg: Any, epochs: int | None = None, workers: int | None = None) -> ProgressTracker:
-    """The progress of a run of ``cfg``: in trials for a search, in epochs otherwise."""
-    from core.strategies import get_strategy
-
-    epochs = cfg.train.epochs if epochs is None else epochs
-    strategy = get_strategy(cfg)
-    workers = strategy.num_workers if workers is None else workers
-    budget = strategy.trial_budget()
-    return (
-        TrialProgress(budget, epochs, workers)
-        if budget
-        else ProgressTracker(epochs, workers, slowest=strategy.num_models > 1)
-    )
+def make_progress(shape: RunShape, epochs: int | None = None, workers: int | None = None) -> ProgressTracker:
+    """The progress of a run of ``shape``: in trials for a search, in epochs otherwise."""
+    epochs = shape.epochs if epochs is None else epochs
+    workers = shape.workers if workers is None else workers
+    budget = shape.trials
+    return TrialProgress(budget, epochs, workers) if budget else ProgressTracker(epochs, workers, slowest=shape.slowest)

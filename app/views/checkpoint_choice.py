@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtWidgets import QComboBox, QWidget
 
 from app.shell.tasks import BackgroundCalls
-from core.runfiles.layout import RunDir
+from core.services.runs.files import RunDir
 
 LAST_TEXT = "last: the end of the run"
 BEST_TEXT = "best evaluation"
@@ -97,6 +97,6 @@ class CheckpointCombo(QComboBox):
 
 def _best_facts(run_dir: Path) -> dict[str, Any] | None:
     """Background thread: epoch, steps, monitor and value of the best checkpoint."""
-    from core.training.checkpoint import checkpoint_facts
+    from core.services.runs.reading import checkpoint_facts
 
     return checkpoint_facts(run_dir, "best")

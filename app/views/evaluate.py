@@ -43,7 +43,7 @@ from app.shell.theme import style_plot_widget
 from app.views.checkpoint_choice import CheckpointCombo
 from app.views.class_tables import ConfusionTable, PerClassTable, heat_color  # noqa: F401 - heat_color: one place
 from app.views.export_dialog import error_text
-from core.runfiles.layout import RunDir
+from core.services.runs.files import RunDir
 
 GALLERY_LIMIT = 48
 THUMB = 72

@@ -31,9 +31,9 @@ from PySide6.QtWidgets import (
 
 from app.shell.tasks import BackgroundCalls
 from app.views.checkpoint_choice import CheckpointCombo
-from core.runfiles.layout import RunDir
 from core.services.formats import EXPORT_FORMATS, ONNX, ModelFormat
 from core.services.formats.onnx import missing_extra as onnx_extra_missing
+from core.services.runs.files import RunDir
 
 
 def error_text(exc: BaseException) -> str:

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.shell.elided_label import ElidedLabel
-from core.readers.inputs import IMAGE_SUFFIXES
+from core.services.inputs import IMAGE_SUFFIXES
 
 TOP_CLASSES = 5  # classes listed beside a picture
 THUMB_PX = 160  # a thumbnail's longer side

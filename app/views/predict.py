@@ -36,8 +36,8 @@ from app.shell.tasks import BackgroundCalls
 from app.views.class_tables import ConfusionTable, PerClassTable
 from app.views.export_dialog import error_text
 from app.views.image_answer import IMAGE_FILTER, FileDrops, ImageAnswer, image_files, is_image
-from core.readers.inputs import INPUT_FILTERS
 from core.services.formats import model_file_filter
+from core.services.inputs import INPUT_FILTERS
 
 MODEL_FILTER = model_file_filter("Exported models")  # the formats registry's files
 INPUT_FILTER = INPUT_FILTERS  # the input registry's files (core.readers.inputs); folders have their own button

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from core.runfiles.records import EVAL, TRIAL
+from core.services.runs.files import EVAL, TRIAL
 
 FIXED = ["trial", "state", "worker", "epochs", "value"]
 STATE_COLOURS = {"pruned": "#b0b0b0", "failed": "#d9534f", "stopped": "#d9534f", "running": "#5b9bd5"}

@@ -53,8 +53,8 @@ from app.viewmodels.serve_metrics import histogram_quantile, parse_metrics
 from app.views.image_answer import ImageAnswer
 from app.views.serve_form import TryItForm, answer_text, curl_line, image_curl_line
 from app.views.serve_monitor import ServeMonitor
-from core.runfiles.layout import RunDir
 from core.services.formats import model_file_filter
+from core.services.runs.files import RunDir
 
 __all__ = ["ServeView", "histogram_quantile", "parse_metrics"]
 

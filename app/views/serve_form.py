@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 
 from app.shell.elided_label import ElidedLabel
 from app.views.image_answer import IMAGE_FILTER, FileDrops, image_base64, image_files
-from core.schema import FALSE_WORDS, TRUE_WORDS
+from core.services.inputs import FALSE_WORDS, TRUE_WORDS
 
 MISSING = "(missing)"
 FIELD_CHARS = 8  # a field's width at least, in characters; fields grow with the form

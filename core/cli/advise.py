@@ -11,7 +11,7 @@ from typing import Any
 
 def configure_cli(parser: Any) -> None:
     """probe each strategy and worker count on a config and suggest the fastest"""
-    from core.strategies import advisable
+    from core.services.advisor import advisable
 
     probed = ",".join(advisable())
     parser.add_argument("--config", help="config TOML (default: built-in defaults)")
@@ -25,9 +25,8 @@ def configure_cli(parser: Any) -> None:
 def cmd_advise(args: argparse.Namespace) -> int:
     from core.cli import ArgumentError
     from core.config import BOUNDS, Config, apply_overrides, load_config
-    from core.launchers import local as launcher
-    from core.services.advisor import advise
-    from core.strategies import advisable
+    from core.services.advisor import advisable, advise
+    from core.services.runs import start
 
     strategies = tuple(s.strip() for s in args.strategies.split(",") if s.strip())
     unknown = [s for s in strategies if s not in advisable()]
@@ -40,11 +39,10 @@ def cmd_advise(args: argparse.Namespace) -> int:
         raise ArgumentError(f"traindesk bench: --max-workers must be from {lo} to {hi}, got {args.max_workers}")
     cfg = load_config(args.config) if args.config else Config()
     cfg = apply_overrides(cfg, list(args.set))
-    launcher.warm_up()
+    start.warm_up()
 
-    from core.host.machine import usable_cores
-    from core.host.progress import note, progress
     from core.services.advisor import candidates
+    from core.services.machine import note, progress, usable_cores
 
     with progress(len(candidates(args.max_workers or usable_cores(), strategies)), "probes", unit="probe") as bar:
 

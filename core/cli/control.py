@@ -16,8 +16,8 @@ def configure_cli(parser: argparse.ArgumentParser) -> None:
 
 def cmd_control(args: argparse.Namespace) -> int:
     """pause / resume / stop: write the run's control file, wait for the state record that answers it."""
-    from core.runfiles.control_file import send, wait_acknowledged
-    from core.runfiles.writing import MetricsTail
+    from core.services.runs.control import send, wait_acknowledged
+    from core.services.runs.files import MetricsTail
 
     run_dir = Path(args.run_dir)
     tail = MetricsTail(run_dir / "metrics.jsonl", start_at_end=True)

@@ -25,8 +25,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from core.runfiles.layout import RunDir
     from core.services.evaluate_run import evaluate_run
+    from core.services.runs.files import RunDir
 
     run = RunDir(Path(args.run_dir).expanduser())
     handed_on = run.default_checkpoint()

@@ -30,8 +30,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from core.runfiles.layout import RunDir
     from core.services.export import export_run
+    from core.services.runs.files import RunDir
 
     which = args.checkpoint or RunDir(Path(args.run_dir).expanduser()).default_checkpoint()
     result = export_run(Path(args.run_dir), args.format, Path(args.out) if args.out else None, args.output, which)

@@ -20,7 +20,7 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model", help="exported model (.safetensors with model.json, .pt2, .onnx), a run directory or a checkpoint file"
     )
-    from core.readers.inputs import INPUT_KINDS
+    from core.services.inputs import INPUT_KINDS
 
     kinds = "; ".join(f"{k.label} ({', '.join(k.suffixes) or 'a folder'}): {k.help}" for k in INPUT_KINDS)
     p.add_argument("input", help=f"the training features, raw: {kinds}")
@@ -67,8 +67,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser() if args.out else None
     if out is not None and not out.parent.is_dir():
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
-    from core.host.machine import keep_freed_memory
-    from core.runfiles.layout import RunDir
+    from core.services.machine import keep_freed_memory
+    from core.services.runs.files import RunDir
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
     if args.on == "ray":
@@ -132,8 +132,8 @@ def _to_stdout(write: Callable[[], object]) -> bool:
 def _predict_streamed(args: argparse.Namespace, out: Path | None) -> Any:
     """Local prediction written as it goes: to ``out`` atomically (a temp file beside it, renamed once
     every row is in; an error leaves nothing), or to standard output (None if its reader went away)."""
-    from core.runfiles.writing import atomic_write
     from core.services.predict import predict
+    from core.services.runs.files import atomic_write
 
     def run(fh: IO[str]) -> Any:
         return predict(

@@ -14,8 +14,7 @@ def configure_cli(runs: argparse.ArgumentParser) -> None:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from core.metric_names import figure_text, run_figures, run_metric
-    from core.runfiles.layout import list_runs
-    from core.services.past_run import read_config
+    from core.services.runs.past import list_runs, read_config
 
     runs = list_runs(Path(args.runs_dir))
     if not runs:

@@ -8,12 +8,11 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
 from core.cli.streams import lost_reason, on_output_lost
-from core.runfiles.records import LOG
+from core.services.runs.files import LOG
 
 
 def configure_cli(train: argparse.ArgumentParser) -> None:
@@ -56,11 +55,11 @@ class Progress:
     """Training progress on stderr: a tqdm bar over epochs on a terminal, one line per epoch otherwise.
 
     A session listener: it runs on the session's collector thread. What it shows comes from its own
-    :class:`~core.session.reading.stats.RunStats`; it only writes the log records worth a line itself.
+    :class:`~core.services.runs.reading.RunStats`; it only writes the log records worth a line itself.
     """
 
     def __init__(self, epochs: int, quiet: bool, start_epoch: int = 0) -> None:
-        from core.session.reading.stats import RunStats
+        from core.services.runs.reading import RunStats
 
         self.epochs = epochs
         self.quiet = quiet
@@ -71,7 +70,7 @@ class Progress:
         self.last_print = 0.0
         self.bar: Any = None
         if self.tty and not quiet:
-            from core.host.progress import progress
+            from core.services.machine import progress
 
             self.bar = progress(epochs, "train", unit="epoch", initial=start_epoch, dynamic_ncols=True, leave=True)
 
@@ -133,51 +132,6 @@ class Progress:
             self.bar.close()
 
 
-def _torchrun_session(args: argparse.Namespace) -> Any:
-    """Under torchrun: rank 0's session (a new run, or the one a restarted group continues); None elsewhere.
-
-    Every rank joins the process group first; rank 0 decides where each rank starts and tells them.
-    """
-    from core.launchers import torchrun as tr
-    from core.runfiles.writing import read_summary
-    from core.session import Session
-
-    if args.resume:
-        raise ArgumentError(
-            "traindesk train: under torchrun a run resumes by itself after a restart "
-            "(--max-restarts); --resume is for local runs"
-        )
-    world = int(os.environ["WORLD_SIZE"])
-    cfg = _load_train_config(args).replace("parallel", strategy="ddp", workers=world)
-    tr.join_group(cfg)
-    rank = int(os.environ["RANK"])
-    if rank != 0:
-        start = tr.broadcast(None)
-        if start is None:  # rank 0 could not set up the run and says why
-            return None
-        code = tr.run_other_rank(start["config"], start["fields"][rank], Path(args.runs_dir))
-        if code:
-            raise SystemExit(code)
-        return None
-    session = None
-    try:
-        previous = tr.find_run(Path(args.runs_dir))
-        if previous is not None:
-            run_dir, restarts = previous
-            before = read_summary(run_dir) or {}
-            session = Session.from_run(run_dir, epochs=cfg.train.epochs, launcher=tr.TorchrunLauncher())
-            resumed_samples = sum(p.samples for p in session.start_positions())
-            session.launcher.restarts = restarts + 1
-            lost = max(0, int(before.get("samples") or 0) - resumed_samples)
-            session.launcher.samples_lost = int(before.get("samples_lost") or 0) + lost
-        else:
-            session = Session(cfg, runs_dir=args.runs_dir, name=args.name, launcher=tr.TorchrunLauncher())
-    finally:
-        fields = [session.start_fields(r) for r in range(world)] if session is not None else None
-        tr.broadcast({"config": session.config, "fields": fields} if session is not None else None)
-    return session
-
-
 def stop_signals() -> tuple[int, ...]:
     """The signals that stop a run: Ctrl-C, SIGTERM and SIGHUP (its terminal closed), unless SIGHUP was set
     to be ignored before the command started (``nohup``)."""
@@ -207,7 +161,7 @@ class Interrupts:
                 os.write(2, b"\ninterrupted\n")
             except OSError:  # nobody reads stderr any more
                 pass
-            local = sys.modules.get("core.launchers.local")
+            local = sys.modules.get("core.launchers.local")  # the forkserver's, if started; no import here
             try:
                 if local is not None and hasattr(local, "stop_forkserver"):
                     local.stop_forkserver()
@@ -228,34 +182,37 @@ START_GRACE_S = 0.8  # after Ctrl-C during data loading, wait this long for the 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from core.launchers import local, under_torchrun
+    from core.services.runs import start
 
     if args.resume and (args.config or args.strategy or args.workers is not None or args.set or args.name):
         raise ArgumentError("traindesk train: --resume continues a run with its own config; only --epochs may change")
     # From here on Ctrl-C only counts: one while torch imports or the data loads is acted on once
     # the run exists (it then starts nothing), never raised inside a library that might swallow it.
     with Interrupts() as interrupts:
-        if not under_torchrun():
-            local.prestart()  # before importing torch: the forkserver imports it while this process does
-        from core.session import Session
+        if not start.under_torchrun():
+            start.prestart()  # before importing torch: the forkserver imports it while this process does
+        if start.under_torchrun():
+            from core.errors import PeersLost
 
-        if under_torchrun():
-            from core.launchers.torchrun import PeersLost
-
+            if args.resume:
+                raise ArgumentError(
+                    "traindesk train: under torchrun a run resumes by itself after a restart "
+                    "(--max-restarts); --resume is for local runs"
+                )
             try:
-                session = _torchrun_session(args)
+                session = start.join_torchrun(_load_train_config(args), args.runs_dir, args.name)
             except PeersLost as exc:
                 sys.stderr.write(f"error: {exc}\n")
                 return EXIT_FAILED
             if session is None:
                 return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
         elif args.resume:
-            session = Session.from_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
+            session = start.continue_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
         else:
-            session = Session(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
+            session = start.new_run(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
         if interrupts.count:  # Ctrl-C while the command started up: nothing has been started
             sys.stderr.write("interrupted\n")
-            local.stop_forkserver()
+            start.stop_forkserver()
             return EXIT_INTERRUPTED
         # from here a Ctrl-C asks the run to stop: the data read ends at its next block, or the workers
         # at their next batch (checkpoint and summary written)
@@ -271,8 +228,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     summary = session.summary or {}
     status = summary.get("status", session.state)
     final = summary.get("final", {})
-    from core.session.reading.stats import RunCount
-    from core.training.validation import result_line
+    from core.services.runs.reading import RunCount, result_line
 
     figure = result_line(summary)  # the model the run hands on, as evaluate, export, predict and serve take it
     if figure:
@@ -304,7 +260,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         # before the run existed: nothing to save, and interpreter teardown (freeing what was read, with
         # torch loaded) took a second here: leave now, and end the forkserver, which may still be
         # importing torch and would outlive this process by seconds.
-        local.stop_forkserver()
+        start.stop_forkserver()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)

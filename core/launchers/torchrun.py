@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from core.config import Config
+from core.errors import PeersLost
 from core.host.machine import keep_freed_memory
 from core.runfiles.layout import RunDir
 from core.worker.channels import RUN, STOP, Channels, SettingsBox
@@ -209,10 +210,6 @@ class TorchrunLauncher:
 
 GROUP_TIMEOUT_S = 120  # the process group's timeout: how long a rank waits on its peers at most
 ROUND_POLL_S = 0.02  # how often rank 0 looks for the other ranks' hellos while a round meets
-
-
-class PeersLost(Exception):
-    """This rank waited on its peers for the process group's timeout and gave up (one line: what it waited for)."""
 
 
 @contextlib.contextmanager

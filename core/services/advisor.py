@@ -23,6 +23,8 @@ from core.runfiles.records import EVAL, STEP
 from core.session import Session
 from core.strategies import advisable, strategy_class
 
+__all__ = ["advisable", "advise", "candidates"]
+
 Report = Callable[[str], None]
 
 

@@ -24,6 +24,7 @@ from core.runfiles.layout import RunDir
 from core.runfiles.records import log_record, state_record
 from core.runfiles.writing import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
 from core.session.reading.stats import RunStats
+from core.strategies.shape import RunShape
 
 POLL_S = 0.2  # how often the log is read
 GONE_GRACE_S = 3.0  # the run's process is gone this long without an end state: it ended uncleanly
@@ -59,6 +60,7 @@ class AttachedSession:
         from core.strategies import get_strategy
 
         self.strategy = get_strategy(self.config)
+        self.shape = RunShape.of(self.strategy)
         self.num_workers = self.strategy.num_workers
         self.info: Any = None  # the data is the other process's
         self.parent: dict[str, Any] | None = None

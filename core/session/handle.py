@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from core.config import Config
     from core.data import DatasetInfo
-    from core.strategies.base import Strategy
+    from core.strategies.shape import RunShape
 
 Listener = Callable[[list[dict[str, Any]]], None]
 
@@ -23,8 +23,8 @@ Listener = Callable[[list[dict[str, Any]]], None]
 class RunHandle(Protocol):
     attached: bool  # another process runs it (closing the face leaves it running)
     config: Config
-    strategy: Strategy
     num_workers: int
+    shape: RunShape  # what its workers are (labels, models, task, figure): what a face draws and counts
     info: DatasetInfo | None  # the data's facts once loaded (None for an attached run)
     parent: dict[str, Any] | None  # a fork: the run and step it branched from
     summary: dict[str, Any] | None  # summary.json, once the run ended

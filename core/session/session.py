@@ -54,6 +54,7 @@ from core.session.reading.stats import RunStats
 from core.session.start_point import StartPoint, fork_point, resume_point
 from core.session.state import ENDED, RunState
 from core.strategies import get_strategy
+from core.strategies.shape import RunShape
 from core.training.backbones import BackboneNet, frozen_backbone, image_input, is_timm, start_pretrained
 from core.training.checkpoint import load_weights
 from core.training.features import FeatureCount, feature_progress, with_features
@@ -82,6 +83,7 @@ class Session:
     ) -> None:
         self.config = config
         self.strategy = get_strategy(config)
+        self.shape = RunShape.of(self.strategy)  # what a face draws and counts; again once the data is known
         self.launcher: Launcher = launcher or LocalLauncher()
         self.runs_dir = Path(runs_dir)
         self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
@@ -253,6 +255,7 @@ class Session:
                     ),
                 )
         self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)
+        self.shape = RunShape.of(self.strategy, data.info.n_train)
         self.num_parameters = count_parameters(models[0])
         self._ctx.data, self._ctx.models, self.info = data, models, data.info
         if self._ctx.desired == STOP:
@@ -332,6 +335,7 @@ class Session:
             return
         self.config = new
         self.strategy = self.strategy.with_config(new)  # live keys change no part of the run's shape
+        self.shape = RunShape.of(self.strategy, self.info.n_train if self.info is not None else None)
         if self._ctx.channels is not None:
             self._ctx.channels.settings.write({k: v["to"] for k, v in diff.items()})
         if self.run_dir is not None:

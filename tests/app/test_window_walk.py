@@ -334,6 +334,7 @@ def test_the_side_plots_x_axes_stay_in_view_in_a_search(
     from PySide6.QtCore import QPointF
 
     from core.config import load_config
+    from core.services.runs.shape import shape_of
 
     window = make_window()
     path = tmp_path / "search.toml"
@@ -341,7 +342,7 @@ def test_the_side_plots_x_axes_stay_in_view_in_a_search(
         '[data]\nsource = "builtin:iris"\n[train]\nepochs = 6\n[parallel]\nstrategy = "search"\n'
         'workers = 2\n[search]\ntrials = 14\npruner = "none"\n"optim.lr" = [0.001, 0.1]\n'
     )
-    window.live.apply_run_shape(load_config(path))
+    window.live.apply_run_shape(shape_of(load_config(path)))
     records: list[dict[str, Any]] = [{"kind": "state", "t": 100.0, "worker": None, "state": "running"}]
     t, step = 100.0, 0
     for trial in range(14):

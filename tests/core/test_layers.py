@@ -190,3 +190,28 @@ if __name__ == "__main__":  # rewrite the picture in docs/ARCHITECTURE.md from t
     begin, end = PICTURE_BEGIN, PICTURE_END
     head, rest = doc.split(begin, 1)
     path.write_text(head + begin + render_layers() + end + rest.split(end, 1)[1], encoding="utf-8")
+
+
+DOOR = ("core.services", "core.config", "core.errors", "core.metric_names")
+
+
+def test_the_faces_import_the_engine_only_through_its_door() -> None:
+    """Every import line of app/ and core/cli/ that names core, annotations' included (which import-linter's
+    one-door contract leaves out), names the services, the config, the errors or the metric names."""
+    past_door = []
+    for path in sorted([*(ROOT / "app").rglob("*.py"), *(CORE / "cli").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                inside = name == "core" or name.startswith("core.")
+                if (
+                    inside
+                    and not name.startswith("core.cli")
+                    and not any(name == d or name.startswith(d + ".") for d in DOOR)
+                ):
+                    past_door.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}")
+    assert past_door == []

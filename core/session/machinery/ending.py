@@ -17,6 +17,7 @@ from core.metric_names import selection_metric
 from core.runfiles.layout import RunDir
 from core.session.machinery.processes import TERMINATE_GRACE_S
 from core.session.reading.stats import run_count
+from core.strategies.shape import RunShape
 from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
 from core.training.models import build_model_for
 from core.training.validation import attach_evaluation
@@ -160,13 +161,15 @@ class RunEnd:
         own_models = strategy.num_models > 1
         ev = stats.last_eval.get(result) or (next(iter(stats.last_eval.values())) if stats.last_eval else None)
         reached = {rank: p.epoch - 1 for rank, p in enumerate(progress)}  # a worker's last position, at least
-        count = run_count(stats, strategy, start=reached)
+        shape = RunShape.of(strategy, info.n_train if info else None)
+        count = run_count(stats, shape, start=reached)
         return {
             "status": status,
             "strategy": s.config.parallel.strategy,
             "workers": s.num_workers,
             "epochs_done": stats.epochs_done(range(s.num_workers), start=reached),
             "progress": count.as_dict(),
+            "shape": shape.as_dict(),
             "steps": sum(p.step for p in progress),
             "samples": samples,
             "wall_s": round(time.time() - self.ctx.t_start, 4),

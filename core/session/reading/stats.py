@@ -22,7 +22,7 @@ from core.metric_names import METRICS, higher_is_better
 from core.runfiles.records import DONE, EVAL, STATE, STEP, TRIAL
 
 if TYPE_CHECKING:
-    from core.strategies.base import Strategy
+    from core.strategies.shape import RunShape
 
 # a search's trials that have run their course (a stopped one has not: the study holds it as failed, yet the
 # search did not spend it)
@@ -289,14 +289,12 @@ class RunStats:
         return RunCount(self.epochs_done(range(workers), start), of, "epochs", slowest and workers > 1)
 
 
-def run_count(stats: RunStats, strategy: Strategy, start: Mapping[int, int] | None = None) -> RunCount:
-    """The count of a run of ``strategy`` (its config's epochs, or its trial budget) from ``stats``."""
-    budget = strategy.trial_budget()
-    n = strategy.num_workers
+def run_count(stats: RunStats, shape: RunShape, start: Mapping[int, int] | None = None) -> RunCount:
+    """The count of a run of ``shape`` (its epochs, or its trial budget) from ``stats``."""
     return stats.count(
-        budget if budget is not None else strategy.config.train.epochs,
-        n,
-        trials=budget is not None,
-        slowest=strategy.num_models > 1,
+        shape.trials if shape.trials is not None else shape.epochs,
+        shape.workers,
+        trials=shape.trials is not None,
+        slowest=shape.slowest,
         start=start,
     )

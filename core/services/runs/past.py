@@ -1,4 +1,4 @@
-"""A past run as the window shows it: its records (a fork's preceded by its parent's), summary and config.
+"""A past run as a face shows it: its records (a fork's preceded by its parent's), summary, config and shape.
 
 The one reader of a finished or stopped run; safe on a background thread, missing parts empty or None.
 It stands above ``core.runfiles.layout`` (which names the files and imports no config), so the strategies can
@@ -11,8 +11,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import Config, ConfigError, load_config
-from core.runfiles.layout import RunDir
-from core.runfiles.records import CONFIG, EVAL, STEP
+from core.services.runs.files import CONFIG, EVAL, LOG, STEP, RunDir, is_live, list_runs, not_a_run, read_notes
+from core.services.runs.shape import shape_of, shape_of_run
+from core.strategies.shape import RunShape
+
+
+__all__ = [
+    "CONFIG",
+    "EVAL",
+    "LOG",
+    "STEP",
+    "PastRun",
+    "RunDir",
+    "display_name",
+    "is_live",
+    "list_runs",
+    "not_a_run",
+    "read_config",
+    "read_past_run",
+    "shape_of",
+]
 
 
 @dataclass
@@ -21,6 +39,16 @@ class PastRun:
     records: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     config: Config | None = None
+    shape: RunShape | None = None  # None when its config cannot be read
+
+    @property
+    def name(self) -> str:
+        return display_name(self.run_dir.path)
+
+
+def display_name(run_dir: Any) -> str:
+    """The name the user gave the run (Runs' Rename), else its folder's."""
+    return str(read_notes(run_dir).get("name") or RunDir(run_dir).name)
 
 
 def read_config(run_dir: RunDir | Any) -> Config | None:
@@ -41,7 +69,7 @@ def read_past_run(run_dir: RunDir | Any, with_parent: bool = True) -> PastRun:
     parent = (summary or {}).get("parent")
     if with_parent and isinstance(parent, dict) and parent.get("run"):
         records = _parent_records(RunDir(parent["run"]), records) + records
-    return PastRun(run, records, summary, cfg)
+    return PastRun(run, records, summary, cfg, shape_of_run(summary, cfg))
 
 
 def _parent_records(parent: RunDir, records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,0 +1,46 @@
+"""The data a face offers and describes: the built-in datasets, a source described for a picker (off the GUI
+thread: it reads the source), the target a table's columns suggest. The kinds of input a model answers are
+:mod:`core.services.inputs`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from core.data import BUILTIN_DATASETS, propose_target
+
+if TYPE_CHECKING:
+    from core.data import DatasetInfo
+
+__all__ = [
+    "BUILTIN_DATASETS",
+    "describe_columns",
+    "describe_source",
+    "propose_target",
+]
+
+
+def describe_source(
+    source: str,
+    target: str = "label",
+    image_size: int = 0,
+    task: str = "auto",
+    columns: Any = (),
+    missing: Sequence[str] | None = None,
+) -> DatasetInfo:
+    """A source described for a picker: sizes, classes, a small preview, a table's schema (DataError: why not)."""
+    from core.data import describe_source as describe
+
+    return describe(source, target, image_size, task, columns, missing)
+
+
+def describe_columns(
+    source: str,
+    target: str = "label",
+    columns: Mapping[str, Any] | Sequence[Any] = (),
+    missing: Sequence[str] | None = None,
+) -> DatasetInfo:
+    """A table's columns alone, without fitting anything: what a picker lists while the description fails."""
+    from core.data import describe_columns as describe
+
+    return describe(source, target, columns, missing)
