@@ -40,7 +40,7 @@ def test_a_run_made_through_the_door_saves_its_shape_and_reads_back_as_a_past_ru
 def test_a_summary_without_a_shape_has_it_from_its_config() -> None:
     cfg = apply_overrides(
         Config(),
-        ['parallel.strategy="search"', "parallel.workers=2", "search.trials=7", 'search.optim.lr=[0.001, 0.1]'],
+        ['parallel.strategy="search"', "parallel.workers=2", "search.trials=7", "search.optim.lr=[0.001, 0.1]"],
     )
     shape = shape_of_run({"status": "finished", "task": "regression"}, cfg)
     assert shape is not None
