@@ -6,8 +6,6 @@ import importlib.util
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +14,7 @@ import pytest
 from PySide6.QtCore import QTimer
 
 from core.config import Config
+from tests.cli_run import run_core
 
 pytestmark = pytest.mark.slow
 
@@ -156,7 +155,7 @@ def _end_by_itself(qtbot: Any, window: Any, how: str) -> None:
         qtbot.waitUntil(lambda: window.controller.state == "running", timeout=60_000)
         run_dir = window.controller.run_dir
         assert run_dir is not None
-        done = subprocess.run([sys.executable, "-m", "core", "stop", str(run_dir)], capture_output=True, timeout=120)
+        done = run_core("stop", str(run_dir), timeout=120, text=False)
         assert done.returncode == 0, done.stderr
     elif how == "its process killed":
         qtbot.waitUntil(

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +18,7 @@ from pytestqt.qtbot import QtBot
 
 from app.views.predict import PredictView
 from app.views.serve import ServeView
+from tests.cli_run import core_env, run_core
 from tests.trained_run import make_run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,11 +44,13 @@ def image_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dic
     base = tmp_path_factory.mktemp("images")
     images = _image_folder(base / "images")
     run = make_run(base / "runs", source=f"images:{images}", kind="cnn", steps=12)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-m", "core", "predict", str(run), str(images), "--workers", "1"],
-        capture_output=True,
-        text=True,
+    env = core_env()
+    out = run_core(
+        "predict",
+        str(run),
+        str(images),
+        "--workers",
+        "1",
         env=env,
         timeout=300,
         check=True,

@@ -29,6 +29,7 @@ from core.errors import RunError
 from core.launchers import local as launcher
 from core.session.machinery import recording as session_mod
 from core.training.checkpoint import load_checkpoint, model_from_checkpoint
+from tests.cli_run import core_env, run_core
 
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "data" / "bad"
@@ -128,10 +129,13 @@ def in_process(
 
 
 def _subprocess(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRAINDESK_START_METHOD": "spawn", **env_extra}
+    env = core_env(TRAINDESK_START_METHOD="spawn", **env_extra)
     env = {k: v for k, v in env.items() if v}  # "" removes a variable
-    return subprocess.run(
-        [sys.executable, "-m", "core", *args], cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env
+    return run_core(
+        *args,
+        cwd=cwd,
+        timeout=TIMEOUT_S,
+        env=env,
     )
 
 

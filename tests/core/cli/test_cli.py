@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_run import core_env, run_core, start_core
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def traindesk(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "core", *args],
+    return run_core(
+        *args,
         cwd=cwd,
-        capture_output=True,
-        text=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=core_env(),
     )
 
 
@@ -82,13 +82,17 @@ def test_input_errors_exit_2_with_one_line(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_stops_cleanly_with_exit_130(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "train", "--epochs", "10000", "--runs-dir", str(tmp_path / "runs")],
+    proc = start_core(
+        "train",
+        "--epochs",
+        "10000",
+        "--runs-dir",
+        str(tmp_path / "runs"),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=core_env(),
     )
     try:
         deadline = time.monotonic() + 60
@@ -113,11 +117,9 @@ def test_ctrl_c_stops_cleanly_with_exit_130(tmp_path: Path) -> None:
 
 
 def test_python_m_core_help() -> None:
-    res = subprocess.run(
-        [sys.executable, "-m", "core", "--help"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    res = run_core(
+        "--help",
+        env=core_env(),
         timeout=60,
     )
     assert res.returncode == 0 and "train" in res.stdout
@@ -138,7 +140,7 @@ def test_help_lists_every_command_without_importing_them() -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=core_env(),
     )
     assert res.returncode == 0, res.stderr
     from core.cli import COMMANDS
@@ -227,25 +229,20 @@ def test_ctrl_c_before_the_run_exists_ends_the_command_at_once(tmp_path: Path, w
 
     path = tmp_path / "big.csv"
     _big_csv(path, 1500)  # 1.5 M rows, 100 MB: seconds to read, in blocks of a few MB
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "train",
-            "--epochs",
-            "5",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--set",
-            f"data.source=csv:{path}",
-        ],
+    proc = start_core(
+        "train",
+        "--epochs",
+        "5",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--set",
+        f"data.source=csv:{path}",
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=core_env(),
     )
     try:
         if when == "starting":
@@ -294,25 +291,20 @@ def test_a_second_ctrl_c_ends_the_workers_at_once_and_still_writes_the_summary(t
         "def make(shape, classes):\n"
         "    return Slow(shape, classes)\n"
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "train",
-            "--epochs",
-            "10",
-            "--runs-dir",
-            str(tmp_path / "runs"),
-            "--set",
-            f"model.kind=custom:{model}:make",
-        ],
+    proc = start_core(
+        "train",
+        "--epochs",
+        "10",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--set",
+        f"model.kind=custom:{model}:make",
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=core_env(),
     )
     try:
         deadline = time.monotonic() + 60

@@ -8,7 +8,6 @@ the system sends. Generous timeouts; nothing is left running.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,17 +19,15 @@ from typing import Any
 import psutil
 import pytest
 
+from tests.cli_run import core_env, run_core, start_core
 from tests.trained_run import make_run
 
 ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = core_env()
 
 
 def _start_train(runs: Path, ignore_hup: bool = False) -> subprocess.Popen[bytes]:
     cmd = [
-        sys.executable,
-        "-m",
-        "core",
         "train",
         "--epochs",
         "100000",
@@ -43,8 +40,8 @@ def _start_train(runs: Path, ignore_hup: bool = False) -> subprocess.Popen[bytes
     def hup(ignored: bool) -> None:
         signal.signal(signal.SIGHUP, signal.SIG_IGN if ignored else signal.SIG_DFL)
 
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT, preexec_fn=lambda: hup(ignore_hup)
+    proc = start_core(
+        *cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT, preexec_fn=lambda: hup(ignore_hup)
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + 120
@@ -111,9 +108,7 @@ def test_a_reader_that_takes_one_line_gets_no_traceback(tmp_path: Path) -> None:
     for _ in range(2):
         make_run(runs)
     for cmd in (["runs", "--runs-dir", str(runs)], ["train", "--epochs", "200", "--runs-dir", str(runs), "--quiet"]):
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "core", *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT
-        )
+        proc = start_core(*cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=ROOT)
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.readline()
         proc.stdout.close()  # `| head -1`
@@ -127,8 +122,14 @@ def _terminal_hup() -> None:
 
 
 def _start_serve(run: Path, *args: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "serve", str(run), "--port", "0", "--workers", "1", *args],
+    proc = start_core(
+        "serve",
+        str(run),
+        "--port",
+        "0",
+        "--workers",
+        "1",
+        *args,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=ENV,
@@ -155,20 +156,13 @@ def test_serve_whose_readers_are_gone_drains_and_exits_0(tmp_path: Path, sig: st
 def test_die_with_a_process_that_is_not_there_is_one_line(tmp_path: Path) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "serve",
-            str(make_run(tmp_path / "runs")),
-            "--port",
-            "0",
-            "--die-with",
-            str(gone.pid),
-        ],
-        capture_output=True,
-        text=True,
+    res = run_core(
+        "serve",
+        str(make_run(tmp_path / "runs")),
+        "--port",
+        "0",
+        "--die-with",
+        str(gone.pid),
         env=ENV,
         cwd=ROOT,
         timeout=120,

@@ -2,28 +2,35 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from core.runfiles.writing import MetricsTail, read_metrics
+from tests.cli_run import core_env, run_core, start_core
 
 ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = core_env()
 
 
 def traindesk(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "core", *args], capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=120
+    return run_core(
+        *args,
+        env=ENV,
+        cwd=ROOT,
+        timeout=120,
     )
 
 
 def test_pause_resume_stop_a_cli_run_from_another_process(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    train = subprocess.Popen(
-        [sys.executable, "-m", "core", "train", "--quiet", "--epochs", "100000", "--runs-dir", str(runs)],
+    train = start_core(
+        "train",
+        "--quiet",
+        "--epochs",
+        "100000",
+        "--runs-dir",
+        str(runs),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_run import core_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -43,7 +44,7 @@ print("ok")
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forkserver is Linux's start method here")
 def test_stop_forkserver_ends_the_server_and_its_tracker_and_the_next_worker_starts_a_new_one() -> None:
-    env = {**os.environ, "TRAINDESK_START_METHOD": "forkserver", "PYTHONPATH": str(ROOT)}
+    env = core_env(TRAINDESK_START_METHOD="forkserver")
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
     )

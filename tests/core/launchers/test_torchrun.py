@@ -21,6 +21,7 @@ import pytest
 
 from core.runfiles.writing import read_metrics, read_summary
 from core.training.checkpoint import load_checkpoint
+from tests.cli_run import run_core
 
 ROOT = Path(__file__).resolve().parents[3]
 ENV = {
@@ -185,7 +186,7 @@ def test_a_killed_rank_restarts_the_group_and_the_run_finishes(nodes: Any) -> No
 
 
 def traindesk(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "core", *args], capture_output=True, text=True, env=ENV, timeout=60)
+    return run_core(*args, env=ENV, timeout=60)
 
 
 @pytest.mark.slow

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 
 from core.config import Config, apply_overrides
 from core.services.advisor import advise, candidates
+from tests.cli_run import core_env, run_core
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -35,7 +35,7 @@ def test_both_start_methods_train(method: str, tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=240,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "TRAINDESK_START_METHOD": method},
+        env=core_env(TRAINDESK_START_METHOD=method),
     )
     assert res.returncode == 0, res.stderr
     started_with, state, accuracy = res.stdout.split()
@@ -62,35 +62,28 @@ def test_advisor_returns_a_suggestion_it_measured() -> None:
 
 
 def test_bench_command_validates_and_suggests(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    bad = subprocess.run(
-        [sys.executable, "-m", "core", "bench", "--strategies", "magic"],
-        capture_output=True,
-        text=True,
+    env = core_env()
+    bad = run_core(
+        "bench",
+        "--strategies",
+        "magic",
         timeout=120,
         env=env,
         cwd=tmp_path,
     )
     assert bad.returncode == 2 and "--strategies takes single, hogwild, ddp" in bad.stderr
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "bench",
-            "--seconds",
-            "0.6",
-            "--strategies",
-            "hogwild",
-            "--max-workers",
-            "2",
-            "--set",
-            "data.source=builtin:iris",
-            "--json",
-            "out.json",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_core(
+        "bench",
+        "--seconds",
+        "0.6",
+        "--strategies",
+        "hogwild",
+        "--max-workers",
+        "2",
+        "--set",
+        "data.source=builtin:iris",
+        "--json",
+        "out.json",
         timeout=240,
         env=env,
         cwd=tmp_path,
@@ -147,7 +140,7 @@ def test_workers_keep_the_memory_each_step_frees() -> None:
             capture_output=True,
             text=True,
             timeout=120,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=core_env(),
         )
         assert res.returncode == 0, res.stderr
         faults[mode] = int(res.stdout)

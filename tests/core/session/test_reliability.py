@@ -21,9 +21,10 @@ from core.errors import RunError
 from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
 from core.training.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
+from tests.cli_run import core_env, run_core, start_core
 
 ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = core_env()
 
 
 def cfg_for(*overrides: str) -> Config:
@@ -118,23 +119,16 @@ def test_cli_exits_1_with_one_line_reason_when_a_worker_fails(tmp_path: Path) ->
             os.kill(os.getpid(), 9)
     """,
     )
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "train",
-            "--set",
-            kind,
-            "--runs-dir",
-            str(tmp_path / "r"),
-            "--strategy",
-            "hogwild",
-            "--epochs",
-            "5",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_core(
+        "train",
+        "--set",
+        kind,
+        "--runs-dir",
+        str(tmp_path / "r"),
+        "--strategy",
+        "hogwild",
+        "--epochs",
+        "5",
         timeout=120,
         env=ENV,
         cwd=tmp_path,
@@ -167,21 +161,16 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path, loader_workers: 
                 Image.new("L", (8, 8), color=40 if cls == "a" else 200).save(tmp_path / "img" / cls / f"{i}.png")
         source = f"images:{tmp_path / 'img'}"
     before = _shm()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "train",
-            "--epochs",
-            "100000",
-            "--runs-dir",
-            str(tmp_path / "r"),
-            "--set",
-            f"data.source={source}",
-            "--set",
-            f"data.loader_workers={loader_workers}",
-        ],
+    proc = start_core(
+        "train",
+        "--epochs",
+        "100000",
+        "--runs-dir",
+        str(tmp_path / "r"),
+        "--set",
+        f"data.source={source}",
+        "--set",
+        f"data.loader_workers={loader_workers}",
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env=ENV,
@@ -369,10 +358,10 @@ def test_killed_mid_checkpoint_write_keeps_the_previous_checkpoint(tmp_path: Pat
 def test_runs_dir_problems_are_reported_before_training(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    res = subprocess.run(
-        [sys.executable, "-m", "core", "train", "--runs-dir", str(blocker / "runs")],
-        capture_output=True,
-        text=True,
+    res = run_core(
+        "train",
+        "--runs-dir",
+        str(blocker / "runs"),
         timeout=120,
         env=ENV,
         cwd=tmp_path,

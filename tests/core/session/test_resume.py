@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,16 +17,17 @@ from core.config import Config, apply_overrides
 from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
 from core.training.checkpoint import load_checkpoint
+from tests.cli_run import core_env, run_core, start_core
 
 ROOT = Path(__file__).resolve().parents[3]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = core_env()
 
 
 def traindesk(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "core", "train", "--quiet", *args],
-        capture_output=True,
-        text=True,
+    return run_core(
+        "train",
+        "--quiet",
+        *args,
         env=ENV,
         cwd=ROOT,
         timeout=timeout,
@@ -49,21 +49,16 @@ def worker_pids(run_dir: Path) -> dict[int, int]:
 
 def kill_one_worker_mid_run(args: list[str], runs_dir: Path) -> tuple[Path, dict]:
     """Start a long CLI run, SIGKILL worker 1 once a checkpoint past the start exists; (run dir, checkpoint)."""
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "train",
-            "--quiet",
-            *args,
-            "--epochs",
-            "100000",
-            "--runs-dir",
-            str(runs_dir),
-            "--set",
-            "train.checkpoint_every=0.3",
-        ],
+    proc = start_core(
+        "train",
+        "--quiet",
+        *args,
+        "--epochs",
+        "100000",
+        "--runs-dir",
+        str(runs_dir),
+        "--set",
+        "train.checkpoint_every=0.3",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

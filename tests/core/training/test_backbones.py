@@ -8,7 +8,6 @@ import csv
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from safetensors.torch import load_file, save_file
 from core.config import Config, apply_overrides, from_dict
 from core.runfiles.writing import read_metrics
 from core.training.checkpoint import load_checkpoint
+from tests.cli_run import core_env, run_core
 
 pytestmark = pytest.mark.slow
 
@@ -29,14 +29,17 @@ SIZE = 32
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", **extra}
+    return core_env(HF_HUB_OFFLINE="1", **extra)
 
 
 def traindesk(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "core", *args], capture_output=True, text=True, timeout=600, env=env or _env(), cwd=cwd
+    return run_core(
+        *args,
+        timeout=600,
+        env=env or _env(),
+        cwd=cwd,
     )
 
 

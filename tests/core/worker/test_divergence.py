@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import torch
 
 from core.runfiles.writing import read_metrics
 from core.training.checkpoint import load_checkpoint
+from tests.cli_run import run_core
 from tests.core.session.test_reliability import ENV, cfg_for, custom_model, started_session
 
 
@@ -29,25 +28,18 @@ def test_divergence_fails_the_cli_run_when_told_to_and_keeps_finite_weights(tmp_
             return self.lin(x.flatten(1)) * float("nan")
     """,
     )
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "core",
-            "train",
-            "--set",
-            kind,
-            "--runs-dir",
-            str(tmp_path / "r"),
-            "--strategy",
-            "single",
-            "--epochs",
-            "20",
-            "--set",
-            "train.on_divergence=fail",
-        ],
-        capture_output=True,
-        text=True,
+    res = run_core(
+        "train",
+        "--set",
+        kind,
+        "--runs-dir",
+        str(tmp_path / "r"),
+        "--strategy",
+        "single",
+        "--epochs",
+        "20",
+        "--set",
+        "train.on_divergence=fail",
         timeout=120,
         env=ENV,
         cwd=tmp_path,

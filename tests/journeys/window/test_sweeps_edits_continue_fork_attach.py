@@ -6,7 +6,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from core.config import Config
 from core.runfiles.writing import read_metrics
+from tests.cli_run import start_core
 
 pytestmark = pytest.mark.slow
 
@@ -247,8 +247,11 @@ def test_attach_to_a_cli_run_follows_and_stops_it(qtbot: Any, make_window: Any, 
     cfg_path.write_text(Config().replace("train", epochs=2000).to_toml())
     runs = tmp_path / "cli-runs"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "train", str(cfg_path), "--runs-dir", str(runs)],
+    proc = start_core(
+        "train",
+        str(cfg_path),
+        "--runs-dir",
+        str(runs),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -300,8 +303,11 @@ def test_closing_the_window_leaves_an_attached_run_running(qtbot: Any, make_wind
         Config().replace("train", epochs=2000).replace("parallel", workers=1, strategy="single").to_toml()
     )
     runs = tmp_path / "cli-runs"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "core", "train", str(cfg_path), "--runs-dir", str(runs)],
+    proc = start_core(
+        "train",
+        str(cfg_path),
+        "--runs-dir",
+        str(runs),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

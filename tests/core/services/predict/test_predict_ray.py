@@ -4,9 +4,7 @@ file local ``predict`` writes, byte for byte, from a CSV, a Parquet file, an NPZ
 from __future__ import annotations
 
 import csv
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +14,7 @@ import pytest
 
 pytest.importorskip("ray", reason="Ray is an extra: pip install 'traindesk[ray]'")
 
+from tests.cli_run import core_env, run_core
 from tests.trained_run import make_run, table_run
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -24,9 +23,8 @@ N_FEATURES = 5
 
 
 def _predict(model: Path, data: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "core", "predict", str(model), str(data), "--out", str(out), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    env = core_env()
+    return run_core("predict", str(model), str(data), "--out", str(out), *args, timeout=600, env=env, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

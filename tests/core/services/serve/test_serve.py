@@ -16,7 +16,6 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ import numpy as np
 import psutil
 import pytest
 
+from tests.cli_run import core_env, run_core, start_core
 from tests.trained_run import add_best, make_run
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -86,13 +86,13 @@ class Server:
 
 
 def _start(source: Path | str, tmp: Path, *args: str, token: str | None = None) -> Server:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = core_env()
     env.pop("TRAINDESK_SERVE_TOKEN", None)
-    cmd = [sys.executable, "-m", "core", "serve", str(source), "--port", "0", *args]
+    cmd = ["serve", str(source), "--port", "0", *args]
     if token:
         cmd += ["--token", token]
     err = tmp / f"serve-{time.monotonic_ns()}.err"
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err.open("w"), text=True, env=env, cwd=ROOT)
+    proc = start_core(*cmd, stdout=subprocess.PIPE, stderr=err.open("w"), text=True, env=env, cwd=ROOT)
     lines: list[str] = []
 
     def read() -> None:
@@ -650,12 +650,13 @@ def test_a_port_in_use_is_said_before_loading(digits_run: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = subprocess.run(
-            [sys.executable, "-m", "core", "serve", str(digits_run), "--port", str(port)],
-            capture_output=True,
-            text=True,
+        proc = run_core(
+            "serve",
+            str(digits_run),
+            "--port",
+            str(port),
             cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            env=core_env(),
             timeout=60,
         )
     assert proc.returncode == 2

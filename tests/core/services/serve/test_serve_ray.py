@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ import psutil
 import pytest
 
 pytest.importorskip("ray", reason="Ray is an extra: pip install 'traindesk[ray]'")
+from tests.cli_run import core_env, run_core
 from tests.core.services.serve.test_serve import (  # the guard: the suite's, less the module's shared server (_SHARED)
     _SHARED,
     LOAD_S,
@@ -146,10 +146,10 @@ def test_an_address_nobody_answers_is_one_line_within_30_s(digits_run: Path) -> 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: nobody listens there
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = core_env()
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "core", "serve", str(digits_run), "--on", "ray", "--ray-address", f"127.0.0.1:{port}"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    cmd = ["serve", str(digits_run), "--on", "ray", "--ray-address", f"127.0.0.1:{port}"]
+    done = run_core(*cmd, timeout=60, env=env, cwd=ROOT)
     assert time.monotonic() - t0 < 30
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
