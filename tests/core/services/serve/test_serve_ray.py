@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,7 +48,6 @@ def model_replicas() -> list[int]:
 
 @pytest.fixture(scope="module")
 def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
     from tests.trained_run import make_run
 
     return make_run(tmp_path_factory.mktemp("ray-runs"))
@@ -170,7 +168,6 @@ def test_ray_s_own_tools_get_the_same_application_with_their_arguments_checked(d
 
 
 def test_watch_rolls_a_new_best_out_as_a_new_version_failing_no_request(ray_cluster: str, tmp_path: Path) -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
     from tests.trained_run import add_best, make_run
 
     run = make_run(tmp_path / "runs", steps=10)
