@@ -309,8 +309,7 @@ def main() -> int:
     if args.on == "ray":
         if "--servers" not in sys.argv:
             servers = ["traindesk", "handwritten"]
-        sys.path.insert(0, str(ROOT / "tests"))
-        from ray_cluster import local_cluster
+        from tests.ray_cluster import local_cluster  # the suite's local cluster (ROOT is on sys.path)
 
         cluster = local_cluster()
         args.ray_address = next(cluster)

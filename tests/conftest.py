@@ -65,11 +65,7 @@ def no_leftover_processes():
 def ray_cluster():
     """One local Ray cluster for the whole session (tests/ray_cluster.py): its address."""
     pytest.importorskip("ray", reason="Ray is an extra: pip install 'traindesk[ray]'")
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from ray_cluster import local_cluster
+    from tests.ray_cluster import local_cluster
 
     yield from local_cluster()
 

@@ -50,7 +50,7 @@ class Backbone:
         return f"{self.title} · {params_text(self.params)} · {self.input_size[1]}px"
 
 
-# measured with timm 1.0 (create_model(name, num_classes=0), get_pretrained_cfg); tests/core/test_pretrained.py
+# measured with timm 1.0 (create_model(name, num_classes=0), get_pretrained_cfg); tests/core/services/test_pretrained.py
 # checks every entry against the installed timm
 SUGGESTED: tuple[Backbone, ...] = (
     Backbone("resnet18.a1_in1k", "ResNet-18", 11_176_512, (3, 224, 224), "timm/resnet18.a1_in1k"),

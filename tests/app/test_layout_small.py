@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_runs_compare import write_run
 
 from core.config import Config
+from tests.app.views.test_runs_compare import write_run
 
 SIZES = [(900, 600), (1280, 800)]
 
@@ -134,9 +134,8 @@ def test_the_regression_plots_titles_fit_their_plots(qtbot: Any) -> None:
 
 
 def test_the_serve_plots_keep_to_their_widgets_at_900x600(make_window: Any, qtbot: Any) -> None:
-    from test_serve_view import TABLE_SPEC
-
     from app.plots.text import full_title, shown_title
+    from tests.app.views.test_serve_view import TABLE_SPEC
 
     window = _window(make_window, qtbot, (900, 600))
     view = window.serve_view
@@ -159,9 +158,9 @@ def test_the_serve_forms_column_names_are_whole_at_900x600(make_window: Any, qtb
     import copy
 
     from PySide6.QtWidgets import QLabel
-    from test_serve_view import TABLE_SPEC
 
     from app.shell.elided_label import ElidedLabel
+    from tests.app.views.test_serve_view import TABLE_SPEC
 
     spec = copy.deepcopy(TABLE_SPEC)
     spec["x-traindesk"]["columns"].append({"name": "flipper_length_mm", "kind": "number", "example": 181.0})

@@ -4,7 +4,7 @@
 
 Every case is one entry of CASES below: the files it needs and a manifest
 entry saying how the file is fed to TrainDesk and what the one-line error must
-contain. tests/core/test_bad_inputs.py reads MANIFEST.toml, runs every case
+contain. tests/core/cli/test_bad_inputs.py reads MANIFEST.toml, runs every case
 and checks that this script and the files on disk agree.
 
 How a case is fed (``feed``), with the corpus folder as the working directory,

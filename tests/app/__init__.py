@@ -1,0 +1,1 @@
+"""Tests of app (the window), one folder per package of app."""

@@ -1,0 +1,1 @@
+"""Tests of app.views (app/views/)."""

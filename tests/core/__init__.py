@@ -1,0 +1,1 @@
+"""Tests of core, one folder per package of core."""

@@ -1,0 +1,1 @@
+"""Tests of core.session.reading (core/session/reading/)."""

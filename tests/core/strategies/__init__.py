@@ -1,0 +1,1 @@
+"""Tests of core.strategies (core/strategies/)."""
