@@ -54,7 +54,8 @@ class Field:
     choices: tuple[str, ...] = ()
     effect: str = ""  # a paused run may change it; what that does (a LIVE_EFFECTS key)
     forkable: bool = False  # a fork of a run may change it
-    help: str = ""
+    help: str = ""  # one line: the window's tooltip
+    doc: str = ""  # the reference's meaning (docs/reference/config.md) where it says more than help
 
     @property
     def live(self) -> bool:
@@ -83,17 +84,27 @@ def key(
     choices: Sequence[str] = (),
     effect: str = "",
     help: str = "",
+    doc: str = "",
 ) -> Any:
     """Declare a section's key (a dataclass field carrying its facts).
 
     ``effect`` makes it live: a paused run may change it, and it names what the change does
-    to a running worker (one of :data:`LIVE_EFFECTS`).
+    to a running worker (one of :data:`LIVE_EFFECTS`). ``help`` is the window's one-line tooltip;
+    ``doc`` is what the key means in docs/reference/config.md when that says more than ``help``.
     """
     if effect and effect not in LIVE_EFFECTS:
         raise ValueError(f"live effect {effect!r} is not one of {', '.join(LIVE_EFFECTS)}")
     if bounds is not None and not isinstance(bounds, Bounds):
         bounds = Bounds(*bounds)
-    facts = {"type": type, "check": check, "bounds": bounds, "choices": tuple(choices), "effect": effect, "help": help}
+    facts = {
+        "type": type,
+        "check": check,
+        "bounds": bounds,
+        "choices": tuple(choices),
+        "effect": effect,
+        "help": help,
+        "doc": doc,
+    }
     return field(default=default, metadata=facts)
 
 

@@ -57,16 +57,18 @@ DEVICES = ("cpu", "cuda", "mps")  # and cuda:N
 LR = Bounds(0.0, 100.0, lo_open=True)
 
 
-def _int(default: int, lo: float, hi: float, help: str = "", effect: str = "") -> Any:
-    return key(default, check_int, "int", bounds=(lo, hi), help=help, effect=effect)
+def _int(default: int, lo: float, hi: float, help: str = "", effect: str = "", doc: str = "") -> Any:
+    return key(default, check_int, "int", bounds=(lo, hi), help=help, effect=effect, doc=doc)
 
 
-def _float(default: float, lo: float, hi: float, help: str = "", effect: str = "", lo_open: bool = False) -> Any:
-    return key(default, check_float, "float", bounds=Bounds(lo, hi, lo_open), help=help, effect=effect)
+def _float(
+    default: float, lo: float, hi: float, help: str = "", effect: str = "", lo_open: bool = False, doc: str = ""
+) -> Any:
+    return key(default, check_float, "float", bounds=Bounds(lo, hi, lo_open), help=help, effect=effect, doc=doc)
 
 
-def _choice(default: str, choices: tuple[str, ...], help: str = "") -> Any:
-    return key(default, check_choice, "choice", choices=choices, help=help)
+def _choice(default: str, choices: tuple[str, ...], help: str = "", doc: str = "") -> Any:
+    return key(default, check_choice, "choice", choices=choices, help=help, doc=doc)
 
 
 @dataclass(frozen=True)
@@ -86,18 +88,32 @@ class DataConfig(Section):
         "source",
         choices=DATA_SCHEMES,
         help="builtin:NAME | csv:PATH | parquet:PATH | npz:PATH | images:DIR",
+        doc="where the samples come from: `builtin:NAME` (scikit-learn's digits, iris, wine, breast_cancer, "
+        "diabetes (a numeric target: regression); `synthetic?n=&features=&classes=&seed=`), `csv:PATH`, "
+        "`parquet:PATH`, `npz:PATH` or `images:DIR` (see [data](data.md))",
     )
     target: str = key("label", check_str, "str", help="The table column holding the target: class labels or numbers")
     val_fraction: float = _float(0.2, 0.0, 0.9, "Share of samples held out for validation")
     loader_workers: int = _int(0, 0, 64, "DataLoader processes per worker decoding images (0 = in the worker)")
     image_size: int = _int(0, 0, 1024, "Resize images to SIZE×SIZE; 0 keeps the first image's size")
-    standardize: bool = key(True, check_bool, "bool", help="Standardize features")
+    standardize: bool = key(
+        True, check_bool, "bool", help="Standardize features", doc="standardise features with training statistics"
+    )
     # tables (csv:, parquet:): kinds that override the inferred ones, as (column, kind) pairs
     columns: tuple[tuple[str, str], ...] = key(
-        (), check_columns, "table", choices=COLUMN_KINDS, help="kinds that override the inferred ones: {column = kind}"
+        (),
+        check_columns,
+        "table",
+        choices=COLUMN_KINDS,
+        help="kinds that override the inferred ones: {column = kind}",
+        doc='tables: `{name = "number" | "category" | "bool" | "ignore"}` overriding the inferred kinds',
     )
     missing: tuple[str, ...] = key(
-        ("", "NA", "NaN", "null", "?"), check_strings, "strings", help='cells that mean "no value"'
+        ("", "NA", "NaN", "null", "?"),
+        check_strings,
+        "strings",
+        help='cells that mean "no value"',
+        doc='tables: cells that mean "no value" (exact match after stripping)',
     )
 
 
@@ -110,32 +126,65 @@ class ModelConfig(Section):
         "model_kind",
         choices=MODEL_KINDS,
         help="linear | mlp | cnn | custom:PATH.py:FUNCTION | timm:ARCHITECTURE (a pretrained backbone)",
+        doc="`linear`, `mlp`, `cnn`, `timm:NAME` (a pretrained backbone, see "
+        "[pretrained backbones](training.md#pretrained-backbones)), `custom:PATH.py:FUNCTION` (called with "
+        "`(input_shape, num_classes)`, returns an `nn.Module`; `input_shape` is `(C, H, W)` for images, "
+        "`(F,)` for tables, see [data](data.md))",
     )
     hidden: tuple[int, ...] = key(
-        (256, 256), check_ints, "ints", bounds=(1, 65536), help="Widths of the hidden layers, e.g. 256, 256"
+        (256, 256),
+        check_ints,
+        "ints",
+        bounds=(1, 65536),
+        help="Widths of the hidden layers, e.g. 256, 256",
+        doc="MLP widths; cnn uses the first as its head",
     )
-    activation: str = _choice("relu", ACTIVATIONS)
-    dropout: float = _float(0.0, 0.0, 0.95)
+    activation: str = _choice("relu", ACTIVATIONS, doc="the hidden layers' activation")
+    dropout: float = _float(0.0, 0.0, 0.95, doc="dropout after each hidden layer; 0 = none")
     channels: tuple[int, ...] = key(
-        (16, 32), check_some_ints, "ints", bounds=(1, 4096), help="Channels of the convolution blocks, e.g. 16, 32"
+        (16, 32),
+        check_some_ints,
+        "ints",
+        bounds=(1, 4096),
+        help="Channels of the convolution blocks, e.g. 16, 32",
+        doc="cnn conv widths",
     )  # cnn only
     # timm only: where the backbone's weights come from: hub (huggingface_hub's cache, downloaded once), none
     # (random), or a .safetensors / .pth file in timm's key layout
-    weights: str = key("hub", check_weights, "str", choices=WEIGHTS, help="hub | none | PATH.safetensors")
+    weights: str = key(
+        "hub",
+        check_weights,
+        "str",
+        choices=WEIGHTS,
+        help="hub | none | PATH.safetensors",
+        doc="`timm:` kinds: `hub` (huggingface_hub's cache, downloaded once; `HF_HOME`, `HF_HUB_OFFLINE`), "
+        "`none` (random), or a `.safetensors`/`.pth` file in timm's key layout",
+    )
     # timm only: head (the backbone frozen, its features computed once and cached) | full (every layer trains)
-    finetune: str = _choice("head", FINETUNE, "head: train the classifier on cached features; full: every layer")
+    finetune: str = _choice(
+        "head",
+        FINETUNE,
+        "head: train the classifier on cached features; full: every layer",
+        doc="`timm:` kinds: `head` (the backbone frozen, its features cached, a linear head trains) or `full`",
+    )
 
 
 @dataclass(frozen=True)
 class OptimConfig(Section):
     forkable = True
     searchable = True
-    name: str = _choice("sgd", OPTIMIZERS)
+    name: str = _choice("sgd", OPTIMIZERS, doc="the optimizer")
     lr: float = key(0.05, check_float, "float", bounds=LR, help="Learning rate, e.g. 0.05 or 1e-3", effect="optimizer")
     momentum: float = _float(0.9, 0.0, 0.999, "SGD momentum")
-    weight_decay: float = _float(0.0, 0.0, 10.0, effect="optimizer")
+    weight_decay: float = _float(0.0, 0.0, 10.0, effect="optimizer", doc="weight decay")
     # a pretrained backbone's rate, as a share of optim.lr (model.finetune = "full")
-    backbone_lr_mult: float = _float(0.1, 0.0, 10.0, "The backbone's learning rate as a share of optim.lr")
+    backbone_lr_mult: float = _float(
+        0.1,
+        0.0,
+        10.0,
+        "The backbone's learning rate as a share of optim.lr",
+        doc='`model.finetune = "full"`: the backbone\'s rate as a share of `optim.lr`',
+    )
 
 
 # a table's small data overfits within a few epochs of its best: auto early stopping waits this many
@@ -150,12 +199,16 @@ class TrainConfig(Section):
     batch_size: int = _int(64, 1, 1 << 20, "Samples per optimizer step, per worker", effect="batches")
     seed: int = _int(0, 0, 2**31 - 1, "Random seed (worker i uses seed + i)")
     # seconds between consistent checkpoints while training; 0 = only at the end
-    checkpoint_every: float = _float(30.0, 0.0, 86400.0)
+    checkpoint_every: float = _float(
+        30.0, 0.0, 86400.0, doc="seconds between consistent checkpoints while training; 0 = only at the end"
+    )
     monitor: str = _choice(
         "auto",
         MONITORED,
         "What the best checkpoint and early stopping watch; auto: accuracy "
         "(balanced on skewed classes), RMSE for a regression",
+        doc='what "best" means (best.pt, early stopping, plateau): `val_loss`, `val_accuracy`, or auto '
+        "(accuracy, balanced on skewed classes; RMSE for a regression)",
     )
     early_stop_patience: int = _int(
         -1,
@@ -163,28 +216,57 @@ class TrainConfig(Section):
         100000,
         "Stop after this many epochs without improvement of the selected figure; 0 = never, "
         f"-1 = auto ({TABLE_PATIENCE} on a table, except a sweep's; never otherwise)",
+        doc="stop after this many epochs without improvement of the selected figure (0 = never; -1 = auto: "
+        f"{TABLE_PATIENCE} on a table except a sweep's, never otherwise); the run ends `finished` with "
+        "`stop_reason`",
     )
-    early_stop_min_delta: float = _float(0.0, 0.0, 1e9)  # smaller changes are no improvement
-    task: str = _choice("auto", TASKS)  # auto | classification | regression (tables)
-    class_weights: str = _choice("none", CLASS_WEIGHTS)  # none | balanced: inverse-frequency weights in the loss
-    # the metric that picks best.pt (the run's model and figure) and stops early; auto: train.monitor's choice
-    select_by: str = _choice("auto", ("auto",) + METRICS)
-    # regression, on the standardised target: auto (huber: a long-tailed target's far values pull it no harder
-    # than a unit away; the same as mse within one standard deviation), mse, huber
-    loss: str = _choice("auto", REGRESSION_LOSSES)
+    early_stop_min_delta: float = _float(0.0, 0.0, 1e9, doc="a smaller change is no improvement")
+    task: str = _choice(
+        "auto", TASKS, doc="tables: what the target is; auto decides (see [tables](data.md#tables-one-schema))"
+    )
+    class_weights: str = _choice(
+        "none", CLASS_WEIGHTS, doc="`balanced`: inverse-frequency weights in the cross-entropy"
+    )
+    select_by: str = _choice(
+        "auto",
+        ("auto",) + METRICS,
+        doc="the metric that picks best.pt (the run's model and figure) and stops early: any `val_*` metric; "
+        "auto = `train.monitor`",
+    )
+    loss: str = _choice(
+        "auto",
+        REGRESSION_LOSSES,
+        doc="regression, on the standardised target: `auto` (huber, delta 1: a long-tailed target's far values "
+        "pull it no harder than a unit away; the same as mse within one standard deviation), `mse` or `huber`",
+    )
     on_divergence: str = _choice(
         "recover",
         DIVERGENCE_ACTIONS,
         "A non-finite loss: recover (roll back, the worker's rate / 10, go on), pause (the same, then pause), fail",
+        doc="a non-finite loss: `recover` (roll back, that worker's rate / 10, go on; after 5 the run fails), "
+        "`pause` (the same, then pause), `fail`",
     )
 
 
 @dataclass(frozen=True)
 class ParallelConfig(Section):
-    strategy: str = _choice("hogwild", STRATEGIES)
-    workers: int = _int(2, 1, 256, "Training processes")
-    threads_per_worker: int = _int(0, 0, 1024, "Torch threads in each worker; automatic shares the cores")
-    device: str = key("cpu", check_device, "device", choices=DEVICES, help="cpu | cuda | cuda:N | mps")
+    strategy: str = _choice(
+        "hogwild", STRATEGIES, doc="how the workers share the run (the strategy registry, `core/strategies/`)"
+    )
+    workers: int = _int(
+        2, 1, 256, "Training processes", doc="training processes; a strategy with a fixed count sets it (single: 1)"
+    )
+    threads_per_worker: int = _int(
+        0, 0, 1024, "Torch threads in each worker; automatic shares the cores", doc="0 = cores // workers"
+    )
+    device: str = key(
+        "cpu",
+        check_device,
+        "device",
+        choices=DEVICES,
+        help="cpu | cuda | cuda:N | mps",
+        doc="cpu, cuda, cuda:N, mps (checked at start)",
+    )
     sweep_lr: tuple[float, ...] = key(
         (),
         check_rates,
@@ -192,9 +274,15 @@ class ParallelConfig(Section):
         bounds=LR,
         help="Sweep: one learning rate per worker; empty = the same rate, different seeds",
     )
-    # seconds without records (not paused) before a worker is reported stalled; 0 = never
-    stall_timeout: float = _float(120.0, 0.0, 86400.0)
-    precision: str = _choice("32", PRECISIONS, "bf16-mixed: autocast in the training step; 16-mixed needs CUDA")
+    stall_timeout: float = _float(
+        120.0, 0.0, 86400.0, doc="seconds without records (not paused) before a worker is reported stalled; 0 = never"
+    )
+    precision: str = _choice(
+        "32",
+        PRECISIONS,
+        "bf16-mixed: autocast in the training step; 16-mixed needs CUDA",
+        doc="`bf16-mixed` (autocast in the training step), `16-mixed` (CUDA only, with a GradScaler)",
+    )
 
 
 @dataclass(frozen=True)
@@ -202,13 +290,25 @@ class ScheduleConfig(Section):
     """The learning rate as a function of the run's progress; optim.lr is its base (peak)."""
 
     searchable = True
-    kind: str = _choice("constant", SCHEDULES)
-    warmup_steps: int = _int(0, 0, 10**9, "Steps over which the rate rises linearly from 0")
-    min_lr: float = _float(0.0, 0.0, 100.0, "Cosine and one-cycle: the rate at the last step")
-    step_epochs: int = _int(10, 1, 100000)  # step: multiply by gamma every this many epochs
-    gamma: float = _float(0.1, 0.0, 1.0, lo_open=True)  # step, plateau: the factor
-    pct_start: float = _float(0.3, 0.0, 1.0)  # one-cycle: fraction of the run spent rising
-    patience: int = _int(2, 0, 10000)  # plateau: evaluations without improvement
+    kind: str = _choice("constant", SCHEDULES, doc="the schedule; `optim.lr` is the base (peak)")
+    warmup_steps: int = _int(
+        0,
+        0,
+        10**9,
+        "Steps over which the rate rises linearly from 0",
+        doc="linear warm-up from 0 over this many steps (any kind)",
+    )
+    min_lr: float = _float(
+        0.0,
+        0.0,
+        100.0,
+        "Cosine and one-cycle: the rate at the last step",
+        doc="cosine, one-cycle: the lr at the last step (below `optim.lr`)",
+    )
+    step_epochs: int = _int(10, 1, 100000, doc="step: multiply the rate by gamma every this many epochs")
+    gamma: float = _float(0.1, 0.0, 1.0, lo_open=True, doc="step: the factor every step_epochs; plateau: the factor")
+    pct_start: float = _float(0.3, 0.0, 1.0, doc="one-cycle: share of the run rising from lr/25 to lr")
+    patience: int = _int(2, 0, 10000, doc="plateau: evaluations without improvement before the factor drops")
 
 
 @dataclass(frozen=True)
@@ -219,7 +319,7 @@ class AugmentConfig(Section):
     crop_scale: float = _float(
         1.0, 0.05, 1.0, "Augment: random resized crop keeping at least this share of the area; 1 = off"
     )
-    hflip: bool = key(False, check_bool, "bool", help="Random horizontal flip")
+    hflip: bool = key(False, check_bool, "bool", help="Random horizontal flip", doc="random horizontal flip")
     rotation: float = _float(0.0, 0.0, 180.0, "Augment: random rotation up to this many degrees; 0 = off")
     jitter: float = _float(0.0, 0.0, 1.0, "Augment: brightness, contrast and saturation jitter strength; 0 = off")
 
@@ -237,11 +337,19 @@ class SearchConfig(Section):
     """strategy "search": trials sampled by Optuna; ``space`` holds ("section.key", range or choices)."""
 
     dotted_keys = True
-    trials: int = _int(20, 1, 100000)
-    sampler: str = _choice("tpe", SAMPLERS)
-    pruner: str = _choice("median", PRUNERS)
-    metric: str = _choice("val_accuracy", METRICS)
-    space: tuple[tuple[str, Any], ...] = key((), as_tuple, "space", help='"section.key" = range or choices')
+    trials: int = _int(20, 1, 100000, doc="trials per run (a continued search adds as many)")
+    sampler: str = _choice(
+        "tpe", SAMPLERS, doc="`tpe` (constant liar for parallel trials), `random`, `grid` (lists only)"
+    )
+    pruner: str = _choice("median", PRUNERS, doc="`median`, `asha` (successive halving), `none`")
+    metric: str = _choice("val_accuracy", METRICS, doc="the trial's objective, reported each epoch")
+    space: tuple[tuple[str, Any], ...] = key(
+        (),
+        as_tuple,
+        "space",
+        help='"section.key" = range or choices',
+        doc='`"section.key" = {low, high, log}` (a range) or a list of choices, for a key of a searchable section',
+    )
 
 
 SECTIONS: dict[str, type[Section]] = {
