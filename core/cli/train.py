@@ -13,6 +13,7 @@ from typing import Any
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
 from core.cli.streams import lost_reason, on_output_lost
 from core.services.runs.files import LOG
+from core.services.runs.start import continue_run, join_torchrun, new_run, prestart, stop_forkserver, under_torchrun
 
 
 def configure_cli(train: argparse.ArgumentParser) -> None:
@@ -182,16 +183,15 @@ START_GRACE_S = 0.8  # after Ctrl-C during data loading, wait this long for the 
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from core.services.runs import start
 
     if args.resume and (args.config or args.strategy or args.workers is not None or args.set or args.name):
         raise ArgumentError("traindesk train: --resume continues a run with its own config; only --epochs may change")
     # From here on Ctrl-C only counts: one while torch imports or the data loads is acted on once
     # the run exists (it then starts nothing), never raised inside a library that might swallow it.
     with Interrupts() as interrupts:
-        if not start.under_torchrun():
-            start.prestart()  # before importing torch: the forkserver imports it while this process does
-        if start.under_torchrun():
+        if not under_torchrun():
+            prestart()  # before importing torch: the forkserver imports it while this process does
+        if under_torchrun():
             from core.errors import PeersLost
 
             if args.resume:
@@ -200,19 +200,19 @@ def cmd_train(args: argparse.Namespace) -> int:
                     "(--max-restarts); --resume is for local runs"
                 )
             try:
-                session = start.join_torchrun(_load_train_config(args), args.runs_dir, args.name)
+                session = join_torchrun(_load_train_config(args), args.runs_dir, args.name)
             except PeersLost as exc:
                 sys.stderr.write(f"error: {exc}\n")
                 return EXIT_FAILED
             if session is None:
                 return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
         elif args.resume:
-            session = start.continue_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
+            session = continue_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
         else:
-            session = start.new_run(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
+            session = new_run(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
         if interrupts.count:  # Ctrl-C while the command started up: nothing has been started
             sys.stderr.write("interrupted\n")
-            start.stop_forkserver()
+            stop_forkserver()
             return EXIT_INTERRUPTED
         # from here a Ctrl-C asks the run to stop: the data read ends at its next block, or the workers
         # at their next batch (checkpoint and summary written)
@@ -260,7 +260,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         # before the run existed: nothing to save, and interpreter teardown (freeing what was read, with
         # torch loaded) took a second here: leave now, and end the forkserver, which may still be
         # importing torch and would outlive this process by seconds.
-        start.stop_forkserver()
+        stop_forkserver()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)
