@@ -299,6 +299,7 @@ class Session:
                 rank=rank,
                 world_size=self.num_workers,
                 config=cfg,
+                strategy=self.strategy,
                 threads=threads,
                 parent_pid=os.getpid(),
                 local_rank=rank,
