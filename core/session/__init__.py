@@ -5,6 +5,7 @@
 - :mod:`core.session.attached`: :class:`AttachedSession`, following another process's run.
 - :mod:`core.session.start_point`: where a run starts (fresh, resumed, forked).
 - :mod:`core.session.machinery.context`: :class:`RunContext`, what the run's pieces share.
+- :mod:`core.session.machinery.facts`: :class:`RunFacts`, what the session shows that its pieces learn.
 - :mod:`core.session.machinery.collector`: the collector thread (records in, reactions out).
 - :mod:`core.session.machinery.checkpoints`: the consistent-checkpoint protocol.
 - :mod:`core.session.machinery.health`: dead, stalled and unreadable workers.
