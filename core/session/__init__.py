@@ -24,18 +24,23 @@ parts (state, stats) load without torch.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-_HOMES = {
-    "Session": "core.session.session",
-    "AttachedSession": "core.session.attached",
-    "RecordBuffer": "core.session.machinery.buffer",
-}
-__all__ = sorted(_HOMES)
+__all__ = ["AttachedSession", "RecordBuffer", "Session"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
+    """The heavy classes, imported when first asked for (each by its import, so the import contracts see it)."""
+    if name == "Session":
+        from core.session.session import Session
+
+        return Session
+    if name == "AttachedSession":
+        from core.session.attached import AttachedSession
+
+        return AttachedSession
+    if name == "RecordBuffer":
+        from core.session.machinery.buffer import RecordBuffer
+
+        return RecordBuffer
     raise AttributeError(f"module 'core.session' has no attribute {name!r}")
