@@ -5,7 +5,8 @@ one-line :class:`ConfigError` that names the key, e.g.
 ``config: parallel.workers must be an integer from 1 to 256, got "two"``.
 
 The package's modules, bottom up: ``fields`` (a key's facts and the checks of
-its values), ``sections`` (the sections' dataclasses, each key declared once,
+its values), ``strategy_rules`` (the strategies by name and what each asks of
+a config), ``sections`` (the sections' dataclasses, each key declared once,
 and the table ``FIELDS`` made of them), ``space`` (the search space of
 [search]), ``toml_text`` (values as TOML), ``document`` (the whole
 :class:`Config`: built from a mapping, changed by dotted keys) and ``files``

@@ -2,7 +2,9 @@
 
 ``from_dict`` validates every key through its Field, then the rules between
 keys; the rules a strategy makes (a fixed worker count, keys only it reads,
-what it needs besides) are asked of the strategy class, never tested by name.
+what it needs besides) are read from its line of
+:data:`~core.config.strategy_rules.STRATEGY_RULES`, never tested by name, and
+no strategy is loaded.
 ``Config.with_changes`` is the one way a dotted-key change is applied:
 ``--set``, ``Config.replace``, a search's trial and a paused run's live
 changes all go through it.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.config.fields import show, toml_key
 from core.config.sections import (
@@ -33,13 +35,9 @@ from core.config.sections import (
     section_fields,
 )
 from core.config.space import checked_space, space_values
+from core.config.strategy_rules import STRATEGY_RULES, StrategyRules
 from core.config.toml_text import parse_override_value, toml_text
 from core.errors import ConfigError
-from core.strategies import NAMES as STRATEGY_NAMES
-from core.strategies import strategy_class
-
-if TYPE_CHECKING:
-    from core.strategies.base import Strategy
 
 
 @dataclass(frozen=True)
@@ -92,13 +90,13 @@ class Config:
         return TABLE_PATIENCE if table and strategy is not None and not strategy.model_per_worker else 0
 
 
-def _strategy(name: Any) -> type[Strategy] | None:
-    return strategy_class(name) if isinstance(name, str) and name in STRATEGY_NAMES else None
+def _strategy(name: Any) -> StrategyRules | None:
+    return STRATEGY_RULES.get(name) if isinstance(name, str) else None
 
 
 def _fixed_workers(name: Any) -> int:
-    cls = _strategy(name)
-    return cls.fixed_workers if cls is not None else 0
+    rules = _strategy(name)
+    return rules.fixed_workers if rules is not None else 0
 
 
 def _value(cfg: Config, key: str) -> Any:
@@ -109,16 +107,16 @@ def _value(cfg: Config, key: str) -> Any:
 def _strategy_rules(cfg: Config) -> None:
     """What the chosen strategy asks of the config: its worker count, keys no other strategy reads, its own checks."""
     p = cfg.parallel
-    cls = strategy_class(p.strategy)
-    if cls.fixed_workers and p.workers != cls.fixed_workers:
+    rules = STRATEGY_RULES[p.strategy]
+    if rules.fixed_workers and p.workers != rules.fixed_workers:
         raise ConfigError(
-            f'config: parallel.workers must be {cls.fixed_workers} for strategy "{cls.name}", got {p.workers}'
+            f'config: parallel.workers must be {rules.fixed_workers} for strategy "{rules.name}", got {p.workers}'
         )
-    for other in (strategy_class(n) for n in STRATEGY_NAMES):
+    for other in STRATEGY_RULES.values():
         for key in other.own_keys:
-            if key not in cls.own_keys and _value(cfg, key) != FIELDS[key].default:
+            if key not in rules.own_keys and _value(cfg, key) != FIELDS[key].default:
                 raise ConfigError(f'config: {key} is for strategy "{other.name}" only, got strategy {show(p.strategy)}')
-    cls.check_config(cfg)
+    rules.check(cfg)
 
 
 def _cross_check(cfg: Config) -> None:

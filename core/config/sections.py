@@ -33,8 +33,8 @@ from core.config.fields import (
     check_weights,
     key,
 )
+from core.config.strategy_rules import NAMES as STRATEGIES
 from core.metric_names import METRICS
-from core.strategies.registry import NAMES as STRATEGIES
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 ACTIVATIONS = ("relu", "gelu", "tanh", "silu")

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from core.worker.channels import Channels
     from core.worker.spec import WorkerSpec
 
-# torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server
-PRELOAD = ["torch", "torch._dynamo", "core.worker.process"]
+# torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server; the strategies:
+# a worker's spec carries its strategy, whose module unpickling it imports
+PRELOAD = ["torch", "torch._dynamo", "core.worker.process", "core.strategies"]
 _lock = threading.Lock()
 _ctx: Any = None
 

@@ -32,6 +32,7 @@ from core.config import Config
 from core.errors import PeersLost
 from core.host.machine import keep_freed_memory
 from core.runfiles.layout import RunDir
+from core.strategies import get_strategy
 from core.worker.channels import RUN, STOP, Channels, SettingsBox
 from core.worker.process import run_worker
 from core.worker.spec import WorkerSpec
@@ -112,6 +113,7 @@ def torchrun_spec(cfg: Config) -> WorkerSpec:
         rank=rank,
         world_size=world,
         config=cfg,
+        strategy=get_strategy(cfg),
         threads=default_threads(local_world, cfg.parallel.threads_per_worker),
         parent_pid=os.getppid(),
         local_rank=local_rank,

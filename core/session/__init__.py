@@ -5,6 +5,7 @@
 - :mod:`core.session.attached`: :class:`AttachedSession`, following another process's run.
 - :mod:`core.session.start_point`: where a run starts (fresh, resumed, forked).
 - :mod:`core.session.machinery.context`: :class:`RunContext`, what the run's pieces share.
+- :mod:`core.session.machinery.facts`: :class:`RunFacts`, what the session shows that its pieces learn.
 - :mod:`core.session.machinery.collector`: the collector thread (records in, reactions out).
 - :mod:`core.session.machinery.checkpoints`: the consistent-checkpoint protocol.
 - :mod:`core.session.machinery.health`: dead, stalled and unreadable workers.
@@ -23,18 +24,23 @@ parts (state, stats) load without torch.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-_HOMES = {
-    "Session": "core.session.session",
-    "AttachedSession": "core.session.attached",
-    "RecordBuffer": "core.session.machinery.buffer",
-}
-__all__ = sorted(_HOMES)
+__all__ = ["AttachedSession", "RecordBuffer", "Session"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _HOMES:
-        return getattr(importlib.import_module(_HOMES[name]), name)
+    """The heavy classes, imported when first asked for (each by its import, so the import contracts see it)."""
+    if name == "Session":
+        from core.session.session import Session
+
+        return Session
+    if name == "AttachedSession":
+        from core.session.attached import AttachedSession
+
+        return AttachedSession
+    if name == "RecordBuffer":
+        from core.session.machinery.buffer import RecordBuffer
+
+        return RecordBuffer
     raise AttributeError(f"module 'core.session' has no attribute {name!r}")

@@ -12,7 +12,11 @@ then drains the workers' records and reacts to them until the run ends
 - :mod:`core.session.live`: what a paused run may change.
 
 They share the run through one :class:`~core.session.machinery.context.RunContext`
-and are handed the pieces they call when the session builds them.
+and are handed the pieces they call when the session builds them. What they
+learn that the session shows (``error``, ``best``, ``stop_reason``, ``summary``,
+a search's adopted ``config``) they write into the context's
+:class:`~core.session.machinery.facts.RunFacts`, which the session's attributes
+of those names read.
 
 ``Session`` satisfies :class:`core.session.handle.RunHandle`, as does the
 :class:`~core.session.attached.AttachedSession` that follows another
@@ -47,6 +51,7 @@ from core.session.machinery.checkpoints import CheckpointCoordinator, result_mod
 from core.session.machinery.collector import Collector
 from core.session.machinery.context import RunContext
 from core.session.machinery.ending import RunEnd
+from core.session.machinery.facts import RunFacts, Shown
 from core.session.machinery.health import ProcessHealth
 from core.session.machinery.processes import TERMINATE_GRACE_S, WorkerProcesses
 from core.session.machinery.recording import RunRecorder
@@ -72,6 +77,12 @@ class Session:
     """One training run. See docs/ENGINE_API.md for the contract."""
 
     attached = False  # this process runs the run (an AttachedSession follows another's)
+    # kept in ``facts``, where the run's pieces write them
+    config = Shown[Config]()
+    summary = Shown[dict[str, Any] | None]()
+    error = Shown[str | None]()
+    best = Shown[dict[str, Any] | None]()  # the run's best evaluation: monitor, value, worker, epoch
+    stop_reason = Shown[str | None]()  # why a run ended early yet finished (early stopping)
 
     def __init__(
         self,
@@ -81,7 +92,7 @@ class Session:
         launcher: Launcher | None = None,
         start: StartPoint | None = None,
     ) -> None:
-        self.config = config
+        self.facts = RunFacts(config)
         self.strategy = get_strategy(config)
         self.shape = RunShape.of(self.strategy)  # what a face draws and counts; again once the data is known
         self.launcher: Launcher = launcher or LocalLauncher()
@@ -90,19 +101,16 @@ class Session:
         start = start or StartPoint()
         self.parent = start.parent  # a fork: the run and step it branched from
         self.info: DatasetInfo | None = None
-        self.summary: dict[str, Any] | None = None
-        self.error: str | None = None
         self.num_workers = self.strategy.num_workers
         self.num_parameters = 0
         self.features: FeatureCount | None = None  # a frozen backbone's features: computed or from the cache
         self.stats = RunStats()
-        self.best: dict[str, Any] | None = None  # the run's best evaluation: value, worker, epoch
-        self.stop_reason: str | None = None  # why a run ended early yet finished (early stopping)
         self._listeners: list[Listener] = []
         self._emit_lock = threading.Lock()
         # what the run's pieces share; each piece is handed the others it calls
         self._ctx = RunContext(
             run=RunState(lambda rec: self._emit([rec])),
+            facts=self.facts,
             recorder=RunRecorder(),
             start=start,
             emit=self._emit,
@@ -294,6 +302,7 @@ class Session:
                 rank=rank,
                 world_size=self.num_workers,
                 config=cfg,
+                strategy=self.strategy,
                 threads=threads,
                 parent_pid=os.getpid(),
                 local_rank=rank,

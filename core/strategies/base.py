@@ -3,17 +3,19 @@
 A strategy is a small picklable value: the config and the data's task, never
 changed (``with_config`` and ``with_task`` give a new one) and holding no state
 of a run; what a method needs of the run (its directory) is passed to it.
-Its class says the rules that need no config (the worker count it always has,
-the keys only it reads, how the advisor probes it, whether each worker trains
-a model of its own) and checks what it needs of a config (``check_config``).
+Its class says the rules that need no config (how the advisor probes it, the
+worker loop it runs) and takes from its line of
+:data:`~core.config.strategy_rules.STRATEGY_RULES` those the config checks
+(the worker count it always has, the keys only it reads, whether each worker
+trains a model of its own).
 The session asks it about the run's shape (workers, models, shards, learning
 rates, which model is the result); each worker asks it which ranks it steps
 with (``collectives``: a :class:`~core.strategies.collectives.Collectives`,
 which wraps the model, agrees on pause/stop/checkpoint, says which rank
 publishes the trained weights to the shared copy the session reads, and splits
-and sums the evaluation). Callers never test a strategy's name.
-
-Importing a strategy loads no torch: the config asks the classes its rules.
+and sums the evaluation), and runs its ``loop``, a
+:class:`~core.worker.loop.WorkerLoop` (the Trainer, or the search's trials).
+Callers never test a strategy's name.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from core.config.strategy_rules import STRATEGY_RULES
 from core.errors import ConfigError
 from core.runfiles.records import EVAL
+from core.worker.trainer import Trainer
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 
     from core.config import Config
     from core.strategies.collectives import Collectives
+    from core.worker.loop import WorkerLoopClass
     from core.worker.spec import WorkerSpec
 
 
@@ -49,7 +54,8 @@ class Strategy(abc.ABC):
     # every rank recovers at the same step; a rank's own loss alone would split them
     divergence_from_gradients: ClassVar[bool] = False
     keeps_best: ClassVar[bool] = True  # reporting workers send the weights of each new best evaluation
-    runner: ClassVar[str] = ""  # "module:Class" of a worker's loop other than the Trainer (search: trials)
+    loop: ClassVar[WorkerLoopClass] = Trainer  # what each worker runs (search: its trials)
+    # the rules the config checks, from the strategy's line of STRATEGY_RULES (see __init_subclass__)
     fixed_workers: ClassVar[int] = 0  # the worker count it always has (0: parallel.workers)
     own_keys: ClassVar[tuple[str, ...]] = ()  # config keys that only this strategy reads
     model_per_worker: ClassVar[bool] = False  # each worker trains a model of its own (a sweep)
@@ -61,16 +67,20 @@ class Strategy(abc.ABC):
     skewed: bool = False  # its classes are imbalanced (the selection metric is then balanced accuracy)
 
     # -- rules of the class (no config needed) -------------------------------------------
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A strategy the config names takes the rules the config checks from its line of the table."""
+        super().__init_subclass__(**kwargs)
+        rules = STRATEGY_RULES.get(cls.name)
+        if rules is not None:
+            cls.fixed_workers, cls.own_keys = rules.fixed_workers, rules.own_keys
+            cls.model_per_worker = rules.model_per_worker
+
     @classmethod
     def probe_counts(cls, max_workers: int) -> tuple[int, ...]:
         """The worker counts the advisor probes, up to ``max_workers``."""
         if cls.fixed_workers:
             return (cls.fixed_workers,)
         return tuple(range(cls.min_workers, max_workers + 1))
-
-    @classmethod  # noqa: B027 - a hook most strategies leave empty
-    def check_config(cls, config: Config) -> None:
-        """Refuse a config this strategy's keys make no sense with (ConfigError, one line); no machine checks."""
 
     # -- a new value ----------------------------------------------------------------------
     def with_config(self, config: Config) -> Strategy:

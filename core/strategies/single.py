@@ -14,7 +14,6 @@ if TYPE_CHECKING:
 class Single(Strategy):
     name = "single"
     description = "One worker process: the baseline, and the easiest to debug."
-    fixed_workers = 1
     advisable = True
 
     def collectives(self, device: torch.device) -> Collectives:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from core.errors import ConfigError
 from core.strategies.base import Strategy
 from core.strategies.collectives import Collectives, SingleProcess
 
@@ -13,22 +12,10 @@ if TYPE_CHECKING:
 
     import torch
 
-    from core.config import Config
-
 
 class Sweep(Strategy):
     name = "sweep"
     description = "Each worker trains its own model (one learning rate each); the best one is kept."
-    own_keys = ("parallel.sweep_lr",)
-    model_per_worker = True
-
-    @classmethod
-    def check_config(cls, config: Config) -> None:
-        p = config.parallel
-        if p.sweep_lr and len(p.sweep_lr) != p.workers:
-            raise ConfigError(
-                f"config: parallel.sweep_lr must have one learning rate per worker ({p.workers}), got {len(p.sweep_lr)}"
-            )
 
     def model_index(self, rank: int) -> int:
         return rank

@@ -4,7 +4,8 @@
 picklable arguments, so it runs under ``spawn`` and ``forkserver``; it isolates
 the process from the terminal, ties it to its parent (:mod:`core.host.lifeline`),
 sets its threads and runs :func:`run_worker`, which torchrun's rank 0 also runs
-on a thread. ``run_worker`` builds the strategy's worker loop (the
+on a thread. ``run_worker`` builds the strategy's worker loop (its
+``loop``, a :class:`~core.worker.loop.WorkerLoop`: the
 :class:`~core.worker.trainer.Trainer`, or a strategy's own such as the search's
 trials), reports how it ended in a last ``_done`` record that carries where to
 continue from, delivers every record and only then tears down.
@@ -23,15 +24,15 @@ import torch
 from core.data import PreparedData
 from core.host.machine import keep_freed_memory
 from core.runfiles.records import done_record
-from core.strategies import get_strategy
 from core.training.checkpoint import state_to_bytes
 from core.training.shared_state import Shared
 from core.worker.channels import Channels, RecordSender
+from core.worker.loop import WorkerLoop
 from core.worker.spec import WorkerSpec
-from core.worker.trainer import Diverged, Trainer
+from core.worker.trainer import Diverged
 
 
-def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | None) -> dict[str, Any]:
+def _done(spec: WorkerSpec, status: str, trainer: WorkerLoop | None, error: str | None) -> dict[str, Any]:
     """The last record of a worker: how it ended and where to continue from."""
     if trainer is None:
         return done_record(spec.rank, status, error, spec.start.epoch - 1, spec.start.counters())
@@ -47,27 +48,18 @@ def _done(spec: WorkerSpec, status: str, trainer: Trainer | None, error: str | N
     )
 
 
-def _load_class(target: str) -> Any:
-    """The class a "module:Class" names (a strategy's own worker loop, e.g. the search's trials)."""
-    import importlib
-
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 def run_worker(spec: WorkerSpec, data: PreparedData, shared: list[Shared], ch: Channels) -> int:
     """The body of a worker; returns the process exit code. Usable in-process (tests, torchrun)."""
     out = RecordSender(ch.queue, spec.rank)
     out.state(
         "starting", f"pid {os.getpid()}", pid=os.getpid(), node=spec.node or _hostname(), local_rank=spec.local_rank
     )
-    strategy = get_strategy(spec.config)
-    trainer: Trainer | None = None
+    strategy = spec.strategy
+    trainer: WorkerLoop | None = None
     try:
         torch.manual_seed(strategy.worker_seed(spec.rank))
         strategy.setup_worker(spec)
-        runner = _load_class(strategy.runner) if strategy.runner else Trainer
-        trainer = runner(spec, data, shared, ch, out, strategy)
+        trainer = strategy.loop(spec, data, shared, ch, out, strategy)
         status = trainer.run()
         out.state(status)
         out.add(_done(spec, status, trainer, None))

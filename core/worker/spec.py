@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from core.config import Config
 from core.worker.position import Position
+
+if TYPE_CHECKING:
+    from core.strategies.base import Strategy
 
 
 @dataclass(frozen=True)
@@ -15,6 +19,7 @@ class WorkerSpec:
     rank: int
     world_size: int
     config: Config
+    strategy: Strategy  # the run's strategy (of ``config``): it plans the worker's part and names its loop
     threads: int
     parent_pid: int
     local_rank: int = 0  # rank on this machine (device choice under torchrun)

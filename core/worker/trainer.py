@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -41,7 +41,6 @@ from core.runfiles.records import (
     snapshot_record,
     step_record,
 )
-from core.strategies.base import Strategy
 from core.training.augment import make_augment
 from core.training.checkpoint import state_from_bytes, state_to_bytes
 from core.training.losses import eval_metrics, eval_stats, make_loss
@@ -53,6 +52,9 @@ from core.worker.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTIN
 from core.worker.position import Position
 from core.worker.recovery import LR_DIVISOR, Recovery
 from core.worker.spec import WorkerSpec
+
+if TYPE_CHECKING:
+    from core.strategies.base import Strategy
 
 EVAL_BATCH = 2048
 EXCHANGE_EVERY = 32  # torchrun: steps between collections of every rank's records (a multiple of 8)

@@ -15,7 +15,6 @@ from core.services.runs.files import CONFIG, EVAL, LOG, STEP, RunDir, is_live, l
 from core.services.runs.shape import shape_of, shape_of_run
 from core.strategies.shape import RunShape
 
-
 __all__ = [
     "CONFIG",
     "EVAL",

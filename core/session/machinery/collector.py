@@ -53,18 +53,19 @@ class Collector:
 
     def run(self) -> None:
         """The thread's body: collect until every worker has ended, then finish the run."""
-        s, ctx, end = self.session, self.ctx, self.end
+        ctx, end = self.ctx, self.end
+        facts = ctx.facts
         try:
             self._collect()
             end.finish()
         except Exception as exc:  # never leave the caller waiting forever
-            s.error = s.error or f"session: {type(exc).__name__}: {exc}"
+            facts.error = facts.error or f"session: {type(exc).__name__}: {exc}"
             ctx.procs.join(0.1)
             try:
                 end.write_summary("failed")
             except Exception:
                 pass
-            ctx.run.move("failed", s.error)
+            ctx.run.move("failed", facts.error)
             end.close()
 
     def _collect(self) -> None:
@@ -118,12 +119,12 @@ class Collector:
             run.move("running")
 
     def worker_done(self, rec: dict[str, Any]) -> None:
-        s = self.session
+        s, facts = self.session, self.ctx.facts
         s.stats.add([rec])
         self.checkpoints.on_part(rec)
         if rec["status"] == "failed":
-            if s.error is None:
-                s.error = rec["error"]
+            if facts.error is None:
+                facts.error = rec["error"]
                 self.health.failed()
             s.request_stop()
 
@@ -134,32 +135,33 @@ class Collector:
         does: every worker at its next batch (ddp's ranks at the same one, agreed), the run "finished".
         The records lag the workers (a loaded machine, a tiny table's epochs of milliseconds): once the
         run has stopped early its best stays the one the stop names, whatever arrives after."""
-        s = self.session
-        if not s.strategy.keeps_best or s.stop_reason is not None:
+        s, facts = self.session, self.ctx.facts
+        if not s.strategy.keeps_best or facts.stop_reason is not None:
             return  # evaluations the workers made before the early stop reached them do not move its best
         train = s.config.train
         monitor = selection_metric(
             s.config, s.info.task if s.info else "classification", s.info.imbalanced if s.info else False
         )
         value = rec[monitor]
-        if improved(value, s.best["value"] if s.best else None, monitor, train.early_stop_min_delta):
-            s.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
+        best = facts.best
+        if improved(value, best["value"] if best else None, monitor, train.early_stop_min_delta):
+            facts.best = {"monitor": monitor, "value": value, "worker": rec["worker"], "epoch": rec["epoch"]}
             return
         patience = s.config.early_stop_patience(table=s.info is not None and s.info.schema is not None)
-        if not patience or s.best is None:
+        if not patience or best is None:
             return
-        if rec["epoch"] - s.best["epoch"] >= patience:
-            s.stop_reason = (
-                f"stopped early at epoch {rec['epoch']}: {monitor} has not improved since epoch {s.best['epoch']} "
-                f"(best {s.best['value']:.4g}; patience {patience})"
+        if rec["epoch"] - best["epoch"] >= patience:
+            facts.stop_reason = (
+                f"stopped early at epoch {rec['epoch']}: {monitor} has not improved since epoch {best['epoch']} "
+                f"(best {best['value']:.4g}; patience {patience})"
             )
-            self.ctx.log("info", s.stop_reason)
+            self.ctx.log("info", facts.stop_reason)
             s.request_stop()
 
     def _on_best(self, rec: dict[str, Any]) -> None:
         """A worker's weights of an evaluation: checkpoints/best.pt when it is the run's best."""
         s = self.session
-        best = s.best
+        best = self.ctx.facts.best
         if best is None or (best["worker"], best["epoch"]) != (rec["worker"], rec["epoch"]) or s.info is None:
             return
         self.ctx.recorder.best(

@@ -3,8 +3,12 @@
 The session builds one :class:`RunContext` and hands it to each of its pieces
 (health, checkpoints, the end, the collector) with the other pieces each one
 calls; they read and change the run through it, under the run's one lock and
-state machine, and through the session only what it shows everyone (its
-config, strategy, stats, best evaluation, error and control API).
+state machine. What they learn of the run that the session shows (its best
+evaluation, why it stopped early, its error and summary, the config of the
+model it hands on) they write into the context's
+:class:`~core.session.machinery.facts.RunFacts`, never into the session; of
+the session they read what it shows everyone (its config, strategy, stats,
+data facts) and call its control API.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from core.data import PreparedData
+    from core.session.machinery.facts import RunFacts
     from core.session.machinery.recording import RunRecorder
     from core.session.start_point import StartPoint
     from core.session.state import RunState
@@ -34,6 +39,7 @@ class RunContext:
     """One run's shared state; the session sets what it makes (channels, processes, models, data) as it starts."""
 
     run: RunState
+    facts: RunFacts  # what the session shows of the run: the pieces write it here
     recorder: RunRecorder
     start: StartPoint
     emit: Emit  # records to metrics.jsonl, the stats and the listeners

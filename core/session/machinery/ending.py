@@ -39,6 +39,7 @@ class RunEnd:
     def finish(self) -> None:
         """Every worker has ended: join them, write the last checkpoint, the summary and the evaluation."""
         s, ctx = self.session, self.ctx
+        facts = ctx.facts
         with ctx.run.lock:
             ctx.run.move("finishing")
         ctx.procs.join(TERMINATE_GRACE_S)
@@ -51,14 +52,14 @@ class RunEnd:
                 self.checkpoints.write(parts)
             except OSError as exc:
                 status = "failed"
-                s.error = s.error or f"checkpoint: cannot write {self._run().last}: {exc.strerror}"
+                facts.error = facts.error or f"checkpoint: cannot write {self._run().last}: {exc.strerror}"
         else:
             ctx.log("info", "the last consistent checkpoint was kept: Continue run resumes from it")
         self.write_summary(status)
         # the model the run hands on (best.pt once kept, else the final weights) on the validation split:
         # eval.json, and summary.json's evaluation and result, the run's figure everywhere
-        s.summary = attach_evaluation(s.run_dir, self._handed_on, ctx.data, s.summary, self._select_by())
-        ctx.run.move(status, s.error or "")
+        facts.summary = attach_evaluation(s.run_dir, self._handed_on, ctx.data, facts.summary, self._select_by())
+        ctx.run.move(status, facts.error or "")
         self.close()
 
     def _run(self) -> RunDir:
@@ -74,29 +75,27 @@ class RunEnd:
         return self.session.final_model(), "last", min((p.epoch - 1 for p in self.progress()), default=0)
 
     def _select_by(self) -> str:
-        s = self.session
-        if s.best:
-            return str(s.best["monitor"])
+        s, best = self.session, self.ctx.facts.best
+        if best:
+            return str(best["monitor"])
         info = s.info
         return selection_metric(s.config, info.task if info else "classification", info.imbalanced if info else False)
 
     def _status(self) -> str:
-        s = self.session
-        statuses = [d["status"] for d in s.stats.done.values()]
-        if "failed" in statuses or s.error:
+        statuses = [d["status"] for d in self.session.stats.done.values()]
+        if "failed" in statuses or self.ctx.facts.error:
             return "failed"
-        if s.stop_reason is not None:
+        if self.ctx.facts.stop_reason is not None:
             return "finished"  # stopped early on purpose
         if "stopped" in statuses or self.ctx.desired == STOP:
             return "stopped"
         return "finished"
 
     def fail_before_spawn(self, exc: BaseException) -> None:
-        s = self.session
-        s.error = " ".join(str(exc).splitlines()) or type(exc).__name__
+        error = self.ctx.facts.error = " ".join(str(exc).splitlines()) or type(exc).__name__
         with self.ctx.run.lock:
             self.write_summary("failed")
-            self.ctx.run.move("failed", s.error)
+            self.ctx.run.move("failed", error)
         self.close()
 
     def stopped_before_spawn(self) -> None:
@@ -120,7 +119,7 @@ class RunEnd:
         info = s.info
         model = build_model_for(config.model, info)
         load_weights(model, ckpt["model"], f"checkpoint: {path}")
-        s.config, self.ctx.models = config, [model]
+        self.ctx.facts.config, self.ctx.models = config, [model]
 
     def progress(self) -> list[Position]:
         """Per worker, for the summary: its final position, else its last step record, else its start."""
@@ -143,17 +142,15 @@ class RunEnd:
         return out
 
     def write_summary(self, status: str) -> None:
-        s = self.session
-        if s.run_dir is None:
+        if self.session.run_dir is None:
             return
-        summary = self._summary(status)
-        s.summary = summary
+        summary = self.ctx.facts.summary = self._summary(status)
         self.ctx.recorder.summary(summary)
 
     def _summary(self, status: str) -> dict[str, Any]:
-        s = self.session
-        stats, info, strategy = s.stats, s.info, s.strategy
-        result = s.best["worker"] if s.best and strategy.num_models > 1 else strategy.result_worker(stats.last_eval)
+        s, facts = self.session, self.ctx.facts
+        stats, info, strategy, best = s.stats, s.info, s.strategy, facts.best
+        result = best["worker"] if best and strategy.num_models > 1 else strategy.result_worker(stats.last_eval)
         progress = self.progress()
         samples = sum(p.samples for p in progress)
         start = sum(self.ctx.start.position(r).samples for r in range(s.num_workers))
@@ -187,15 +184,15 @@ class RunEnd:
             },
             **({"task": info.task} if info else {}),
             **({"dropped_rows": info.dropped_rows} if info and info.dropped_rows else {}),
-            "error": s.error,
+            "error": facts.error,
             "parameters": s.num_parameters,
             "dataset": info.name if info else None,
             "launcher": s.launcher.name,
-            **({"stop_reason": s.stop_reason} if s.stop_reason else {}),
-            **({"best": s.best} if s.best else {}),
+            **({"stop_reason": facts.stop_reason} if facts.stop_reason else {}),
+            **({"best": best} if best else {}),
             **s.launcher.summary_extra(stats.nodes()),
             **({"parent": s.parent} if s.parent else {}),
-            **strategy.summary_extra(stats.last_eval, s.run_dir, result if s.best else None),
+            **strategy.summary_extra(stats.last_eval, s.run_dir, result if best else None),
         }
 
     def close(self) -> None:

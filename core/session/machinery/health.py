@@ -84,7 +84,7 @@ class ProcessHealth:
             if rank in done:
                 continue
             deadline = ctx.stop_deadline
-            if deadline is not None and s.error is None and time.monotonic() >= deadline:
+            if deadline is not None and ctx.facts.error is None and time.monotonic() >= deadline:
                 # ended by the stop escalation (terminate/kill): the run was stopped, not failed
                 ctx.log(
                     "warning", f"worker {rank} did not stop in time and was ended ({procs.exit_reason(rank)})", rank
@@ -95,8 +95,8 @@ class ProcessHealth:
             ctx.emit([log_record(rank, "error", message), state_record(rank, "failed", message)])
             # a dead rank makes its peers' collectives fail a moment later: the death is the cause
             secondary = s.strategy.uses_process_group and time.monotonic() - self._error_at < SECONDARY_S
-            if s.error is None or secondary:
-                s.error = message
+            if ctx.facts.error is None or secondary:
+                ctx.facts.error = message
             worker_done(lost_record(rank, "failed", message))
 
     def _drain_for(self, rank: int, on_records: OnRecords, wait: float = 0.5) -> None:

@@ -87,6 +87,7 @@ def test_evaluations_that_arrive_after_the_early_stop_do_not_move_its_best() -> 
     from types import SimpleNamespace
 
     from core.session.machinery.collector import Collector
+    from core.session.machinery.facts import RunFacts
 
     cfg = Config()
     logs: list[str] = []
@@ -95,19 +96,18 @@ def test_evaluations_that_arrive_after_the_early_stop_do_not_move_its_best() -> 
         strategy=SimpleNamespace(keeps_best=True),
         config=cfg,
         info=SimpleNamespace(task="classification", imbalanced=False, schema=object()),
-        best=None,
-        stop_reason=None,
         request_stop=lambda: stops.append(True),
     )
+    facts = RunFacts(cfg)  # where the collector writes what the session shows
     collector = Collector.__new__(Collector)
     collector.session = session  # type: ignore[assignment]
-    collector.ctx = SimpleNamespace(log=lambda level, message: logs.append(message))  # type: ignore[assignment]
+    collector.ctx = SimpleNamespace(log=lambda level, message: logs.append(message), facts=facts)  # type: ignore[assignment]
     accuracy = [0.5, 0.6, 0.65, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.7, 0.8]  # epochs 1..11; 10 and 11 came late
     for epoch, value in enumerate(accuracy, start=1):
         collector._on_eval({"worker": 0, "epoch": epoch, "val_accuracy": value, "val_loss": 1.0 - value})
     assert stops == [True]
-    assert session.best == {"monitor": "val_accuracy", "value": 0.65, "worker": 0, "epoch": 3}
-    assert session.stop_reason is not None and session.stop_reason.startswith(
+    assert facts.best == {"monitor": "val_accuracy", "value": 0.65, "worker": 0, "epoch": 3}
+    assert facts.stop_reason is not None and facts.stop_reason.startswith(
         "stopped early at epoch 8: val_accuracy has not improved since epoch 3"
     )
-    assert logs == [session.stop_reason]
+    assert logs == [facts.stop_reason]

@@ -92,3 +92,18 @@ def test_trials_a_killed_run_left_running_fail_when_it_continues(tmp_path: Path)
     study, _ = open_study(tmp_path, cfg, seed=cfg.train.seed)
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     assert states == {done.number: TrialState.COMPLETE, left.number: TrialState.FAIL}
+
+
+def test_each_strategy_names_its_worker_loop_by_the_object() -> None:
+    """The worker runs the strategy's own loop: the search's trials, the Trainer for the others."""
+    from core.strategies import CLASSES
+    from core.strategies.trials import TrialRunner
+    from core.worker.trainer import Trainer
+
+    assert {name: cls.loop for name, cls in CLASSES.items()} == {
+        "single": Trainer,
+        "hogwild": Trainer,
+        "ddp": Trainer,
+        "sweep": Trainer,
+        "search": TrialRunner,
+    }

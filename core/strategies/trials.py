@@ -1,6 +1,6 @@
 """A search worker's loop: claim a trial, train it with the ordinary Trainer, report, repeat.
 
-Loaded by name from :attr:`core.strategies.search.Search.runner`. Each trial
+The worker loop of :class:`core.strategies.search.Search` (its ``loop``). Each trial
 builds its own model in this process (trials may differ in shape), reports
 the validation metric to the study after every epoch and ends early when the
 pruner says so. Control (pause, checkpoint, stop) is the Trainer's inside a
@@ -23,7 +23,7 @@ from core.runfiles.layout import RunDir
 from core.runfiles.records import snapshot_record, trial_record
 from core.strategies.base import Strategy
 from core.strategies.collectives import Collectives, SingleProcess
-from core.strategies.search import open_study, study_lock, suggest, trial_config
+from core.strategies.study import open_study, study_lock, suggest, trial_config
 from core.training.checkpoint import save_checkpoint, state_to_bytes
 from core.training.models import build_model_for
 from core.training.precision import FullPrecision, Precision
@@ -58,7 +58,7 @@ class _Trial(Strategy):
 
 
 class TrialRunner:
-    """Runs trials until the run's budget is spent; quacks like a Trainer for the worker's last record."""
+    """Runs trials until the run's budget is spent; a :class:`~core.worker.loop.WorkerLoop`, as the Trainer is."""
 
     def __init__(
         self,
