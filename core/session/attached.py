@@ -22,9 +22,9 @@ from core.errors import RunError
 from core.runfiles.control_file import active_run_pid, send
 from core.runfiles.layout import RunDir
 from core.runfiles.records import log_record, state_record
+from core.runfiles.shape import RunShape
 from core.runfiles.writing import ACTIVE_STATES, END_STATES, MetricsTail, read_summary
 from core.session.reading.stats import RunStats
-from core.strategies.shape import RunShape
 
 POLL_S = 0.2  # how often the log is read
 GONE_GRACE_S = 3.0  # the run's process is gone this long without an end state: it ended uncleanly

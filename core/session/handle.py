@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from core.config import Config
     from core.data import DatasetInfo
-    from core.strategies.shape import RunShape
+    from core.runfiles.shape import RunShape
 
 Listener = Callable[[list[dict[str, Any]]], None]
 

@@ -45,6 +45,7 @@ from core.readers import ReadStopped, stop_reading_when
 from core.runfiles.control_file import ControlWatcher
 from core.runfiles.layout import RunDir
 from core.runfiles.records import config_record, log_record
+from core.runfiles.shape import RunShape
 from core.runfiles.writing import atomic_write_text
 from core.session.live import live_change
 from core.session.machinery.checkpoints import CheckpointCoordinator, result_model
@@ -59,7 +60,6 @@ from core.session.reading.stats import RunStats
 from core.session.start_point import StartPoint, fork_point, resume_point
 from core.session.state import ENDED, RunState
 from core.strategies import get_strategy
-from core.strategies.shape import RunShape
 from core.training.backbones import BackboneNet, frozen_backbone, image_input, is_timm, start_pretrained
 from core.training.checkpoint import load_weights
 from core.training.features import FeatureCount, feature_progress, with_features

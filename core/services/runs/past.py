@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.config import Config, ConfigError, load_config
+from core.runfiles.shape import RunShape
 from core.services.runs.files import CONFIG, EVAL, LOG, STEP, RunDir, is_live, list_runs, not_a_run, read_notes
 from core.services.runs.shape import shape_of, shape_of_run
-from core.strategies.shape import RunShape
 
 __all__ = [
     "CONFIG",

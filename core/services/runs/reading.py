@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from core.runfiles.shape import RunShape
 from core.session.reading.stats import TRIALS_DONE, RunCount, RunStats, run_count
 from core.session.reading.timeline import Timeline
-from core.strategies.shape import RunShape
 from core.training.validation import result_line
 
 __all__ = ["TRIALS_DONE", "RunCount", "RunShape", "RunStats", "Timeline", "checkpoint_facts", "count", "result_line"]

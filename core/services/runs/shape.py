@@ -13,8 +13,7 @@ from typing import Any
 
 from core.config import Config
 from core.runfiles.records import EVAL
-from core.strategies import get_strategy, strategy_class
-from core.strategies.shape import RunShape
+from core.runfiles.shape import RunShape
 
 __all__ = ["RunShape", "StrategyFacts", "result_worker", "shape_of", "shape_of_run", "strategy_facts"]
 
@@ -28,12 +27,16 @@ class StrategyFacts:
 
 
 def strategy_facts(name: str) -> StrategyFacts:
+    from core.strategies import strategy_class  # the classes load torch: only when a strategy is asked about
+
     cls = strategy_class(name)
     return StrategyFacts(name, cls.description, tuple(cls.own_keys), int(cls.fixed_workers))
 
 
 def shape_of(cfg: Config, task: str = "classification") -> RunShape:
     """The shape a run of ``cfg`` has (before it starts, or a run that saved none)."""
+    from core.strategies import get_strategy
+
     return RunShape.of(get_strategy(cfg, task=task))
 
 
@@ -49,5 +52,7 @@ def shape_of_run(summary: dict[str, Any] | None, cfg: Config | None) -> RunShape
 
 def result_worker(cfg: Config, records: Iterable[dict[str, Any]], task: str = "classification") -> int:
     """The worker whose model is a past run's result, from its records (a sweep's winner; else worker 0)."""
+    from core.strategies import get_strategy
+
     strategy = get_strategy(cfg, task=task)
     return strategy.result_worker_of(r for r in records if r.get("kind") == EVAL)

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from core.metric_names import selection_metric
 from core.runfiles.layout import RunDir
+from core.runfiles.shape import RunShape
 from core.session.machinery.processes import TERMINATE_GRACE_S
 from core.session.reading.stats import run_count
-from core.strategies.shape import RunShape
 from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
 from core.training.models import build_model_for
 from core.training.validation import attach_evaluation

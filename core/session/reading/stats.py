@@ -22,7 +22,7 @@ from core.metric_names import METRICS, higher_is_better
 from core.runfiles.records import DONE, EVAL, STATE, STEP, TRIAL
 
 if TYPE_CHECKING:
-    from core.strategies.shape import RunShape
+    from core.runfiles.shape import RunShape
 
 # a search's trials that have run their course (a stopped one has not: the study holds it as failed, yet the
 # search did not spend it)
