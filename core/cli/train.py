@@ -12,8 +12,9 @@ from typing import Any
 
 from core.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, ArgumentError
 from core.cli.streams import lost_reason, on_output_lost
+from core.errors import PeersLost
 from core.services.runs.files import LOG
-from core.services.runs.start import continue_run, join_torchrun, new_run, prestart, stop_forkserver, under_torchrun
+from core.services.runs.start import command_run, prestart, stop_forkserver, under_torchrun
 
 
 def configure_cli(train: argparse.ArgumentParser) -> None:
@@ -191,25 +192,19 @@ def cmd_train(args: argparse.Namespace) -> int:
     with Interrupts() as interrupts:
         if not under_torchrun():
             prestart()  # before importing torch: the forkserver imports it while this process does
-        if under_torchrun():
-            from core.errors import PeersLost
-
-            if args.resume:
-                raise ArgumentError(
-                    "traindesk train: under torchrun a run resumes by itself after a restart "
-                    "(--max-restarts); --resume is for local runs"
-                )
-            try:
-                session = join_torchrun(_load_train_config(args), args.runs_dir, args.name)
-            except PeersLost as exc:
-                sys.stderr.write(f"error: {exc}\n")
-                return EXIT_FAILED
-            if session is None:
-                return EXIT_OK  # a rank other than 0: it trained, rank 0 reports
-        elif args.resume:
-            session = continue_run(args.resume, epochs=args.epochs, runs_dir=args.runs_dir)
-        else:
-            session = new_run(_load_train_config(args), runs_dir=args.runs_dir, name=args.name)
+        if under_torchrun() and args.resume:
+            raise ArgumentError(
+                "traindesk train: under torchrun a run resumes by itself after a restart "
+                "(--max-restarts); --resume is for local runs"
+            )
+        cfg = None if args.resume else _load_train_config(args)
+        try:
+            session = command_run(cfg, args.runs_dir, args.name, resume=args.resume, epochs=args.epochs)
+        except PeersLost as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return EXIT_FAILED
+        if session is None:
+            return EXIT_OK  # a rank of torchrun other than 0: it trained, rank 0 reports
         if interrupts.count:  # Ctrl-C while the command started up: nothing has been started
             sys.stderr.write("interrupted\n")
             stop_forkserver()

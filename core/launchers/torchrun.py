@@ -31,6 +31,7 @@ from typing import Any, cast
 from core.config import Config
 from core.errors import PeersLost
 from core.host.machine import keep_freed_memory
+from core.launchers.base import WorkerHandle
 from core.runfiles.layout import RunDir
 from core.strategies import get_strategy
 from core.worker.channels import RUN, STOP, Channels, SettingsBox
@@ -186,7 +187,7 @@ class TorchrunLauncher:
             {"rdzv_id": os.environ.get("TORCHELASTIC_RUN_ID", ""), "world_size": self.world, "restarts": self.restarts},
         )
 
-    def start(self, specs: list[WorkerSpec], data: Any, shared: list[Any], channels: Channels) -> list[RankThread]:
+    def start(self, specs: list[WorkerSpec], data: Any, shared: list[Any], channels: Channels) -> list[WorkerHandle]:
         import torch
 
         spec = dataclasses.replace(

@@ -6,7 +6,6 @@ until a run is made: the window imports this module at start-up.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RunHandle",
     "attach_run",
+    "command_run",
     "continue_run",
     "fork_run",
     "join_torchrun",
@@ -92,40 +92,28 @@ def record_buffer() -> RecordBuffer:
 
 def join_torchrun(cfg: Config, runs_dir: str | Path, name: str | None = None) -> Session | None:
     """Under torchrun: rank 0's run (a new one, or the one a restarted group continues); None on other ranks,
-    once they trained (SystemExit with a failed rank's code). core.errors.PeersLost: the group lost a rank.
+    once they trained (SystemExit with a failed rank's code). core.errors.PeersLost: the group lost a rank."""
+    from core.session.group import join_torchrun as join
 
-    Every rank joins the process group first; rank 0 decides where each rank starts and tells them.
-    """
-    from core.launchers import torchrun as tr
-    from core.runfiles.writing import read_summary
-    from core.session import Session
+    return join(cfg, runs_dir, name)
 
-    world = int(os.environ["WORLD_SIZE"])
-    cfg = cfg.replace("parallel", strategy="ddp", workers=world)
-    tr.join_group(cfg)
-    rank = int(os.environ["RANK"])
-    if rank != 0:
-        start = tr.broadcast(None)
-        if start is None:  # rank 0 could not set up the run and says why
-            return None
-        code = tr.run_other_rank(start["config"], start["fields"][rank], Path(runs_dir))
-        if code:
-            raise SystemExit(code)
-        return None
-    session = None
-    try:
-        previous = tr.find_run(Path(runs_dir))
-        if previous is not None:
-            run_dir, restarts = previous
-            before = read_summary(run_dir) or {}
-            session = Session.from_run(run_dir, epochs=cfg.train.epochs, launcher=tr.TorchrunLauncher())
-            resumed_samples = sum(p.samples for p in session.start_positions())
-            session.launcher.restarts = restarts + 1
-            lost = max(0, int(before.get("samples") or 0) - resumed_samples)
-            session.launcher.samples_lost = int(before.get("samples_lost") or 0) + lost
-        else:
-            session = Session(cfg, runs_dir=runs_dir, name=name, launcher=tr.TorchrunLauncher())
-    finally:
-        fields = [session.start_fields(r) for r in range(world)] if session is not None else None
-        tr.broadcast({"config": session.config, "fields": fields} if session is not None else None)
-    return session
+
+def command_run(
+    cfg: Config | None,
+    runs_dir: str | Path = "runs",
+    name: str | None = None,
+    resume: str | Path | None = None,
+    epochs: int | None = None,
+) -> Session | None:
+    """The run ``traindesk train`` asks for: under torchrun this rank's (None on a rank other than 0, once it
+    trained), else the run ``resume`` names continued (for ``epochs`` in all, when given), else a new run of
+    ``cfg``."""
+    if under_torchrun():
+        if cfg is None:
+            raise ValueError("a torchrun rank needs the run's config")
+        return join_torchrun(cfg, runs_dir, name)
+    if resume is not None:
+        return continue_run(resume, epochs=epochs, runs_dir=runs_dir)
+    if cfg is None:
+        raise ValueError("a new run needs a config")
+    return new_run(cfg, runs_dir, name)
