@@ -129,7 +129,7 @@ def in_process(
 
 
 def _subprocess(args: list[str], cwd: Path, env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    env = core_env(TRAINDESK_START_METHOD="spawn", **env_extra)
+    env = core_env(**{"TRAINDESK_START_METHOD": "spawn", **env_extra})  # a case may choose its own method
     env = {k: v for k, v in env.items() if v}  # "" removes a variable
     return run_core(
         *args,

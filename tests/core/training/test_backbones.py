@@ -29,7 +29,7 @@ SIZE = 32
 
 
 def _env(**extra: str) -> dict[str, str]:
-    return core_env(HF_HUB_OFFLINE="1", **extra)
+    return core_env(**{"HF_HUB_OFFLINE": "1", **extra})
 
 
 def traindesk(
