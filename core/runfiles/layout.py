@@ -16,6 +16,7 @@ The layout (DESIGN's run directory)::
     RUN/search.json          a search's plan; RUN/study.journal its Optuna study, RUN/study.lock guarding it
                              (core.strategies.search)
     RUN/torchrun.json        a torchrun run's rendezvous id and restarts (core.launchers.torchrun)
+    RUN/tb/                  TensorBoard event files, one per opening of the run (core.runfiles.tensorboard_log)
 
 This module is the only place these names are written (summary.json's name is core.runfiles.writing's, which
 reads and writes that file); everything else asks a ``RunDir``.
@@ -113,6 +114,11 @@ class RunDir:
     @property
     def torchrun_file(self) -> Path:
         return self.path / "torchrun.json"
+
+    @property
+    def tensorboard(self) -> Path:
+        """The run's TensorBoard event files (``tensorboard --logdir`` the runs folder shows every run's)."""
+        return self.path / "tb"
 
     # ---- what it is ------------------------------------------------------------------------------
     def is_run(self) -> bool:

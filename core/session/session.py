@@ -270,12 +270,7 @@ class Session:
             return
         continues = self._ctx.start.continues
         run_dir = self._ctx.recorder.open(
-            self.runs_dir,
-            self.name,
-            cfg,
-            self.num_parameters,
-            self.num_workers,
-            existing=continues.path if continues is not None else None,
+            self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers, self._ctx.start
         )
         self.launcher.attach(run_dir)
         notes = _data_notes(data.info)
@@ -415,7 +410,10 @@ class Session:
     def _emit(self, records: list[dict[str, Any]]) -> None:
         with self._emit_lock:  # the caller's thread (pause/resume) and the collector both emit
             self.stats.add(records)
-            self._ctx.recorder.write(records)
+            notes = self._ctx.recorder.write(records)  # its own (a warning about its files) go on with them
+            if notes:
+                self.stats.add(notes)
+                records = records + notes
             for fn in list(self._listeners):
                 try:
                     fn(records)

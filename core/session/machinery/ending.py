@@ -20,7 +20,7 @@ from core.session.machinery.processes import TERMINATE_GRACE_S
 from core.session.reading.stats import run_count
 from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
 from core.training.models import build_model_for
-from core.training.validation import attach_evaluation
+from core.training.validation import attach_evaluation, load_evaluation
 from core.worker.channels import STOP
 from core.worker.position import Position
 
@@ -59,6 +59,8 @@ class RunEnd:
         # the model the run hands on (best.pt once kept, else the final weights) on the validation split:
         # eval.json, and summary.json's evaluation and result, the run's figure everywhere
         facts.summary = attach_evaluation(s.run_dir, self._handed_on, ctx.data, facts.summary, self._select_by())
+        evaluated = facts.summary is not None and "result" in facts.summary
+        ctx.recorder.finish(s.config, facts.summary, load_evaluation(self._run().path) if evaluated else None)
         ctx.run.move(status, facts.error or "")
         self.close()
 

@@ -1,20 +1,34 @@
-"""Run recording: the run directory, metrics.jsonl, checkpoints and summary.json (paths from core.runfiles.layout)."""
+"""Run recording: the run directory, metrics.jsonl, its TensorBoard files, checkpoints and summary.json (paths from
+core.runfiles.layout).
+
+The records written to metrics.jsonl also go to the run's TensorBoard files (``tb/``,
+:class:`~core.runfiles.tensorboard_log.TensorBoardLog`), written in batches, on disk at each checkpoint and
+completed at the end. Those files are a mirror: the first error writing them stops them, and the run goes on
+with one warning in its log (a record of the recorder's own, passed on with the records that met the error).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from core.config import Config, to_dict, to_toml
 from core.errors import RunError
 from core.runfiles.layout import RunDir
+from core.runfiles.records import Record, log_record
+from core.runfiles.tensorboard_log import TensorBoardLog
 from core.runfiles.writing import MetricsLog, RunsLock, atomic_write_text, check_free_space, make_run_dir, write_summary
 from core.training.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes
 from core.worker.position import Position
 
+if TYPE_CHECKING:
+    from core.session.start_point import StartPoint
+
 POSITION_KEYS = Position.COUNTERS
+TENSORBOARD = True  # every run writes RUN/tb/ (bench/tensorboard_cost.py turns it off to measure what it costs)
 
 
 class RunRecorder:
@@ -25,11 +39,13 @@ class RunRecorder:
         self._log: MetricsLog | None = None
         self._pending: list[dict[str, Any]] = []  # records announced before the directory exists
         self._lock: RunsLock | None = None
+        self._tb: TensorBoardLog | None = None
+        self._notes: list[Record] = []  # the recorder's own records (a warning) for the next write to pass on
 
-    def open(
-        self, runs_dir: Path, name: str, config: Config, parameters: int, workers: int, existing: Path | None = None
-    ) -> Path:
-        """Take the runs directory's lock, make (or reuse) the run directory, write config.toml."""
+    def open(self, runs_dir: Path, name: str, config: Config, parameters: int, workers: int, start: StartPoint) -> Path:
+        """Take the runs directory's lock, make (or reuse: a continued run) the run directory, write config.toml,
+        open the TensorBoard files."""
+        existing = start.continues.path if start.continues is not None else None
         self._lock = RunsLock.acquire(runs_dir, name)
         try:
             check_free_space(runs_dir, parameters, workers)
@@ -42,19 +58,69 @@ class RunRecorder:
             self._lock = None
             raise
         self.run_dir = run_dir
-        self._log.write(self._pending)
-        self._pending = []
+        self._open_tensorboard(start, workers)
+        pending, self._pending = self._pending, []
+        self._log.write(pending)
+        self._tensorboard(lambda tb: tb.add(pending))  # a warning of its own waits for the next write
         return run_dir
 
-    def write(self, records: list[dict[str, Any]]) -> None:
-        if self._log is not None:
-            self._log.write(records)
-        elif self.run_dir is None:
-            self._pending.extend(records)
+    def _open_tensorboard(self, start: StartPoint, workers: int) -> None:
+        assert self.run_dir is not None
+        if not TENSORBOARD:
+            return
+        folder = RunDir(self.run_dir).tensorboard
+        try:
+            self._tb = TensorBoardLog(folder, [start.position(r).step for r in range(workers)])
+        except Exception as exc:
+            self._tensorboard_failed(folder, exc)
+            return
+        where = _start_marker(start)
+        if where:
+            self._tensorboard(lambda tb: tb.marker(where))
+
+    def write(self, records: list[dict[str, Any]]) -> list[Record]:
+        """Append ``records`` to metrics.jsonl and the TensorBoard files; the recorder's own records to pass on
+        with them (a warning that the TensorBoard files stopped), already written."""
+        if self._log is None:
+            if self.run_dir is None:
+                self._pending.extend(records)
+            return []
+        self._log.write(records)
+        self._tensorboard(lambda tb: tb.add(records))
+        notes, self._notes = self._notes, []
+        self._log.write(notes)
+        return notes
+
+    def _tensorboard(self, action: Callable[[TensorBoardLog], None]) -> None:
+        """Do ``action`` on the TensorBoard files, unless they have stopped; its error stops them."""
+        tb = self._tb
+        if tb is None:
+            return
+        try:
+            action(tb)
+        except Exception as exc:
+            self._tb = None
+            try:
+                tb.close()
+            except Exception:
+                pass
+            self._tensorboard_failed(tb.folder, exc)
+
+    def _tensorboard_failed(self, folder: Path, exc: Exception) -> None:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
+        message = f"tensorboard: cannot write {folder}: {reason}; the run goes on without its TensorBoard files"
+        self._notes.append(log_record(None, "warning", message))
+
+    def finish(self, config: Config, summary: dict[str, Any] | None, evaluation: dict[str, Any] | None) -> None:
+        """Complete the TensorBoard files with the run's end: its figures, hparams and evaluation."""
+        if summary is not None:
+            self._tensorboard(lambda tb: tb.finish(to_dict(config), summary, evaluation))
+        self._tb = None
 
     def checkpoint(self, payload: dict[str, Any]) -> None:
         assert self.run_dir is not None
         save_checkpoint(RunDir(self.run_dir).last, payload)
+        self._tensorboard(lambda tb: tb.flush())
 
     def best(self, payload: dict[str, Any]) -> None:
         """checkpoints/best.pt: the weights of the run's best evaluation so far."""
@@ -86,11 +152,29 @@ class RunRecorder:
             write_summary(self.run_dir, summary)
 
     def close(self) -> None:
+        self._tensorboard(lambda tb: tb.close())
+        self._tb = None
         if self._log is not None:
+            self._log.write(self._notes)
+            self._notes = []
             self._log.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+
+def _start_marker(start: StartPoint) -> str:
+    """Where a run that does not start at the beginning starts, for the TensorBoard markers ("" for a new run)."""
+    if start.checkpoint is None:
+        return ""
+    p = start.position(0)
+    if start.parent is not None:
+        parent = start.parent
+        changes = ", ".join(f"{k} = {v}" for k, v in (parent.get("changes") or {}).items())
+        return f"forked from {parent['name']} at epoch {parent['epoch']}, step {parent['step']}" + (
+            f" ({changes})" if changes else ""
+        )
+    return f"continued from {start.where} at epoch {p.epoch}, batch {p.batch}, step {p.step}"
 
 
 def weights_finite(states: list[dict[str, torch.Tensor]]) -> bool:
