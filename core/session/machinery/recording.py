@@ -174,7 +174,10 @@ def _start_marker(start: StartPoint) -> str:
         return f"forked from {parent['name']} at epoch {parent['epoch']}, step {parent['step']}" + (
             f" ({changes})" if changes else ""
         )
-    return f"continued from {start.where} at epoch {p.epoch}, batch {p.batch}, step {p.step}"
+    # TensorBoard keeps the newest text at a step: the earlier part's markers from here on give way to this one
+    before = (start.continues.read_summary() or {}) if start.continues is not None else {}
+    ended = f" (its earlier part ended {before['status']})" if before.get("status") else ""
+    return f"continued from {start.where} at epoch {p.epoch}, batch {p.batch}, step {p.step}{ended}"
 
 
 def weights_finite(states: list[dict[str, torch.Tensor]]) -> bool:

@@ -81,7 +81,10 @@ def test_a_continued_run_appends_and_a_fork_writes_its_own(runs_dir: Path) -> No
     assert both[: len(first)] == first and both[len(first)] > first[-1]  # the second part's steps go on
     assert len(acc.Scalars("val_accuracy/worker0")) == 4
     said = [text for _, text in markers(acc)]
-    assert any(t.startswith("continued from") and f"step {first[-1]}" in t for t in said), said
+    assert any(
+        t.startswith("continued from") and t.endswith(f"step {first[-1]} (its earlier part ended finished)")
+        for t in said
+    ), said
 
     fork = finished(Session.fork(run, {"optim.lr": 0.01, "train.epochs": 6}))
     assert fork != run
