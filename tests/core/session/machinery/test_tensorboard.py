@@ -69,6 +69,18 @@ def test_a_run_shows_every_worker_its_hparams_markers_and_confusion_matrix(
     assert warnings_of(run) == []
 
 
+def test_a_regression_shows_its_figures_and_predicted_against_actual(runs_dir: Path) -> None:
+    cfg = apply_overrides(
+        Config(), ['data.source="builtin:diabetes"', "train.epochs=2", "parallel.strategy=single", "parallel.workers=1"]
+    )
+    run = finished(Session(cfg, runs_dir=runs_dir))
+    acc = read(RunDir(run).tensorboard)
+    assert {"loss/worker0", "val_rmse/worker0", "val_r2/worker0"} <= set(acc.Tags()["scalars"])
+    [picture] = acc.Images("evaluation/predicted_vs_actual")
+    assert picture.encoded_image_string.startswith(b"\x89PNG")
+    assert acc.Tags()["images"] == ["evaluation/predicted_vs_actual"]
+
+
 def test_a_continued_run_appends_and_a_fork_writes_its_own(runs_dir: Path) -> None:
     run = finished(Session(cfg_for("parallel.strategy=single", "parallel.workers=1"), runs_dir=runs_dir))
     first = [s for s, _ in scalars(read(RunDir(run).tensorboard), "loss/worker0")]
