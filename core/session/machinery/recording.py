@@ -9,6 +9,7 @@ with one warning in its log (a record of the recorder's own, passed on with the 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ class RunRecorder:
         self._lock: RunsLock | None = None
         self._tb: TensorBoardLog | None = None
         self._notes: list[Record] = []  # the recorder's own records (a warning) for the next write to pass on
+        self._notes_lock = threading.Lock()  # the collector (checkpoints, the end) and the emitting threads
 
     def open(self, runs_dir: Path, name: str, config: Config, parameters: int, workers: int, start: StartPoint) -> Path:
         """Take the runs directory's lock, make (or reuse: a continued run) the run directory, write config.toml,
@@ -87,7 +89,8 @@ class RunRecorder:
             return []
         self._log.write(records)
         self._tensorboard(lambda tb: tb.add(records))
-        notes, self._notes = self._notes, []
+        with self._notes_lock:
+            notes, self._notes = self._notes, []
         self._log.write(notes)
         return notes
 
@@ -99,7 +102,10 @@ class RunRecorder:
         try:
             action(tb)
         except Exception as exc:
-            self._tb = None
+            with self._notes_lock:
+                if self._tb is not tb:  # another thread met an error first: one warning
+                    return
+                self._tb = None
             try:
                 tb.close()
             except Exception:
@@ -109,7 +115,8 @@ class RunRecorder:
     def _tensorboard_failed(self, folder: Path, exc: Exception) -> None:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"{type(exc).__name__}: {exc}"
         message = f"tensorboard: cannot write {folder}: {reason}; the run goes on without its TensorBoard files"
-        self._notes.append(log_record(None, "warning", message))
+        with self._notes_lock:
+            self._notes.append(log_record(None, "warning", message))
 
     def finish(self, config: Config, summary: dict[str, Any] | None, evaluation: dict[str, Any] | None) -> None:
         """Complete the TensorBoard files with the run's end: its figures, hparams and evaluation."""
@@ -155,8 +162,9 @@ class RunRecorder:
         self._tensorboard(lambda tb: tb.close())
         self._tb = None
         if self._log is not None:
-            self._log.write(self._notes)
-            self._notes = []
+            with self._notes_lock:
+                notes, self._notes = self._notes, []
+            self._log.write(notes)
             self._log.close()
         if self._lock is not None:
             self._lock.release()
