@@ -504,3 +504,43 @@ def test_checkpoint_errors_are_one_line(
         assert code == 2, (args, err)
         assert len(err.strip().splitlines()) == 1 and message in err, (args, err)
         assert out == ""
+
+
+def test_asked_workers_on_a_large_onnx_input_predict_here_until_the_pool_is_up(
+    exported: dict[str, Path], inputs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers 2`` on a large input to an ONNX graph: this process predicts while the pool starts (instead of
+    waiting for it), the pool takes the rest once up; the rows are the same whoever predicted them."""
+    import core.services.predict.planning as planning
+    import core.services.predict.run
+
+    if ".onnx" not in exported:
+        pytest.skip("no ONNX export here")
+    model = exported[".onnx"]
+    monkeypatch.setattr(core.services.predict.run.planning, "looks_large", lambda path, rows: True)
+    hand_over = planning.AutoPool.hand_over
+    taken: list[int] = []  # the rows this process had predicted when the pool took over
+
+    def once_ready(self: Any, runner: Any, rows: int, seconds: float) -> bool:
+        assert self.decided and self._thread is not None  # started at once, not judged
+        self._thread.join()
+        for ready in self._ready:
+            ready.result(timeout=120)
+        over = hand_over(self, runner, rows, seconds)
+        if over:
+            taken.append(self.rows)
+        return over
+
+    monkeypatch.setattr(planning.AutoPool, "hand_over", once_ready)
+    for name in ("csv", "npz"):
+        one = predict(model, inputs[name], workers=1, batch_rows=16)
+        two = predict(model, inputs[name], workers=2, batch_rows=16)
+        assert two.csv_text() == one.csv_text() and two.workers == 2, name
+    assert len(taken) == 2 and all(0 < rows < 360 for rows in taken)  # this process the first piece, the pool the rest
+
+    def never(self: Any, runner: Any, rows: int, seconds: float) -> bool:
+        return False  # a pool slower to start than the whole input takes: this process predicts it all
+
+    monkeypatch.setattr(planning.AutoPool, "hand_over", never)
+    alone = predict(model, inputs["csv"], workers=2, batch_rows=16)
+    assert alone.workers == 1 and alone.csv_text() == predict(model, inputs["csv"], workers=1, batch_rows=16).csv_text()
