@@ -108,7 +108,7 @@ class AutoPool:
     predicting meanwhile, and hands the pool the rest once every process has loaded the model."""
 
     def __init__(self, total_rows: int, processes: int) -> None:
-        self.total_rows = total_rows  # 0: a pool was asked for (--workers N); start it now (``start_now``)
+        self.total_rows = total_rows
         self.processes = processes
         self.rows = 0
         self.seconds = 0.0
@@ -135,11 +135,6 @@ class AutoPool:
         runner.pool = self._executor
         return True
 
-    def start_now(self, runner: Runner) -> None:
-        """Start the pool at once (``--workers N``): this process predicts only until the pool is up."""
-        self.decided = True
-        self._start_thread(runner)
-
     def _decide(self, runner: Runner) -> None:
         self.decided = True
         if busy_cores() > self.processes - 0.5:  # other work holds the other cores: a pool would share them
@@ -147,9 +142,6 @@ class AutoPool:
         left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
         if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(runtime(runner.model_path)):
             return
-        self._start_thread(runner)
-
-    def _start_thread(self, runner: Runner) -> None:
         self._started = time.perf_counter()
         self._thread = threading.Thread(
             target=self._start, args=(runner.model_path,), name="traindesk-pool-start", daemon=True

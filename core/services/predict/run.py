@@ -77,21 +77,10 @@ def predict(
         guess = planning.estimated_rows(input_path, processes * batch_rows)  # taken twice over, rows vary)
         processes = processes if guess is None else max(1, min(processes, math.ceil(2 * guess / batch_rows)))
     with contextlib.ExitStack() as stack:
-        if (
-            processes > 1
-            and not automatic
-            and (needs_torch(model_path) or not planning.looks_large(input_path, batch_rows))
-        ):
+        if processes > 1 and not automatic:
             runner = Runner(model_path, processes, stack)
             runner.start_pool()  # they start loading the model now, while this process reads the input
             meta = read_model_meta(model_path)
-        elif processes > 1 and not automatic:  # a large input to an ONNX graph, which loads in a fraction of the
-            predictor = load_predictor(model_path, threads=1)  # pool's start: this process predicts until it is up
-            meta = predictor.meta
-            asked = AutoPool(0, processes)
-            stack.callback(asked.close)
-            runner = Runner(model_path, processes, stack, predictor, auto=asked)
-            asked.start_now(runner)
         else:
             if needs_torch(model_path):
                 stack.enter_context(_compute_threads(1))
