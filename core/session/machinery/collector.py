@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from core.session.session import Session
 
 CONTROL_POLL_S = 0.2  # how often the control file is looked at
+# An early stop asks every worker to stop at its next batch, as a user's stop does, but nothing is urgent: a
+# worker that is still starting (its process forked on a loaded machine after the others ran a tiny table's
+# epochs) has this long to reach its first batch and stop cleanly before it is ended. A hung worker is the
+# health check's to find.
+EARLY_STOP_GRACE_S = 120.0
 
 
 class Collector:
@@ -156,7 +161,7 @@ class Collector:
                 f"(best {best['value']:.4g}; patience {patience})"
             )
             self.ctx.log("info", facts.stop_reason)
-            s.request_stop()
+            s.request_stop(timeout=EARLY_STOP_GRACE_S)
 
     def _on_best(self, rec: dict[str, Any]) -> None:
         """A worker's weights of an evaluation: checkpoints/best.pt when it is the run's best."""

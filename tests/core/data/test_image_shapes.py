@@ -128,10 +128,9 @@ def test_builtin_models_take_the_image_shape() -> None:
 
 
 def test_custom_conv_network_exports_and_predicts(tmp_path: Path, hogwild_kind: str) -> None:
-    from trained_run import make_run
-
     from core.services.export import export_run
     from core.services.predict import predict
+    from tests.trained_run import make_run
 
     npz = _mnist_like_npz(tmp_path / "mnist.npz")
     run_dir = make_run(tmp_path / "runs", source=f"npz:{npz}", kind=hogwild_kind, steps=5)

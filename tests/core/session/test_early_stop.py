@@ -86,7 +86,7 @@ def test_evaluations_that_arrive_after_the_early_stop_do_not_move_its_best() -> 
     that decides it. The summary's best and the stop's words must then still name the same epoch."""
     from types import SimpleNamespace
 
-    from core.session.machinery.collector import Collector
+    from core.session.machinery.collector import EARLY_STOP_GRACE_S, Collector
     from core.session.machinery.facts import RunFacts
 
     cfg = Config()
@@ -96,7 +96,7 @@ def test_evaluations_that_arrive_after_the_early_stop_do_not_move_its_best() -> 
         strategy=SimpleNamespace(keeps_best=True),
         config=cfg,
         info=SimpleNamespace(task="classification", imbalanced=False, schema=object()),
-        request_stop=lambda: stops.append(True),
+        request_stop=lambda timeout: stops.append(timeout),
     )
     facts = RunFacts(cfg)  # where the collector writes what the session shows
     collector = Collector.__new__(Collector)
@@ -105,7 +105,7 @@ def test_evaluations_that_arrive_after_the_early_stop_do_not_move_its_best() -> 
     accuracy = [0.5, 0.6, 0.65, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.7, 0.8]  # epochs 1..11; 10 and 11 came late
     for epoch, value in enumerate(accuracy, start=1):
         collector._on_eval({"worker": 0, "epoch": epoch, "val_accuracy": value, "val_loss": 1.0 - value})
-    assert stops == [True]
+    assert stops == [EARLY_STOP_GRACE_S]  # one stop, unhurried: a worker still starting may stop cleanly
     assert facts.best == {"monitor": "val_accuracy", "value": 0.65, "worker": 0, "epoch": 3}
     assert facts.stop_reason is not None and facts.stop_reason.startswith(
         "stopped early at epoch 8: val_accuracy has not improved since epoch 3"
