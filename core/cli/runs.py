@@ -1,18 +1,30 @@
-"""``traindesk runs``: the runs of a folder with status and each run's own figure."""
+"""``traindesk runs``: the runs of a folder with status and each run's own figure; ``--to-mlflow`` mirrors them."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any
 
-from core.cli import EXIT_OK
+from core.cli import EXIT_FAILED, EXIT_OK, ArgumentError
 
 
 def configure_cli(runs: argparse.ArgumentParser) -> None:
     runs.add_argument("--runs-dir", default="runs")
+    runs.add_argument(
+        "--to-mlflow",
+        metavar="URI",
+        help="mirror runs to this MLflow tracking URI (what each has not sent; all of --runs-dir without RUN)",
+    )
+    runs.add_argument("run", nargs="*", metavar="RUN", help="with --to-mlflow: run folders (or names in --runs-dir)")
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    if args.to_mlflow is not None:
+        return _to_mlflow(args)
+    if args.run:
+        raise ArgumentError("traindesk runs: RUN folders are for --to-mlflow URI")
     from core.metric_names import figure_text, run_figures, run_metric
     from core.services.runs.past import list_runs, read_config
 
@@ -34,3 +46,40 @@ def cmd_runs(args: argparse.Namespace) -> int:
             f"{figure:>18} {summary.get('samples_per_s', 0):>11,.0f}"
         )
     return EXIT_OK
+
+
+def _to_mlflow(args: argparse.Namespace) -> int:
+    """Send runs to an MLflow tracking URI: a line per run (its MLflow run, what was sent), exit 1 if one failed."""
+    from core.services.runs.files import list_runs, not_a_run
+    from core.services.tracking import MirrorError, check_uri, mirror_run
+
+    uri = check_uri(args.to_mlflow)
+    runs = [_run_folder(r, Path(args.runs_dir), not_a_run) for r in args.run] or [
+        r.path for r in list_runs(Path(args.runs_dir))
+    ]
+    if not runs:
+        print(f"no runs in {args.runs_dir}")
+        return EXIT_OK
+    failed = 0
+    for run in runs:
+        try:
+            done = mirror_run(run, uri)
+        except MirrorError as exc:
+            failed += 1
+            sys.stderr.write(f"{run.name}: {exc}\n")
+            continue
+        where = done.entry.link or f"run {done.entry.run_id}"
+        what = f"{done.sent:,} metric points sent" if done.sent else "nothing new"
+        still = "; live: its own process sends its end" if done.live else ""
+        print(f"{run.name}: {where} ({what}{still})")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _run_folder(given: str, runs_dir: Path, not_a_run: Any) -> Path:
+    path = Path(given)
+    if not path.is_dir() and (runs_dir / given).is_dir():
+        path = runs_dir / given
+    reason = not_a_run(path)
+    if reason:
+        raise ArgumentError(f"traindesk runs --to-mlflow: {reason}")
+    return path

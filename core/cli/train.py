@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -36,6 +37,7 @@ def configure_cli(train: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--resume", metavar="RUN_DIR", help="continue a stopped or failed run (its directory or a checkpoint file)"
     )
+    train.add_argument("--mlflow", metavar="URI", help="mirror the run to this MLflow tracking URI (tracking.mlflow)")
     train.add_argument("--quiet", action="store_true", help="no progress line")
 
 
@@ -50,6 +52,8 @@ def _load_train_config(args: argparse.Namespace) -> Any:
         overrides.append(f"parallel.workers={args.workers}")
     if args.epochs is not None:
         overrides.append(f"train.epochs={args.epochs}")
+    if args.mlflow is not None:
+        overrides.append(f"tracking.mlflow={json.dumps(args.mlflow)}")  # a TOML string
     return apply_overrides(cfg, overrides + list(args.set))
 
 
@@ -185,8 +189,13 @@ START_GRACE_S = 0.8  # after Ctrl-C during data loading, wait this long for the 
 
 def cmd_train(args: argparse.Namespace) -> int:
 
-    if args.resume and (args.config or args.strategy or args.workers is not None or args.set or args.name):
-        raise ArgumentError("traindesk train: --resume continues a run with its own config; only --epochs may change")
+    if args.resume and (
+        args.config or args.strategy or args.workers is not None or args.set or args.name or args.mlflow
+    ):
+        raise ArgumentError(
+            "traindesk train: --resume continues a run with its own config; only --epochs may change "
+            "(MLFLOW_TRACKING_URI mirrors it)"
+        )
     # From here on Ctrl-C only counts: one while torch imports or the data loads is acted on once
     # the run exists (it then starts nothing), never raised inside a library that might swallow it.
     with Interrupts() as interrupts:

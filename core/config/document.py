@@ -30,6 +30,7 @@ from core.config.sections import (
     SearchConfig,
     SearchRange,
     Section,
+    TrackingConfig,
     TrainConfig,
     section_defaults,
     section_fields,
@@ -50,6 +51,7 @@ class Config:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
 
     def with_changes(self, changes: Mapping[str, Any]) -> Config:
         """A copy with dotted keys ("optim.lr") changed, validated (ConfigError names the key).

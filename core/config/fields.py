@@ -231,6 +231,30 @@ def check_source(f: Field, value: Any) -> str:
     return value
 
 
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
+
+
+def check_tracking_uri(f: Field, value: Any) -> str:
+    """An MLflow tracking URI, or "" (none); checked for its form here, for an answer when the run starts."""
+    if not isinstance(value, str):
+        raise fail(f.key, "a tracking URI (a string)", value)
+    value = value.strip()
+    if value in ("", "databricks"):
+        return value
+    scheme, sep, rest = value.partition(":")
+    scheme = scheme.split("+")[0].lower()  # postgresql+psycopg2://...
+    ok = sep and scheme in TRACKING_SCHEMES and rest
+    if ok and scheme in ("http", "https"):
+        ok = rest.startswith("//") and len(rest.strip("/")) > 0
+    if ok and scheme == "sqlite":
+        ok = rest.startswith("///") and len(rest) > 3
+    if not ok:
+        raise fail(
+            f.key, "an MLflow tracking URI (http://HOST:PORT, https://HOST, sqlite:///PATH, databricks, ...)", value
+        )
+    return value
+
+
 def check_columns(f: Field, value: Any) -> tuple[tuple[str, str], ...]:
     """``{name = kind}`` (or (name, kind) pairs) of column kinds."""
     items = value.items() if isinstance(value, Mapping) else value

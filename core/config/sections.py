@@ -30,6 +30,7 @@ from core.config.fields import (
     check_source,
     check_str,
     check_strings,
+    check_tracking_uri,
     check_weights,
     key,
 )
@@ -352,6 +353,20 @@ class SearchConfig(Section):
     )
 
 
+@dataclass(frozen=True)
+class TrackingConfig(Section):
+    """Where a run is mirrored besides its own folder (TensorBoard's files are always written, in ``tb/``)."""
+
+    mlflow: str = key(
+        "",
+        check_tracking_uri,
+        "str",
+        help="An MLflow tracking URI the run is mirrored to (http://HOST:5000, sqlite:///PATH); empty: none",
+        doc="an MLflow tracking URI (`http://HOST:5000`, `sqlite:///PATH`, ...) the run is mirrored to as it trains; "
+        "empty: `MLFLOW_TRACKING_URI` when set, else none",
+    )
+
+
 SECTIONS: dict[str, type[Section]] = {
     "data": DataConfig,
     "model": ModelConfig,
@@ -361,6 +376,7 @@ SECTIONS: dict[str, type[Section]] = {
     "schedule": ScheduleConfig,
     "augment": AugmentConfig,
     "search": SearchConfig,
+    "tracking": TrackingConfig,
 }
 
 # The one table: "section.key" -> its Field, in the order the sections declare them.

@@ -120,6 +120,11 @@ class RunDir:
         """The run's TensorBoard event files (``tensorboard --logdir`` the runs folder shows every run's)."""
         return self.path / "tb"
 
+    @property
+    def mlflow(self) -> Path:
+        """Where the run is mirrored to MLflow: per tracking URI, its run id and how far it was sent."""
+        return self.path / "mlflow.json"
+
     # ---- what it is ------------------------------------------------------------------------------
     def is_run(self) -> bool:
         """A folder is a run once its config is written (the first thing a run writes)."""

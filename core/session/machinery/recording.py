@@ -1,6 +1,10 @@
 """Run recording: the run directory, metrics.jsonl, its TensorBoard files, checkpoints and summary.json (paths from
 core.runfiles.layout).
 
+A run with an MLflow tracking URI (``tracking.mlflow`` or ``MLFLOW_TRACKING_URI``) is also mirrored there as it
+trains (:class:`~core.tracking.live_mirror.LiveMirror`, a thread reading metrics.jsonl); its warnings come back
+as the recorder's own records, like the TensorBoard files'.
+
 The records written to metrics.jsonl also go to the run's TensorBoard files (``tb/``,
 :class:`~core.runfiles.tensorboard_log.TensorBoardLog`), written in batches, on disk at each checkpoint and
 completed at the end. Those files are a mirror: the first error writing them stops them, and the run goes on
@@ -22,6 +26,7 @@ from core.runfiles.layout import RunDir
 from core.runfiles.records import Record, log_record
 from core.runfiles.tensorboard_log import TensorBoardLog
 from core.runfiles.writing import MetricsLog, RunsLock, atomic_write_text, check_free_space, make_run_dir, write_summary
+from core.tracking.live_mirror import LiveMirror, mlflow_uri
 from core.training.checkpoint import load_checkpoint, save_checkpoint, state_from_bytes
 from core.worker.position import Position
 
@@ -43,11 +48,13 @@ class RunRecorder:
         self._tb: TensorBoardLog | None = None
         self._notes: list[Record] = []  # the recorder's own records (a warning) for the next write to pass on
         self._notes_lock = threading.Lock()  # the collector (checkpoints, the end) and the emitting threads
+        self._mirror: LiveMirror | None = None
 
     def open(self, runs_dir: Path, name: str, config: Config, parameters: int, workers: int, start: StartPoint) -> Path:
         """Take the runs directory's lock, make (or reuse: a continued run) the run directory, write config.toml,
         open the TensorBoard files."""
         existing = start.continues.path if start.continues is not None else None
+        uri = mlflow_uri(config)  # a URI that is not one, or no MLflow: one line before anything is made
         self._lock = RunsLock.acquire(runs_dir, name)
         try:
             check_free_space(runs_dir, parameters, workers)
@@ -64,7 +71,15 @@ class RunRecorder:
         pending, self._pending = self._pending, []
         self._log.write(pending)
         self._tensorboard(lambda tb: tb.add(pending))  # a warning of its own waits for the next write
+        if uri:
+            self._mirror = LiveMirror(run_dir, uri, self._note, start.parent, continued=existing is not None)
+            self._mirror.start()
         return run_dir
+
+    def _note(self, level: str, message: str) -> None:
+        """A record of the recorder's own (the mirror's warnings), passed on with the next write."""
+        with self._notes_lock:
+            self._notes.append(log_record(None, level, message))
 
     def _open_tensorboard(self, start: StartPoint, workers: int) -> None:
         assert self.run_dir is not None
@@ -159,6 +174,9 @@ class RunRecorder:
             write_summary(self.run_dir, summary)
 
     def close(self) -> None:
+        if self._mirror is not None:
+            self._mirror.finish()  # the run's end and files reach MLflow: summary.json and eval.json are written
+            self._mirror = None
         self._tensorboard(lambda tb: tb.close())
         self._tb = None
         if self._log is not None:

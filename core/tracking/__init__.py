@@ -1,0 +1,1 @@
+"""Mirrors of runs where teams already keep theirs: MLflow (as a run trains, or afterwards)."""
