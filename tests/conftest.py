@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.pop("MLFLOW_TRACKING_URI", None)  # a run of the suite mirrors to MLflow only where a test says so
 
 
 def _service_pids() -> set[int]:

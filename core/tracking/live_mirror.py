@@ -89,11 +89,12 @@ class LiveMirror:
             self._note("info", f"mlflow: {self.uri} answers again; what it had not had is sent")
         return True
 
-    def finish(self, timeout: float = END_S) -> None:
-        """Stop the thread, then send the rest and the run's end (at most ``timeout`` while the server is down)."""
+    def finish(self, timeout: float | None = None) -> None:
+        """Stop the thread, then send the rest and the run's end (at most ``timeout``, ``END_S`` by default, while
+        the server is down)."""
         self._stop.set()
         self._thread.join()
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + (END_S if timeout is None else timeout)
         while self._attempt(final=True):
             entry = self._mirror.entry
             self._note("info", f"mlflow: mirrored to {entry.link or self.uri} (run {entry.run_id})")
