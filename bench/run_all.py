@@ -14,7 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = [
     ("Engine vs a bare loop", ["engine_vs_bare.py", "--repeats", "5"]),
-    ("TensorBoard files on and off", ["tensorboard_cost.py", "--repeats", "5"]),
+    ("TensorBoard and MLflow mirrors on and off", ["tracking_cost.py", "--repeats", "5"]),
     ("Cold start from the shell", ["cold_start.py", "--repeats", "5"]),
     ("Start, pause, stop and memory", ["latency_memory.py", "--repeats", "5"]),
     ("Against PyTorch Lightning", ["lightning_compare.py", "--repeats", "3"]),

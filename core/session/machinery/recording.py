@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from core.session.start_point import StartPoint
 
 POSITION_KEYS = Position.COUNTERS
-TENSORBOARD = True  # every run writes RUN/tb/ (bench/tensorboard_cost.py turns it off to measure what it costs)
+TENSORBOARD = True  # every run writes RUN/tb/ (bench/tracking_cost.py turns it off to measure what it costs)
 
 
 class RunRecorder:
