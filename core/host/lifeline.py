@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import sys
 import threading
@@ -35,6 +36,38 @@ def alive(pid: int) -> bool:
             return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except (OSError, IndexError):
         return True
+
+
+SHM = "/dev/shm"
+_TORCH_SEGMENT = re.compile(r"torch_(\d+)_")
+
+
+def sweep_orphan_segments(folder: str = SHM) -> list[str]:
+    """Remove this user's torch shared-memory segments whose process is gone; the names removed.
+
+    Sharing by file descriptor, torch names a segment ``torch_<pid>_<n>``, opens it and unlinks the name at
+    once; a process SIGKILLed between the two (a parent killed while a loader worker hands over a batch)
+    leaves the name in /dev/shm for good. A run's start sweeps them (``Session`` before its workers spawn).
+    """
+    removed: list[str] = []
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return removed
+    uid = os.getuid()
+    with entries:
+        for entry in entries:
+            found = _TORCH_SEGMENT.match(entry.name)
+            if found is None:
+                continue
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid or alive(int(found.group(1))):
+                    continue
+                os.unlink(entry.path)
+            except OSError:
+                continue
+            removed.append(entry.name)
+    return removed
 
 
 def loader_worker_init(parent_pid: int, worker_id: int) -> None:

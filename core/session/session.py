@@ -38,6 +38,7 @@ from torch import nn
 from core.config import Config, to_toml
 from core.data import DatasetInfo, load_data
 from core.errors import ModelError, RunError
+from core.host.lifeline import sweep_orphan_segments
 from core.host.machine import freed_memory_given_back, usable_cores
 from core.launchers.base import Launcher
 from core.launchers.local import LocalLauncher, get_context
@@ -287,6 +288,7 @@ class Session:
 
     def _spawn(self) -> None:
         cfg = self.config
+        sweep_orphan_segments()  # what an earlier run's killed processes left in /dev/shm
         detail = f"{self.num_workers} worker(s), {self.num_parameters:,} parameters" + self._ctx.start.describe()
         self._ctx.log("info", detail)
         dist_init = self.launcher.rendezvous(self.strategy.uses_process_group)

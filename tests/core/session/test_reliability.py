@@ -18,6 +18,7 @@ import torch
 
 from core.config import Config, apply_overrides
 from core.errors import RunError
+from core.host.lifeline import sweep_orphan_segments
 from core.runfiles.writing import read_metrics
 from core.session import RecordBuffer, Session
 from core.training.checkpoint import load_checkpoint, model_from_checkpoint, save_checkpoint
@@ -203,7 +204,20 @@ def test_workers_exit_when_the_parent_is_killed(tmp_path: Path, loader_workers: 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # a segment torch was naming at the kill (opened, not yet unlinked) is the next run's start to remove
+    sweep_orphan_segments()
     assert _shm() - before == set()
+
+
+def test_the_next_start_removes_segments_of_processes_that_are_gone(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    orphan, live = tmp_path / f"torch_{dead.pid}_123_0", tmp_path / f"torch_{os.getpid()}_123_0"
+    other = tmp_path / "sem.someone-else"
+    for path in (orphan, live, other):
+        path.write_bytes(b"x")
+    assert sweep_orphan_segments(str(tmp_path)) == [orphan.name]
+    assert not orphan.exists() and live.exists() and other.exists()
 
 
 def _cmdline(pid: int) -> str:
