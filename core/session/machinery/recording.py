@@ -134,10 +134,17 @@ class RunRecorder:
             self._notes.append(log_record(None, "warning", message))
 
     def finish(self, config: Config, summary: dict[str, Any] | None, evaluation: dict[str, Any] | None) -> None:
-        """Complete the TensorBoard files with the run's end: its figures, hparams and evaluation."""
+        """Complete the TensorBoard files with the run's end (its figures, hparams and evaluation) and send it
+        to MLflow; their warnings go out with the run's last state."""
         if summary is not None:
             self._tensorboard(lambda tb: tb.finish(to_dict(config), summary, evaluation))
         self._tb = None
+        self._finish_mirror()
+
+    def _finish_mirror(self) -> None:
+        mirror, self._mirror = self._mirror, None
+        if mirror is not None:
+            mirror.finish()  # summary.json and eval.json are written: the run's end and files go too
 
     def checkpoint(self, payload: dict[str, Any]) -> None:
         assert self.run_dir is not None
@@ -174,9 +181,7 @@ class RunRecorder:
             write_summary(self.run_dir, summary)
 
     def close(self) -> None:
-        if self._mirror is not None:
-            self._mirror.finish()  # the run's end and files reach MLflow: summary.json and eval.json are written
-            self._mirror = None
+        self._finish_mirror()  # a run that ended before its end was written (it failed to start)
         self._tensorboard(lambda tb: tb.close())
         self._tb = None
         if self._log is not None:

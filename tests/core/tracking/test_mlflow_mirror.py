@@ -150,10 +150,15 @@ def test_a_server_down_at_the_start_costs_the_run_nothing_and_runs_to_mlflow_sen
     tmp_path: Path, runs_dir: Path, quick_retries: None
 ) -> None:
     server = MlflowServer(tmp_path / "mlflow")  # not started yet: nothing answers on its port
-    run = finished(Session(cfg_for(server.uri, "parallel.strategy=single", "train.epochs=2"), runs_dir=runs_dir))
+    session = Session(cfg_for(server.uri, "parallel.strategy=single", "train.epochs=2"), runs_dir=runs_dir)
+    buf = RecordBuffer()
+    session.add_listener(buf.put)
+    run = finished(session)
     warnings = logs(run, "warning")
     assert len(warnings) == 2, warnings
     assert "does not answer" in warnings[0] and f"traindesk runs --to-mlflow {server.uri}" in warnings[1]
+    heard = [r["message"] for r in buf.drain(0.1) if r["kind"] == "log" and r["level"] == "warning"]
+    assert heard == warnings, "the window and the command line hear both"
     assert server.uri not in read_mirrors(run) or not read_mirrors(run)[server.uri].ended
     server.start()
     try:
