@@ -45,7 +45,15 @@ from app.panel.files import ConfigFiles
 from app.panel.panel import ConfigPanel
 from app.plots.live import PlotsPanel
 from app.shell import icons
-from app.shell.actions import ToolbarFit, apply_enablement, build_menus, build_toolbar, make_actions, show_about
+from app.shell.actions import (
+    ToolbarFit,
+    apply_enablement,
+    build_menus,
+    build_toolbar,
+    explain,
+    make_actions,
+    show_about,
+)
 from app.shell.banner import Banner
 from app.shell.gc_policy import GuiGarbageCollector
 from app.shell.log_pane import LogPane
@@ -163,6 +171,7 @@ class MainWindow(QMainWindow):
             (self.advisor.progress, self.advisor.button_cancel, self.weights.progress, self.weights.button_cancel),
         )
         self.panel.notice.connect(self.run_status.notify)
+        self.runs_view.notice.connect(self.run_status.notify)
         # the status bar's widgets by name, for scripts and tests
         self.label_state = self.run_status.label_state
         self.label_run_dir = self.run_status.label_run_dir
@@ -379,6 +388,8 @@ class MainWindow(QMainWindow):
             else "Start training with these settings (Ctrl+R, F5)"
         )
         self.action_export.setToolTip(self.live.export_tip())
+        for action, reason in zip((self.action_continue_run, self.action_fork), self.continue_fork.read_only_reasons()):
+            explain(action, reason)  # an imported run: why it cannot go on
         self.run_status.set_state(derived.status)
         if derived.panel_mode != self.panel.mode:
             self.panel.set_mode(derived.panel_mode)

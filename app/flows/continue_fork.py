@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from app.flows.fork_dialog import ForkDialog
 from app.viewmodels.run_data import fork_marker
 from core.config import Config, ConfigError, load_config
+from core.services.runs.imported import read_only_reason
 from core.services.runs.past import CONFIG, EVAL, STEP, PastRun, RunDir, read_past_run, shape_of
 
 if TYPE_CHECKING:
@@ -97,11 +98,25 @@ class ContinueForkFlow:
             if w.controller.state == "paused" and not w.controller.attached:
                 return w.controller.run_dir
             return None
-        selected = w.runs_view.selected_runs() if w.shown_tab() is w.runs_view else []
-        run = RunDir(selected[0]) if len(selected) == 1 else self._on_screen()
+        run = self._fork_candidate()
         if run is None or not run.has_weights():
             return None
         return run.path
+
+    def _fork_candidate(self) -> RunDir | None:
+        """The run selected in Runs (the tab shown), else the run on screen."""
+        w = self.window
+        selected = w.runs_view.selected_runs() if w.shown_tab() is w.runs_view else []
+        return RunDir(selected[0]) if len(selected) == 1 else self._on_screen()
+
+    def read_only_reasons(self) -> tuple[str, str]:
+        """Why Continue run and Fork are off for an imported run (no checkpoint): ("", "") for any other."""
+        if self.window.controller.active:
+            return "", ""
+        on_screen, candidate = self._on_screen(), self._fork_candidate()
+        return read_only_reason(on_screen.path if on_screen else None), read_only_reason(
+            candidate.path if candidate else None
+        )
 
     def shown_changes(self, run_dir: Path, source_cfg: Config) -> dict[str, Any]:
         """The live keys the panel changes for this run, when the panel shows its settings; else none.

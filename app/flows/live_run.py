@@ -21,6 +21,7 @@ from app.viewmodels.trial_progress import TrialProgress, make_progress, search_e
 from app.viewmodels.window_state import STATE_TEXT
 from core.config import Config, ConfigError
 from core.services.runs.files import STATE, RunDir
+from core.services.runs.imported import read_only_reason
 from core.services.runs.reading import RunCount, RunShape, result_line
 from core.services.runs.shape import shape_of
 
@@ -169,6 +170,9 @@ class LiveRun(QObject):
 
     def export_tip(self) -> str:
         target = None if self.window.controller.active else self.export_run_dir()
+        imported = "" if self.window.controller.active else read_only_reason(self.window.state.viewing_run)
+        if imported:
+            return f"{imported} (Ctrl+E)"
         return (
             "Export is not available yet in this version (Ctrl+E)"
             if not self.export_available

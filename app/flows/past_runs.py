@@ -17,6 +17,7 @@ from app.viewmodels.run_data import fork_marker
 from app.viewmodels.run_index import RunRow
 from core.config import ConfigError, load_config
 from core.services.runs import past
+from core.services.runs.imported import read_only_reason
 from core.services.runs.past import PastRun, display_name
 
 if TYPE_CHECKING:
@@ -122,6 +123,8 @@ class PastRuns:
         w.update_actions()
         if run.run_dir.has_weights():
             w.evaluate_view.load_run(run_dir)
+        elif run.run_dir.imported() is not None:  # another tool's logs: curves, no settings, nothing to evaluate
+            w.evaluate_view.set_context(read_only_reason(run_dir))
 
     def on_edited(self, row: RunRow) -> None:
         """A run was renamed (or its notes edited) in Runs: the views that name it say its new name."""

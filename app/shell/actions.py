@@ -295,6 +295,13 @@ def apply_enablement(window: QWidget, derived: Enablement, recent: QMenu) -> Non
             target.setEnabled(enabled)
 
 
+def explain(action: QAction, reason: str) -> None:
+    """The action's tooltip says why it is off (``reason``), or its own tip again once there is no reason."""
+    keys = ", ".join(k.toString(QKeySequence.SequenceFormat.NativeText) for k in action.shortcuts())
+    tip = reason or action.statusTip()
+    action.setToolTip(f"{tip} ({keys})" if keys else tip)
+
+
 def show_about(parent: QWidget) -> None:
     QMessageBox.about(
         parent,

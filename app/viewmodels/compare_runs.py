@@ -23,6 +23,7 @@ class CompareRun:
     # curve name -> {"step", "epoch", "time", "y"} arrays
     curves: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     metric: str = "val_accuracy"  # the run's figure: the metric that chose the model it hands on
+    imported: bool = False  # read from another tool's TensorBoard logs: no config
 
     def figures(self) -> tuple[float, float]:
         """(the model it hands on's figure, the last evaluation's), NaN where unknown: summary.json's, else
@@ -64,7 +65,8 @@ def differing_keys(configs: list[dict[str, Any]]) -> list[str]:
 
 
 def load_run(path: Path) -> CompareRun:
-    """One run's comparable curves (background thread): its own records, without a fork's parent's."""
+    """One run's comparable curves (background thread): its own records, without a fork's parent's. An imported
+    run (another tool's TensorBoard logs) has no config: its one worker stands for it."""
     from app.viewmodels.run_index import read_notes
     from core.config import load_config, to_dict
     from core.services.runs.past import read_past_run
@@ -72,15 +74,18 @@ def load_run(path: Path) -> CompareRun:
 
     path = Path(path)
     past = read_past_run(path, with_parent=False)
-    cfg = past.config or load_config(past.run_dir.config)  # unreadable: load it again to raise why
-    run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg), past.summary or {})
+    imported = past.config is None and past.run_dir.imported() is not None
+    cfg = None if imported else past.config or load_config(past.run_dir.config)  # unreadable: raise why
+    summary = past.summary or {}
+    run = CompareRun(path, str(read_notes(path).get("name") or path.name), to_dict(cfg) if cfg else {}, summary)
+    run.imported = imported
     run.metric = run_metric(run.summary, cfg)
     task = str(run.summary.get("task") or "classification")
     run.curves = run_curves(
         past.records,
         run.summary,
         separate=past.shape is not None and past.shape.separate,
-        result_worker=result_worker(cfg, past.records, task=task),
+        result_worker=result_worker(cfg, past.records, task=task) if cfg is not None else 0,
         figure=run.metric,
     )
     return run

@@ -43,7 +43,7 @@ class RunRow:
     path: Path
     name: str  # the display name (notes.json) or the folder's name
     started: float  # unix time
-    status: str  # finished | stopped | failed | running | incomplete
+    status: str  # finished | stopped | failed | running | incomplete | imported
     dataset: str = ""
     model: str = ""
     strategy: str = ""
@@ -59,6 +59,7 @@ class RunRow:
     notes: str = ""
     tags: list[str] = field(default_factory=list)
     parent: str = ""  # the parent run's folder name, for a fork
+    imported_from: str = ""  # an imported run's folder of TensorBoard logs (it has no config, no checkpoint)
     config: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -139,6 +140,11 @@ class RunIndex:
         parent = summary.get("parent")
         if isinstance(parent, dict):
             row.parent = str(parent.get("name") or "")
+        source = run.imported()
+        if source is not None:  # another tool's logs: read-only, no config to say what ran
+            row.status = row.strategy = "imported"
+            row.workers = 1
+            row.imported_from = str(source.get("path") or "")
         tail = self._tails.get(d)
         if tail is None:
             tail = self._tails[d] = _RecordsTail(run)

@@ -385,7 +385,7 @@ class CompareView(QWidget):
 
     def _fill_diff(self) -> None:
         t = self.table_diff
-        keys = differing_keys([r.config for r in self.runs])
+        keys = differing_keys([r.config for r in self.runs if not r.imported])  # an imported run has no settings
         flat = [flatten(r.config) for r in self.runs]
         t.clear()
         t.setColumnCount(len(self.runs))
@@ -400,6 +400,8 @@ class CompareView(QWidget):
                 value = f.get(key)
                 item = QTableWidgetItem(_value_text(value))
                 item.setForeground(QColor(worker_color(c)))
+                if self.runs[c].imported:
+                    item.setToolTip("Imported from TensorBoard logs: no TrainDesk settings")
                 t.setItem(r, c, item)
         t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
 

@@ -18,6 +18,9 @@ The layout (DESIGN's run directory)::
     RUN/torchrun.json        a torchrun run's rendezvous id and restarts (core.launchers.torchrun)
     RUN/tb/                  TensorBoard event files, one per opening of the run (core.runfiles.tensorboard_log)
 
+A run imported from another tool's TensorBoard logs (core.runfiles.tensorboard_import) holds metrics.jsonl and
+summary.json alone, its summary saying where it came from (``imported``).
+
 This module is the only place these names are written (summary.json's name is core.runfiles.writing's, which
 reads and writes that file); everything else asks a ``RunDir``.
 It imports nothing heavy (no torch): the command line and the window's threads read runs with it.
@@ -127,8 +130,17 @@ class RunDir:
 
     # ---- what it is ------------------------------------------------------------------------------
     def is_run(self) -> bool:
-        """A folder is a run once its config is written (the first thing a run writes)."""
-        return self.config.is_file()
+        """A folder is a run once its config is written (the first thing a run writes), or once an import of
+        another tool's logs wrote its summary (the last thing an import writes)."""
+        return self.config.is_file() or self.imported() is not None
+
+    def imported(self) -> dict[str, Any] | None:
+        """Where an imported run came from (summary.json's ``imported``: ``from``, ``path``, ``tags``, ...); None
+        for a run TrainDesk trained. An imported run is read-only: no config, no checkpoint."""
+        if self.config.is_file():
+            return None
+        found = (self.read_summary() or {}).get("imported")
+        return found if isinstance(found, dict) else None
 
     def has_weights(self) -> bool:
         """Whether the run saved its end (last.pt): what resume, continue, fork and export need."""

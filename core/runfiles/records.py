@@ -140,6 +140,20 @@ def eval_record(
     return {"kind": EVAL, "t": _now(t), "worker": worker, "epoch": epoch, **metrics, "samples": samples, **extra}
 
 
+def imported_step_record(epoch: int, step: int, loss: float, t: float, lr: float | None = None) -> Record:
+    """A training step of a run imported from another tool's logs (core.runfiles.tensorboard_import): worker 0,
+    no ``samples`` (such logs count steps, not samples), ``lr`` only where the logs hold one."""
+    rec: Record = {"kind": STEP, "t": t, "worker": 0, "epoch": epoch, "step": step, "loss": loss}
+    if lr is not None:
+        rec["lr"] = lr
+    return rec
+
+
+def imported_eval_record(epoch: int, step: int, metrics: dict[str, float], t: float) -> Record:
+    """An evaluation of an imported run: at the step the logs put it, with the figures they hold."""
+    return {"kind": EVAL, "t": t, "worker": 0, "epoch": epoch, "step": step, **metrics}
+
+
 def state_record(worker: int | None, state: str, detail: str = "", t: float | None = None, **extra: Any) -> Record:
     return {"kind": STATE, "t": _now(t), "worker": worker, "state": state, "detail": detail, **extra}
 

@@ -103,8 +103,10 @@ def fork_name(parent_folder: str) -> str:
     return f"{label or 'run'}-fork"
 
 
-def make_run_dir(runs_dir: Path, name: str) -> Path:
-    """Create ``runs_dir/<YYYYmmdd-HHMMSS>-<name>`` (a numeric suffix if taken)."""
+def make_run_dir(runs_dir: Path, name: str, started: float | None = None, model_dirs: bool = True) -> Path:
+    """Create ``runs_dir/<YYYYmmdd-HHMMSS>-<name>`` (a numeric suffix if taken), stamped now or at ``started``
+    (unix seconds: an imported run's start); with ``checkpoints/`` and ``exports/`` unless ``model_dirs`` is
+    false (a run without a model)."""
     runs_dir = Path(runs_dir)
     safe = _UNSAFE.sub("-", name).strip("-.") or "run"
     try:
@@ -113,7 +115,7 @@ def make_run_dir(runs_dir: Path, name: str) -> Path:
         raise RunError(f"runs: cannot create runs directory {runs_dir}: {exc.strerror}") from None
     if not os.access(runs_dir, os.W_OK | os.X_OK):
         raise RunError(f"runs: runs directory {runs_dir} is not writable")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
     for n in range(1000):
         candidate = runs_dir / (f"{stamp}-{safe}" + (f"-{n}" if n else ""))
         try:
@@ -122,8 +124,9 @@ def make_run_dir(runs_dir: Path, name: str) -> Path:
             continue
         except OSError as exc:
             raise RunError(f"runs: cannot create run directory {candidate}: {exc.strerror}") from None
-        (candidate / "checkpoints").mkdir()
-        (candidate / "exports").mkdir()
+        if model_dirs:
+            (candidate / "checkpoints").mkdir()
+            (candidate / "exports").mkdir()
         return candidate
     raise RunError(f"runs: too many runs named {safe} in {runs_dir} this second")
 

@@ -201,7 +201,10 @@ class RunsTableModel(QAbstractTableModel):
             return _sort_key(row, attr)
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = (
-                [str(row.path)] + ([f"fork of {row.parent}"] if row.parent else []) + ([row.notes] if row.notes else [])
+                [str(row.path)]
+                + ([f"fork of {row.parent}"] if row.parent else [])
+                + ([f"imported from the TensorBoard logs in {row.imported_from}"] if row.imported_from else [])
+                + ([row.notes] if row.notes else [])
             )
             return "\n".join(lines)
         if (

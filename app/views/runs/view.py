@@ -6,6 +6,8 @@ A model/view table: ``RunsTableModel`` holds ``RunRow``s, a
 notes are edited in place (F2, or Rename… in the context menu) and saved to the
 run's ``notes.json``. The folder is scanned on a background thread, on demand and
 every few seconds while the view is visible, so a live run's row follows it.
+Import TensorBoard logs… (``button_import_tensorboard``) makes another tool's logs (a Lightning
+``lightning_logs`` folder) read-only runs of the folder, off the GUI thread, and selects them.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -47,6 +50,9 @@ from app.views.runs.table import (
     RunsTable,
     RunsTableModel,
 )
+from core.errors import INPUT_ERRORS
+from core.services.runs.imported import ImportedRun
+from core.services.runs.imported import import_tensorboard as import_logs
 
 
 class RunsView(QWidget):
@@ -58,6 +64,8 @@ class RunsView(QWidget):
     scanned = Signal()  # the table took a new scan of the folder
     edited = Signal(object)  # the RunRow whose name, tags or notes the user changed
     deleted = Signal(list)  # the Paths of the runs moved to the trash
+    imported = Signal(list)  # the Paths of the runs that TensorBoard logs were imported as (or had been)
+    notice = Signal(str)  # what an import did, for the status bar
 
     def __init__(self, actions: list[QAction] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -66,6 +74,7 @@ class RunsView(QWidget):
         self.active: Callable[[], set[Path]] = lambda: set()
         self._calls = BackgroundCalls(self)
         self._pending_refresh = False
+        self._select_next: list[Path] = []  # runs to select once the next scan lists them (imported ones)
         self.model = RunsTableModel(self)
         self.model.edit_failed.connect(self.error)
         self.model.edited.connect(self.edited)
@@ -111,6 +120,14 @@ class RunsView(QWidget):
         self.action_delete.triggered.connect(self._on_delete)
         self.action_refresh = QAction("Refresh", self, objectName="action_runs_refresh")
         self.action_refresh.triggered.connect(self.refresh)
+        self.action_import_tensorboard = QAction(
+            "Import TensorBoard logs…", self, objectName="action_import_tensorboard"
+        )
+        self.action_import_tensorboard.setToolTip(
+            "Import another tool's TensorBoard logs (a Lightning lightning_logs folder, or one version_N of it) as "
+            "read-only runs, to compare them with TrainDesk's"
+        )
+        self.action_import_tensorboard.triggered.connect(self.ask_import_tensorboard)
         self.extra_actions = list(actions or [])
 
         bar = QHBoxLayout()
@@ -127,6 +144,10 @@ class RunsView(QWidget):
             button.setDefaultAction(action)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
             bar.addWidget(button)
+        self.button_import_tensorboard = QToolButton(objectName="button_import_tensorboard")
+        self.button_import_tensorboard.setDefaultAction(self.action_import_tensorboard)
+        self.button_import_tensorboard.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        bar.addWidget(self.button_import_tensorboard)
         bar.addWidget(self.label_count)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 4, 0, 0)
@@ -168,7 +189,10 @@ class RunsView(QWidget):
         self.model.set_rows(rows)
         if first:
             self.fit_columns()
-        self.select_runs([p for p in selected if self.model.row_for(p) >= 0], clear=True)
+        chosen = [p for p in selected if self.model.row_for(p) >= 0]
+        if self._select_next and all(self.model.row_for(p) >= 0 for p in self._select_next):
+            chosen, self._select_next = self._select_next, []  # imported runs, once a scan lists them all
+        self.select_runs(chosen, clear=True)
         self.label_count.setText(f"{len(rows)} run(s)")
         self.scanned.emit()
         if self._pending_refresh:
@@ -276,6 +300,42 @@ class RunsView(QWidget):
         if gone:
             self.deleted.emit(gone)
         self.refresh()
+
+    # -- importing another tool's logs --------------------------------------------------------
+    def ask_import_tensorboard(self) -> None:
+        """Choose a folder of TensorBoard logs and import it (tests call ``import_tensorboard`` with one)."""
+        start = self.index.runs_dir.resolve().parent if self.index is not None else Path.cwd()
+        folder = QFileDialog.getExistingDirectory(self, "Import TensorBoard logs", str(start))
+        if folder:
+            self.import_tensorboard(folder)
+
+    def import_tensorboard(self, folder: Path | str) -> None:
+        """Import the logs under ``folder`` into the runs folder (a background thread); the runs they are get
+        selected, the status bar says what was done, ``error`` why nothing was."""
+        if self.index is None or self._calls.running("import-tensorboard"):
+            return
+        runs_dir = self.index.runs_dir
+        self._calls.call(
+            lambda: import_logs(folder, runs_dir),
+            self._on_imported,
+            lambda exc: self.error.emit(
+                " ".join(str(exc).split()) if isinstance(exc, INPUT_ERRORS) else f"could not import {folder}: {exc}"
+            ),
+            name="import-tensorboard",
+        )
+
+    def _on_imported(self, found: list[ImportedRun]) -> None:
+        runs = [f.run_dir for f in found if f.run_dir is not None]
+        new = [f for f in found if f.run_dir is not None and not f.already]
+        parts = [f"imported {len(new)} run(s) from TensorBoard logs"] if new else []
+        parts += [
+            f"{f.source.name} was imported already, as {f.run_dir.name}" for f in found if f.already and f.run_dir
+        ]
+        parts += [f"skipped {f.source.name}: {f.skipped}" for f in found if f.run_dir is None]
+        self.notice.emit("; ".join(parts))
+        self._select_next = runs
+        self.refresh()
+        self.imported.emit(runs)
 
     def _on_context_menu(self, pos: Any) -> None:
         menu = QMenu(self)

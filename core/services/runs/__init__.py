@@ -10,4 +10,5 @@
 - :mod:`~core.services.runs.shape`: a run's ``RunShape`` (workers, models, labels, task, figure) and the
   strategies' facts a settings panel shows.
 - :mod:`~core.services.runs.control`: steering another process's run (pause, resume, stop).
+- :mod:`~core.services.runs.imported`: other tools' TensorBoard logs as read-only runs (``import_tensorboard``).
 """

@@ -6,7 +6,8 @@ up to the branch), so a record can be drawn on any axis:
 
 - ``step``: a step record's own; an evaluation's is its worker's latest step.
 - ``epoch``: a step at ``epoch - 1 + the share of its epoch done`` (from the
-  samples its worker processed, over the size of that worker's epoch); an
+  samples its worker processed, over the size of that worker's epoch; a step
+  record without samples, an imported run's, by its step the same way); an
   evaluation at the epoch it closes.
 - ``time``: seconds since the run's first training step. Each part of a run
   (the parent of a fork, the run before Continue, the fork itself) is timed
@@ -55,9 +56,10 @@ class Timeline:
         """A timeline for a whole, recorded run: an epoch's size is known from its first epoch on."""
         first: dict[int, float] = {}
         for rec in records:
-            if rec.get("kind") == STEP and rec.get("epoch") == 1 and isinstance(rec.get("samples"), (int, float)):
+            done = _done(rec)
+            if rec.get("kind") == STEP and rec.get("epoch") == 1 and done is not None:
                 w = int(rec.get("worker") or 0)
-                first[w] = max(first.get(w, 0.0), float(rec["samples"]))
+                first[w] = max(first.get(w, 0.0), done)
         sizes = sorted(first.values())
         return cls(samples_per_epoch=sizes[len(sizes) // 2] if sizes else None)
 
@@ -128,10 +130,9 @@ class Timeline:
 
     def _step_epoch(self, key: tuple[int, int | None], rec: dict[str, Any]) -> float:
         epoch = int(rec.get("epoch", 1))
-        samples = rec.get("samples")
-        if not isinstance(samples, (int, float)):
+        samples = _done(rec)
+        if samples is None:
             return float(epoch)
-        samples = float(samples)
         known = self._epoch.get(key)
         if known is None:
             start = 0.0 if epoch == 1 else samples  # joined mid-run: this epoch counts from here
@@ -145,3 +146,12 @@ class Timeline:
         if not size or size <= 0:
             return float(epoch)  # the first epoch of unknown size: placed at its end
         return epoch - 1 + min(1.0, max(0.0, (samples - start) / size))
+
+
+def _done(rec: dict[str, Any]) -> float | None:
+    """How far a step record's worker got: its samples, else (an imported run's records count no samples) its step."""
+    for key in ("samples", "step"):
+        value = rec.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return None
