@@ -50,6 +50,7 @@ from app.shell.banner import Banner
 from app.shell.gc_policy import GuiGarbageCollector
 from app.shell.log_pane import LogPane
 from app.shell.settings import AppSettings
+from app.shell.settings_dialog import edit_settings
 from app.shell.status_bar import RunStatusBar
 from app.shell.tasks import BackgroundCalls
 from app.shell.theme import Theme, apply_theme, get_theme, style_plot_widget
@@ -81,6 +82,7 @@ class MainWindow(QMainWindow):
     action_save_config: QAction
     action_open_run: QAction
     action_runs_dir: QAction
+    action_settings: QAction
     action_quit: QAction
     action_dark: QAction
     action_clear: QAction
@@ -137,6 +139,7 @@ class MainWindow(QMainWindow):
                 "action_save_config": self.config_files.ask_save,
                 "action_open_run": self.past_runs.ask_open,
                 "action_runs_dir": self.config_files.ask_runs_dir,
+                "action_settings": lambda: edit_settings(self, self.settings, saved=self.runs_view.refresh),
                 "action_quit": self.close,
                 "action_dark": self.set_dark,
                 "action_clear": self._on_clear,
