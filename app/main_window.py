@@ -166,6 +166,8 @@ class MainWindow(QMainWindow):
             (self.advisor.progress, self.advisor.button_cancel, self.weights.progress, self.weights.button_cancel),
         )
         self.panel.notice.connect(self.run_status.notify)
+        self.runs_view.notice.connect(self.run_status.notify)
+        self.runs_view.notice.connect(lambda text: self.log_pane.add_message("info", text))
         # the status bar's widgets by name, for scripts and tests
         self.label_state = self.run_status.label_state
         self.label_run_dir = self.run_status.label_run_dir
@@ -217,6 +219,7 @@ class MainWindow(QMainWindow):
         self.predict_view = PredictView()
         self.runs_view = RunsView([self.action_compare, self.action_fork])
         self.runs_view.active = self.live.active_runs
+        self.runs_view.mlflow_uri = lambda: self.settings.mlflow_uri  # what its runs show first, where it mirrors
         self.runs_view.open_requested.connect(self.open_run)
         self.runs_view.error.connect(self.show_error)
         self.runs_view.selection_changed.connect(self.update_actions)
