@@ -58,6 +58,7 @@ from app.shell.banner import Banner
 from app.shell.gc_policy import GuiGarbageCollector
 from app.shell.log_pane import LogPane
 from app.shell.settings import AppSettings
+from app.shell.settings_dialog import edit_settings
 from app.shell.status_bar import RunStatusBar
 from app.shell.tasks import BackgroundCalls
 from app.shell.theme import Theme, apply_theme, get_theme, style_plot_widget
@@ -89,6 +90,7 @@ class MainWindow(QMainWindow):
     action_save_config: QAction
     action_open_run: QAction
     action_runs_dir: QAction
+    action_settings: QAction
     action_quit: QAction
     action_dark: QAction
     action_clear: QAction
@@ -145,6 +147,7 @@ class MainWindow(QMainWindow):
                 "action_save_config": self.config_files.ask_save,
                 "action_open_run": self.past_runs.ask_open,
                 "action_runs_dir": self.config_files.ask_runs_dir,
+                "action_settings": lambda: edit_settings(self, self.settings, saved=self.runs_view.refresh),
                 "action_quit": self.close,
                 "action_dark": self.set_dark,
                 "action_clear": self._on_clear,
@@ -172,6 +175,7 @@ class MainWindow(QMainWindow):
         )
         self.panel.notice.connect(self.run_status.notify)
         self.runs_view.notice.connect(self.run_status.notify)
+        self.runs_view.notice.connect(lambda text: self.log_pane.add_message("info", text))
         # the status bar's widgets by name, for scripts and tests
         self.label_state = self.run_status.label_state
         self.label_run_dir = self.run_status.label_run_dir
@@ -223,6 +227,7 @@ class MainWindow(QMainWindow):
         self.predict_view = PredictView()
         self.runs_view = RunsView([self.action_compare, self.action_fork])
         self.runs_view.active = self.live.active_runs
+        self.runs_view.mlflow_uri = lambda: self.settings.mlflow_uri  # what its runs show first, where it mirrors
         self.runs_view.open_requested.connect(self.open_run)
         self.runs_view.error.connect(self.show_error)
         self.runs_view.selection_changed.connect(self.update_actions)

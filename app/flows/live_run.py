@@ -41,6 +41,13 @@ def weights_needed(cfg: Config) -> bool:
     return pretrained.suggested(model.kind) is None or pretrained.needs_download(model)
 
 
+def with_mirror(cfg: Config, uri: str) -> Config:
+    """``cfg`` mirrored to ``uri`` (the window's MLflow tracking URI) unless it names its own or ``uri`` is ""."""
+    if not uri or cfg.tracking.mlflow:
+        return cfg
+    return cfg.with_changes({"tracking.mlflow": uri})
+
+
 @dataclass
 class Starting:
     """A run Start asked for that has not started yet: its config, when, and its records so far."""
@@ -79,6 +86,11 @@ class LiveRun(QObject):
             return
         if w.panel.mode == "view" or w.state.downloading:
             return
+        try:
+            cfg = with_mirror(cfg, w.settings.mlflow_uri)
+        except ConfigError as exc:  # a setting saved by hand: Settings… checks what it saves
+            w.show_input_error(f"File → Settings…: {exc}")
+            return
         w.hide_error()
         if weights_needed(cfg):
             w.weights.fetch(cfg, lambda: self._start(cfg))
@@ -94,7 +106,8 @@ class LiveRun(QObject):
         w.save_last_config()
         w.log_pane.add_message(
             "state",
-            f"starting: {cfg.parallel.strategy}, {cfg.parallel.workers} worker(s), {cfg.data.source}, {cfg.model.kind}",
+            f"starting: {cfg.parallel.strategy}, {cfg.parallel.workers} worker(s), {cfg.data.source}, {cfg.model.kind}"
+            + (f", mirrored to MLflow at {cfg.tracking.mlflow}" if cfg.tracking.mlflow else ""),
             who="session",
         )
         w.controller.start(cfg, w.runs_dir)

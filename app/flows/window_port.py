@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from app.panel.panel import ConfigPanel
     from app.plots.live import PlotsPanel
     from app.shell.log_pane import LogPane
+    from app.shell.settings import AppSettings
     from app.shell.status_bar import RunStatusBar
     from app.shell.tasks import BackgroundCalls
     from app.viewmodels.window_state import WindowModel
@@ -39,6 +40,7 @@ class WindowPort(Protocol):
     calls: BackgroundCalls
     live: LiveRun  # the run on screen: its shape and progress, which the other flows set up too
     weights: WeightsDownload  # a backbone's weights brought into the cache before Start's run
+    settings: AppSettings  # what the window remembers; Start reads its MLflow tracking URI
     # the window's parts, each with its own methods
     panel: ConfigPanel
     plots: PlotsPanel

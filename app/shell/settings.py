@@ -1,4 +1,5 @@
-"""Persistent GUI settings (QSettings, INI format) with typed accessors.
+"""Persistent GUI settings (QSettings, INI format) with typed accessors; the few the user sets are edited in
+the Settings dialog (app.shell.settings_dialog).
 
 Tests point QSettings at a temporary folder with ``QSettings.setPath`` (see
 tests/app/conftest.py) so they never touch the user's own settings.
@@ -87,6 +88,15 @@ class AppSettings:
     @runs_dir.setter
     def runs_dir(self, path: str) -> None:
         self.q.setValue("runs/dir", path)
+
+    @property
+    def mlflow_uri(self) -> str:
+        """The MLflow tracking URI the window's runs are mirrored to ("" for none; Settings… checks it)."""
+        return self._get("tracking/mlflow", "", str).strip()
+
+    @mlflow_uri.setter
+    def mlflow_uri(self, uri: str) -> None:
+        self.q.setValue("tracking/mlflow", uri.strip())
 
     def last_dir(self, kind: str) -> str:
         """The folder a file dialog of this kind (config, data, run) last used."""

@@ -6,13 +6,15 @@
 :class:`~core.services.runs.reading.RunStats` incrementally (a live run's log is read
 from where the last scan stopped). An ended run's count is its summary's.
 It is called off the GUI thread. Notes, tags and the display name live in
-the run directory (``notes.json``), so they travel with the run.
+the run directory (``notes.json``), so they travel with the run. Where a run is mirrored to MLflow (its
+``mlflow.json``, read through :mod:`core.services.tracking`) becomes its :class:`MirrorCell`.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,9 +35,59 @@ from core.services.runs.files import (
 from core.services.runs.past import read_config
 from core.services.runs.reading import RunCount, RunStats, count
 from core.services.runs.shape import shape_of
+from core.services.tracking import Mirrored, read_mirrors
 
-__all__ = ["RunIndex", "RunRow", "parse_tags", "read_notes", "started_at", "trash_run", "write_notes"]
+__all__ = [
+    "MirrorCell",
+    "RunIndex",
+    "RunRow",
+    "mirror_cell",
+    "parse_tags",
+    "read_notes",
+    "started_at",
+    "trash_run",
+    "write_notes",
+]
 _STAMP = re.compile(r"^(\d{8})-(\d{6})")
+
+
+@dataclass(frozen=True)
+class MirrorCell:
+    """What the Runs table says of a run's MLflow mirror: its MLflow run (a link to its page on a server), that
+    it is not complete there ("pending"), or nothing (not mirrored)."""
+
+    text: str = ""
+    link: str = ""  # the run's page in the MLflow UI (an http(s) server); "" for a local store or none
+    tip: str = ""
+    pending: bool = False  # the mirror stopped short of the run's end: `traindesk runs --to-mlflow` sends the rest
+
+
+def mirror_cell(run_dir: Path, mirrors: dict[str, Mirrored], live: bool, prefer: str = "") -> MirrorCell:
+    """The cell of a run mirrored as ``mirrors`` (its mlflow.json) says; ``prefer``: the URI to show first (the
+    window's setting) when the run went to several."""
+    if not mirrors:
+        return MirrorCell()
+    uri = prefer if prefer in mirrors else next(iter(mirrors))
+    entry = mirrors[uri]
+    others = [u for u in mirrors if u != uri]
+    also = f"\nalso mirrored to {', '.join(others)}" if others else ""
+    if not entry.ended and not live:
+        return MirrorCell(
+            "pending",
+            tip=f"Not all of this run reached {uri}: `traindesk runs --to-mlflow {shlex.quote(uri)} "
+            f"{shlex.quote(str(run_dir))}` sends the rest "
+            "(or Mirror to MLflow in this table's menu)" + also,
+            pending=True,
+        )
+    if not entry.run_id:  # live, and the server has not answered yet
+        return MirrorCell("sending…", tip=f"Its process mirrors this run to {uri} as it trains" + also)
+    doing = "mirrored as it trains" if live and not entry.ended else entry.ended  # FINISHED, FAILED, KILLED
+    short = entry.run_id[:8]
+    if entry.link:
+        return MirrorCell(
+            f"{short} ↗", entry.link, f"Open its MLflow page: {entry.link}\nMLflow run {entry.run_id}, {doing}" + also
+        )
+    return MirrorCell(short, tip=f"{uri}\nMLflow run {entry.run_id}, {doing}" + also)
 
 
 @dataclass
@@ -61,6 +113,7 @@ class RunRow:
     parent: str = ""  # the parent run's folder name, for a fork
     imported_from: str = ""  # an imported run's folder of TensorBoard logs (it has no config, no checkpoint)
     config: dict[str, Any] = field(default_factory=dict)
+    mirror: MirrorCell = field(default_factory=MirrorCell)  # where it is mirrored to MLflow
 
     @property
     def folder(self) -> str:
@@ -99,20 +152,21 @@ class RunIndex:
         self.runs_dir = Path(runs_dir)
         self._tails: dict[Path, _RecordsTail] = {}
 
-    def scan(self, active: set[Path] | None = None) -> list[RunRow]:
-        """Every run directory, newest first. ``active``: runs known to be live (else asked of the lock)."""
+    def scan(self, active: set[Path] | None = None, prefer: str = "") -> list[RunRow]:
+        """Every run directory, newest first. ``active``: runs known to be live (else asked of the lock);
+        ``prefer``: the MLflow tracking URI whose mirror a run's cell shows when it has several."""
         rows = []
         seen = set()
         for run in list_runs(self.runs_dir):
             d = run.path
             seen.add(d)
             live = (d in active) if active is not None else is_live(d)
-            rows.append(self.row(d, live or is_live(d)))
+            rows.append(self.row(d, live or is_live(d), prefer))
         for gone in set(self._tails) - seen:
             del self._tails[gone]
         return rows
 
-    def row(self, d: Path, live: bool = False) -> RunRow:
+    def row(self, d: Path, live: bool = False, prefer: str = "") -> RunRow:
         run = RunDir(d)
         summary = run.read_summary() or {}
         notes = read_notes(d)
@@ -127,6 +181,7 @@ class RunIndex:
             notes=str(notes.get("notes") or ""),
             tags=list(notes.get("tags") or []),
             config=cfg_dict,
+            mirror=mirror_cell(d, read_mirrors(d), live, prefer),
         )
         if cfg is not None:
             row.dataset = str(summary.get("dataset") or cfg.data.source.split("/")[-1])

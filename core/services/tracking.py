@@ -26,16 +26,18 @@ class MirrorResult:
     live: bool  # another process runs it: its end is sent by that process
 
 
-def check_uri(uri: str) -> str:
-    """``uri`` checked as ``tracking.mlflow`` is, with MLflow's client installed; ConfigError (one line) if not."""
+def check_uri(uri: str, name: str = "--to-mlflow") -> str:
+    """``uri`` checked as ``tracking.mlflow`` is, with MLflow's client installed; ConfigError (one line) if not.
+
+    ``name`` is what the message calls the URI: the option, or the window's setting."""
     import importlib.util
 
     try:
         uri = check_tracking_uri(FIELDS["tracking.mlflow"], uri)
     except ConfigError as exc:
-        raise ConfigError(str(exc).replace("config: tracking.mlflow", "--to-mlflow", 1)) from None
+        raise ConfigError(str(exc).replace("config: tracking.mlflow", name, 1)) from None
     if not uri:
-        raise ConfigError("--to-mlflow: a tracking URI is needed (http://HOST:PORT, sqlite:///PATH, ...)")
+        raise ConfigError(f"{name}: a tracking URI is needed (http://HOST:PORT, sqlite:///PATH, ...)")
     if importlib.util.find_spec("mlflow") is None:
         raise ConfigError(INSTALL)
     return uri

@@ -2,7 +2,8 @@
 notes in place, the sorting and filtering proxy.
 
 The proxy sorts by the raw values (``SORT_ROLE``), not the text, and filters on any column; an edit is saved to
-the run's ``notes.json`` (``edit_failed`` says why one was not).
+the run's ``notes.json`` (``edit_failed`` says why one was not). The MLflow column shows a run's ``MirrorCell``:
+a link (link colour, underlined; the view opens it on a click), a local store's run id, or "pending" (muted).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from PySide6.QtCore import (
     Qt,
     Signal,
 )
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QFont, QGuiApplication, QMouseEvent, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QStyledItemDelegate,
@@ -35,6 +36,7 @@ from core.metric_names import SHORT_NAMES, figure_text
 Index = QModelIndex | QPersistentModelIndex
 TOP = QModelIndex()  # the table's own rows and columns: the parent of none
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+LINK_ROLE = Qt.ItemDataRole.UserRole + 2  # a cell's link (the MLflow column's run page), else None
 REFRESH_MS = 3000
 MAX_COLUMN_WIDTH = 220  # px; a longer name elides in the middle (its end says which fork or variant it is)
 
@@ -48,6 +50,7 @@ COLUMNS: list[tuple[str, str, bool]] = [
     ("Final", "final_figure", False),
     ("Samples/s", "samples_per_s", False),
     ("Wall time", "wall_s", False),
+    ("MLflow", "mirror", False),  # where the result is kept besides its folder
     ("Dataset", "dataset", False),
     ("Model", "model", False),
     ("Strategy", "strategy", False),
@@ -63,6 +66,8 @@ HEADER_TIPS = {
     "final_figure": "The run's figure (the metric of train.select_by) at its last evaluation",
     "epochs_done": "The epochs every worker completed, of those asked (a sweep: its slowest worker's, "
     '"slowest"); a search: its trials done',
+    "mirror": "Where the run is mirrored to MLflow (its mlflow.json): a link to its page on a tracking server (click"
+    " to open), its run id in a local store, or pending when not all of it was sent",
 }
 
 
@@ -81,11 +86,15 @@ def _display(row: RunRow, attr: str, named: bool = False) -> str:
         return "" if math.isnan(value) else format_duration(value)
     if attr == "tags":
         return ", ".join(value)
+    if attr == "mirror":
+        return str(value.text)
     return str(value)
 
 
 def _sort_key(row: RunRow, attr: str) -> Any:
     value = getattr(row, attr)
+    if attr == "mirror":  # the tip and link too: a scan announces a cell whose link or state changed
+        return (value.text.lower(), value.link, value.tip)
     if attr in FIGURES:  # runs of one figure together, each group by value
         return (row.metric, -math.inf if math.isnan(value) else value)
     if isinstance(value, float):
@@ -95,6 +104,25 @@ def _sort_key(row: RunRow, attr: str) -> Any:
     if isinstance(value, str):
         return value.lower()
     return value
+
+
+MIRROR_ROLES = (Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.ForegroundRole, Qt.ItemDataRole.FontRole)
+
+
+def _mirror_data(row: RunRow, role: int) -> Any:
+    """The MLflow cell's tooltip, colour and font: a link looks like one, pending is muted."""
+    cell = row.mirror
+    if role == Qt.ItemDataRole.ToolTipRole:
+        return cell.tip
+    if role == Qt.ItemDataRole.ForegroundRole and (cell.link or cell.pending):
+        palette = QGuiApplication.palette()
+        return palette.color(QPalette.ColorRole.Link if cell.link else QPalette.ColorRole.PlaceholderText)
+    if role == Qt.ItemDataRole.FontRole and (cell.link or cell.pending):
+        font = QFont()
+        font.setUnderline(bool(cell.link))
+        font.setItalic(cell.pending)
+        return font
+    return None
 
 
 class RunsTableModel(QAbstractTableModel):
@@ -199,6 +227,10 @@ class RunsTableModel(QAbstractTableModel):
             return ", ".join(row.tags) if attr == "tags" else str(getattr(row, attr))
         if role == SORT_ROLE:
             return _sort_key(row, attr)
+        if role == LINK_ROLE:
+            return (row.mirror.link or None) if attr == "mirror" else None
+        if attr == "mirror" and role in MIRROR_ROLES and row.mirror.text:
+            return _mirror_data(row, role)
         if role == Qt.ItemDataRole.ToolTipRole:
             lines = (
                 [str(row.path)]
@@ -272,10 +304,19 @@ class RunsDelegate(QStyledItemDelegate):
 
 
 class RunsTable(QTableView):
-    """The table: a double-click opens (the view connects ``doubleClicked``), F2 edits.
+    """The table: a double-click opens (the view connects ``doubleClicked``), F2 edits, a link cell (``LINK_ROLE``)
+    shows the hand cursor while the mouse is tracked (the view opens it on ``clicked``).
 
     F2 on a cell that cannot be edited renames the run: its row's name cell is edited instead.
     """
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        over_link = bool(self.indexAt(event.position().toPoint()).data(LINK_ROLE))
+        if over_link:
+            self.viewport().setCursor(Qt.CursorShape.PointingHandCursor)
+        else:
+            self.viewport().unsetCursor()
+        super().mouseMoveEvent(event)
 
     def edit(self, index: Any, trigger: Any = None, event: Any = None) -> bool:  # type: ignore[override]  # Qt overloads edit: the slot and the virtual
         if trigger is None:  # edit(index): the slot's form (void in Qt)

@@ -8,6 +8,10 @@ run's ``notes.json``. The folder is scanned on a background thread, on demand an
 every few seconds while the view is visible, so a live run's row follows it.
 Import TensorBoard logs… (``button_import_tensorboard``) makes another tool's logs (a Lightning
 ``lightning_logs`` folder) read-only runs of the folder, off the GUI thread, and selects them.
+
+The MLflow column links each mirrored run to its page (a click opens it in the browser); Mirror to MLflow sends
+the selected past runs to the window's tracking URI (``mlflow_uri``, the Settings dialog's) on a background
+thread (``core.services.tracking.mirror_run``), then scans again.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from PySide6.QtCore import (
     QModelIndex,
     Qt,
     QTimer,
+    QUrl,
     Signal,
 )
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -43,6 +48,7 @@ from app.viewmodels.run_index import RunIndex, RunRow, trash_run
 from app.views.runs.table import (
     COL,
     COLUMNS,
+    LINK_ROLE,
     MAX_COLUMN_WIDTH,
     REFRESH_MS,
     RunsDelegate,
@@ -53,6 +59,22 @@ from app.views.runs.table import (
 from core.errors import INPUT_ERRORS
 from core.services.runs.imported import ImportedRun
 from core.services.runs.imported import import_tensorboard as import_logs
+from core.services.tracking import MirrorError, mirror_run
+
+MIRROR_CALL = "mirror-runs"
+
+
+def mirror_runs(runs: list[Path], uri: str) -> list[tuple[Path, str]]:
+    """Send each run to ``uri`` (off the GUI thread): the runs and why each that failed did ("" for none)."""
+    out = []
+    for run in runs:
+        try:
+            mirror_run(run, uri)
+        except MirrorError as exc:
+            out.append((run, str(exc)))
+        else:
+            out.append((run, ""))
+    return out
 
 
 class RunsView(QWidget):
@@ -65,13 +87,14 @@ class RunsView(QWidget):
     edited = Signal(object)  # the RunRow whose name, tags or notes the user changed
     deleted = Signal(list)  # the Paths of the runs moved to the trash
     imported = Signal(list)  # the Paths of the runs that TensorBoard logs were imported as (or had been)
-    notice = Signal(str)  # what an import did, for the status bar
+    notice = Signal(str)  # what an import or a mirror did, for the status bar and the log
 
     def __init__(self, actions: list[QAction] | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("runs_view")
         self.index: RunIndex | None = None
         self.active: Callable[[], set[Path]] = lambda: set()
+        self.mlflow_uri: Callable[[], str] = lambda: ""  # where Mirror to MLflow sends runs (the window's setting)
         self._calls = BackgroundCalls(self)
         self._pending_refresh = False
         self._select_next: list[Path] = []  # runs to select once the next scan lists them (imported ones)
@@ -105,6 +128,8 @@ class RunsView(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
         self.table.doubleClicked.connect(self._on_double_clicked)
+        self.table.clicked.connect(self._on_clicked)
+        self.table.setMouseTracking(True)  # the hand cursor over an MLflow link
         self.table.selectionModel().selectionChanged.connect(lambda *_: self.selection_changed.emit())
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._on_context_menu)
@@ -118,6 +143,11 @@ class RunsView(QWidget):
         self.action_delete = QAction("Delete…", self, objectName="action_runs_delete")
         self.action_delete.setToolTip("Move the selected runs to the trash folder of the runs directory")
         self.action_delete.triggered.connect(self._on_delete)
+        self.action_mirror = QAction("Mirror to MLflow", self, objectName="action_runs_mirror")
+        self.action_mirror.setToolTip(
+            "Send the selected runs to the MLflow tracking URI of File → Settings… (what each has not sent yet)"
+        )
+        self.action_mirror.triggered.connect(self._on_mirror)
         self.action_refresh = QAction("Refresh", self, objectName="action_runs_refresh")
         self.action_refresh.triggered.connect(self.refresh)
         self.action_import_tensorboard = QAction(
@@ -127,6 +157,7 @@ class RunsView(QWidget):
             "Import another tool's TensorBoard logs (a Lightning lightning_logs folder, or one version_N of it) as "
             "read-only runs, to compare them with TrainDesk's"
         )
+        self.action_import_tensorboard.setIconText("Import…")  # the button's: the whole name would crowd 900 px
         self.action_import_tensorboard.triggered.connect(self.ask_import_tensorboard)
         self.extra_actions = list(actions or [])
 
@@ -139,7 +170,7 @@ class RunsView(QWidget):
             self.action_rename,
             self.action_delete,
             self.action_refresh,
-        ]:
+        ]:  # Mirror to MLflow is in the table's menu: a button more would squeeze the filter at 900 px
             button = QToolButton()
             button.setDefaultAction(action)
             button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
@@ -173,9 +204,9 @@ class RunsView(QWidget):
         if self._calls.running("scan-runs"):
             self._pending_refresh = True
             return
-        index, active = self.index, self.active()
+        index, active, prefer = self.index, self.active(), self.mlflow_uri()
         self._calls.call(
-            lambda: index.scan(active),
+            lambda: index.scan(active, prefer),
             lambda rows: self._on_scanned(index, rows),
             lambda exc: self.error.emit(f"could not read the runs folder: {exc}"),
             name="scan-runs",
@@ -249,6 +280,9 @@ class RunsView(QWidget):
         self.action_open.setEnabled(n == 1)
         self.action_rename.setEnabled(n == 1)
         self.action_delete.setEnabled(n >= 1 and not any(self._is_live(p) for p in self.selected_runs()))
+        self.action_mirror.setEnabled(
+            n >= 1 and not any(self._is_live(p) for p in self.selected_runs()) and not self._calls.running(MIRROR_CALL)
+        )
 
     def _is_live(self, path: Path) -> bool:
         r = self.model.row_for(path)
@@ -259,6 +293,50 @@ class RunsView(QWidget):
         row = self.proxy.mapToSource(index).row()
         if 0 <= row < len(self.model.rows):
             self.open_requested.emit(self.model.rows[row].path)
+
+    def _on_clicked(self, index: QModelIndex) -> None:
+        link = index.data(LINK_ROLE)
+        if link:
+            self.open_link(str(link))
+
+    def open_link(self, url: str) -> None:
+        """Open a run's MLflow page in the browser."""
+        if not QDesktopServices.openUrl(QUrl(url)):
+            self.error.emit(f"could not open {url}: no browser answered")
+
+    def _on_mirror(self) -> None:
+        runs = [p for p in self.selected_runs() if not self._is_live(p)]
+        uri = self.mlflow_uri()
+        if not runs or self._calls.running(MIRROR_CALL):
+            return
+        if not uri:
+            self.error.emit("Mirror to MLflow: set an MLflow tracking URI in File → Settings… first")
+            return
+        self.notice.emit(f"mirroring {len(runs)} run(s) to {uri}…")
+        self._calls.call(
+            lambda: mirror_runs(runs, uri),
+            lambda done: self._on_mirrored(uri, done),
+            lambda exc: self._on_mirror_failed(uri, exc),
+            name=MIRROR_CALL,
+        )
+        self._update_actions()
+
+    def _on_mirrored(self, uri: str, done: list[tuple[Path, str]]) -> None:
+        failed = [(run, why) for run, why in done if why]
+        sent = len(done) - len(failed)
+        if sent:
+            self.notice.emit(f"mirrored {sent} run(s) to {uri}")
+        if len(failed) == 1:
+            self.error.emit(f"could not mirror {failed[0][0].name}: {failed[0][1]}")
+        elif failed:
+            self.error.emit(f"could not mirror {len(failed)} of {len(done)} runs; {failed[0][0].name}: {failed[0][1]}")
+        self._update_actions()
+        self.refresh()
+
+    def _on_mirror_failed(self, uri: str, exc: BaseException) -> None:
+        self.error.emit(f"could not mirror to {uri}: {type(exc).__name__}: {exc}")
+        self._update_actions()
+        self.refresh()
 
     def _on_open(self) -> None:
         runs = self.selected_runs()
@@ -339,6 +417,12 @@ class RunsView(QWidget):
 
     def _on_context_menu(self, pos: Any) -> None:
         menu = QMenu(self)
-        for action in [self.action_open, *self.extra_actions, self.action_rename, self.action_delete]:
+        for action in [
+            self.action_open,
+            *self.extra_actions,
+            self.action_rename,
+            self.action_delete,
+            self.action_mirror,
+        ]:
             menu.addAction(action)
         menu.popup(self.table.viewport().mapToGlobal(pos))
