@@ -18,6 +18,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +54,32 @@ def run(cfg: Config, runs_dir: Path, way: str, uri: str) -> float:
     return rate
 
 
+def settled(server: MlflowServer, quiet_s: float = 0.2, window_s: float = 2.0, timeout_s: float = 120.0) -> None:
+    """Wait until the server's processes are idle: after its first answer it spends some seconds of CPU
+    starting its job workers, which would be counted against the first runs."""
+    import psutil
+
+    assert server.proc is not None
+    root = psutil.Process(server.proc.pid)
+
+    def cpu() -> float:
+        total = 0.0
+        for p in [root, *root.children(recursive=True)]:
+            try:
+                t = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system
+        return total
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        before = cpu()
+        time.sleep(window_s)
+        if cpu() - before < quiet_s:
+            return
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
@@ -67,6 +94,7 @@ def main() -> None:
     print(f"{'workload':<20} {'way':<12} {'samples/s':>10} {'/neither':>9}  range")
     with tempfile.TemporaryDirectory() as tmp:
         server = MlflowServer(Path(tmp) / "mlflow").start()
+        settled(server)
         try:
             for strategy, workers in WORKLOADS:
                 cfg = apply_overrides(
