@@ -54,9 +54,12 @@ INSTALL = "tracking.mlflow needs MLflow's client: pip install 'traindesk[mlflow]
 UNREACHABLE = (
     ("Connection refused", "connection refused"),
     ("Failed to establish a new connection", "no connection"),
-    ("Max retries exceeded", "no connection"),
+    ("Connection aborted", "the connection broke"),
+    ("RemoteDisconnected", "the connection broke"),
+    ("Connection reset", "the connection broke"),
     ("timed out", "timed out"),
     ("Name or service not known", "unknown host"),
+    ("Max retries exceeded", "no connection"),
 )
 
 
