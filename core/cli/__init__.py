@@ -35,6 +35,11 @@ COMMANDS: dict[str, Command] = {
     "runs": Command(
         "list runs with status and each run's own figure", "core.cli.runs:cmd_runs", "core.cli.runs:configure_cli"
     ),
+    "race": Command(
+        "race clones of a run's state with changed settings; the worse half stops at each rung, the winner goes on",
+        "core.cli.race:cmd_race",
+        "core.cli.race:configure_cli",
+    ),
     "gui": Command("open the desktop window (takes the arguments of traindesk-gui)", None),
     "export": Command(
         "export a run's trained model (safetensors, state-dict, torch-export, onnx), verified",

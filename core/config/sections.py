@@ -197,6 +197,13 @@ class TrainConfig(Section):
     forkable = True
     searchable = True
     epochs: int = _int(10, 1, 100000, "Passes over the training data", effect="loop")
+    schedule_epochs: int = _int(
+        0,
+        0,
+        100000,
+        doc="the epochs the lr schedule spans (cosine, one-cycle); 0 = `train.epochs`. A race sets it to the "
+        "run's epochs so that a variant stopped at a rung keeps the schedule of the whole run",
+    )
     batch_size: int = _int(64, 1, 1 << 20, "Samples per optimizer step, per worker", effect="batches")
     seed: int = _int(0, 0, 2**31 - 1, "Random seed (worker i uses seed + i)")
     # seconds between consistent checkpoints while training; 0 = only at the end

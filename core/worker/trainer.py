@@ -281,7 +281,7 @@ class Trainer:
 
     def _schedule_lr(self, batch_len: int) -> None:
         """Set the lr of the step about to be taken from the run's position."""
-        epochs = self.config.train.epochs
+        epochs = self.config.train.schedule_epochs or self.config.train.epochs
         progress = (self.epoch - 1 + (self.offset + batch_len) / self._samples_per_epoch) / epochs
         scale = self._plateau.scale if self._plateau else 1.0
         lr = lr_at(self.config.schedule, self._base_lr, self.step, self.epoch, progress, scale)

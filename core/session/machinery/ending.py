@@ -194,8 +194,15 @@ class RunEnd:
             **({"best": best} if best else {}),
             **s.launcher.summary_extra(stats.nodes()),
             **({"parent": s.parent} if s.parent else {}),
+            **self._races(),
             **strategy.summary_extra(stats.last_eval, s.run_dir, result if best else None),
         }
+
+    def _races(self) -> dict[str, Any]:
+        """The races the run went through (a continued run's earlier summary has them: race.json's folders)."""
+        continues = self.ctx.start.continues
+        races = (continues.read_summary() or {}).get("races") if continues is not None else None
+        return {"races": races} if races else {}
 
     def close(self) -> None:
         """Release the run directory, its lock and the channels; only then is the run over for waiters."""

@@ -1,0 +1,378 @@
+"""A race run: each variant a fork of the run's checkpoint, trained rung by rung in its own processes, the worse
+half stopped at each rung, the winner installed as the run itself (or kept as a fork); ``race.json`` records it.
+
+Each variant is a run of its own under ``RUN/races/<stamp>/v<i>/`` (its own runs folder, so several train at
+once): a fork of the run's last consistent checkpoint for the first rung, continued from its own for the next
+ones, with ``train.epochs`` at the rung's end, ``train.schedule_epochs`` at the race's horizon (the lr schedule
+of the whole run, not of the rung), no early stop, and one compute thread per process. As many variants train
+at once as the cores hold (cores // the run's workers), the rest queue. A variant that fails (a worker died,
+its loss diverged past its recoveries) is eliminated with its reason; a stop stops every variant at its next
+batch (each writes its checkpoint) and leaves the run untouched: ``resume`` picks the race up at its rung.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.config import Config, to_dict
+from core.host.machine import usable_cores
+from core.runfiles.layout import RunDir, list_runs
+from core.runfiles.records import log_record
+from core.runfiles.writing import atomic_write_json, read_summary, write_summary
+from core.services.race.plan import RacePlan, Variant
+from core.session import Session
+from core.session.start_point import fork_point
+from core.training.checkpoint import load_checkpoint, save_checkpoint
+
+RACE_FILE = "race.json"
+STOP_S = 60.0  # a variant asked to stop has this long to write its checkpoint
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class Entry:
+    """One variant in race.json."""
+
+    index: int
+    label: str
+    changes: dict[str, Any]
+    run: str = ""  # its run folder, relative to the race folder
+    figures: list[float | None] = field(default_factory=list)  # its figure at each rung reached
+    out: str = ""  # why it stopped racing ("rung 2: 0.912 < 0.931", "failed: ...")
+
+
+@dataclass
+class RaceRecord:
+    """race.json: what a race was, how far it got, who won."""
+
+    run: str
+    start_epoch: int
+    start_step: int
+    metric: str
+    rungs: list[int]
+    keep: int
+    variants: list[Entry]
+    state: str = "running"  # running | stopped | done
+    rung: int = 0  # the rung being raced (its index)
+    winner: int | None = None
+    as_fork: bool = False
+    started: float = field(default_factory=time.time)
+
+    def alive(self) -> list[Entry]:
+        return [v for v in self.variants if not v.out]
+
+    def save(self, folder: Path) -> None:
+        atomic_write_json(folder / RACE_FILE, asdict(self))
+
+    @classmethod
+    def load(cls, folder: Path) -> RaceRecord:
+        import json
+
+        data = json.loads((folder / RACE_FILE).read_text(encoding="utf-8"))
+        data["variants"] = [Entry(**v) for v in data["variants"]]
+        return cls(**data)
+
+
+def races_of(run: Path) -> list[Path]:
+    """The run's race folders, oldest first."""
+    root = Path(run) / "races"
+    return sorted(p for p in root.iterdir() if (p / RACE_FILE).is_file()) if root.is_dir() else []
+
+
+class Race:
+    """One race of ``plan``; :meth:`run` blocks until it ends (done or stopped), :meth:`stop` from any thread."""
+
+    def __init__(
+        self, plan: RacePlan, say: Say = lambda _: None, slots: int | None = None, keep_losers: bool = False
+    ) -> None:
+        self.plan = plan
+        self.say = say
+        self.slots = slots or max(1, usable_cores() // max(1, plan.workers))
+        self.keep_losers = keep_losers
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._sessions: dict[int, Session] = {}
+        self.folder = Path(plan.run) / "races" / time.strftime("%Y%m%d-%H%M%S")
+        self.winner_dir: Path | None = None  # where the winner went on: the run itself, or its fork
+        self.record = RaceRecord(
+            run=str(plan.run),
+            start_epoch=plan.start_epoch,
+            start_step=plan.start_step,
+            metric=plan.metric,
+            rungs=list(plan.rungs),
+            keep=plan.keep,
+            variants=[Entry(v.index, v.label, dict(v.changes)) for v in plan.variants],
+        )
+
+    @classmethod
+    def resumed(cls, plan: RacePlan, folder: Path, say: Say = lambda _: None, keep_losers: bool = False) -> Race:
+        race = cls(plan, say, keep_losers=keep_losers)
+        race.folder = folder
+        race.record = RaceRecord.load(folder)
+        race.record.state = "running"
+        return race
+
+    # ---- steering ------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop every variant at its next batch (each writes its checkpoint); the run stays as it was."""
+        self._stop.set()
+        with self._lock:
+            sessions = list(self._sessions.values())
+        for s in sessions:
+            s.stop(STOP_S)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    # ---- the race ------------------------------------------------------------------------------------
+    def run(self, as_fork: bool = False) -> RaceRecord:
+        rec = self.record
+        rec.as_fork = as_fork
+        self.folder.mkdir(parents=True, exist_ok=True)
+        rec.save(self.folder)
+        while rec.rung < len(rec.rungs):
+            self._race_rung(rec.rung)
+            if self.stopped:
+                rec.state = "stopped"
+                rec.save(self.folder)
+                self.say(f"race stopped at rung {rec.rung + 1}; traindesk race {rec.run} --resume goes on")
+                return rec
+            self._halve(rec.rung)
+            rec.rung += 1
+            rec.save(self.folder)
+            if not rec.alive():
+                break
+        alive = rec.alive()
+        if not alive:
+            rec.state = "done"
+            rec.save(self.folder)
+            raise RuntimeError("race: every variant failed: " + "; ".join(f"{v.label}: {v.out}" for v in rec.variants))
+        rec.winner = self._best(alive)[0].index
+        rec.state = "done"
+        self._finish(as_fork)
+        rec.save(self.folder)
+        return rec
+
+    def _target(self, rung: int) -> int:
+        return self.plan.start_epoch + self.record.rungs[rung]
+
+    def _race_rung(self, rung: int) -> None:
+        target = self._target(rung)
+        todo = [v for v in self.record.alive() if len(v.figures) <= rung]
+        self.say(f"rung {rung + 1} of {len(self.record.rungs)}: {len(todo)} variant(s) to epoch {target}")
+        with ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="traindesk-race") as pool:
+            for done in pool.map(lambda v: self._train(v, target), todo):
+                del done
+
+    def _train(self, entry: Entry, target: int) -> None:
+        """Train one variant to epoch ``target`` (unless the race was stopped); its figure, or why it is out."""
+        if self.stopped:
+            return
+        session = self._session(entry, target)
+        with self._lock:
+            self._sessions[entry.index] = session
+        reason = ""
+        try:
+            session.start()
+            status = session.wait()
+        except Exception as exc:  # a bad start (data, memory): this variant is out, the race goes on
+            status, reason = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            with self._lock:
+                self._sessions.pop(entry.index, None)
+        if session.run_dir is not None and not entry.run:
+            entry.run = str(Path(session.run_dir).relative_to(self.folder))
+        if status == "finished":
+            entry.figures.append(self._figure(Path(session.run_dir or "")))
+        elif status == "failed":
+            entry.out = f"failed: {session.error or reason or 'its run failed'}"
+            self.say(f"{entry.label}: out ({entry.out})")
+        with self._lock:
+            self.record.save(self.folder)
+
+    def _session(self, entry: Entry, target: int) -> Session:
+        plan = self.plan
+        race_keys = {
+            "train.epochs": target,
+            "train.schedule_epochs": plan.horizon,
+            "train.early_stop_patience": 0,
+        }
+        if entry.run:  # a later rung (or a resumed one): the variant goes on from its own checkpoint
+            return Session.from_run(self.folder / entry.run, epochs=target)
+        cfg, start, _, _ = fork_point(
+            RunDir(plan.run).last, {**entry.changes, **race_keys}, self.folder / f"v{entry.index}", f"v{entry.index}"
+        )
+        cfg = cfg.with_changes({"parallel.threads_per_worker": 1})  # the variants share the cores
+        return Session(cfg, runs_dir=self.folder / f"v{entry.index}", name=f"v{entry.index}", start=start)
+
+    def _figure(self, run: Path) -> float | None:
+        summary = read_summary(run) or {}
+        value = (summary.get("final") or {}).get(self.plan.metric)
+        return float(value) if isinstance(value, (int, float)) else None
+
+    def _best(self, entries: list[Entry]) -> list[Entry]:
+        """Best first by their figure at the last rung they reached; a missing figure last, ties by index."""
+        sign = -1.0 if self.plan.maximize else 1.0
+
+        def key(v: Entry) -> tuple[int, float, int]:
+            f = v.figures[-1] if v.figures else None
+            return (1, 0.0, v.index) if f is None or f != f else (0, sign * f, v.index)
+
+        return sorted(entries, key=key)
+
+    def _halve(self, rung: int) -> None:
+        alive = self._best(self.record.alive())
+        keep = self.plan.survivors(len(alive), rung)
+        if keep >= len(alive):
+            return
+        last_kept = alive[keep - 1].figures[-1] if alive[keep - 1].figures else None
+        for v in alive[keep:]:
+            mine = v.figures[-1] if v.figures else None
+            v.out = f"rung {rung + 1}: {_num(mine)} {'<' if self.plan.maximize else '>'} {_num(last_kept)}"
+            self.say(f"{v.label}: out ({v.out})")
+            if not self.keep_losers and v.run:
+                shutil.rmtree(RunDir(self.folder / v.run).checkpoints, ignore_errors=True)
+        kept = ", ".join(f"{v.label} {_num(v.figures[-1] if v.figures else None)}" for v in alive[:keep])
+        self.say(f"rung {rung + 1}: going on: {kept}")
+
+    # ---- the winner --------------------------------------------------------------------------------------
+    def _finish(self, as_fork: bool) -> None:
+        rec = self.record
+        winner = rec.variants[rec.winner or 0]
+        run = RunDir(self.folder / winner.run)
+        n, step = len(rec.variants), rec.start_step
+        marker = f"race: {n} variants from step {step:,}, won by {winner.label}"
+        for v in rec.alive():
+            if v.index != winner.index and not self.keep_losers and v.run:
+                shutil.rmtree(RunDir(self.folder / v.run).checkpoints, ignore_errors=True)
+        if as_fork:
+            target = _fork_home(run, Path(rec.run).parent)
+            _restore_settings(RunDir(target), self.plan.config, winner.changes, self.plan.horizon)
+            self.say(f"{marker}; the winner is the fork {target}")
+            self.winner_dir = target
+            return
+        _install(RunDir(rec.run), run, self.plan, winner.changes, marker, self.folder)
+        self.say(f"{marker}; {Path(rec.run).name} goes on as {winner.label}")
+        self.winner_dir = Path(rec.run)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _own_config(parent: Config, changes: dict[str, Any], reached: int, horizon: int) -> Config:
+    """The run's settings with the winner's changes, the epochs at least those reached, the race's schedule
+    horizon, its own threads and early stop (a variant's are the race's)."""
+    cfg = parent.with_changes(dict(changes))
+    epochs = max(parent.train.epochs, reached)
+    return cfg.with_changes({"train.epochs": epochs, "train.schedule_epochs": horizon if horizon != epochs else 0})
+
+
+def _restore_settings(run: RunDir, parent: Config, changes: dict[str, Any], horizon: int) -> Config:
+    """Rewrite ``run``'s checkpoints and config.toml with the run's own settings (and the winner's changes)."""
+    ckpt = load_checkpoint(run.last)
+    reached = min(int(p["epoch"]) for p in ckpt["progress"]) - 1
+    cfg = _own_config(parent, changes, reached, horizon)
+    for path in (run.last, run.best):
+        if path.is_file():
+            data = load_checkpoint(path)
+            data["config"] = to_dict(cfg)
+            save_checkpoint(path, {k: v for k, v in data.items() if k not in ("format", "version")})
+    from core.runfiles.writing import atomic_write_text
+
+    atomic_write_text(run.config, cfg.to_toml())
+    summary = run.read_summary() or {}
+    summary["status"] = "finished" if reached >= cfg.train.epochs else "stopped"
+    write_summary(run.path, summary)
+    return cfg
+
+
+def _fork_home(run: RunDir, runs_dir: Path) -> Path:
+    """Move the winner's run folder into the runs folder, beside the run it forked."""
+    target = runs_dir / run.name
+    n = 1
+    while target.exists():
+        target = runs_dir / f"{run.name}-{n}"
+        n += 1
+    shutil.move(str(run.path), str(target))
+    return target
+
+
+def _install(
+    parent: RunDir, winner: RunDir, plan: RacePlan, changes: dict[str, Any], marker: str, folder: Path
+) -> None:
+    """The winner becomes the run: its checkpoint (best.pt when better), settings, records after the branch and
+    summary, with the race's marker; the race folder keeps the rest."""
+    _restore_settings(winner, plan.config, changes, plan.horizon)
+    shutil.copyfile(winner.last, parent.last.with_suffix(".race"))
+    parent.last.with_suffix(".race").replace(parent.last)
+    if winner.best.is_file() and _better_best(winner.best, parent.best):
+        shutil.copyfile(winner.best, parent.best.with_suffix(".race"))
+        parent.best.with_suffix(".race").replace(parent.best)
+    from core.runfiles.writing import atomic_write_text
+
+    atomic_write_text(parent.config, winner.config.read_text(encoding="utf-8"))
+    records = [r for r in winner.read_records() if r.get("kind") != "state" or r.get("worker") is not None]
+    import json
+
+    with parent.metrics.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(log_record(None, "info", marker, topic="race"), separators=(",", ":")) + "\n")
+        fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
+    summary = winner.read_summary() or {}
+    before = parent.read_summary() or {}
+    summary.pop("parent", None)
+    summary["races"] = [*before.get("races", []), {"folder": str(folder.relative_to(parent.path)), "marker": marker}]
+    write_summary(parent.path, summary)
+
+
+def _better_best(candidate: Path, current: Path) -> bool:
+    if not current.is_file():
+        return True
+    from core.metric_names import MAXIMIZED
+
+    a, b = load_checkpoint(candidate), load_checkpoint(current)
+    if a.get("monitor") != b.get("monitor") or "value" not in a or "value" not in b:
+        return True
+    return bool(a["value"] > b["value"] if a["monitor"] in MAXIMIZED else a["value"] < b["value"])
+
+
+def plan_of(folder: Path) -> RacePlan:
+    """The plan of the race recorded in ``folder`` (to resume it): the run's checkpoint is as the race found it."""
+    rec = RaceRecord.load(folder)
+    ckpt = load_checkpoint(RunDir(rec.run).last)
+    from core.training.checkpoint import check_checkpoint
+
+    cfg = check_checkpoint(ckpt, f"checkpoint: {RunDir(rec.run).last}")[0]
+    return RacePlan(
+        run=Path(rec.run),
+        config=cfg,
+        start_epoch=rec.start_epoch,
+        start_step=rec.start_step,
+        variants=[Variant(v.index, dict(v.changes), v.label) for v in rec.variants],
+        rungs=list(rec.rungs),
+        keep=rec.keep,
+        metric=rec.metric,
+        workers=cfg.parallel.workers,
+    )
+
+
+def latest_unfinished(run: Path) -> Path | None:
+    """The run's newest race folder whose race did not end (stopped, or its process died)."""
+    for folder in reversed(races_of(run)):
+        if RaceRecord.load(folder).state != "done":
+            return folder
+    return None
+
+
+def variant_runs(folder: Path) -> list[RunDir]:
+    """The variants' run folders of a race folder."""
+    return [r for sub in sorted(folder.glob("v*")) for r in list_runs(sub)]
