@@ -1,0 +1,204 @@
+"""Races: clones of a run's checkpoint, the worse half stopped at each rung, the winner installed as the run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from core.config import Config, ConfigError, apply_overrides
+from core.runfiles.layout import RunDir
+from core.services.race.plan import plan_race
+from core.services.race.race import Race, RaceRecord, races_of
+from core.session import Session
+from core.training.checkpoint import load_checkpoint, state_to_bytes
+from tests.cli_run import core_env, run_core, start_core
+
+pytestmark = pytest.mark.slow
+
+DIGITS = [
+    'data.source="builtin:digits"',
+    "parallel.strategy=single",
+    "parallel.workers=1",
+    "model.hidden=[32]",
+    "train.batch_size=64",
+]
+
+
+def parent_run(runs_dir: Path, *overrides: str, epochs: int = 2) -> Path:
+    session = Session(apply_overrides(Config(), [*DIGITS, f"train.epochs={epochs}", *overrides]), runs_dir=runs_dir)
+    session.start()
+    assert session.wait(300) == "finished", session.error
+    assert session.run_dir is not None
+    return session.run_dir
+
+
+def weights(path: Path) -> dict[str, torch.Tensor]:
+    ckpt = load_checkpoint(path)
+    return dict(ckpt["models"][0] if ckpt.get("models") else ckpt["model"])
+
+
+def same_weights(a: Path, b: Path) -> bool:
+    wa, wb = weights(a), weights(b)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture
+def parent(runs_dir: Path) -> Path:
+    return parent_run(runs_dir)
+
+
+def test_bad_variations_are_one_line_each_and_nothing_starts(parent: Path) -> None:
+    cases = {
+        ("--vary", "model.hidden=[8],[16]"): "race: --vary model.hidden cannot change in a race",
+        ("--vary", "optim.lr=-1,0.1"): "race: --vary optim.lr: optim.lr must be",
+        ("--vary", "optim.lr=1x"): "race: --vary optim.lr varies nothing: every value is the run's own",
+        ("--vary", "optim.lr=0.1,0.1"): "race: --vary optim.lr gives 0.1 twice",
+        ("--vary", "train.epochs=3,4"): "race: --vary train.epochs cannot change in a race",
+        ("--vary", "optim.lr=0.5x,2x", "--keep", "2"): "race: --keep must be from 1 to 1",
+        (): "race: give at least one --vary",
+    }
+    for args, expected in cases.items():
+        done = run_core("race", str(parent), *args, timeout=120, env=core_env())
+        assert done.returncode == 2, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(expected), (args, lines)
+    assert races_of(parent) == []
+    sweep = parent_run(parent.parent.parent / "sweep-runs", "parallel.strategy=sweep", "parallel.workers=2", epochs=1)
+    with pytest.raises(ConfigError, match="a race starts from one model"):
+        plan_race(sweep, ["optim.lr=0.5x,2x"])
+
+
+def test_every_variant_starts_from_the_runs_checkpoint_bit_for_bit(parent: Path) -> None:
+    plan = plan_race(parent, ["optim.lr=0.5x,2x", "train.batch_size=32,64"])
+    race = Race(plan)
+    race.folder.mkdir(parents=True)
+    ckpt = load_checkpoint(RunDir(parent).last)
+    for entry in race.record.variants:
+        session = race._session(entry, plan.start_epoch + 1)
+        start = session._ctx.start
+        [state] = start.model_states(1)
+        assert all(torch.equal(state[k], ckpt["model"][k]) for k in ckpt["model"])
+        optimizer, rng = start.states(0, 1)
+        assert optimizer == state_to_bytes(ckpt["optimizers"][0]) and rng == state_to_bytes(ckpt["rng"][0])
+        assert start.position(0).counters() == start.position(0).of(ckpt["progress"][0]).counters()
+        assert {k: session.config.value(k) for k in entry.changes} == entry.changes
+        assert session.config.train.early_stop_patience == 0 and session.config.parallel.threads_per_worker == 1
+
+
+def test_a_race_halves_at_each_rung_and_the_same_race_picks_the_same_winner(parent: Path, tmp_path: Path) -> None:
+    twin = tmp_path / "twin" / parent.name
+    shutil.copytree(parent, twin)
+    said: list[str] = []
+    vary = ["optim.lr=0.1x,1x,4x,20x"]
+    race = Race(plan_race(parent, vary, rungs=[1, 2]), said.append)
+    record = race.run()
+    assert record.state == "done" and record.winner is not None
+    out = {v.index: v.out for v in record.variants}
+    rung1 = sorted(record.variants, key=lambda v: -v.figures[0])
+    assert {v.index for v in rung1[2:]} == {i for i, why in out.items() if why.startswith("rung 1:")}
+    assert len([why for why in out.values() if why.startswith("rung 2:")]) == 1
+    [winner] = [v for v in record.variants if not v.out]
+    assert winner.index == record.winner and len(winner.figures) == 2
+    loser2 = next(v for v in record.variants if v.out.startswith("rung 2:"))
+    assert winner.figures[1] >= loser2.figures[1]
+    assert loser2.out == f"rung 2: {loser2.figures[1]:.4f} < {winner.figures[1]:.4f}"
+    # the winner is the run now: its weights, settings, records and the race's marker
+    branch = RunDir(race.folder / winner.run)
+    assert same_weights(RunDir(parent).last, branch.last)
+    text = RunDir(parent).config.read_text()
+    for key, value in winner.changes.items():
+        assert f"{key.split('.')[1]} = {value}" in text
+    messages = [r["message"] for r in RunDir(parent).read_records() if r["kind"] == "log"]
+    assert f"race: 4 variants from step {record.start_step:,}, won by {winner.label}" in messages
+    summary = RunDir(parent).read_summary() or {}
+    assert summary["races"][0]["folder"].startswith("races/") and summary["epochs_done"] == 4
+    for v in record.variants:
+        if v.out.startswith("rung"):
+            assert not RunDir(race.folder / v.run).last.exists(), "a loser's checkpoints are dropped"
+    assert json.loads((race.folder / "race.json").read_text())["winner"] == record.winner
+    # the same race from the same state: the same winner, the same weights
+    again = Race(plan_race(twin, vary, rungs=[1, 2])).run()
+    assert again.winner == record.winner
+    assert [v.figures for v in again.variants] == [v.figures for v in record.variants]
+    assert same_weights(RunDir(twin).last, RunDir(parent).last)
+
+
+def test_a_failing_variant_is_out_with_its_reason_and_the_race_goes_on(runs_dir: Path) -> None:
+    run = parent_run(runs_dir, 'train.on_divergence="fail"', epochs=1)
+    record = Race(plan_race(run, ["optim.lr=1x,90"], rungs=[1])).run()
+    [failed] = [v for v in record.variants if v.changes]
+    assert failed.out.startswith("failed: ") and "loss became" in failed.out
+    assert record.winner == next(v.index for v in record.variants if not v.changes)
+
+
+def _family(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def test_ctrl_c_stops_every_variant_leaves_the_run_as_it_was_and_resume_finishes(parent: Path) -> None:
+    before = RunDir(parent).last.read_bytes()
+    proc = start_core(
+        "race",
+        str(parent),
+        "--vary",
+        "optim.lr=0.5x,2x",
+        "--rungs",
+        "200",
+        env=core_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        stepping = False
+        while time.monotonic() < deadline and not stepping:
+            folders = races_of(parent)
+            metrics = list(folders[0].glob("v*/*/metrics.jsonl")) if folders else []
+            stepping = len(metrics) == 2 and all('"kind":"step"' in m.read_text() for m in metrics)
+            time.sleep(0.2)
+        assert stepping, "both variants train at once"
+        family = _family(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "interrupted: stopping every variant" in err and "--resume" in err
+    deadline = time.monotonic() + 10
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in family) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert RunDir(parent).last.read_bytes() == before, "the run is untouched until a winner is chosen"
+    [folder] = races_of(parent)
+    record = RaceRecord.load(folder)
+    assert record.state == "stopped" and all(v.run and not v.out for v in record.variants)
+    for v in record.variants:
+        assert (RunDir(folder / v.run).read_summary() or {}).get("status") == "stopped"
+    # the race goes on from where each variant stopped, to its rung (shortened here so the test ends soon)
+    furthest = max(_epochs_done(folder / v.run) for v in record.variants)
+    record.rungs = [furthest + 1 - record.start_epoch]
+    record.save(folder)
+    done = run_core("race", str(parent), "--resume", timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == str(parent)
+    assert RaceRecord.load(folder).state == "done"
+    assert RunDir(parent).last.read_bytes() != before
+
+
+def _epochs_done(run: Path) -> int:
+    return int((RunDir(run).read_summary() or {}).get("epochs_done", 0))
