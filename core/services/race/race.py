@@ -35,6 +35,7 @@ RACE_FILE = "race.json"
 STOP_S = 60.0  # a variant asked to stop has this long to write its checkpoint
 
 Say = Callable[[str], None]
+OnVariant = Callable[["Entry", Session], None]  # a variant's session, before it starts (to listen to it)
 
 
 @dataclass
@@ -91,10 +92,18 @@ class Race:
     """One race of ``plan``; :meth:`run` blocks until it ends (done or stopped), :meth:`stop` from any thread."""
 
     def __init__(
-        self, plan: RacePlan, say: Say = lambda _: None, slots: int | None = None, keep_losers: bool = False
+        self,
+        plan: RacePlan,
+        say: Say = lambda _: None,
+        slots: int | None = None,
+        keep_losers: bool = False,
+        on_variant: OnVariant | None = None,
     ) -> None:
         self.plan = plan
         self.say = say
+        self.on_variant = on_variant
+        self._running = threading.Event()  # cleared while the race is paused: no variant starts
+        self._running.set()
         self.slots = slots or max(1, usable_cores() // max(1, plan.workers))
         self.keep_losers = keep_losers
         self._stop = threading.Event()
@@ -113,20 +122,47 @@ class Race:
         )
 
     @classmethod
-    def resumed(cls, plan: RacePlan, folder: Path, say: Say = lambda _: None, keep_losers: bool = False) -> Race:
-        race = cls(plan, say, keep_losers=keep_losers)
+    def resumed(
+        cls,
+        plan: RacePlan,
+        folder: Path,
+        say: Say = lambda _: None,
+        keep_losers: bool = False,
+        on_variant: OnVariant | None = None,
+    ) -> Race:
+        race = cls(plan, say, keep_losers=keep_losers, on_variant=on_variant)
         race.folder = folder
         race.record = RaceRecord.load(folder)
         race.record.state = "running"
         return race
 
     # ---- steering ------------------------------------------------------------------------------------
+    def pause(self) -> None:
+        """Pause every variant training now; none starts until :meth:`resume`."""
+        self._running.clear()
+        for s in self.sessions():
+            s.pause()
+
+    def resume(self) -> None:
+        self._running.set()
+        for s in self.sessions():
+            if s.state == "paused":
+                s.resume()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def sessions(self) -> list[Session]:
+        """The variants' sessions training now."""
+        with self._lock:
+            return list(self._sessions.values())
+
     def stop(self) -> None:
         """Stop every variant at its next batch (each writes its checkpoint); the run stays as it was."""
         self._stop.set()
-        with self._lock:
-            sessions = list(self._sessions.values())
-        for s in sessions:
+        self._running.set()  # a paused race stops too
+        for s in self.sessions():
             s.stop(STOP_S)
 
     @property
@@ -175,11 +211,18 @@ class Race:
 
     def _train(self, entry: Entry, target: int) -> None:
         """Train one variant to epoch ``target`` (unless the race was stopped); its figure, or why it is out."""
+        while not self._running.wait(0.2):  # paused: it starts once the race resumes (or stops)
+            pass
         if self.stopped:
             return
         session = self._session(entry, target)
+        if self.on_variant is not None:
+            self.on_variant(entry, session)
         with self._lock:
             self._sessions[entry.index] = session
+            if self.stopped:  # stop() ran between the check above and now: it did not see this one
+                self._sessions.pop(entry.index)
+                return
         reason = ""
         try:
             session.start()
