@@ -23,7 +23,7 @@ from core.training.checkpoint import check_checkpoint, load_checkpoint
 
 RACE_SETS = ("train.epochs", "train.schedule_epochs", "train.early_stop_patience")  # the race's own, per rung
 SHORT = {"batch_size": "batch", "weight_decay": "wd", "momentum": "mom"}
-RACEABLE = ("single", "hogwild", "ddp")  # a sweep or a search has several models: race one of them (a fork)
+RACEABLE = ("single", "hogwild", "ddp")  # a sweep or a search has several models
 
 
 @dataclass(frozen=True)
@@ -155,8 +155,8 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
     cfg = check_checkpoint(ckpt, f"checkpoint: {run_dir.last}")[0]
     if cfg.parallel.strategy not in RACEABLE:
         raise ConfigError(
-            f'race: a race starts from one model; {run_dir.name} is a "{cfg.parallel.strategy}" run of several '
-            "(fork its best model into a single run, then race that)"
+            f'race: {run_dir.name} is a "{cfg.parallel.strategy}" run, whose workers train models of their own; '
+            f"a race clones one model's run: {', '.join(RACEABLE)}"
         )
     if not vary:
         raise ConfigError("race: give at least one --vary KEY=V1,V2,...")

@@ -72,7 +72,7 @@ def test_bad_variations_are_one_line_each_and_nothing_starts(parent: Path) -> No
         assert len(lines) == 1 and lines[0].startswith(expected), (args, lines)
     assert races_of(parent) == []
     sweep = parent_run(parent.parent.parent / "sweep-runs", "parallel.strategy=sweep", "parallel.workers=2", epochs=1)
-    with pytest.raises(ConfigError, match="a race starts from one model"):
+    with pytest.raises(ConfigError, match="whose workers train models of their own"):
         plan_race(sweep, ["optim.lr=0.5x,2x"])
 
 
@@ -202,3 +202,16 @@ def test_ctrl_c_stops_every_variant_leaves_the_run_as_it_was_and_resume_finishes
 
 def _epochs_done(run: Path) -> int:
     return int((RunDir(run).read_summary() or {}).get("epochs_done", 0))
+
+
+def test_a_hogwild_run_races_with_its_workers_and_stays_hogwild(runs_dir: Path) -> None:
+    run = parent_run(runs_dir, "parallel.strategy=hogwild", "parallel.workers=2", epochs=1)
+    race = Race(plan_race(run, ["optim.lr=0.5x,2x"], rungs=[1]))
+    assert race.slots >= 1 and race.plan.workers == 2
+    record = race.run()
+    winner = record.variants[record.winner or 0]
+    ckpt = load_checkpoint(RunDir(run).last)
+    assert len(ckpt["progress"]) == 2 and all(p["epoch"] == 3 for p in ckpt["progress"])
+    text = RunDir(run).config.read_text()
+    assert 'strategy = "hogwild"' in text and "workers = 2" in text and "threads_per_worker = 0" in text
+    assert f"lr = {winner.changes['optim.lr']}" in text
