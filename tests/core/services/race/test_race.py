@@ -215,3 +215,43 @@ def test_a_hogwild_run_races_with_its_workers_and_stays_hogwild(runs_dir: Path) 
     text = RunDir(run).config.read_text()
     assert 'strategy = "hogwild"' in text and "workers = 2" in text and "threads_per_worker = 0" in text
     assert f"lr = {winner.changes['optim.lr']}" in text
+
+
+def test_a_variant_whose_worker_is_killed_is_out_and_no_process_outlives_the_race(parent: Path) -> None:
+    import os
+    import threading
+
+    sessions: dict[int, Session] = {}
+    race = Race(
+        plan_race(parent, ["optim.lr=0.5x,2x"], rungs=[2000]),
+        on_variant=lambda entry, session: sessions.__setitem__(entry.index, session),
+        slots=2,
+    )
+    outcome: dict[str, object] = {}
+    thread = threading.Thread(target=lambda: outcome.setdefault("record", race.run()))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not (
+            len(sessions) == 2 and all(s.state == "running" and s.worker_pids() for s in sessions.values())
+        ):
+            time.sleep(0.1)
+        victim = sessions[1].worker_pids()[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not race.record.variants[1].out:
+            time.sleep(0.1)
+        assert race.record.variants[1].out.startswith("failed: worker 0"), race.record.variants[1].out
+        assert "SIGKILL" in race.record.variants[1].out
+        survivors = sessions[0].worker_pids()
+        assert sessions[0].state == "running", "the other variant goes on"
+    finally:
+        race.stop()
+        thread.join(180)
+    assert not thread.is_alive()
+    assert outcome["record"].state == "stopped"  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in [victim, *survivors]):
+        time.sleep(0.1)
+    gone = [p for p in [victim, *survivors] if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert gone == []
