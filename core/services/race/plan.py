@@ -23,7 +23,7 @@ from core.training.checkpoint import check_checkpoint, load_checkpoint
 
 RACE_SETS = ("train.epochs", "train.schedule_epochs", "train.early_stop_patience")  # the race's own, per rung
 SHORT = {"batch_size": "batch", "weight_decay": "wd", "momentum": "mom"}
-RACEABLE = ("single", "hogwild", "ddp")  # a sweep or a search has several models
+RACEABLE = ("single", "hogwild", "ddp", "sweep")  # a search's trials differ in more than a fork may change
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class RacePlan:
     keep: int = 1
     metric: str = "val_accuracy"  # what ranks them (the run's train.select_by, resolved)
     workers: int = 1  # processes per variant (the run's)
+    from_worker: int | None = None  # a sweep: the worker whose model, optimizer and rate the variants clone
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -155,8 +156,17 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
     cfg = check_checkpoint(ckpt, f"checkpoint: {run_dir.last}")[0]
     if cfg.parallel.strategy not in RACEABLE:
         raise ConfigError(
-            f'race: {run_dir.name} is a "{cfg.parallel.strategy}" run, whose workers train models of their own; '
-            f"a race clones one model's run: {', '.join(RACEABLE)}"
+            f'race: {run_dir.name} is a "{cfg.parallel.strategy}" run, whose trials differ in more than a fork may '
+            f"change; a race starts from a run of one of: {', '.join(RACEABLE)}"
+        )
+    from_worker = None
+    notes = []
+    if cfg.parallel.strategy == "sweep":
+        from_worker = int(ckpt.get("best_worker", 0))
+        cfg = sweep_worker_config(cfg, ckpt, from_worker)
+        notes.append(
+            f"a sweep races from its best worker ({from_worker}, lr {_show(cfg.optim.lr)}) as single runs; "
+            "its winner goes on as a fork"
         )
     if not vary:
         raise ConfigError("race: give at least one --vary KEY=V1,V2,...")
@@ -188,4 +198,32 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
         keep=keep,
         metric=run_metric(run_dir.read_summary(), cfg),
         workers=cfg.parallel.workers,
+        from_worker=from_worker,
+        notes=notes,
     )
+
+
+def sweep_worker_config(cfg: Config, ckpt: dict[str, Any], worker: int) -> Config:
+    """A sweep's config as a single run of ``worker``'s model: its own rate, one process."""
+    rates = ckpt.get("worker_lrs") or list(cfg.parallel.sweep_lr) or [cfg.optim.lr] * cfg.parallel.workers
+    return cfg.with_changes(
+        {
+            "parallel.strategy": "single",
+            "parallel.workers": 1,
+            "parallel.sweep_lr": [],
+            "optim.lr": float(rates[worker]),
+        }
+    )
+
+
+def worker_checkpoint(ckpt: dict[str, Any], cfg: Config, worker: int) -> dict[str, Any]:
+    """A sweep's checkpoint as a single run's of one of its workers (``cfg``: that run's config)."""
+    from core.config import to_dict
+
+    one = {k: v for k, v in ckpt.items() if k not in ("format", "version", "best_worker", "worker_lrs")}
+    for key in ("models", "optimizers", "rng", "precisions", "progress"):
+        if isinstance(ckpt.get(key), list):
+            one[key] = [ckpt[key][worker]]
+    one["model"] = ckpt["models"][worker]
+    one["config"] = to_dict(cfg)
+    return one

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from core.host.machine import usable_cores
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.records import log_record
 from core.runfiles.writing import atomic_write_json, read_summary, write_summary
-from core.services.race.plan import RacePlan, Variant
+from core.services.race.plan import RacePlan, Variant, sweep_worker_config, worker_checkpoint
 from core.session import Session
 from core.session.start_point import fork_point
 from core.training.checkpoint import load_checkpoint, save_checkpoint
@@ -65,6 +65,7 @@ class RaceRecord:
     rung: int = 0  # the rung being raced (its index)
     winner: int | None = None
     as_fork: bool = False
+    from_worker: int | None = None  # a sweep's: the worker cloned
     started: float = field(default_factory=time.time)
 
     def alive(self) -> list[Entry]:
@@ -119,6 +120,7 @@ class Race:
             rungs=list(plan.rungs),
             keep=plan.keep,
             variants=[Entry(v.index, v.label, dict(v.changes)) for v in plan.variants],
+            from_worker=plan.from_worker,
         )
 
     @classmethod
@@ -172,7 +174,9 @@ class Race:
     # ---- the race ------------------------------------------------------------------------------------
     def run(self, as_fork: bool = False) -> RaceRecord:
         rec = self.record
-        rec.as_fork = as_fork
+        rec.as_fork = as_fork or self.plan.from_worker is not None  # a sweep's winner is a single run: a fork
+        for note in self.plan.notes:
+            self.say(note)
         self.folder.mkdir(parents=True, exist_ok=True)
         rec.save(self.folder)
         while rec.rung < len(rec.rungs):
@@ -194,7 +198,7 @@ class Race:
             raise RuntimeError("race: every variant failed: " + "; ".join(f"{v.label}: {v.out}" for v in rec.variants))
         rec.winner = self._best(alive)[0].index
         rec.state = "done"
-        self._finish(as_fork)
+        self._finish(rec.as_fork)
         rec.save(self.folder)
         return rec
 
@@ -252,10 +256,24 @@ class Race:
         if entry.run:  # a later rung (or a resumed one): the variant goes on from its own checkpoint
             return Session.from_run(self.folder / entry.run, epochs=target)
         cfg, start, _, _ = fork_point(
-            RunDir(plan.run).last, {**entry.changes, **race_keys}, self.folder / f"v{entry.index}", f"v{entry.index}"
+            self._start_checkpoint(), {**entry.changes, **race_keys}, self.folder / f"v{entry.index}", f"v{entry.index}"
         )
+        if start.parent is not None:  # a sweep's worker is forked from a file of the race's: name the run
+            start = replace(start, parent={**start.parent, "run": str(plan.run), "name": Path(plan.run).name})
         cfg = cfg.with_changes({"parallel.threads_per_worker": 1})  # the variants share the cores
         return Session(cfg, runs_dir=self.folder / f"v{entry.index}", name=f"v{entry.index}", start=start)
+
+    def _start_checkpoint(self) -> Path:
+        """What the variants fork: the run's last checkpoint, or a sweep's best worker's part of it."""
+        plan = self.plan
+        if plan.from_worker is None:
+            return RunDir(plan.run).last
+        path = self.folder / "start.pt"
+        with self._lock:
+            if not path.is_file():
+                ckpt = load_checkpoint(RunDir(plan.run).last)
+                save_checkpoint(path, worker_checkpoint(ckpt, plan.config, plan.from_worker))
+        return path
 
     def _figure(self, run: Path) -> float | None:
         summary = read_summary(run) or {}
@@ -298,7 +316,7 @@ class Race:
             if v.index != winner.index and not self.keep_losers and v.run:
                 shutil.rmtree(RunDir(self.folder / v.run).checkpoints, ignore_errors=True)
         if as_fork:
-            target = _fork_home(run, Path(rec.run).parent)
+            target = _fork_home(run, Path(rec.run))
             _restore_settings(RunDir(target), self.plan.config, winner.changes, self.plan.horizon)
             self.say(f"{marker}; the winner is the fork {target}")
             self.winner_dir = target
@@ -339,12 +357,16 @@ def _restore_settings(run: RunDir, parent: Config, changes: dict[str, Any], hori
     return cfg
 
 
-def _fork_home(run: RunDir, runs_dir: Path) -> Path:
-    """Move the winner's run folder into the runs folder, beside the run it forked."""
-    target = runs_dir / run.name
+def _fork_home(run: RunDir, parent: Path) -> Path:
+    """Move the winner's run folder into the runs folder, beside the run it forked: ``<stamp>-<the run's
+    label>-race``."""
+    from core.runfiles.writing import run_label
+
+    name = f"{run.name[:15]}-{run_label(parent.name) or 'run'}-race"
+    target = parent.parent / name
     n = 1
     while target.exists():
-        target = runs_dir / f"{run.name}-{n}"
+        target = parent.parent / f"{name}-{n}"
         n += 1
     shutil.move(str(run.path), str(target))
     return target
@@ -395,6 +417,8 @@ def plan_of(folder: Path) -> RacePlan:
     from core.training.checkpoint import check_checkpoint
 
     cfg = check_checkpoint(ckpt, f"checkpoint: {RunDir(rec.run).last}")[0]
+    if rec.from_worker is not None:
+        cfg = sweep_worker_config(cfg, ckpt, rec.from_worker)
     return RacePlan(
         run=Path(rec.run),
         config=cfg,
@@ -405,6 +429,7 @@ def plan_of(folder: Path) -> RacePlan:
         keep=rec.keep,
         metric=rec.metric,
         workers=cfg.parallel.workers,
+        from_worker=rec.from_worker,
     )
 
 

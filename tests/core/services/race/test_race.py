@@ -71,9 +71,16 @@ def test_bad_variations_are_one_line_each_and_nothing_starts(parent: Path) -> No
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(expected), (args, lines)
     assert races_of(parent) == []
-    sweep = parent_run(parent.parent.parent / "sweep-runs", "parallel.strategy=sweep", "parallel.workers=2", epochs=1)
-    with pytest.raises(ConfigError, match="whose workers train models of their own"):
-        plan_race(sweep, ["optim.lr=0.5x,2x"])
+    search = parent_run(
+        parent.parent.parent / "search-runs",
+        "parallel.strategy=search",
+        "parallel.workers=1",
+        "search.trials=1",
+        "search.optim.lr=[0.05, 0.1]",
+        epochs=1,
+    )
+    with pytest.raises(ConfigError, match='"search" run, whose trials differ'):
+        plan_race(search, ["optim.lr=0.5x,2x"])
 
 
 def test_every_variant_starts_from_the_runs_checkpoint_bit_for_bit(parent: Path) -> None:
@@ -255,3 +262,26 @@ def test_a_variant_whose_worker_is_killed_is_out_and_no_process_outlives_the_rac
         time.sleep(0.1)
     gone = [p for p in [victim, *survivors] if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
     assert gone == []
+
+
+def test_a_sweep_races_from_its_best_worker_and_its_winner_is_a_fork(runs_dir: Path) -> None:
+    run = parent_run(
+        runs_dir, "parallel.strategy=sweep", "parallel.workers=2", "parallel.sweep_lr=[0.005,0.1]", epochs=1
+    )
+    before = RunDir(run).last.read_bytes()
+    ckpt = load_checkpoint(RunDir(run).last)
+    best = int(ckpt["best_worker"])
+    plan = plan_race(run, ["optim.lr=0.5x,1x"], rungs=[1])
+    assert plan.from_worker == best and plan.config.parallel.strategy == "single"
+    assert plan.config.optim.lr == ckpt["worker_lrs"][best]
+    race = Race(plan)
+    race.folder.mkdir(parents=True)
+    session = race._session(race.record.variants[0], plan.start_epoch + 1)
+    [state] = session._ctx.start.model_states(1)
+    assert all(torch.equal(state[k], ckpt["models"][best][k]) for k in state)
+    assert session._ctx.start.states(0, 1)[0] == state_to_bytes(ckpt["optimizers"][best])
+    record = Race(plan).run()
+    assert record.as_fork and RunDir(run).last.read_bytes() == before, "the sweep stays as it was"
+    forks = [p for p in runs_dir.iterdir() if p.name.endswith("-race")]
+    assert len(forks) == 1 and 'strategy = "single"' in RunDir(forks[0]).config.read_text()
+    assert (RunDir(forks[0]).read_summary() or {})["parent"]["run"] == str(run)
