@@ -7,6 +7,7 @@ The plots of app.plots.curves subclass :class:`BasePlot` and draw their own seri
 from __future__ import annotations
 
 import csv
+import html
 import math
 import time
 from collections.abc import Iterable
@@ -213,7 +214,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
             return
         legend.clear()
         for item, name in entries:
-            legend.addItem(item, name)
+            legend.addItem(item, html.escape(name, quote=False))  # a label is rich text: "0.91 < 0.93" is not a tag
         legend.shown_key = key
         legend.entries = entries
         self._fit_legend(legend)
