@@ -138,13 +138,12 @@ def test_a_race_branches_from_the_parent_greys_its_losers_and_the_winner_goes_on
     assert window.progress_run.value() == window.progress_run.maximum()
     marker = f"race: 4 variants from step {record.start_step:,}, won by {winner.label}"
     assert marker in window.log_pane.toPlainText()
-    row = window.runs_view.model.row_for(parent)
-    qtbot.waitUntil(lambda: window.runs_view.model.rows[window.runs_view.model.row_for(parent)].epochs_done == 3)
-    assert row >= 0 and window.viewing_run == parent
+    model = window.runs_view.model
+    qtbot.waitUntil(lambda: model.rows[model.row_for(parent)].epochs_done == 3, timeout=30_000)
+    assert window.viewing_run == parent
     for key, value in winner.changes.items():
         assert load_config(RunDir(parent).config).value(key) == value
-    assert window.action_start.isEnabled() or window.panel.mode != "edit"
-    assert window.action_race.isEnabled()  # the run that went on can race again
+    assert window.action_race.isEnabled() and window.action_export.isEnabled()  # the run that went on
 
 
 def test_pause_resume_and_stop_act_on_the_whole_race(
@@ -155,7 +154,12 @@ def test_pause_resume_and_stop_act_on_the_whole_race(
     said = spy_status(window, monkeypatch)
     race_from_runs_tab(qtbot, window, parent, ["optim.lr=0.5x,2x"], "200")
     loss = window.plots.loss
-    qtbot.waitUntil(lambda: loss.point_count(1) > 2 and loss.point_count(2) > 2, timeout=60_000)
+
+    def training() -> bool:
+        """A variant trains (on a machine of one core the variants take turns, elsewhere they train at once)."""
+        return bool(window.race.race.sessions()) and max(loss.point_count(1), loss.point_count(2)) > 2
+
+    qtbot.waitUntil(training, timeout=60_000)
 
     window.action_pause.trigger()
     assert window.race.state == "paused" and window.label_state.text() == "Race paused"
@@ -171,7 +175,9 @@ def test_pause_resume_and_stop_act_on_the_whole_race(
     qtbot.waitUntil(lambda: not live_children(), timeout=20_000)
     [folder] = races_of(parent)
     record = RaceRecord.load(folder)
-    assert record.state == "stopped" and all(v.run and not v.out for v in record.variants)
+    assert record.state == "stopped" and not any(v.out for v in record.variants)
+    started = [v for v in record.variants if v.run]  # one core: the second waits its turn, and never starts
+    assert started and all((RunDir(folder / v.run).read_summary() or {}).get("status") == "stopped" for v in started)
     assert RunDir(parent).last.read_bytes() == before, "a stopped race leaves the run as it was"
     assert said[-1] == "race: stopped at rung 1 of 1, 2 → 2 variants"
     assert "race stopped at rung 1" in window.log_pane.toPlainText()
