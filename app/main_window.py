@@ -39,6 +39,7 @@ from app.flows.advisor import AdvisorFlow, advice_table
 from app.flows.continue_fork import ContinueForkFlow
 from app.flows.live_run import LiveRun
 from app.flows.past_runs import PastRuns
+from app.flows.race import RaceFlow
 from app.flows.run_controller import RunController
 from app.flows.weights_download import WeightsDownload
 from app.panel.files import ConfigFiles
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
     action_find_fastest: QAction
     action_compare: QAction
     action_fork: QAction
+    action_race: QAction
     action_show_runs: QAction
     # its parts, made in _build_central
     panel: ConfigPanel
@@ -131,6 +133,7 @@ class MainWindow(QMainWindow):
         self.live = LiveRun(self, EXPORT_AVAILABLE)
         self.weights = WeightsDownload(self)
         self.continue_fork = ContinueForkFlow(self)
+        self.race = RaceFlow(self)  # Pause, Resume and Stop act on its race while one runs
         self.advisor = AdvisorFlow(self)
         self.config_files = ConfigFiles(self)
         self.past_runs = PastRuns(self)
@@ -139,9 +142,9 @@ class MainWindow(QMainWindow):
             self,
             {
                 "action_start": self.live.start,
-                "action_pause": self.live.pause,
-                "action_resume": self.live.resume,
-                "action_stop": self.live.stop,
+                "action_pause": lambda: self.race.pause() if self.race.active else self.live.pause(),
+                "action_resume": lambda: self.race.resume() if self.race.active else self.live.resume(),
+                "action_stop": lambda: self.race.stop() if self.race.active else self.live.stop(),
                 "action_export": self.live.export,
                 "action_open_config": self.config_files.ask_open,
                 "action_save_config": self.config_files.ask_save,
@@ -157,6 +160,7 @@ class MainWindow(QMainWindow):
                 "action_find_fastest": self.advisor.start,
                 "action_compare": self.past_runs.compare,
                 "action_fork": self.continue_fork.fork,
+                "action_race": self.race.ask,
                 "action_show_runs": self.past_runs.show_list,
             },
         )
@@ -225,8 +229,8 @@ class MainWindow(QMainWindow):
 
         self.evaluate_view = EvaluateView()
         self.predict_view = PredictView()
-        self.runs_view = RunsView([self.action_compare, self.action_fork])
-        self.runs_view.active = self.live.active_runs
+        self.runs_view = RunsView([self.action_compare, self.action_fork], menu_actions=[self.action_race])
+        self.runs_view.active = lambda: self.live.active_runs() | self.race.active_runs()
         self.runs_view.mlflow_uri = lambda: self.settings.mlflow_uri  # what its runs show first, where it mirrors
         self.runs_view.open_requested.connect(self.open_run)
         self.runs_view.error.connect(self.show_error)
@@ -373,6 +377,8 @@ class MainWindow(QMainWindow):
             fork_source=self.continue_fork.fork_source() is not None,
             export_target=self.live.export_run_dir() is not None,
             export_available=EXPORT_AVAILABLE,
+            race=self.race.state,
+            race_source=self.race.source() is not None,
         )
 
     def update_actions(self) -> None:
@@ -395,6 +401,7 @@ class MainWindow(QMainWindow):
         self.action_export.setToolTip(self.live.export_tip())
         for action, reason in zip((self.action_continue_run, self.action_fork), self.continue_fork.read_only_reasons()):
             explain(action, reason)  # an imported run: why it cannot go on
+        explain(self.action_race, self.race.why_not())
         self.run_status.set_state(derived.status)
         if derived.panel_mode != self.panel.mode:
             self.panel.set_mode(derived.panel_mode)
@@ -473,6 +480,8 @@ class MainWindow(QMainWindow):
         """Show the Fork dialog (app.flows.fork_dialog); True: fork with what it holds."""
         return dialog.exec() == QDialog.DialogCode.Accepted
 
+    ask_race = ask_fork  # the Race dialog (app.flows.race_dialog), asked the same way; tests replace each alone
+
     def ask_use_advice(self, result: dict[str, Any]) -> bool:
         """Show the probes and ask whether to use the suggestion."""
         best = result["suggestion"]
@@ -511,6 +520,11 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.state.update(cancelling=True)  # a probe in progress stops at once
+        if self.race.active:  # a race ends first (every variant writes its checkpoint); the window closes after
+            if self.state.closing or not self.ask_before_close or self.confirm_stop_on_close():
+                self.race.stop_to_close()
+            event.ignore()
+            return
         if self._run_holds_close():
             if not self.state.closing:
                 if self.ask_before_close and not self.confirm_stop_on_close():

@@ -98,13 +98,13 @@ class ContinueForkFlow:
             if w.controller.state == "paused" and not w.controller.attached:
                 return w.controller.run_dir
             return None
-        run = self._fork_candidate()
+        run = self.candidate()
         if run is None or not run.has_weights():
             return None
         return run.path
 
-    def _fork_candidate(self) -> RunDir | None:
-        """The run selected in Runs (the tab shown), else the run on screen."""
+    def candidate(self) -> RunDir | None:
+        """The run selected in Runs (the tab shown), else the run on screen: what Fork and Race… start from."""
         w = self.window
         selected = w.runs_view.selected_runs() if w.shown_tab() is w.runs_view else []
         return RunDir(selected[0]) if len(selected) == 1 else self._on_screen()
@@ -113,7 +113,7 @@ class ContinueForkFlow:
         """Why Continue run and Fork are off for an imported run (no checkpoint): ("", "") for any other."""
         if self.window.controller.active:
             return "", ""
-        on_screen, candidate = self._on_screen(), self._fork_candidate()
+        on_screen, candidate = self._on_screen(), self.candidate()
         return read_only_reason(on_screen.path if on_screen else None), read_only_reason(
             candidate.path if candidate else None
         )

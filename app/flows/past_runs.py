@@ -59,7 +59,7 @@ class PastRuns:
         "Use these settings") and its evaluation. Files are read off the GUI thread.
         """
         w = self.window
-        if w.controller.active or w.state.preparing:
+        if w.controller.active or w.state.preparing or w.race.active:
             return
         run_dir = Path(run_dir)
         problem = past.not_a_run(run_dir)

@@ -198,14 +198,7 @@ class RunController(QObject):
             self._begin_end()
 
     def _lower_worker_priority(self) -> None:
-        if not hasattr(os, "setpriority"):
-            return
-        for pid in self.worker_pids():
-            try:
-                current = os.getpriority(os.PRIO_PROCESS, pid)
-                os.setpriority(os.PRIO_PROCESS, pid, max(current, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS))
-            except OSError:  # the worker already exited, or the platform refuses: not important
-                pass
+        lower_priority(self.worker_pids())
 
     def _on_start_error(self, exc: BaseException) -> None:
         if isinstance(exc, INPUT_ERRORS):
@@ -283,6 +276,18 @@ class RunController(QObject):
         if self._buffer is not None and hasattr(self._buffer, "close"):
             self._buffer.close()
         reader.deleteLater()
+
+
+def lower_priority(pids: list[int]) -> None:
+    """Renice worker processes by WORKER_NICENESS below the window (a race's variants too)."""
+    if not hasattr(os, "setpriority"):
+        return
+    for pid in pids:
+        try:
+            current = os.getpriority(os.PRIO_PROCESS, pid)
+            os.setpriority(os.PRIO_PROCESS, pid, max(current, os.getpriority(os.PRIO_PROCESS, 0) + WORKER_NICENESS))
+        except OSError:  # the worker already exited, or the platform refuses: not important
+            pass
 
 
 def _made(make: Callable[[Any], RunHandle]) -> tuple[RunHandle, Any]:

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QWidget
 
+    from app.flows.continue_fork import ContinueForkFlow
     from app.flows.live_run import LiveRun
+    from app.flows.race import RaceFlow
     from app.flows.run_controller import RunController
     from app.flows.weights_download import WeightsDownload
     from app.panel.panel import ConfigPanel
@@ -40,6 +42,8 @@ class WindowPort(Protocol):
     calls: BackgroundCalls
     live: LiveRun  # the run on screen: its shape and progress, which the other flows set up too
     weights: WeightsDownload  # a backbone's weights brought into the cache before Start's run
+    continue_fork: ContinueForkFlow  # Continue run and Fork, and the run they (and Race…) start from
+    race: RaceFlow  # a race of clones of a run's checkpoint: nothing else opens on the plots while it runs
     settings: AppSettings  # what the window remembers; Start reads its MLflow tracking URI
     # the window's parts, each with its own methods
     panel: ConfigPanel
@@ -94,6 +98,10 @@ class WindowPort(Protocol):
 
     def ask_fork(self, dialog: Any) -> bool:
         """Show the Fork dialog; True: fork with what it holds."""
+        ...
+
+    def ask_race(self, dialog: Any) -> bool:
+        """Show the Race dialog (it closes only on a race that plans); True: race as it says."""
         ...
 
     def ask_use_advice(self, result: dict[str, Any]) -> bool:

@@ -7,6 +7,7 @@ The plots of app.plots.curves subclass :class:`BasePlot` and draw their own seri
 from __future__ import annotations
 
 import csv
+import html
 import math
 import time
 from collections.abc import Iterable
@@ -29,6 +30,7 @@ from app.viewmodels.series import Series, spikes
 # Tableau 10: distinct and readable on both a light and a dark background.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#7f7f7f")
 SPIKE_COLOR = "#d62728"
+OUT_COLOR = "#999999"  # a curve that is out (a race's eliminated variant): mid grey reads on light and dark
 MAX_LEGEND_ROWS = 12  # more rows than this would not fit beside a plot
 LEGEND_ROW_PX = 15  # about what a legend row adds to a plot's height (8pt labels)
 
@@ -212,7 +214,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
             return
         legend.clear()
         for item, name in entries:
-            legend.addItem(item, name)
+            legend.addItem(item, html.escape(name, quote=False))  # a label is rich text: "0.91 < 0.93" is not a tag
         legend.shown_key = key
         legend.entries = entries
         self._fit_legend(legend)
@@ -284,12 +286,23 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self._spike_marks.clear()
         self._forget_curves()
 
+    def _color(self, w: int) -> QColor:
+        """A worker's colour: grey once its curve is out (a race's eliminated variant)."""
+        return QColor(OUT_COLOR) if w in self.data.out else worker_color(w)
+
     def _pen(self, w: int, color: QColor | None = None, alpha: int | None = None) -> Any:
-        """A worker's pen: the run's result (a sweep's winner) drawn bolder."""
-        c = QColor(color or worker_color(w))
+        """A worker's pen: the run's result (a sweep's winner, a race's leader) drawn bolder, a curve that is out
+        grey and dashed."""
+        c = QColor(color or self._color(w))
         if alpha is not None:
             c.setAlpha(alpha)
+        if w in self.data.out:
+            return pg.mkPen(c, width=1, style=Qt.PenStyle.DashLine)
         return pg.mkPen(c, width=3 if self.data.winner == w and alpha is None else 1)
+
+    def _name_curve(self, curve: pg.PlotDataItem, w: int) -> None:
+        """The curve's tooltip: its legend label (a curve that is out says why)."""
+        curve.curve.setToolTip(self.data.label(w))
 
     def _forget_curves(self) -> None:
         raise NotImplementedError

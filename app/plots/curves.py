@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QWidget
 
 from app.plots.base import BasePlot, worker_color
@@ -59,11 +58,9 @@ class LossPlot(BasePlot):
     def _ensure(self, w: int, legend: bool = True) -> None:
         if w in self.raw:
             return
-        color = worker_color(w)
-        faint = QColor(color)
-        faint.setAlpha(RAW_ALPHA)
-        self.raw[w] = self.plot.plot(pen=pg.mkPen(faint, width=1))
+        self.raw[w] = self.plot.plot(pen=self._raw_pen(w))
         self.smooth[w] = self.plot.plot(pen=self._pen(w))
+        self._name_curve(self.smooth[w], w)
         self._ensure_mean()
         if legend:
             self._update_legend()
@@ -85,12 +82,19 @@ class LossPlot(BasePlot):
     def _mean_pen(self) -> Any:
         return pg.mkPen(self.colors.foreground, width=2)
 
+    def _raw_pen(self, w: int) -> Any:
+        faint = self._color(w)
+        faint.setAlpha(RAW_ALPHA)
+        return pg.mkPen(faint, width=1)
+
     def _restyle(self) -> None:
         if self.mean is not None:
             self.mean.setPen(self._mean_pen())
         for w, curve in self.smooth.items():
             curve.setPen(self._pen(w))
             curve.setZValue(5 if self.data.winner == w else 0)
+            self.raw[w].setPen(self._raw_pen(w))
+            self._name_curve(curve, w)
 
     def relabel(self) -> None:
         """Labels, the winner or the model layout changed: legends and pens follow."""
@@ -190,7 +194,9 @@ class ValPlot(BasePlot):
         for w in self.loss_curves:
             for curve in (self.loss_curves[w], self.acc_curves[w]):
                 curve.setPen(self._pen(w))
+                curve.setSymbolBrush(self._color(w))
                 curve.setZValue(5 if self.data.winner == w else 0)
+                self._name_curve(curve, w)
         self._relegend(self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)])
         self._show_legend(len(self.loss_curves) > 1)
 
@@ -203,10 +209,11 @@ class ValPlot(BasePlot):
         workers = self.data.val.keys() if changes is None else changes.val
         for w in sorted(workers):
             if w not in self.loss_curves:
-                color = worker_color(w)
-                style = dict(pen=self._pen(w), symbolBrush=color, symbolPen=None, symbolSize=5)
+                style = dict(pen=self._pen(w), symbolBrush=self._color(w), symbolPen=None, symbolSize=5)
                 self.loss_curves[w] = self.loss_plot.plot(**style)
                 self.acc_curves[w] = self.acc_plot.plot(**style)
+                self._name_curve(self.loss_curves[w], w)
+                self._name_curve(self.acc_curves[w], w)
                 self._relegend(
                     self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)]
                 )
@@ -272,6 +279,8 @@ class ThroughputPlot(BasePlot):
         return True
 
     def relabel(self) -> None:
+        for w, curve in self.curves.items():
+            curve.setPen(pg.mkPen(self._color(w), width=1))
         if self.curves:
             self._relegend(
                 self.legends[0],
@@ -286,7 +295,7 @@ class ThroughputPlot(BasePlot):
         if w in self.curves:
             return
         # connect="finite": a pause (a nan row) breaks the line instead of bridging it
-        self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1), connect="finite")
+        self.curves[w] = self.plot.plot(pen=pg.mkPen(self._color(w), width=1), connect="finite")
         if self.total is None:
             self.total = self.plot.plot(pen=pg.mkPen(self.colors.foreground, width=2), connect="finite")
             self.total.setZValue(10)
@@ -419,6 +428,11 @@ class LRPlot(BasePlot):
     def set_log_y(self, on: bool) -> None:
         """The rate stays linear: a warm-up starts at 0, which a log axis cannot show."""
 
+    def relabel(self) -> None:
+        """A curve that went out turns grey here too."""
+        for w, curve in self.curves.items():
+            curve.setPen(pg.mkPen(self._color(w), width=1))
+
     def _forget_curves(self) -> None:
         self.curves.clear()
         if self._flat is not None:
@@ -431,7 +445,7 @@ class LRPlot(BasePlot):
         for w in sorted(workers):
             if w not in self.curves:  # no legend: a worker's colour is the same as in the loss plot's
                 # connect="finite": where a fork or a continued run starts, the old rate's line ends
-                self.curves[w] = self.plot.plot(pen=pg.mkPen(worker_color(w), width=1), connect="finite")
+                self.curves[w] = self.plot.plot(pen=pg.mkPen(self._color(w), width=1), connect="finite")
             rows = self.data.lr_curve(w)
             self.curves[w].setData(rows[:, xc], rows[:, LR])
         rates = [self.data.lr_curve(w)[:, LR] for w in self.data.lr]

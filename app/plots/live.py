@@ -201,6 +201,15 @@ class PlotsPanel(QWidget):
             plot.relabel()
         self.sweep.refresh(None)
 
+    def set_out(self, out: dict[int, str]) -> None:
+        """Curves that are out (a race's eliminated variants) and why: grey and dashed, the reason in their
+        legend row and tooltip."""
+        if out == self.data.out:
+            return
+        self.data.out = dict(out)
+        for plot in (self.loss, self.val, self.throughput, self.lr):
+            plot.relabel()
+
     def add_records(self, records: list[dict[str, Any]]) -> Changes:
         """Append records to the series; the curves follow at the next frame (``flush`` now)."""
         changes = self.data.add(records)

@@ -123,6 +123,14 @@ ACTIONS = (
         "start",
     ),
     ActionSpec(
+        "action_race",
+        "action_race",
+        "Race…",
+        (),
+        "Train clones of this run's checkpoint side by side, each with other settings (e.g. learning rates "
+        "0.3x, 1x, 3x); the worse half stops at each rung and the best goes on as the run",
+    ),
+    ActionSpec(
         "action_show_runs",
         "action_show_runs",
         "Runs",
@@ -160,6 +168,7 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (  # None: a separator; 
             None,
             "action_continue_run",
             "action_fork",
+            "action_race",
             "action_find_fastest",
             "action_lr_find",
         ),

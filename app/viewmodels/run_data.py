@@ -104,6 +104,7 @@ class RunData:
         # (loss, validation, lr); throughput stays per worker process.
         self.per_trial = False
         self.winner: int | None = None  # the worker whose model is the result, once known
+        self.out: dict[int, str] = {}  # curves stopped early (a race's eliminated variants) -> why: drawn grey
         self.markers: list[Marker] = []
         self.pauses: list[PauseSpan] = []
         self.next_start = ("resumed", "resume")  # label and kind of the marker where the next segment starts
@@ -134,8 +135,11 @@ class RunData:
         self._lr_rows: dict[int, list[float]] = {}  # worker -> lr of each loss row of the batch being added
 
     def label(self, key: int) -> str:
-        """The legend label of a loss/validation/lr curve: a trial's in a search, else its worker's."""
-        return f"trial {key}" if self.per_trial else self.worker_label(key)
+        """The legend label of a loss/validation/lr curve: a trial's in a search, else its worker's; a curve
+        that is out says why."""
+        text = f"trial {key}" if self.per_trial else self.worker_label(key)
+        why = self.out.get(key)
+        return f"{text} · {why}" if why else text
 
     def worker_label(self, worker: int) -> str:
         return self.labels.get(worker, f"worker {worker}")

@@ -28,6 +28,7 @@ STATE_TEXT = {
     "failed": "Failed",
 }
 END_STATES = ("finished", "stopped", "failed")
+RACE_TEXT = {"running": "Racing", "paused": "Race paused", "stopping": "Stopping the race…"}
 
 # every action the window switches, by object name
 ACTIONS = (
@@ -44,6 +45,7 @@ ACTIONS = (
     "action_continue_run",
     "action_find_fastest",
     "action_fork",
+    "action_race",
     "action_compare",
     "menu_recent_runs",
 )
@@ -70,11 +72,13 @@ class WindowState:
     fork_source: bool = False  # there is a run to fork from (a paused one of ours, or one on screen)
     export_target: bool = False  # there is a trained model on screen to export
     export_available: bool = True  # the export feature is installed
+    race: str = ""  # a race of the window's: running | paused | stopping ("" when none)
+    race_source: bool = False  # there is a run to race (a past one with a checkpoint, of one model)
 
     @property
     def busy(self) -> bool:
         """Something uses the cores or is about to start a run: nothing else may start."""
-        return self.run_active or self.advising or self.preparing or self.downloading
+        return self.run_active or self.advising or self.preparing or self.downloading or bool(self.race)
 
 
 @dataclass(frozen=True)
@@ -91,13 +95,15 @@ def derive(s: WindowState) -> Enablement:
     enabled = {
         "action_start": can_start,
         "action_find_fastest": can_start,
-        "action_pause": s.run_state == "running",
-        "action_resume": s.run_state == "paused",
-        "action_stop": s.run_state in ("starting", "running", "paused"),
+        # a race is steered as a run is: Pause, Resume and Stop act on every variant
+        "action_pause": s.run_state == "running" or s.race == "running",
+        "action_resume": s.run_state == "paused" or s.race == "paused",
+        "action_stop": s.run_state in ("starting", "running", "paused") or s.race in ("running", "paused"),
         "action_continue_run": not busy and not s.closing and s.continuable,
-        "action_fork": not s.closing and not s.advising and not s.preparing and s.fork_source,
+        "action_fork": not s.closing and not s.advising and not s.preparing and not s.race and s.fork_source,
+        "action_race": not busy and not s.closing and s.race_source,
         "action_compare": s.selected_runs >= 2,
-        "action_export": s.export_available and s.export_target and not s.run_active,
+        "action_export": s.export_available and s.export_target and not s.run_active and not s.race,
         "action_open_config": not busy,
         "action_save_config": True,
         "action_open_run": not busy,
@@ -117,6 +123,8 @@ def status_text(s: WindowState) -> str:
         return "Cancelling…" if s.cancelling else "Finding the fastest setting…"
     if s.downloading:
         return "Cancelling…" if s.cancelling else "Downloading the backbone's weights…"
+    if s.race:
+        return RACE_TEXT.get(s.race, s.race)
     if s.config_error and not s.run_active and not s.run_config_shown and not s.preparing:
         return f"Cannot start: {s.config_error}"  # why Start is off, where the eye goes (the panel may scroll)
     if s.run_active or (s.run_state in END_STATES and not s.viewing):

@@ -89,7 +89,14 @@ class RunsView(QWidget):
     imported = Signal(list)  # the Paths of the runs that TensorBoard logs were imported as (or had been)
     notice = Signal(str)  # what an import or a mirror did, for the status bar and the log
 
-    def __init__(self, actions: list[QAction] | None = None, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        actions: list[QAction] | None = None,
+        parent: QWidget | None = None,
+        menu_actions: list[QAction] | None = None,
+    ) -> None:
+        """``actions``: the window's actions on the selected runs, as buttons and in the context menu;
+        ``menu_actions``: in the context menu only (a button more would squeeze the filter at 900 px)."""
         super().__init__(parent)
         self.setObjectName("runs_view")
         self.index: RunIndex | None = None
@@ -160,6 +167,7 @@ class RunsView(QWidget):
         self.action_import_tensorboard.setIconText("Import…")  # the button's: the whole name would crowd 900 px
         self.action_import_tensorboard.triggered.connect(self.ask_import_tensorboard)
         self.extra_actions = list(actions or [])
+        self.menu_actions = list(menu_actions or [])
 
         bar = QHBoxLayout()
         bar.setContentsMargins(0, 0, 0, 0)
@@ -420,6 +428,7 @@ class RunsView(QWidget):
         for action in [
             self.action_open,
             *self.extra_actions,
+            *self.menu_actions,
             self.action_rename,
             self.action_delete,
             self.action_mirror,

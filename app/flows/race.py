@@ -1,0 +1,310 @@
+"""Race…: clones of a run's checkpoint, each with other settings, trained side by side; the worse half stops at
+each rung and the best goes on as the run, or as a fork (``core.services.race``), shown live on the Training tab.
+
+The Race dialog (app.flows.race_dialog) gives a ``RacePlan``; the parent's records are read off the GUI thread
+and drawn, then ``Race.run`` (it blocks) runs on a ``BackgroundCalls`` thread. The race's threads never touch
+Qt: each variant's session hands its records to a deque, ``say`` its lines to another, and a GUI-thread QTimer
+drains both every ``POLL_MS`` and compares the race's record with what it showed: a variant that is out turns
+grey with its reason, the leader is drawn bold, the status bar says the rung. Pause and Resume go to the race
+at once (they do not block); Stop waits for each variant's checkpoint, so it runs on a thread too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, QTimer
+
+from app.flows.race_dialog import RaceDialog
+from app.flows.run_controller import lower_priority
+from app.viewmodels.race_progress import (
+    PARENT,
+    RaceCurves,
+    curve_of,
+    done_fraction,
+    leader,
+    out_reasons,
+    planned_epochs,
+    snapshot,
+    status_line,
+)
+from core.config import ConfigError, load_config
+from core.services.race.plan import RACEABLE, RacePlan
+from core.services.race.race import Entry, Race, RaceRecord
+from core.services.runs.files import LOG
+from core.services.runs.past import PastRun, RunDir, display_name, read_config, read_past_run
+
+if TYPE_CHECKING:
+    from app.flows.window_port import WindowPort
+
+POLL_MS = 150  # records, lines and the race's record are taken this often (the plots pace their own frames)
+
+
+class RaceFlow(QObject):
+    """One race at a time, from the dialog to its winner."""
+
+    def __init__(self, window: WindowPort) -> None:
+        super().__init__(window.window())
+        self.window = window
+        self.race: Race | None = None
+        self.curves: RaceCurves | None = None
+        self._planned = 0  # the epochs the race trains in all, variants together
+        self._inbox: deque[tuple[int, list[dict[str, Any]]]] = deque()  # (variant, records), from its session
+        self._said: deque[str] = deque()  # the race's lines, from its thread
+        self._shown: tuple[Any, ...] = ()
+        self._reniced: set[int] = set()
+        self._stopping = False
+        self.timer = QTimer(self, interval=POLL_MS)
+        self.timer.timeout.connect(self.poll)
+
+    # -- what the window asks ----------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        """A race of the window's has started and not yet been reported ended."""
+        return self.race is not None
+
+    @property
+    def state(self) -> str:
+        """running | paused | stopping, "" without a race."""
+        if self.race is None:
+            return ""
+        if self._stopping or self.race.stopped:
+            return "stopping"
+        return "paused" if self.race.paused else "running"
+
+    def active_runs(self) -> set[Path]:
+        return {Path(self.race.plan.run)} if self.race is not None else set()
+
+    def _candidate(self) -> RunDir | None:
+        w = self.window
+        if w.controller.active or self.active:
+            return None
+        run = w.continue_fork.candidate()
+        return run if run is not None and run.has_weights() else None
+
+    def source(self) -> Path | None:
+        """The run Race… starts from: the one selected in Runs (that tab shown), else the one on screen; it has
+        a checkpoint and one model (a sweep's or a search's several are raced after a fork of the best)."""
+        run = self._candidate()
+        if run is None:
+            return None
+        strategy = (run.read_summary() or {}).get("strategy")
+        return run.path if strategy is None or strategy in RACEABLE else None
+
+    def why_not(self) -> str:
+        """Why Race… is off, where a reason helps ("" otherwise)."""
+        c = self.window.controller
+        if c.active and not c.attached:
+            return "Race…: stop the run first; a race starts from a run's checkpoint, which its stop writes"
+        run = self._candidate()
+        strategy = (run.read_summary() or {}).get("strategy") if run is not None else None
+        if strategy is not None and strategy not in RACEABLE:
+            return f"Race…: a race starts from one model; fork the best of this {strategy} run, then race the fork"
+        return ""
+
+    # -- commands ----------------------------------------------------------------------------------
+    def ask(self) -> None:
+        """The Race dialog for the source run; Race there starts it."""
+        w = self.window
+        run_dir = self.source()
+        if run_dir is None or w.state.preparing:
+            return
+        try:
+            cfg = load_config(RunDir(run_dir).config)
+        except ConfigError as exc:
+            w.show_input_error(str(exc))
+            return
+        dialog = RaceDialog(run_dir, cfg, w.window())
+        try:
+            if not w.ask_race(dialog):
+                return
+            plan = dialog.plan or dialog.make_plan()
+            as_fork, error = dialog.as_fork, dialog.error()
+        finally:
+            dialog.deleteLater()
+        if plan is None:
+            w.show_input_error(error)
+            return
+        self.start(plan, as_fork)
+
+    def start(self, plan: RacePlan, as_fork: bool = False) -> None:
+        """Read the parent's history (off the GUI thread), draw it, then race."""
+        w = self.window
+        if self.active or w.controller.active or w.state.preparing:
+            return
+        w.state.update(preparing=True)
+        w.calls.call(
+            lambda: read_past_run(plan.run),
+            lambda past: self._begin(plan, as_fork, past),
+            lambda _exc: self._begin(plan, as_fork, PastRun(RunDir(plan.run))),
+            name="read-run",
+        )
+
+    def _begin(self, plan: RacePlan, as_fork: bool, past: PastRun) -> None:
+        w = self.window
+        w.state.update(preparing=False, viewing_run=None)
+        if w.state.closing:
+            return
+        race = Race(plan, say=self._said.append, on_variant=self._listen)
+        self.race, self.curves, self._stopping, self._shown = race, RaceCurves(past.records), False, ()
+        self._planned = planned_epochs(len(plan.variants), plan.rungs, plan.survivors)
+        self._reniced.clear()
+        n = len(plan.variants)
+        w.hide_error()
+        plots = w.plots
+        plots.reset()
+        labels = {PARENT: past.name, **{curve_of(v.index): v.label for v in plan.variants}}
+        plots.set_run_shape(labels, separate_models=True)
+        plots.add_records(self.curves.parent)
+        plots.mark_next_start((f"race of {n} from step {self.curves.branch_step:,.0f}", "fork"))
+        plots.add_records([RaceCurves.start_record(time.time())])
+        plots.flush()
+        plots.set_live(True)
+        w.show_tab(plots)
+        w.run_status.clear_run()
+        w.log_pane.add_message(
+            "state",
+            f"race of {n} variants of {past.name} from epoch {plan.start_epoch}, ranked by {plan.metric}, "
+            f"{race.slots} at a time: " + ", ".join(v.label for v in plan.variants),
+            who="race",
+        )
+        self._show(race)
+        self.timer.start()
+        w.calls.call(lambda: race.run(as_fork), self._on_done, self._on_failed, name="race")
+        w.runs_view.refresh()
+        w.update_actions()
+
+    def _listen(self, entry: Entry, session: Any) -> None:
+        """A variant's session before it starts (on a race thread): its records go to the inbox."""
+        session.add_listener(lambda records, i=entry.index: self._inbox.append((i, records)))
+
+    def pause(self) -> None:
+        """Pause every variant after its current batch; no other starts until Resume."""
+        self._pause(True)
+
+    def resume(self) -> None:
+        self._pause(False)
+
+    def _pause(self, paused: bool) -> None:
+        race, w = self.race, self.window
+        if race is None or self._stopping or race.paused == paused:
+            return
+        if paused:
+            race.pause()
+        else:
+            race.resume()
+        w.plots.add_records([RaceCurves.pause_record(time.time(), paused)])
+        w.run_status.set_throughput("paused" if paused else "")
+        w.log_pane.add_message("state", "race paused" if paused else "race resumed", who="race")
+        w.update_actions()
+
+    def stop(self) -> None:
+        """Stop every variant (each writes its checkpoint, on a thread: it waits for them); the run stays as it
+        was, and ``traindesk race RUN --resume`` can go on with the race."""
+        race, w = self.race, self.window
+        if race is None or self._stopping:
+            return
+        self._stopping = True
+        w.log_pane.add_message("state", "stopping the race: every variant writes its checkpoint", who="race")
+        w.calls.call(
+            race.stop,
+            lambda _r: None,
+            lambda exc: w.log_pane.add_message("error", f"stopping the race: {exc}", who="race"),
+            name="race-stop",
+        )
+        w.update_actions()
+
+    def stop_to_close(self) -> None:
+        """The window closes once the race has ended: stop it."""
+        w = self.window
+        if not w.state.closing:
+            w.state.update(closing=True)
+            w.log_pane.add_message("state", "stopping the race before closing…", who="race")
+            self.stop()
+
+    # -- what the race says (GUI thread) -----------------------------------------------------------
+    def poll(self) -> None:
+        """Take what the race's threads left: records onto the curves, lines into the log, the record shown."""
+        race, curves, w = self.race, self.curves, self.window
+        if race is None or curves is None:
+            return
+        batch: list[dict[str, Any]] = []
+        while self._inbox:
+            index, records = self._inbox.popleft()
+            batch += curves.variant(index, records)
+            self._log(race.record.variants[index], records)
+        if batch:
+            w.plots.add_records(batch)
+        while self._said:  # the log names who speaks: "race: " once
+            w.log_pane.add_message("state", self._said.popleft().removeprefix("race: "), who="race")
+        pids = [pid for s in race.sessions() for pid in s.worker_pids() if pid not in self._reniced]
+        if pids:  # the window keeps a core whenever it needs one, as with a run of its own
+            lower_priority(pids)
+            self._reniced.update(pids)
+        self._show(race)
+
+    def _log(self, entry: Entry, records: list[dict[str, Any]]) -> None:
+        for rec in records:
+            level = str(rec.get("level", "")).lower()
+            if rec.get("kind") == LOG and level in ("warning", "error", "critical"):
+                self.window.log_pane.add_message(level, f"{entry.label}: {rec.get('message', '')}", who="race")
+
+    def _show(self, race: Race) -> None:
+        w, record, plan = self.window, race.record, race.plan
+        now = snapshot(record)
+        if now != self._shown:
+            self._shown = now
+            w.plots.set_out(out_reasons(record))
+            best = leader(record, plan.maximize)
+            w.plots.set_winner(curve_of(best.index) if best is not None else None)
+            w.run_status.set_run_dir(status_line(record, plan.maximize))
+        rungs = len(record.rungs)
+        rung = min(record.rung + 1, rungs)
+        if record.state == "done":
+            w.run_status.show_progress(f"Race done · {rungs} rung(s) · %p%", 1.0)
+        elif self.curves is not None:
+            ended = " stopped" if record.state == "stopped" else ""
+            fraction = done_fraction(self.curves, plan.start_epoch, self._planned)
+            w.run_status.show_progress(f"Race{ended} · rung {rung}/{rungs} · %p%", fraction)
+        rate = w.plots.total_rate()
+        if self.state == "running" and rate == rate:
+            w.run_status.set_throughput(f"{rate:,.0f} samples/s")
+
+    def _on_done(self, record: RaceRecord) -> None:
+        race = self.race
+        if race is None:
+            return
+        self.poll()  # every record and line the race left
+        target = race.winner_dir or Path(race.plan.run)
+        self._end()
+        w = self.window
+        w.state.update(viewing_run=target)  # Export, Continue, Fork and Race act on the run that went on
+        if w.panel.showing_run_config:  # it showed the raced run's settings: the ones that go on now
+            cfg = read_config(target)
+            if cfg is not None:
+                w.panel.show_run_config(cfg, display_name(target))
+        if record.state == "done":
+            w.evaluate_view.load_run(target)
+
+    def _on_failed(self, exc: BaseException) -> None:
+        if self.race is None:
+            return
+        self.poll()
+        self._end()
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        self.window.show_error(message if message.startswith("race:") else f"race: {type(exc).__name__}: {message}")
+
+    def _end(self) -> None:
+        w = self.window
+        self.timer.stop()
+        self.race, self.curves, self._stopping = None, None, False
+        w.plots.flush()
+        w.plots.set_live(False)
+        w.run_status.set_throughput("")
+        w.runs_view.refresh()
+        w.update_actions()
+        if w.state.closing:
+            QTimer.singleShot(0, w.close)
