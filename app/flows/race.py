@@ -87,7 +87,7 @@ class RaceFlow(QObject):
 
     def source(self) -> Path | None:
         """The run Race… starts from: the one selected in Runs (that tab shown), else the one on screen; it has
-        a checkpoint and one model (a sweep's or a search's several are raced after a fork of the best)."""
+        a checkpoint and is no search (a sweep races from its best worker)."""
         run = self._candidate()
         if run is None:
             return None
@@ -102,7 +102,7 @@ class RaceFlow(QObject):
         run = self._candidate()
         strategy = (run.read_summary() or {}).get("strategy") if run is not None else None
         if strategy is not None and strategy not in RACEABLE:
-            return f"Race…: a race starts from one model; fork the best of this {strategy} run, then race the fork"
+            return f"Race…: a {strategy} run's trials differ in more than a fork may change; race a run of its best"
         return ""
 
     # -- commands ----------------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def test_the_dialog_stays_open_on_a_bad_value_with_its_one_line(qtbot: Any, pare
     assert dialog.plan.rungs == [1, 2]  # automatic: two halvings bring four variants to one
 
 
-def test_race_is_off_for_a_run_of_several_models_and_says_why(qtbot: Any, make_window: Any, parent: Path) -> None:
+def test_race_is_off_for_a_search_and_says_why(qtbot: Any, make_window: Any, parent: Path) -> None:
     window = make_window()
     window.show_tab(window.runs_view)
     qtbot.waitUntil(lambda: window.runs_view.model.row_for(parent) >= 0, timeout=30_000)
@@ -215,10 +215,10 @@ def test_race_is_off_for_a_run_of_several_models_and_says_why(qtbot: Any, make_w
     qtbot.waitUntil(window.action_race.isEnabled, timeout=10_000)
     summary_file = RunDir(parent).path / "summary.json"
     summary = json.loads(summary_file.read_text())
-    summary_file.write_text(json.dumps({**summary, "strategy": "sweep"}))  # as a sweep's summary says
+    summary_file.write_text(json.dumps({**summary, "strategy": "search"}))  # as a search's summary says
     window.update_actions()
     assert not window.action_race.isEnabled()
-    assert "a race starts from one model" in window.action_race.toolTip()
+    assert "trials differ in more than a fork may change" in window.action_race.toolTip()
     window.runs_view.select_runs([])
     window.update_actions()
-    assert not window.action_race.isEnabled() and "one model" not in window.action_race.toolTip()
+    assert not window.action_race.isEnabled() and "trials differ" not in window.action_race.toolTip()
