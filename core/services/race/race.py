@@ -318,10 +318,13 @@ class Race:
         if as_fork:
             target = _fork_home(run, Path(rec.run))
             _restore_settings(RunDir(target), self.plan.config, winner.changes, self.plan.horizon)
+            summary = RunDir(target).read_summary() or {}
+            summary["races"] = [race_summary(rec, self.folder, marker)]
+            write_summary(target, summary)
             self.say(f"{marker}; the winner is the fork {target}")
             self.winner_dir = target
             return
-        _install(RunDir(rec.run), run, self.plan, winner.changes, marker, self.folder)
+        _install(RunDir(rec.run), run, self.plan, winner.changes, race_summary(rec, self.folder, marker))
         self.say(f"{marker}; {Path(rec.run).name} goes on as {winner.label}")
         self.winner_dir = Path(rec.run)
 
@@ -372,9 +375,7 @@ def _fork_home(run: RunDir, parent: Path) -> Path:
     return target
 
 
-def _install(
-    parent: RunDir, winner: RunDir, plan: RacePlan, changes: dict[str, Any], marker: str, folder: Path
-) -> None:
+def _install(parent: RunDir, winner: RunDir, plan: RacePlan, changes: dict[str, Any], race: dict[str, Any]) -> None:
     """The winner becomes the run: its checkpoint (best.pt when better), settings, records after the branch and
     summary, with the race's marker; the race folder keeps the rest."""
     _restore_settings(winner, plan.config, changes, plan.horizon)
@@ -390,13 +391,29 @@ def _install(
     import json
 
     with parent.metrics.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(log_record(None, "info", marker, topic="race"), separators=(",", ":")) + "\n")
+        fh.write(json.dumps(log_record(None, "info", race["marker"], topic="race"), separators=(",", ":")) + "\n")
         fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
     summary = winner.read_summary() or {}
     before = parent.read_summary() or {}
     summary.pop("parent", None)
-    summary["races"] = [*before.get("races", []), {"folder": str(folder.relative_to(parent.path)), "marker": marker}]
+    summary["races"] = [*before.get("races", []), race]
     write_summary(parent.path, summary)
+
+
+def race_summary(record: RaceRecord, folder: Path, marker: str) -> dict[str, Any]:
+    """A race as summary.json keeps it: its folder (from the raced run), marker, figure, rungs and each
+    variant's figures at the rungs it reached and why it stopped."""
+    return {
+        "folder": f"races/{folder.name}",
+        "marker": marker,
+        "metric": record.metric,
+        "rungs": list(record.rungs),
+        "winner": record.winner,
+        "variants": [
+            {"label": v.label, "changes": dict(v.changes), "figures": list(v.figures), "out": v.out}
+            for v in record.variants
+        ],
+    }
 
 
 def _better_best(candidate: Path, current: Path) -> bool:

@@ -126,7 +126,11 @@ def test_a_race_halves_at_each_rung_and_the_same_race_picks_the_same_winner(pare
     messages = [r["message"] for r in RunDir(parent).read_records() if r["kind"] == "log"]
     assert f"race: 4 variants from step {record.start_step:,}, won by {winner.label}" in messages
     summary = RunDir(parent).read_summary() or {}
-    assert summary["races"][0]["folder"].startswith("races/") and summary["epochs_done"] == 4
+    assert summary["races"][0]["folder"] == f"races/{race.folder.name}" and summary["epochs_done"] == 4
+    kept = summary["races"][0]
+    assert kept["winner"] == record.winner and [v["figures"] for v in kept["variants"]] == [
+        v.figures for v in record.variants
+    ]
     for v in record.variants:
         if v.out.startswith("rung"):
             assert not RunDir(race.folder / v.run).last.exists(), "a loser's checkpoints are dropped"
