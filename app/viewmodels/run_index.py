@@ -112,12 +112,27 @@ class RunRow:
     tags: list[str] = field(default_factory=list)
     parent: str = ""  # the parent run's folder name, for a fork
     imported_from: str = ""  # an imported run's folder of TensorBoard logs (it has no config, no checkpoint)
+    races: list[str] = field(default_factory=list)  # the races it went through, a line each (summary.json)
     config: dict[str, Any] = field(default_factory=dict)
     mirror: MirrorCell = field(default_factory=MirrorCell)  # where it is mirrored to MLflow
 
     @property
     def folder(self) -> str:
         return self.path.name
+
+
+def race_lines(summary: dict[str, Any]) -> list[str]:
+    """A line per race in summary.json: its marker and each variant's figures at the rungs ("lr 0.15:
+    0.9611 0.9722", "as is: 0.9694, rung 2: 0.9694 < 0.9722")."""
+    lines = []
+    for race in summary.get("races") or []:
+        if not isinstance(race, dict):
+            continue
+        lines.append(str(race.get("marker") or "race"))
+        for v in race.get("variants") or []:
+            figures = " ".join(f"{f:.4f}" for f in v.get("figures") or [] if isinstance(f, (int, float)))
+            lines.append(f"  {v.get('label', '?')}: {figures}" + (f" ({v['out']})" if v.get("out") else ""))
+    return lines
 
 
 def started_at(run_dir: Path) -> float:
@@ -195,6 +210,7 @@ class RunIndex:
         parent = summary.get("parent")
         if isinstance(parent, dict):
             row.parent = str(parent.get("name") or "")
+        row.races = race_lines(summary)
         source = run.imported()
         if source is not None:  # another tool's logs: read-only, no config to say what ran
             row.status = row.strategy = "imported"

@@ -236,6 +236,7 @@ class RunsTableModel(QAbstractTableModel):
                 [str(row.path)]
                 + ([f"fork of {row.parent}"] if row.parent else [])
                 + ([f"imported from the TensorBoard logs in {row.imported_from}"] if row.imported_from else [])
+                + row.races
                 + ([row.notes] if row.notes else [])
             )
             return "\n".join(lines)

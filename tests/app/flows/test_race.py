@@ -140,6 +140,8 @@ def test_a_race_branches_from_the_parent_greys_its_losers_and_the_winner_goes_on
     assert marker in window.log_pane.toPlainText()
     model = window.runs_view.model
     qtbot.waitUntil(lambda: model.rows[model.row_for(parent)].epochs_done == 3, timeout=30_000)
+    tip = model.data(model.index(model.row_for(parent), 0), Qt.ItemDataRole.ToolTipRole)
+    assert marker in tip and all(f"  {v.label}: " in tip for v in record.variants), tip  # the race, variant by variant
     assert window.viewing_run == parent
     for key, value in winner.changes.items():
         assert load_config(RunDir(parent).config).value(key) == value
