@@ -289,3 +289,40 @@ def test_a_sweep_races_from_its_best_worker_and_its_winner_is_a_fork(runs_dir: P
     forks = [p for p in runs_dir.iterdir() if p.name.endswith("-race")]
     assert len(forks) == 1 and 'strategy = "single"' in RunDir(forks[0]).config.read_text()
     assert (RunDir(forks[0]).read_summary() or {})["parent"]["run"] == str(run)
+
+
+def test_a_race_killed_mid_rung_resumes_from_its_variants_checkpoints(parent: Path) -> None:
+    import os
+
+    proc = start_core(
+        "race",
+        str(parent),
+        "--vary",
+        "optim.lr=0.5x,2x",
+        "--rungs",
+        "3",
+        env=core_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        stepping = False
+        while time.monotonic() < deadline and not stepping:
+            folders = races_of(parent)
+            metrics = list(folders[0].glob("v*/*/metrics.jsonl")) if folders else []
+            stepping = len(metrics) == 2 and all('"kind":"step"' in m.read_text() for m in metrics)
+            time.sleep(0.05)
+        assert stepping
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the race and every variant's processes, mid-rung
+        proc.wait(30)
+    [folder] = races_of(parent)
+    assert RaceRecord.load(folder).state == "running"
+    done = run_core("race", str(parent), "--resume", timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    record = RaceRecord.load(folder)
+    assert record.state == "done" and record.winner is not None
+    assert all(len(v.figures) == 1 for v in record.variants)
+    assert (RunDir(parent).read_summary() or {})["epochs_done"] == record.start_epoch + 3
