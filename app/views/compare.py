@@ -44,6 +44,7 @@ from app.plots.text import compact_axis, distinct_names, keep_rows, set_fitting_
 from app.shell.elided_label import ElidedLabel
 from app.shell.tasks import BackgroundCalls
 from app.viewmodels.compare_runs import CompareRun, differing_keys, flatten, load_runs
+from app.viewmodels.run_index import race_lines
 from core.metric_names import (
     CLASSIFICATION_ONLY,
     FIGURE_NAMES,
@@ -353,9 +354,12 @@ class CompareView(QWidget):
                 rate if isinstance(rate, (int, float)) else math.nan,
             ]
             values.append(row)
-            name = QTableWidgetItem(run.name)
+            races = race_lines(run.summary)  # each race it went through: its variants' figures at each rung
+            name = QTableWidgetItem(
+                run.name + (f"  (raced ×{sum(not x.startswith(' ') for x in races)})" if races else "")
+            )
             name.setForeground(worker_color(r))
-            name.setToolTip(str(run.path))
+            name.setToolTip("\n".join([str(run.path), *races]))
             t.setItem(r, 0, name)
             for c, v in enumerate(row, start=1):
                 if c <= 2:

@@ -253,3 +253,40 @@ def test_a_sweep_without_a_named_best_worker_is_shown_by_the_worker_its_strategy
     assert chosen == 1
     curves = run_curves(records, {}, separate=strategy.model_per_worker, result_worker=chosen)
     assert list(curves["val_accuracy"]["y"]) == [0.7, 0.8]
+
+
+def test_a_raced_runs_lines_say_each_variant_at_each_rung_and_compare_names_it(qtbot: Any) -> None:
+    from pathlib import Path
+
+    from app.viewmodels.compare_runs import CompareRun
+    from app.viewmodels.run_index import race_lines
+    from app.views.compare import CompareView
+
+    summary = {
+        "races": [
+            {
+                "marker": "race: 2 variants from step 69, won by lr 0.15",
+                "variants": [
+                    {"label": "lr 0.15", "figures": [0.9611, 0.9722], "out": ""},
+                    {"label": "as is", "figures": [0.95], "out": "rung 1: 0.9500 < 0.9611"},
+                ],
+            }
+        ]
+    }
+    lines = race_lines(summary)
+    assert lines == [
+        "race: 2 variants from step 69, won by lr 0.15",
+        "  lr 0.15: 0.9611 0.9722",
+        "  as is: 0.9500 (rung 1: 0.9500 < 0.9611)",
+    ]
+    assert race_lines({}) == [] and race_lines({"races": ["junk"]}) == []
+    view = CompareView()
+    qtbot.addWidget(view)
+    runs = [
+        CompareRun(Path("/runs/a"), "a", {}, summary),
+        CompareRun(Path("/runs/b"), "b", {}, {}),
+    ]
+    view.show_runs(runs)
+    name = view.table_best.item(0, 0)
+    assert name.text() == "a  (raced ×1)" and name.toolTip().splitlines()[1:] == lines
+    assert view.table_best.item(1, 0).text() == "b"
