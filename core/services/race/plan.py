@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from core.config import FIELDS, FORKABLE_SECTIONS, Config, ConfigError
+from core.config.strategy_rules import STRATEGY_RULES
 from core.config.toml_text import parse_override_value
 from core.metric_names import MAXIMIZED
 from core.runfiles.layout import RunDir
@@ -161,7 +162,7 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
         )
     from_worker = None
     notes = []
-    if cfg.parallel.strategy == "sweep":
+    if STRATEGY_RULES[cfg.parallel.strategy].model_per_worker:  # a sweep: its best worker's model races
         from_worker = int(ckpt.get("best_worker", 0))
         cfg = sweep_worker_config(cfg, ckpt, from_worker)
         notes.append(
