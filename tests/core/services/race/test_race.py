@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -157,30 +159,37 @@ def _family(pid: int) -> list[psutil.Process]:
         return []
 
 
-def test_ctrl_c_stops_every_variant_leaves_the_run_as_it_was_and_resume_finishes(parent: Path) -> None:
-    before = RunDir(parent).last.read_bytes()
+def race_in_a_process(parent: Path, rungs: str, **popen: Any) -> subprocess.Popen[Any]:
+    """``traindesk race`` of two rates in a session of its own, once both variants take steps."""
     proc = start_core(
         "race",
         str(parent),
         "--vary",
         "optim.lr=0.5x,2x",
         "--rungs",
-        "200",
+        rungs,
         env=core_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
         start_new_session=True,
+        **popen,
     )
+    deadline = time.monotonic() + 180
+    stepping = False
+    while time.monotonic() < deadline and not stepping and proc.poll() is None:
+        folders = races_of(parent)
+        metrics = list(folders[0].glob("v*/*/metrics.jsonl")) if folders else []
+        stepping = len(metrics) == 2 and all('"kind":"step"' in m.read_text() for m in metrics)
+        time.sleep(0.05)
+    if not stepping:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        pytest.fail("both variants did not train at once")
+    return proc
+
+
+def test_ctrl_c_stops_every_variant_leaves_the_run_as_it_was_and_resume_finishes(parent: Path) -> None:
+    before = RunDir(parent).last.read_bytes()
+    proc = race_in_a_process(parent, "200", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 180
-        stepping = False
-        while time.monotonic() < deadline and not stepping:
-            folders = races_of(parent)
-            metrics = list(folders[0].glob("v*/*/metrics.jsonl")) if folders else []
-            stepping = len(metrics) == 2 and all('"kind":"step"' in m.read_text() for m in metrics)
-            time.sleep(0.2)
-        assert stepping, "both variants train at once"
         family = _family(proc.pid)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=180)
@@ -292,32 +301,9 @@ def test_a_sweep_races_from_its_best_worker_and_its_winner_is_a_fork(runs_dir: P
 
 
 def test_a_race_killed_mid_rung_resumes_from_its_variants_checkpoints(parent: Path) -> None:
-    import os
-
-    proc = start_core(
-        "race",
-        str(parent),
-        "--vary",
-        "optim.lr=0.5x,2x",
-        "--rungs",
-        "3",
-        env=core_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 180
-        stepping = False
-        while time.monotonic() < deadline and not stepping:
-            folders = races_of(parent)
-            metrics = list(folders[0].glob("v*/*/metrics.jsonl")) if folders else []
-            stepping = len(metrics) == 2 and all('"kind":"step"' in m.read_text() for m in metrics)
-            time.sleep(0.05)
-        assert stepping
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the race and every variant's processes, mid-rung
-        proc.wait(30)
+    proc = race_in_a_process(parent, "3", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.killpg(proc.pid, signal.SIGKILL)  # the race and every variant's processes, mid-rung
+    proc.wait(30)
     [folder] = races_of(parent)
     assert RaceRecord.load(folder).state == "running"
     done = run_core("race", str(parent), "--resume", timeout=300, env=core_env())
