@@ -160,10 +160,17 @@ class Race:
         with self._lock:
             return list(self._sessions.values())
 
-    def stop(self) -> None:
-        """Stop every variant at its next batch (each writes its checkpoint); the run stays as it was."""
+    def request_stop(self) -> None:
+        """Ask every variant to stop at its next batch, all at once, and return; none starts after."""
         self._stop.set()
         self._running.set()  # a paused race stops too
+        for s in self.sessions():
+            s.request_stop(STOP_S)
+
+    def stop(self) -> None:
+        """Stop every variant at its next batch (each writes its checkpoint) and wait for them; the run stays as
+        it was."""
+        self.request_stop()
         for s in self.sessions():
             s.stop(STOP_S)
 
