@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from core.services.race.race import Entry, RaceRecord
+from core.services.race.race import Entry, RaceRecord, ranked
 from core.services.runs.files import CONFIG, EVAL, RECOVERY, STATE, STEP
 
 PARENT = 0
@@ -87,8 +87,7 @@ def leader(record: RaceRecord, maximize: bool) -> Entry | None:
     if not alive:
         return None
     furthest = max(len(v.figures) for v in alive)
-    sign = -1.0 if maximize else 1.0
-    return min((v for v in alive if len(v.figures) == furthest), key=lambda v: (sign * (_figure(v) or 0.0), v.index))
+    return ranked([v for v in alive if len(v.figures) == furthest], maximize)[0]  # the race's own order
 
 
 def out_reasons(record: RaceRecord) -> dict[int, str]:

@@ -83,6 +83,17 @@ class RaceRecord:
         return cls(**data)
 
 
+def ranked(entries: list[Entry], maximize: bool) -> list[Entry]:
+    """Best first by their figure at the last rung they reached; a missing figure last, ties by index."""
+    sign = -1.0 if maximize else 1.0
+
+    def key(v: Entry) -> tuple[int, float, int]:
+        f = v.figures[-1] if v.figures else None
+        return (1, 0.0, v.index) if f is None or f != f else (0, sign * f, v.index)
+
+    return sorted(entries, key=key)
+
+
 def races_of(run: Path) -> list[Path]:
     """The run's race folders, oldest first."""
     root = Path(run) / "races"
@@ -288,14 +299,7 @@ class Race:
         return float(value) if isinstance(value, (int, float)) else None
 
     def _best(self, entries: list[Entry]) -> list[Entry]:
-        """Best first by their figure at the last rung they reached; a missing figure last, ties by index."""
-        sign = -1.0 if self.plan.maximize else 1.0
-
-        def key(v: Entry) -> tuple[int, float, int]:
-            f = v.figures[-1] if v.figures else None
-            return (1, 0.0, v.index) if f is None or f != f else (0, sign * f, v.index)
-
-        return sorted(entries, key=key)
+        return ranked(entries, self.plan.maximize)
 
     def _halve(self, rung: int) -> None:
         alive = self._best(self.record.alive())
