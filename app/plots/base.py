@@ -41,6 +41,13 @@ def worker_color(worker: int) -> QColor:
     return pg.intColor(worker, hues=17, values=1, maxValue=220)
 
 
+def legend_rows(data: RunData, curves: dict[int, Any], worker_labels: bool = False) -> list[tuple[Any, str]]:
+    """A legend row, in curve order, for each curve that has a row of its own (a group's others share its row:
+    a race variant's workers)."""
+    label = data.worker_label if worker_labels else data.label
+    return [(curves[k], label(k)) for k in sorted(curves) if data.group(k) == k]
+
+
 class WorkerLegend(pg.LegendItem):
     """A legend in its own column beside its plots, its rows in worker order; it remembers the rows it was
     asked for (``entries``) and the ones it lays out (``shown_key``), so rows are laid out again only when they
@@ -287,18 +294,21 @@ class BasePlot(pg.GraphicsLayoutWidget):
         self._forget_curves()
 
     def _color(self, w: int) -> QColor:
-        """A worker's colour: grey once its curve is out (a race's eliminated variant)."""
-        return QColor(OUT_COLOR) if w in self.data.out else worker_color(w)
+        """A worker's colour (its group's: a race variant's workers share one): grey once its curve is out (a
+        race's eliminated variant)."""
+        g = self.data.group(w)
+        return QColor(OUT_COLOR) if g in self.data.out else worker_color(g)
 
     def _pen(self, w: int, color: QColor | None = None, alpha: int | None = None) -> Any:
-        """A worker's pen: the run's result (a sweep's winner, a race's leader) drawn bolder, a curve that is out
-        grey and dashed."""
+        """A worker's pen: the run's result (a sweep's winner, a race's leader, each of its workers) drawn
+        bolder, a curve that is out grey and dashed."""
         c = QColor(color or self._color(w))
         if alpha is not None:
             c.setAlpha(alpha)
-        if w in self.data.out:
+        g = self.data.group(w)
+        if g in self.data.out:
             return pg.mkPen(c, width=1, style=Qt.PenStyle.DashLine)
-        return pg.mkPen(c, width=3 if self.data.winner == w and alpha is None else 1)
+        return pg.mkPen(c, width=3 if self.data.winner == g and alpha is None else 1)
 
     def _name_curve(self, curve: pg.PlotDataItem, w: int) -> None:
         """The curve's tooltip: its legend label (a curve that is out says why)."""

@@ -12,7 +12,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QWidget
 
-from app.plots.base import BasePlot, worker_color
+from app.plots.base import BasePlot, legend_rows, worker_color
 from app.plots.text import set_fitting_title
 from app.viewmodels.run_data import (
     EPOCH,
@@ -72,7 +72,7 @@ class LossPlot(BasePlot):
 
     def _update_legend(self) -> None:
         mean = [(self.mean, "mean")] if self.mean is not None and not self.data.separate_models else []
-        self._relegend(self.legends[0], [(self.smooth[k], self.data.label(k)) for k in sorted(self.smooth)] + mean)
+        self._relegend(self.legends[0], legend_rows(self.data, self.smooth) + mean)
 
     def _ensure_mean(self) -> None:
         if self.mean is None and not self.data.separate_models:
@@ -92,7 +92,7 @@ class LossPlot(BasePlot):
             self.mean.setPen(self._mean_pen())
         for w, curve in self.smooth.items():
             curve.setPen(self._pen(w))
-            curve.setZValue(5 if self.data.winner == w else 0)
+            curve.setZValue(5 if self.data.winner == self.data.group(w) else 0)
             self.raw[w].setPen(self._raw_pen(w))
             self._name_curve(curve, w)
 
@@ -195,10 +195,10 @@ class ValPlot(BasePlot):
             for curve in (self.loss_curves[w], self.acc_curves[w]):
                 curve.setPen(self._pen(w))
                 curve.setSymbolBrush(self._color(w))
-                curve.setZValue(5 if self.data.winner == w else 0)
+                curve.setZValue(5 if self.data.winner == self.data.group(w) else 0)
                 self._name_curve(curve, w)
-        self._relegend(self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)])
-        self._show_legend(len(self.loss_curves) > 1)
+        self._relegend(self.legends[0], legend_rows(self.data, self.loss_curves))
+        self._show_legend(len(legend_rows(self.data, self.loss_curves)) > 1)
 
     def _forget_curves(self) -> None:
         self.loss_curves.clear()
@@ -214,9 +214,7 @@ class ValPlot(BasePlot):
                 self.acc_curves[w] = self.acc_plot.plot(**style)
                 self._name_curve(self.loss_curves[w], w)
                 self._name_curve(self.acc_curves[w], w)
-                self._relegend(
-                    self.legends[0], [(self.loss_curves[k], self.data.label(k)) for k in sorted(self.loss_curves)]
-                )
+                self._relegend(self.legends[0], legend_rows(self.data, self.loss_curves))
             s = self.data.val[w]
             x = s.column(EPOCH)
             symbol = "o" if len(s) <= self.SYMBOLS_UP_TO else None
@@ -229,7 +227,7 @@ class ValPlot(BasePlot):
                 self._set_curve(item, curve, x, s.column(col))
         self._show_task()
         # With one evaluating worker (hogwild evaluates on worker 0) a legend says nothing.
-        self._show_legend(len(self.loss_curves) > 1)
+        self._show_legend(len(legend_rows(self.data, self.loss_curves)) > 1)
 
     def csv_header(self) -> list[str]:
         return [
@@ -284,7 +282,7 @@ class ThroughputPlot(BasePlot):
         if self.curves:
             self._relegend(
                 self.legends[0],
-                [(self.curves[k], self.data.worker_label(k)) for k in sorted(self.curves)] + [(self.total, "total")],
+                legend_rows(self.data, self.curves, worker_labels=True) + [(self.total, "total")],
             )
         # the plot keeps its width beside a legend of long labels ("worker 0 (trials)") rather than be squeezed
         width = self.MIN_WIDTH + (int(self.legends[0].boundingRect().width()) if self.curves else 0)

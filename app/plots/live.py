@@ -166,10 +166,13 @@ class PlotsPanel(QWidget):
         separate_models: bool,
         sweep_values: dict[int, float] | None = None,
         per_trial: bool = False,
+        groups: dict[int, int] | None = None,
     ) -> None:
         """What the workers are: their legend labels, whether each has its own model, a sweep's values;
-        ``per_trial``: a search, whose loss and validation curves are its trials, not its workers."""
+        ``per_trial``: a search, whose loss and validation curves are its trials, not its workers; ``groups``:
+        curves drawn as part of another (a race variant's other workers), in its colour, without a row."""
         self.data.labels = dict(labels)
+        self.data.groups = dict(groups or {})
         self.data.per_trial = per_trial
         self.data.separate_models = separate_models or per_trial
         self.data.expected_workers = len(labels)

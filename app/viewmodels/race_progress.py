@@ -1,9 +1,11 @@
 """A race on the Training tab, without Qt: whose records go on which curve, who leads, who is out and why, the
 status line and how far the race got.
 
-The parent run is curve 0 (its first worker's records up to the race's start); variant ``i`` is curve ``i + 1``
-(its first worker's records: a variant of several workers shows the one that evaluates). Each variant's curve
-starts at the parent's last point, so the variants branch from the parent's curve where the race began.
+The parent run is curve 0 (its records up to the race's start); variant ``i`` is curve ``i + 1``. A run of
+several workers (hogwild, ddp) draws each worker's curve, as the Training tab does for any run: worker 0's is
+the curve itself, worker ``k``'s the curve ``curve_key(curve, k)``, grouped with it (its colour, grey once out,
+bold as the leader, one legend row). A sweep's race draws the parent's raced worker alone. Each variant's
+curves start at the parent's last points, so the variants branch from the parent's curves where the race began.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from core.services.runs.files import CONFIG, EVAL, RECOVERY, STATE, STEP
 
 PARENT = 0
 REASON_CHARS = 40  # a reason longer than this is cut in the legend (the log has it whole)
+MEMBER = 1000  # a curve's worker k > 0 is the curve MEMBER * k + curve
 
 
 def curve_of(index: int) -> int:
@@ -24,23 +27,43 @@ def curve_of(index: int) -> int:
     return index + 1
 
 
-def _first_worker(rec: dict[str, Any]) -> bool:
-    return int(rec.get("worker") or 0) == 0
+def curve_key(curve: int, worker: int) -> int:
+    """The key of ``worker``'s curve of ``curve`` (worker 0's is the curve itself)."""
+    return curve if worker <= 0 else MEMBER * worker + curve
+
+
+def groups(variants: int, workers: int) -> dict[int, int]:
+    """Every worker's curve of the parent and of ``variants`` variants of ``workers`` workers -> its curve."""
+    return {curve_key(c, k): c for c in range(variants + 1) for k in range(1, workers)}
+
+
+def _worker(rec: dict[str, Any]) -> int:
+    return int(rec.get("worker") or 0)
 
 
 class RaceCurves:
-    """Records of the parent and of each variant, keyed by curve, for one ``RunData``."""
+    """Records of the parent and of each variant, keyed by curve, for one ``RunData``; ``from_worker``: a
+    sweep's worker the race cloned (the parent's curve is that worker's)."""
 
-    def __init__(self, parent_records: Iterable[dict[str, Any]]) -> None:
-        self.parent = [
-            r for r in parent_records if r.get("kind") == CONFIG or (r.get("kind") in (STEP, EVAL) and _first_worker(r))
-        ]
-        last_step = next((r for r in reversed(self.parent) if r.get("kind") == STEP), None)
+    def __init__(self, parent_records: Iterable[dict[str, Any]], from_worker: int | None = None) -> None:
+        self.parent: list[dict[str, Any]] = []
+        for r in parent_records:
+            kind = r.get("kind")
+            if kind == CONFIG:
+                self.parent.append(r)
+            elif kind in (STEP, EVAL) and (from_worker is None or _worker(r) == from_worker):
+                self.parent.append({**r, "worker": 0 if from_worker is not None else curve_key(PARENT, _worker(r))})
+        # the branch points: each worker's last loss and the last evaluation, without their sample counts (a rate
+        # needs two)
+        self._last_step: dict[int, dict[str, Any]] = {}
+        for r in self.parent:
+            if r.get("kind") == STEP:
+                self._last_step[int(r["worker"]) // MEMBER] = {k: v for k, v in r.items() if k != "samples"}
         last_eval = next((r for r in reversed(self.parent) if r.get("kind") == EVAL), None)
-        # the branch point: the parent's last loss and evaluation, without its sample count (a rate needs two)
-        self._seeds = [{k: v for k, v in r.items() if k != "samples"} for r in (last_step, last_eval) if r]
-        self.branch_step = float(last_step["step"]) if last_step and "step" in last_step else 0.0
-        self._branched: set[int] = set()
+        self._last_eval = {k: v for k, v in last_eval.items() if k != "samples"} if last_eval else None
+        first = self._last_step.get(0)
+        self.branch_step = float(first["step"]) if first and "step" in first else 0.0
+        self._branched: set[tuple[int, str]] = set()
         self.epochs: dict[int, int] = {}  # curve -> the last epoch it evaluated
 
     @staticmethod
@@ -54,22 +77,27 @@ class RaceCurves:
         return {"kind": STATE, "t": t, "worker": None, "state": "paused" if paused else "running", "detail": "race"}
 
     def variant(self, index: int, records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A batch of variant ``index``'s records on its curve (its session's own states left out: the race
-        is one run on the plots); its first step or evaluation comes after the parent's last points."""
-        key = curve_of(index)
+        """A batch of variant ``index``'s records on its curves, a curve for each of its workers (its session's
+        own states left out: the race is one run on the plots); each curve's first loss comes after its worker's
+        last one in the parent, its first evaluation after the parent's last."""
+        curve = curve_of(index)
         out: list[dict[str, Any]] = []
         for rec in records:
             kind = rec.get("kind")
             if kind == STATE and rec.get("worker") is None:
                 continue
-            if kind not in (STEP, EVAL, RECOVERY, STATE) or not _first_worker(rec):
+            if kind not in (STEP, EVAL, RECOVERY, STATE):
                 continue
-            if kind in (STEP, EVAL) and key not in self._branched:
-                self._branched.add(key)
-                out += [{**seed, "worker": key, "t": rec.get("t")} for seed in self._seeds]
+            worker = _worker(rec)
+            key = curve_key(curve, worker)
+            if kind in (STEP, EVAL) and (key, str(kind)) not in self._branched:
+                self._branched.add((key, str(kind)))
+                seed = self._last_step.get(worker, self._last_step.get(0)) if kind == STEP else self._last_eval
+                if seed is not None:
+                    out.append({**seed, "worker": key, "t": rec.get("t")})
             out.append({**rec, "worker": key})
             if kind == EVAL and isinstance(rec.get("epoch"), int):
-                self.epochs[key] = max(self.epochs.get(key, 0), int(rec["epoch"]))
+                self.epochs[curve] = max(self.epochs.get(curve, 0), int(rec["epoch"]))
         return out
 
 

@@ -105,6 +105,9 @@ class RunData:
         self.per_trial = False
         self.winner: int | None = None  # the worker whose model is the result, once known
         self.out: dict[int, str] = {}  # curves stopped early (a race's eliminated variants) -> why: drawn grey
+        # a curve drawn as part of another (a race variant's other workers) -> that curve: its colour, its pen
+        # (grey once out, bold as the winner), its legend row
+        self.groups: dict[int, int] = {}
         self.markers: list[Marker] = []
         self.pauses: list[PauseSpan] = []
         self.next_start = ("resumed", "resume")  # label and kind of the marker where the next segment starts
@@ -136,13 +139,18 @@ class RunData:
 
     def label(self, key: int) -> str:
         """The legend label of a loss/validation/lr curve: a trial's in a search, else its worker's; a curve
-        that is out says why."""
+        that is out says why (a curve of a group: the group's)."""
+        key = self.group(key)
         text = f"trial {key}" if self.per_trial else self.worker_label(key)
         why = self.out.get(key)
         return f"{text} · {why}" if why else text
 
     def worker_label(self, worker: int) -> str:
-        return self.labels.get(worker, f"worker {worker}")
+        return self.labels.get(self.group(worker), f"worker {worker}")
+
+    def group(self, key: int) -> int:
+        """The curve whose colour, pen and legend row the curve ``key`` shares (its own, unless grouped)."""
+        return self.groups.get(key, key)
 
     def _curve(self, rec: dict[str, Any]) -> int:
         """Which curve a step or eval record extends: its trial's, in a search; else its worker's."""
