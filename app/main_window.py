@@ -102,6 +102,7 @@ class MainWindow(QMainWindow):
     action_compare: QAction
     action_fork: QAction
     action_race: QAction
+    action_resume_race: QAction
     action_show_runs: QAction
     # its parts, made in _build_central
     panel: ConfigPanel
@@ -161,6 +162,7 @@ class MainWindow(QMainWindow):
                 "action_compare": self.past_runs.compare,
                 "action_fork": self.continue_fork.fork,
                 "action_race": self.race.ask,
+                "action_resume_race": self.race.resume_race,
                 "action_show_runs": self.past_runs.show_list,
             },
         )
@@ -229,7 +231,9 @@ class MainWindow(QMainWindow):
 
         self.evaluate_view = EvaluateView()
         self.predict_view = PredictView()
-        self.runs_view = RunsView([self.action_compare, self.action_fork], menu_actions=[self.action_race])
+        self.runs_view = RunsView(
+            [self.action_compare, self.action_fork], menu_actions=[self.action_race, self.action_resume_race]
+        )
         self.runs_view.active = lambda: self.live.active_runs() | self.race.active_runs()
         self.runs_view.mlflow_uri = lambda: self.settings.mlflow_uri  # what its runs show first, where it mirrors
         self.runs_view.open_requested.connect(self.open_run)
@@ -379,6 +383,8 @@ class MainWindow(QMainWindow):
             export_available=EXPORT_AVAILABLE,
             race=self.race.state,
             race_source=self.race.source() is not None,
+            race_live=self.race.live_source(),
+            race_resumable=self.race.unfinished() is not None,
         )
 
     def update_actions(self) -> None:

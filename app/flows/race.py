@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer
 
-from app.flows.race_dialog import RaceDialog
+from app.flows.race_dialog import RaceDialog, RaceRequest
 from app.flows.run_controller import lower_priority
 from app.viewmodels.race_progress import (
     PARENT,
     RaceCurves,
     curve_of,
     done_fraction,
+    groups,
     leader,
     out_reasons,
     planned_epochs,
@@ -32,8 +33,8 @@ from app.viewmodels.race_progress import (
     status_line,
 )
 from core.config import ConfigError, load_config
-from core.services.race.plan import RACEABLE, RacePlan
-from core.services.race.race import Entry, Race, RaceRecord
+from core.services.race.plan import RACEABLE, RacePlan, plan_race
+from core.services.race.race import Entry, Race, RaceRecord, latest_unfinished, plan_of
 from core.services.runs.files import LOG
 from core.services.runs.past import PastRun, RunDir, display_name, read_config, read_past_run
 
@@ -78,6 +79,14 @@ class RaceFlow(QObject):
     def active_runs(self) -> set[Path]:
         return {Path(self.race.plan.run)} if self.race is not None else set()
 
+    def _live(self) -> Path | None:
+        """The window's own run, paused or running: Race… stops it first, then races from the checkpoint its
+        stop writes."""
+        c = self.window.controller
+        if c.active and not c.attached and c.state in ("running", "paused") and not self.active:
+            return c.run_dir
+        return None
+
     def _candidate(self) -> RunDir | None:
         w = self.window
         if w.controller.active or self.active:
@@ -86,70 +95,168 @@ class RaceFlow(QObject):
         return run if run is not None and run.has_weights() else None
 
     def source(self) -> Path | None:
-        """The run Race… starts from: the one selected in Runs (that tab shown), else the one on screen; it has
-        a checkpoint and is no search (a sweep races from its best worker)."""
+        """The run Race… starts from: the window's own run, paused or running; else the one selected in Runs
+        (that tab shown), else the one on screen, with a checkpoint and no search (a sweep races from its best
+        worker)."""
+        live = self._live()
+        if live is not None:
+            session = self.window.controller.session
+            strategy = session.config.parallel.strategy if session is not None else None
+            return live if strategy in RACEABLE else None
         run = self._candidate()
         if run is None:
             return None
         strategy = (run.read_summary() or {}).get("strategy")
         return run.path if strategy is None or strategy in RACEABLE else None
 
+    def live_source(self) -> bool:
+        """Race… races the window's own run, which it stops first."""
+        return self._live() is not None and self.source() is not None
+
+    def unfinished(self) -> Path | None:
+        """The folder of the newest race of the run Race… would race that stopped before its end (Stop, the
+        window closed, its process killed): Resume race goes on with it."""
+        if self.active or self.window.controller.active:
+            return None
+        run = self._candidate()
+        if run is None:
+            return None
+        try:
+            return latest_unfinished(run.path)
+        except (OSError, ValueError, TypeError, KeyError):  # a race.json of another version, or half written
+            return None
+
     def why_not(self) -> str:
         """Why Race… is off, where a reason helps ("" otherwise)."""
         c = self.window.controller
-        if c.active and not c.attached:
-            return "Race…: stop the run first; a race starts from a run's checkpoint, which its stop writes"
+        if c.active and c.attached:
+            return "Race…: the run is another process's; stop it there, then race from the checkpoint its stop writes"
+        session = c.session if c.active else None
         run = self._candidate()
         strategy = (run.read_summary() or {}).get("strategy") if run is not None else None
+        if session is not None:
+            strategy = session.config.parallel.strategy
         if strategy is not None and strategy not in RACEABLE:
             return f"Race…: a {strategy} run's trials differ in more than a fork may change; race a run of its best"
         return ""
 
     # -- commands ----------------------------------------------------------------------------------
     def ask(self) -> None:
-        """The Race dialog for the source run; Race there starts it."""
+        """The Race dialog for the source run; Race there starts it (the window's own run stops first)."""
         w = self.window
         run_dir = self.source()
         if run_dir is None or w.state.preparing:
             return
+        live = self._live() is not None
         try:
-            cfg = load_config(RunDir(run_dir).config)
+            session = w.controller.session
+            cfg = session.config if live and session is not None else load_config(RunDir(run_dir).config)
         except ConfigError as exc:
             w.show_input_error(str(exc))
             return
-        dialog = RaceDialog(run_dir, cfg, w.window())
+        dialog = RaceDialog(run_dir, cfg, w.window(), stops_run=live)
         try:
             if not w.ask_race(dialog):
-                return
-            plan = dialog.plan or dialog.make_plan()
-            as_fork, error = dialog.as_fork, dialog.error()
+                return  # the run stays as it was (paused, or going on)
+            ok = dialog.request is not None or dialog.check()
+            plan, request, as_fork, error = dialog.plan, dialog.request, dialog.as_fork, dialog.error()
         finally:
             dialog.deleteLater()
-        if plan is None:
+        if not ok or request is None:
             w.show_input_error(error)
+        elif live:
+            self._stop_then_race(run_dir, request, as_fork)
+        elif plan is not None:
+            self.start(plan, as_fork)
+
+    def _stop_then_race(self, run_dir: Path, request: RaceRequest, as_fork: bool) -> None:
+        """Stop the window's run (its stop writes the checkpoint where it is) and race once it has ended."""
+        w = self.window
+        c = w.controller
+        if not (c.active and c.run_dir == run_dir):  # it ended while the dialog was open
+            self._race_stopped(run_dir, request, as_fork)
+            return
+        w.log_pane.add_message(
+            "state", f"stopping {run_dir.name} to race it: its checkpoint is where the race starts", who="race"
+        )
+        w.state.update(after_end=lambda: self._race_stopped(run_dir, request, as_fork))
+        c.stop()
+        w.update_actions()
+
+    def _race_stopped(self, run_dir: Path, request: RaceRequest, as_fork: bool) -> None:
+        """The run stopped (``run_ended`` came): race from the checkpoint its stop wrote; if it wrote none, one
+        line and no race."""
+        w = self.window
+        session = w.controller.session
+        if w.controller.state == "failed":
+            why = (session.error if session is not None else None) or "see the log"
+            w.show_error(f"race: {run_dir.name} failed as it stopped ({why}); no race")
+            return
+        try:
+            plan = plan_race(run_dir, request.vary, request.rungs, request.keep)
+        except ConfigError as exc:
+            w.show_error(f"{exc}; no race")
+            return
+        steps = (RunDir(run_dir).read_summary() or {}).get("steps")
+        if isinstance(steps, int) and steps != plan.start_step:
+            w.show_error(
+                f"race: {run_dir.name} stopped at step {steps:,} but its checkpoint is at step {plan.start_step:,}; "
+                "no race (Race… on it races from that checkpoint)"
+            )
             return
         self.start(plan, as_fork)
 
-    def start(self, plan: RacePlan, as_fork: bool = False) -> None:
-        """Read the parent's history (off the GUI thread), draw it, then race."""
+    def resume_race(self) -> None:
+        """Go on with the source run's race that stopped before its end, from the rung it reached (as
+        ``traindesk race RUN --resume``), drawn as a new race is, with the variants' curves so far."""
+        w = self.window
+        folder = self.unfinished()
+        if folder is None or w.state.preparing:
+            return
+        try:
+            plan = plan_of(folder)
+        except (ConfigError, OSError, ValueError, KeyError) as exc:
+            w.show_error(f"race: cannot resume the race in {folder}: {exc}".splitlines()[0])
+            return
+        self.start(plan, folder=folder)
+
+    def start(self, plan: RacePlan, as_fork: bool = False, folder: Path | None = None) -> None:
+        """Read the parent's history (and, resuming the race recorded in ``folder``, its variants' so far) off the
+        GUI thread, draw it, then race."""
         w = self.window
         if self.active or w.controller.active or w.state.preparing:
             return
         w.state.update(preparing=True)
         w.calls.call(
-            lambda: read_past_run(plan.run),
-            lambda past: self._begin(plan, as_fork, past),
-            lambda _exc: self._begin(plan, as_fork, PastRun(RunDir(plan.run))),
+            lambda: _history(plan, folder),
+            lambda history: self._begin(plan, as_fork, *history, folder),
+            lambda _exc: self._begin(plan, as_fork, PastRun(RunDir(plan.run)), {}, folder),
             name="read-run",
         )
 
-    def _begin(self, plan: RacePlan, as_fork: bool, past: PastRun) -> None:
+    def _begin(
+        self,
+        plan: RacePlan,
+        as_fork: bool,
+        past: PastRun,
+        earlier: dict[int, list[dict[str, Any]]],
+        folder: Path | None,
+    ) -> None:
         w = self.window
         w.state.update(preparing=False, viewing_run=None)
         if w.state.closing:
             return
-        race = Race(plan, say=self._said.append, on_variant=self._listen)
-        self.race, self.curves, self._stopping, self._shown = race, RaceCurves(past.records), False, ()
+        if folder is not None:
+            race = Race.resumed(plan, folder, say=self._said.append, on_variant=self._listen)
+            as_fork = race.record.as_fork
+        else:
+            race = Race(plan, say=self._said.append, on_variant=self._listen)
+        self.race, self.curves, self._stopping, self._shown = (
+            race,
+            RaceCurves(past.records, plan.from_worker),
+            False,
+            (),
+        )
         self._planned = planned_epochs(len(plan.variants), plan.rungs, plan.survivors)
         self._reniced.clear()
         n = len(plan.variants)
@@ -157,17 +264,22 @@ class RaceFlow(QObject):
         plots = w.plots
         plots.reset()
         labels = {PARENT: past.name, **{curve_of(v.index): v.label for v in plan.variants}}
-        plots.set_run_shape(labels, separate_models=True)
+        plots.set_run_shape(labels, separate_models=True, groups=groups(n, plan.workers))
         plots.add_records(self.curves.parent)
         plots.mark_next_start((f"race of {n} from step {self.curves.branch_step:,.0f}", "fork"))
-        plots.add_records([RaceCurves.start_record(time.time())])
+        plots.add_records([RaceCurves.start_record(race.record.started if folder is not None else time.time())])
+        for index, records in sorted(earlier.items()):  # a resumed race: each variant's curves so far
+            plots.add_records(self.curves.variant(index, records))
+        if folder is not None:
+            plots.add_records([RaceCurves.start_record(time.time())])  # a "resumed" marker
         plots.flush()
         plots.set_live(True)
         w.show_tab(plots)
         w.run_status.clear_run()
+        verb = f"resuming the race at rung {race.record.rung + 1} of" if folder is not None else "race of"
         w.log_pane.add_message(
             "state",
-            f"race of {n} variants of {past.name} from epoch {plan.start_epoch}, ranked by {plan.metric}, "
+            f"{verb} {n} variants of {past.name} from epoch {plan.start_epoch}, ranked by {plan.metric}, "
             f"{race.slots} at a time: " + ", ".join(v.label for v in plan.variants),
             who="race",
         )
@@ -203,7 +315,7 @@ class RaceFlow(QObject):
 
     def stop(self) -> None:
         """Stop every variant (each writes its checkpoint, on a thread: it waits for them); the run stays as it
-        was, and ``traindesk race RUN --resume`` can go on with the race."""
+        was, and Resume race (or ``traindesk race RUN --resume``) goes on with the race."""
         race, w = self.race, self.window
         if race is None or self._stopping:
             return
@@ -308,3 +420,15 @@ class RaceFlow(QObject):
         w.update_actions()
         if w.state.closing:
             QTimer.singleShot(0, w.close)
+
+
+def _history(plan: RacePlan, folder: Path | None) -> tuple[PastRun, dict[int, list[dict[str, Any]]]]:
+    """The parent's records, and a resumed race's (``folder``) each variant's records so far (off the GUI
+    thread)."""
+    past = read_past_run(plan.run)
+    earlier: dict[int, list[dict[str, Any]]] = {}
+    if folder is not None:
+        for entry in RaceRecord.load(folder).variants:
+            if entry.run:
+                earlier[entry.index] = RunDir(folder / entry.run).read_records()
+    return past, earlier

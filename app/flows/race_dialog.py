@@ -8,6 +8,7 @@ those a fork may change (``optim.*``, ``train.*``) but the epochs and early stop
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.panel.fields import form_of, value_of
 from core.config import FIELDS, FORKABLE_SECTIONS, Config, ConfigError
-from core.services.race.plan import RACE_SETS, RacePlan, plan_race
+from core.services.race.plan import RACE_SETS, RacePlan, plan_race, plan_variants
 
 MAX_ROWS = 4  # four settings of two values each are sixteen variants already
 EXAMPLES = {"float": "0.3x,1x,3x", "int": "0.5x,1x,2x", "train.seed": "0,1,2,3"}  # by key, else by type
@@ -101,16 +102,31 @@ class VaryRow(QWidget):
         )
 
 
-class RaceDialog(QDialog):
-    """Plan a race of ``run_dir`` (a run with a checkpoint, ``cfg`` its settings); ``plan`` once accepted."""
+@dataclass(frozen=True)
+class RaceRequest:
+    """What the dialog asks for, as ``traindesk race`` takes it: ``--vary`` specs, rungs (None: automatic), keep."""
 
-    def __init__(self, run_dir: Path, cfg: Config, parent: QWidget | None = None) -> None:
+    vary: list[str]
+    rungs: list[int] | None
+    keep: int
+
+
+class RaceDialog(QDialog):
+    """Plan a race of ``run_dir`` (a run with a checkpoint, ``cfg`` its settings); ``plan`` once accepted.
+
+    ``stops_run``: the run is the window's, live (paused or running): its stop writes the checkpoint the race
+    starts from, so Race checks what the dialog asks against ``cfg`` alone (``request``) and the window plans
+    the race once the run has stopped."""
+
+    def __init__(self, run_dir: Path, cfg: Config, parent: QWidget | None = None, stops_run: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("dialog_race")
         self.setWindowTitle(f"Race {run_dir.name}")
         self.run_dir = run_dir
         self.cfg = cfg
+        self.stops_run = stops_run
         self.plan: RacePlan | None = None
+        self.request: RaceRequest | None = None  # what Race accepted (a plan's input, checked)
         self.rows: list[VaryRow] = []
         layout = QVBoxLayout(self)
         intro = QLabel(
@@ -120,6 +136,13 @@ class RaceDialog(QDialog):
         )
         intro.setWordWrap(True)
         layout.addWidget(intro)
+        self.label_note = QLabel(
+            "Race stops the run first: its checkpoint where it is now is where the variants start.",
+            objectName="label_race_note",
+        )
+        self.label_note.setWordWrap(True)
+        self.label_note.setVisible(stops_run)
+        layout.addWidget(self.label_note)
         self.rows_box = QVBoxLayout()
         layout.addLayout(self.rows_box)
         self.button_add = QPushButton("Add a setting", objectName="button_race_add")
@@ -189,17 +212,27 @@ class RaceDialog(QDialog):
     def as_fork(self) -> bool:
         return self.check_as_fork.isChecked()
 
-    def make_plan(self) -> RacePlan | None:
-        """The race as the dialog says it, or None with the one-line reason shown under the rows."""
+    def check(self) -> bool:
+        """Whether the dialog asks for a race: planned now from the run's checkpoint (``plan``), or, for a run
+        that Race stops first, checked against its settings (planned once its stop wrote its checkpoint); else
+        the one-line reason is shown under the rows."""
         try:
             specs = [s for s in (r.spec() for r in self.rows) if s]
-            plan = plan_race(self.run_dir, specs, parse_rungs(self.edit_rungs.text()), self.spin_keep.value())
+            request = RaceRequest(specs, parse_rungs(self.edit_rungs.text()), self.spin_keep.value())
+            if self.stops_run:
+                plan_variants(self.cfg, request.vary, request.rungs, request.keep)
+            else:
+                self.plan = plan_race(self.run_dir, request.vary, request.rungs, request.keep)
         except ConfigError as exc:
             self.show_error(str(exc))
-            return None
+            return False
         self.show_error("")
-        self.plan = plan
-        return plan
+        self.request = request
+        return True
+
+    def make_plan(self) -> RacePlan | None:
+        """The race as the dialog says it, or None with the one-line reason shown under the rows."""
+        return self.plan if self.check() else None
 
     def show_error(self, text: str) -> None:
         self.label_error.setText(text)
@@ -210,5 +243,5 @@ class RaceDialog(QDialog):
 
     def accept(self) -> None:
         """Race: only a race that plans closes the dialog; a bad value keeps it open, its line shown."""
-        if self.make_plan() is not None:
+        if self.check():
             super().accept()

@@ -128,7 +128,16 @@ ACTIONS = (
         "Race…",
         (),
         "Train clones of this run's checkpoint side by side, each with other settings (e.g. learning rates "
-        "0.3x, 1x, 3x); the worse half stops at each rung and the best goes on as the run",
+        "0.3x, 1x, 3x); the worse half stops at each rung and the best goes on as the run (a run going on in "
+        "the window is stopped first: its checkpoint is where the race starts)",
+    ),
+    ActionSpec(
+        "action_resume_race",
+        "action_resume_race",
+        "Resume race",
+        (),
+        "Go on with this run's race that stopped before its end (Stop, the window closed, its process killed), "
+        "from the rung it reached, as traindesk race RUN --resume does",
     ),
     ActionSpec(
         "action_show_runs",
@@ -169,6 +178,7 @@ MENUS: tuple[tuple[str, tuple[str | None, ...]], ...] = (  # None: a separator; 
             "action_continue_run",
             "action_fork",
             "action_race",
+            "action_resume_race",
             "action_find_fastest",
             "action_lr_find",
         ),

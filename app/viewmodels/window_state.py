@@ -46,6 +46,7 @@ ACTIONS = (
     "action_find_fastest",
     "action_fork",
     "action_race",
+    "action_resume_race",
     "action_compare",
     "menu_recent_runs",
 )
@@ -73,7 +74,9 @@ class WindowState:
     export_target: bool = False  # there is a trained model on screen to export
     export_available: bool = True  # the export feature is installed
     race: str = ""  # a race of the window's: running | paused | stopping ("" when none)
-    race_source: bool = False  # there is a run to race (a past one with a checkpoint, of one model)
+    race_source: bool = False  # there is a run to race (a past one with a checkpoint, of one model, or race_live)
+    race_live: bool = False  # ... and it is the window's own run, paused or running: Race… stops it first
+    race_resumable: bool = False  # the run Race… would race has a race that stopped before its end
 
     @property
     def busy(self) -> bool:
@@ -101,7 +104,11 @@ def derive(s: WindowState) -> Enablement:
         "action_stop": s.run_state in ("starting", "running", "paused") or s.race in ("running", "paused"),
         "action_continue_run": not busy and not s.closing and s.continuable,
         "action_fork": not s.closing and not s.advising and not s.preparing and not s.race and s.fork_source,
-        "action_race": not busy and not s.closing and s.race_source,
+        # the window's own run, paused or running, races too: Race… stops it first (nothing else may be going on)
+        "action_race": not s.closing
+        and s.race_source
+        and (not busy or (s.race_live and not (s.advising or s.preparing or s.downloading or s.race))),
+        "action_resume_race": not busy and not s.closing and s.race_resumable,
         "action_compare": s.selected_runs >= 2,
         "action_export": s.export_available and s.export_target and not s.run_active and not s.race,
         "action_open_config": not busy,

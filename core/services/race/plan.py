@@ -169,6 +169,28 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
             f"a sweep races from its best worker ({from_worker}, lr {_show(cfg.optim.lr)}) as single runs; "
             "its winner goes on as a fork"
         )
+    variants, chosen = plan_variants(cfg, vary, rungs, keep)
+    start_epoch = min(int(p["epoch"]) for p in ckpt["progress"]) - 1
+    return RacePlan(
+        run=run_dir.path,
+        config=cfg,
+        start_epoch=start_epoch,
+        start_step=int(ckpt.get("steps", 0)),
+        variants=variants,
+        rungs=chosen,
+        keep=keep,
+        metric=run_metric(run_dir.read_summary(), cfg),
+        workers=cfg.parallel.workers,
+        from_worker=from_worker,
+        notes=notes,
+    )
+
+
+def plan_variants(
+    cfg: Config, vary: list[str], rungs: list[int] | None = None, keep: int = 1
+) -> tuple[list[Variant], list[int]]:
+    """The variants of ``cfg`` that ``vary`` asks for and the rungs: every check of a race's input that needs the
+    run's settings alone (a live run's, before its stop writes the checkpoint); ConfigError (one line)."""
     if not vary:
         raise ConfigError("race: give at least one --vary KEY=V1,V2,...")
     axes = [parse_vary(spec, cfg) for spec in vary]
@@ -188,20 +210,7 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
         raise ConfigError(
             f"race: --rungs must be distinct epoch counts of 1 or more, got {','.join(map(str, rungs or []))}"
         )
-    start_epoch = min(int(p["epoch"]) for p in ckpt["progress"]) - 1
-    return RacePlan(
-        run=run_dir.path,
-        config=cfg,
-        start_epoch=start_epoch,
-        start_step=int(ckpt.get("steps", 0)),
-        variants=variants,
-        rungs=chosen,
-        keep=keep,
-        metric=run_metric(run_dir.read_summary(), cfg),
-        workers=cfg.parallel.workers,
-        from_worker=from_worker,
-        notes=notes,
-    )
+    return variants, chosen
 
 
 def sweep_worker_config(cfg: Config, ckpt: dict[str, Any], worker: int) -> Config:

@@ -202,7 +202,10 @@ class Race:
             if self.stopped:
                 rec.state = "stopped"
                 rec.save(self.folder)
-                self.say(f"race stopped at rung {rec.rung + 1}; traindesk race {rec.run} --resume goes on")
+                self.say(
+                    f"race stopped at rung {rec.rung + 1}; Resume race in the window or "
+                    f"traindesk race {rec.run} --resume goes on"
+                )
                 return rec
             self._halve(rec.rung)
             rec.rung += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from app.viewmodels.race_progress import (
     RaceCurves,
     done_fraction,
+    groups,
     leader,
     out_reasons,
     planned_epochs,
@@ -27,16 +28,16 @@ def record(*entries: Entry, rung: int = 0, state: str = "running", winner: int |
     return RaceRecord("run", 2, 46, "val_accuracy", [1, 2], 1, list(entries), state=state, rung=rung, winner=winner)
 
 
-def test_each_variant_branches_from_the_parents_last_points_on_its_own_curve() -> None:
+def test_each_variant_branches_from_the_parents_last_points_on_its_own_curves() -> None:
     parent = [
         step(0, 10, 1.0, samples=640),
-        step(1, 10, 1.0),  # a second worker of the parent: not drawn
+        step(1, 10, 1.0),  # a second worker of the parent: its own curve of the parent's
         evaluation(0, 2, 2.0, 0.9),
         {"kind": "log", "t": 2.0, "worker": None, "level": "info", "message": "run folder"},
         step(0, 20, 3.0, samples=1280),
     ]
     curves = RaceCurves(parent)
-    assert [r["step"] for r in curves.parent if r["kind"] == "step"] == [10, 20]
+    assert [(r["worker"], r["step"]) for r in curves.parent if r["kind"] == "step"] == [(0, 10), (1000, 10), (0, 20)]
     assert curves.branch_step == 20
     batch = curves.variant(
         1,
@@ -50,19 +51,34 @@ def test_each_variant_branches_from_the_parents_last_points_on_its_own_curve() -
     )
     assert [(r["kind"], r["worker"]) for r in batch] == [
         ("state", 2),
-        ("step", 2),  # the parent's last step, at the variant's first time: the branch point
-        ("eval", 2),  # and its last evaluation
+        ("step", 2),  # worker 0's last step in the parent, at the variant's first time: the branch point
         ("step", 2),
+        ("step", 1002),  # worker 1's curve of the variant branches from worker 1's in the parent
+        ("step", 1002),
+        ("eval", 2),  # the parent's last evaluation, then the variant's
         ("eval", 2),
     ]
     assert batch[1]["step"] == 20 and batch[1]["t"] == 11.0 and "samples" not in batch[1]
+    assert batch[3]["step"] == 10
     assert curves.variant(1, [step(0, 28, 13.0)])[0]["step"] == 28  # branched once
     assert curves.epochs == {2: 3}
     data = RunData()
+    data.groups = groups(2, 2)
     data.add(curves.parent)
     data.add([RaceCurves.start_record(9.0), *batch])
     assert data.loss[2].column(0).tolist() == [20.0, 24.0] and data.val[2].column(0).tolist() == [2.0, 3.0]
+    assert data.loss[1002].column(0).tolist() == [10.0, 24.0]
     assert [m.kind for m in data.markers] == ["resume"]
+    # a variant's other workers share its colour, pen and legend row
+    assert groups(2, 2) == {1000: 0, 1001: 1, 1002: 2} and groups(3, 1) == {}
+    data.labels = {0: "parent", 2: "lr 0.1"}
+    assert data.label(1002) == "lr 0.1" and data.group(1002) == 2 and data.group(2) == 2
+
+
+def test_a_sweeps_race_draws_the_parents_raced_worker_alone() -> None:
+    parent = [step(0, 10, 1.0, loss=2.0), step(1, 10, 1.0, loss=1.0), evaluation(1, 1, 2.0, 0.9)]
+    curves = RaceCurves(parent, from_worker=1)
+    assert [(r["kind"], r["worker"], r.get("loss")) for r in curves.parent] == [("step", 0, 1.0), ("eval", 0, None)]
 
 
 def test_the_leader_is_the_best_at_the_furthest_rung_and_losers_say_why() -> None:
@@ -108,3 +124,17 @@ def test_a_race_is_steered_as_a_run_and_nothing_else_starts_meanwhile() -> None:
     assert paused.status == "Race paused" and paused.panel_mode == "locked"
     stopping = derive(WindowState(race="stopping"))
     assert not any(stopping.enabled[n] for n in ("action_pause", "action_resume", "action_stop"))
+
+
+def test_race_is_on_for_the_windows_own_live_run_and_resume_race_for_a_race_that_stopped() -> None:
+    live = {"run_active": True, "race_source": True, "race_live": True}
+    for state in ("paused", "running"):  # Race… stops it first
+        assert derive(WindowState(run_state=state, **live)).enabled["action_race"], state
+    assert not derive(WindowState(run_state="paused", run_active=True, attached=True)).enabled["action_race"]
+    assert not derive(WindowState(run_state="paused", preparing=True, **live)).enabled["action_race"]
+    assert not derive(WindowState(run_state="paused", run_active=True, race_source=True)).enabled["action_race"]
+    idle = derive(WindowState(race_source=True, race_resumable=True))
+    assert idle.enabled["action_resume_race"] and idle.enabled["action_race"]
+    assert not derive(WindowState(race_resumable=True)).enabled["action_race"]
+    for busy in ({"race": "running"}, {"run_active": True, "run_state": "paused"}, {"closing": True}):
+        assert not derive(WindowState(race_resumable=True, **busy)).enabled["action_resume_race"], busy
