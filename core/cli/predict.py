@@ -29,8 +29,8 @@ def configure_cli(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=None,
-        help="processes to split the input across, one compute thread each (default: this "
-        "process, and one per CPU core once the rows left repay starting them)",
+        help="processes to split the input across, one compute thread each: this one and N-1 more "
+        "(default: one per CPU core for a large input, this process alone for a small one)",
     )
     p.add_argument(
         "--checkpoint",
@@ -67,10 +67,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser() if args.out else None
     if out is not None and not out.parent.is_dir():
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
-    from core.services.machine import keep_freed_memory
+    from core.services.machine import keep_freed_memory, skip_pandas
     from core.services.runs.files import RunDir
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
+    if args.on == "local":  # Ray Data works in pandas; a local prediction never does
+        skip_pandas()
     if args.on == "ray":
         from core.services.ray_cluster import require_ray
 

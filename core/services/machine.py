@@ -3,7 +3,7 @@ bars on a terminal."""
 
 from __future__ import annotations
 
-from core.host.machine import keep_freed_memory, usable_cores
+from core.host.machine import keep_freed_memory, skip_pandas, usable_cores
 from core.host.progress import note, progress
 
-__all__ = ["keep_freed_memory", "note", "progress", "usable_cores"]
+__all__ = ["keep_freed_memory", "note", "progress", "skip_pandas", "usable_cores"]
