@@ -23,15 +23,17 @@ The package's parts:
 - ``run``: ``predict`` itself.
 
 With ``workers`` N the rows are cut into fixed batches (the same batches
-whatever N is) and whole batches go to a pool of N processes, each with one
-compute thread and the model loaded once (N = 1: this process, one thread);
-a CSV with one line per record goes in pieces of whole batches that the
-processes parse themselves (a table's: read with the types of its first piece
-and encoded there too), and an uncompressed NPZ's rows are read by the
-processes from the file. The output is identical for every N, byte for
-byte. Without ``workers`` this process predicts as with 1 and starts one
-process per CPU core for the rest only when the rate it measured says they
-repay their start-up. Nothing here imports torch at module level (an ONNX
+whatever N is) and whole batches go to N processes, this one and a pool of
+N - 1, each with one compute thread and the model loaded once (N = 1: this
+process, one thread); a CSV with one line per record goes in pieces of whole
+batches that the processes parse themselves (a table's: read with the types
+of its first piece and encoded there too), and an uncompressed NPZ's rows are
+read by the processes from the file. The output is identical for every N,
+byte for byte. The pool is forked from a process with no other thread (a
+command's), up in milliseconds, and started from the forkserver otherwise.
+Without ``workers`` a command forks one process per core at once for a large
+input; elsewhere this process predicts as with 1 and starts the others only
+when the rate it measured says they repay their start-up. Nothing here imports torch at module level (an ONNX
 model never does).
 """
 

@@ -1,9 +1,10 @@
 """How many processes predict an input: the limits, the input's size judged without reading it, and
 the automatic choice (``AutoPool``) with the pool start-up it measured, kept in the user's cache.
 
-Without ``--workers`` this process predicts and measures its rate; when the rows left would take
-long enough that a pool of one process per core saves ``AUTO_REPAY`` times its start-up (as last
-measured on this machine) and the other cores are not busy, a pool starts on a thread and takes
+Without ``--workers`` a command whose pool forks (``pool.fork_allowed``) starts one process per core at
+once for a large input. Elsewhere this process predicts and measures its rate; when the rows left would
+take long enough that a pool of the other cores saves ``AUTO_REPAY`` times its start-up (as last
+measured on this machine) and the other cores are not busy, the pool starts on a thread and shares
 the rest once every process has loaded the model. So a pool is never waited for, and a small
 input never starts one.
 """
@@ -12,13 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.services.formats import runtime
-from core.services.predict import pool as pools
 
 if TYPE_CHECKING:
     from core.services.predict.runner import Runner
@@ -66,6 +64,12 @@ def busy_cores() -> float:
         return 0.0
 
 
+def cores_busy(processes: int) -> bool:
+    """Whether other work holds the cores a pool of ``processes`` would use: it would share them (2 workers
+    on a loaded 2-core machine ran 0.69-1.10x one)."""
+    return busy_cores() > processes - 0.5
+
+
 def _start_file() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "traindesk" / "predict-pool.json"
@@ -103,9 +107,9 @@ class AutoPool:
     """The automatic worker count: this process predicts and measures its rate; when the rows left would
     take long enough that ``processes`` processes save ``AUTO_REPAY`` times the pool's start-up (as last
     measured on this machine, kept in the user's cache) and the other cores are not busy with other work
-    (the load average), a pool starts, on a thread: starting a process
-    waits until the forkserver has imported its preloads (seconds, with torch). This process goes on
-    predicting meanwhile, and hands the pool the rest once every process has loaded the model."""
+    (the load average), a pool of the other ``processes - 1`` starts (``pool.PoolStart``). This process
+    goes on predicting meanwhile, and shares the rest with the pool once every process has loaded the
+    model."""
 
     def __init__(self, total_rows: int, processes: int) -> None:
         self.total_rows = total_rows
@@ -113,55 +117,18 @@ class AutoPool:
         self.rows = 0
         self.seconds = 0.0
         self.decided = False
-        self._thread: threading.Thread | None = None
-        self._pool: Any = None  # the context manager of the pool, once the thread made it
-        self._executor: Any = None
-        self._ready: list[Any] = []
-        self._started = 0.0
 
-    def hand_over(self, runner: Runner, rows: int, seconds: float) -> bool:
-        """Account a piece this process predicted; True once the pool (``runner.pool``) is ready for the rest."""
+    def measured(self, runner: Runner, rows: int, seconds: float) -> None:
+        """Account a piece this process predicted; once enough is measured, start the pool if it repays."""
         self.rows += rows
         self.seconds += seconds
-        if not self.decided:
-            if self.seconds >= AUTO_MEASURE_S:
-                self._decide(runner)
-            return False
-        if self._thread is None or self._thread.is_alive() or self._executor is None:
-            return False  # not asked for, still starting, or it could not start (this process goes on)
-        if not all(f.done() for f in self._ready):
-            return False
-        remember_pool_start(runtime(runner.model_path), time.perf_counter() - self._started)
-        runner.pool = self._executor
-        return True
+        if not self.decided and self.seconds >= AUTO_MEASURE_S:
+            self.decided = True
+            if self._repays(runner):
+                runner.start_pool(self.processes - 1)
 
-    def _decide(self, runner: Runner) -> None:
-        self.decided = True
-        if busy_cores() > self.processes - 0.5:  # other work holds the other cores: a pool would share them
-            return  # (2 workers on a loaded 2-core machine ran 0.69-1.10x)
+    def _repays(self, runner: Runner) -> bool:
+        if self.processes < 2 or cores_busy(self.processes):
+            return False
         left_s = max(0, self.total_rows - self.rows) * self.seconds / max(self.rows, 1)
-        if left_s * (1 - 1 / self.processes) < AUTO_REPAY * pool_start_s(runtime(runner.model_path)):
-            return
-        self._started = time.perf_counter()
-        self._thread = threading.Thread(
-            target=self._start, args=(runner.model_path,), name="traindesk-pool-start", daemon=True
-        )
-        self._thread.start()
-
-    def _start(self, model_path: Path) -> None:
-        try:
-            pool = pools.open_pool(model_path, self.processes)
-            executor = pool.__enter__()
-            self._pool = pool
-            self._ready = [executor.submit(pools.ready) for _ in range(self.processes)]  # done once all are up
-            self._executor = executor
-        except Exception:
-            return
-
-    def close(self) -> None:
-        """Wait for a pool still starting, and end it (its processes are idle by now)."""
-        if self._thread is not None:
-            self._thread.join()
-        if self._pool is not None:
-            self._pool.__exit__(None, None, None)
-            self._pool = self._executor = None
+        return left_s * (1 - 1 / self.processes) >= AUTO_REPAY * pool_start_s(runtime(runner.model_path))

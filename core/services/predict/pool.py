@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -56,10 +58,11 @@ class PoolProcess:
     def start(self, model_path: str, parent_pid: int) -> None:
         """Pool process start: one compute thread, the model loaded once for every batch it gets."""
         from core.host.lifeline import die_with_parent
-        from core.host.machine import keep_freed_memory
+        from core.host.machine import keep_freed_memory, skip_pandas
 
         die_with_parent(parent_pid)
         keep_freed_memory()
+        skip_pandas()
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent ends us cleanly
         try:
             self.predictor = load_predictor(Path(model_path), threads=1)
@@ -119,25 +122,55 @@ def table_piece_task(piece: Any, typed: Any, batch_rows: int) -> Any:
     return _process.call(piece.first, piece.first + piece.count, predict_table_piece, piece, typed, batch_rows)
 
 
+def fork_allowed() -> bool:
+    """Whether a pool may start by forking this process (milliseconds, with the imports shared) rather than
+    from the forkserver (a fresh interpreter importing them again: 0.3 s with onnxruntime, seconds with
+    torch). On Linux, unless TRAINDESK_START_METHOD names another method, and only while this process runs
+    no Python thread but this one (a command's process, not the window's): a thread holding a lock at the
+    fork would leave it held in the child. The native threads the libraries start on import (OpenBLAS,
+    Arrow's allocator, onnxruntime) are idle then and handle a fork themselves."""
+    import multiprocessing
+    import sys
+
+    forced = os.environ.get("TRAINDESK_START_METHOD")
+    return (
+        sys.platform.startswith("linux")
+        and forced in (None, "", "fork", "forkserver")
+        and threading.current_thread() is threading.main_thread()
+        and threading.active_count() == 1
+        and "fork" in multiprocessing.get_all_start_methods()
+    )
+
+
 @contextlib.contextmanager
-def open_pool(model_path: Path, workers: int) -> Iterator[Any]:
-    """A pool of ``workers`` processes, each started at once and loading the model while the caller reads."""
+def open_pool(model_path: Path, workers: int, fork: bool = False) -> Iterator[Any]:
+    """A pool of ``workers`` processes, each started at once and loading the model while the caller reads;
+    ``fork`` (only where ``fork_allowed``): forked from this process, which imports what they need first."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from core.launchers import local as launcher
+    if fork:
+        import importlib
+        import multiprocessing
+        import sys
 
-    # the forkserver boots with what this model needs alone (inference needs neither torch._dynamo nor, for
-    # ONNX, torch), unless a training run of this process started it already; no tensors pass: no torch here
-    launcher.warm_up(preload=predict_preload(model_path), tensors=False)
+        for name in predict_preload(model_path):  # imported once, here, for this process and the pool
+            importlib.import_module(name)
+        for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
+            stream.flush()
+        ctx: Any = multiprocessing.get_context("fork")
+    else:
+        from core.launchers import local as launcher
+
+        # the forkserver boots with what this model needs alone (inference needs neither torch._dynamo nor,
+        # for ONNX, torch), unless a training run of this process started it already; no tensors pass
+        launcher.warm_up(preload=predict_preload(model_path), tensors=False)
+        ctx = launcher.get_context(tensors=False)
     pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=launcher.get_context(tensors=False),
-        initializer=_init_worker,
-        initargs=(str(model_path), os.getpid()),
+        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(str(model_path), os.getpid())
     )
     try:
         for _ in range(workers):  # a process starts per task submitted while none is idle: all of them now
-            pool.submit(ready)
+            pool.submit(ready)  # (forked: all at the first, before the pool's own thread starts)
         yield pool
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)  # a failed batch makes the rest pointless
@@ -145,46 +178,52 @@ def open_pool(model_path: Path, workers: int) -> Iterator[Any]:
     pool.shutdown(wait=True)
 
 
-def gather_window(
-    pool: Any,
-    calls: Iterator[tuple[Callable[..., Any], tuple[Any, ...]]],
-    bar: Any,
-    window: int,
-    void: Callable[[], bool] = lambda: False,
-    submitted: Callable[[], None] = lambda: None,
-) -> Iterator[Any]:
-    """The results of ``calls`` run in ``pool``, yielded in their order, at most ``window`` of them in flight
-    (the next one is taken only as one is yielded), ``bar`` advanced by each result's rows. A None result
-    is yielded last, the rest cancelled; so is None when ``void()`` says so once ``calls`` is used up."""
-    from collections import deque
-    from concurrent.futures.process import BrokenProcessPool
+class PoolStart:
+    """A pool of ``size`` processes started on a thread, since starting one waits until the forkserver has
+    imported its preloads (a third of a second with onnxruntime, seconds with torch): the caller predicts
+    meanwhile and takes the pool (``ready``) once every process has loaded the model."""
 
-    pending: deque[Any] = deque()
-    calls = iter(calls)
-    more = True
-    try:
-        while True:
-            while more and len(pending) < max(1, window):
-                call = next(calls, None)
-                if call is not None:
-                    pending.append(pool.submit(call[0], *call[1]))
-                    submitted()
-                    continue
-                more = False
-                if void():
-                    yield None
-                    return
-            if not pending:
-                return
-            try:
-                result = pending.popleft().result()
-            except BrokenProcessPool:
-                raise RuntimeError("predict: a worker process died (killed, or out of memory?)") from None
-            if result is None:
-                yield None
-                return
-            bar.update(len(result[0]))
-            yield result
-    finally:
-        for future in pending:
-            future.cancel()
+    def __init__(self, model_path: Path, size: int) -> None:
+        self.size = size
+        self.seconds = 0.0  # from the start until every process had loaded the model
+        self._began = time.perf_counter()
+        self._pool: Any = None  # the context manager of the pool, once the thread made it
+        self._executor: Any = None
+        self._loaded: list[Any] = []
+        self._thread = threading.Thread(target=self._start, args=(model_path,), name="traindesk-pool-start")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _start(self, model_path: Path) -> None:
+        try:
+            pool = open_pool(model_path, self.size)
+            executor = pool.__enter__()
+            self._pool = pool
+            self._loaded = [executor.submit(ready) for _ in range(self.size)]  # done once each is up
+            self._executor = executor
+        except Exception:  # the caller goes on alone
+            return
+
+    def ready(self) -> Any:
+        """The pool's executor once every process has loaded the model; None before, or when it could not
+        start (the caller goes on alone)."""
+        if self._thread.is_alive() or self._executor is None or not all(f.done() for f in self._loaded):
+            return None
+        if not self.seconds:
+            self.seconds = time.perf_counter() - self._began
+        return self._executor
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Wait until ``ready`` (or the start failed): its answer."""
+        self._thread.join(timeout)
+        for f in self._loaded:
+            with contextlib.suppress(Exception):
+                f.result(timeout)
+        return self.ready()
+
+    def close(self) -> None:
+        """Wait for a pool still starting, and end it (its processes are idle by now)."""
+        self._thread.join()
+        if self._pool is not None:
+            self._pool.__exit__(None, None, None)
+            self._pool = self._executor = None

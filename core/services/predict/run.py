@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from core.errors import UserError
 from core.readers.inputs import CSV, NPZ, find_input_kind
-from core.services.formats import load_predictor, needs_torch, read_model_meta, resolve_model_path
+from core.services.formats import load_predictor, needs_torch, resolve_model_path
 from core.services.formats.predictor import output_names
 from core.services.predict import planning
 from core.services.predict import pool as pools
@@ -52,12 +52,12 @@ def predict(
     A CSV's columns are the model's features by name; ``by_position`` takes them in order instead (a
     CSV of the same columns under other names: :class:`ColumnNamesDiffer` says so).
 
-    ``workers`` N runs N processes with one compute thread each (N = 1: this
-    process, on one thread), which also format their rows and, for a CSV with
-    one line per record, parse them (and encode a table's; this process only
-    indexes where rows start); results are put back in input order, so the output is the same
-    for any N. None: this process on one thread, as N = 1, until the rows
-    left repay a pool of one process per CPU core (``AutoPool``).
+    ``workers`` N runs N processes with one compute thread each: this one and a pool of N - 1
+    (``Runner.start_pool``: forked in a process with no other thread, from the forkserver otherwise),
+    each of which also formats its rows and, for a CSV with one line per record, parses them (and
+    encodes a table's); results are put back in input order, so the output is the same for any N.
+    None: one process per core at once for a large input where the pool forks, else this process
+    alone until the rows left repay a pool (``AutoPool``).
 
     ``out`` (a text file) gets the CSV as the rows are predicted, and the result keeps only their count
     (``written``): a table or a CSV is then read, predicted and written a block at a time, and what this
@@ -77,20 +77,17 @@ def predict(
         guess = planning.estimated_rows(input_path, processes * batch_rows)  # taken twice over, rows vary)
         processes = processes if guess is None else max(1, min(processes, math.ceil(2 * guess / batch_rows)))
     with contextlib.ExitStack() as stack:
-        if processes > 1 and not automatic:
-            runner = Runner(model_path, processes, stack)
-            runner.start_pool()  # they start loading the model now, while this process reads the input
-            meta = read_model_meta(model_path)
-        else:
-            if needs_torch(model_path):
-                stack.enter_context(_compute_threads(1))
-            predictor = load_predictor(model_path, threads=1)
-            meta = predictor.meta
-            rows_guess = planning.estimated_rows(input_path, 1 << 40) if processes > 1 else None
-            auto = AutoPool(rows_guess, processes) if rows_guess else None
-            if auto is not None:
-                stack.callback(auto.close)
-            runner = Runner(model_path, processes, stack, predictor, auto=auto)
+        runner = Runner(model_path, processes, stack)
+        if processes > 1 and (not automatic or (pools.fork_allowed() and not planning.cores_busy(processes))):
+            runner.start_pool(processes - 1)  # the others start now, while this process loads the model and
+            # predicts the first pieces (without --workers only where they are forked: milliseconds)
+        elif processes > 1:  # the forkserver's: only once the work measured here repays their start
+            rows_guess = planning.estimated_rows(input_path, 1 << 40)
+            runner.auto = AutoPool(rows_guess, processes) if rows_guess else None
+        if needs_torch(model_path):
+            stack.enter_context(_compute_threads(1))
+        runner.set_predictor(load_predictor(model_path, threads=1))
+        meta = runner.predictor().meta
         classes = output_names(meta)
         sink: Collected | CsvStream = Collected() if out is None else CsvStream(out, classes)
         notes = _predict_into(sink, runner, input_path, meta, batch_rows, by_position)
@@ -283,7 +280,7 @@ def _predict_table_pieces(
         for result in runner.run(
             _cut(split, estimate, runner.processes, batch_rows, planning.TABLE_PIECE_BATCHES),
             bar,
-            here=lambda piece: predict_table_piece(runner.predictor(), piece, typed, batch_rows, threads=True),
+            here=lambda piece: predict_table_piece(runner.predictor(), piece, typed, batch_rows, runner.here_threads()),
             task=lambda piece: (pools.table_piece_task, (piece, typed, batch_rows)),
             void=lambda: split.whole,
         ):

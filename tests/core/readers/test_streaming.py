@@ -317,20 +317,19 @@ def test_a_bad_value_late_in_the_file_leaves_no_output_file(
 
 
 def _parent_reads_no_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process may cut the file, not read its rows: the pool's processes read and encode them."""
+    """No process reads the table by blocks: each reads and encodes the pieces it predicts."""
 
     def refused(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("this process read the table's rows")
+        raise AssertionError("the table was read by blocks")
 
     monkeypatch.setattr(tables, "table_blocks", refused)
-    monkeypatch.setattr(tables, "_column", refused)
 
 
 def test_the_pools_processes_read_and_encode_their_own_rows(
     table_model: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same bytes, notes and scores as one process, to a file or a pipe, with ids or row numbers and
-    with true labels (a test set), while this process reads none of the rows."""
+    with true labels (a test set), every process reading and encoding its own pieces."""
     import core.services.predict.run as runs
 
     run, features = table_model
@@ -401,20 +400,21 @@ def test_the_default_pools_a_large_table_and_not_a_small_one(
     monkeypatch.setattr(core.services.predict.runner, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     started: list[int] = []
     pool = core.services.predict.pool.open_pool
-    monkeypatch.setattr(core.services.predict.pool, "open_pool", lambda model, n: started.append(n) or pool(model, n))
-    hand_over = planning.AutoPool.hand_over
+    monkeypatch.setattr(
+        core.services.predict.pool, "open_pool", lambda model, n, fork=False: started.append(n) or pool(model, n)
+    )
+    monkeypatch.setattr(core.services.predict.pool, "fork_allowed", lambda: False)  # a pool from the forkserver
+    take = core.services.predict.runner.Runner._take_pool
 
-    def once_ready(self: Any, runner: Any, rows: int, seconds: float) -> bool:
-        """A pool that was started takes over at the next piece: this process waits until it is up."""
-        if self._thread is not None:
-            self._thread.join()
-            for ready in self._ready:
-                ready.result(timeout=120)
-        return hand_over(self, runner, rows, seconds)
+    def once_up(self: Any) -> bool:
+        """A pool that was started takes its share at the next piece: this process waits until it is up."""
+        if self.starting is not None:
+            self.starting.wait(120)
+        return take(self)
 
-    monkeypatch.setattr(planning.AutoPool, "hand_over", once_ready)
+    monkeypatch.setattr(core.services.predict.runner.Runner, "_take_pool", once_up)
     auto = predict(run, features, batch_rows=16)  # 3000 rows, 5 columns: 15 s of reading on that clock
-    assert started == [2] and auto.workers == 2 and auto.csv_text() == one.csv_text()
+    assert started == [1] and auto.workers == 2 and auto.csv_text() == one.csv_text()
     core.services.predict.remember_pool_start(kind, 0.5)  # not the start-up that pool measured
     lines = features.read_text().splitlines(keepends=True)
     for rows in (200, 300):  # fewer than AUTO_POOL_BATCHES batches; 1.2 s of reading left after the first piece
