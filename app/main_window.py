@@ -239,6 +239,7 @@ class MainWindow(QMainWindow):
         self.runs_view.open_requested.connect(self.open_run)
         self.runs_view.error.connect(self.show_error)
         self.runs_view.selection_changed.connect(self.update_actions)
+        self.runs_view.scanned.connect(self.update_actions)  # a race another process ran may have ended meanwhile
         self.runs_view.edited.connect(self.past_runs.on_edited)
         self.runs_view.deleted.connect(self.past_runs.on_deleted)
         self.compare_view = CompareView()
@@ -408,6 +409,7 @@ class MainWindow(QMainWindow):
         for action, reason in zip((self.action_continue_run, self.action_fork), self.continue_fork.read_only_reasons()):
             explain(action, reason)  # an imported run: why it cannot go on
         explain(self.action_race, self.race.why_not())
+        explain(self.action_resume_race, self.race.resume_why_not())
         self.run_status.set_state(derived.status)
         if derived.panel_mode != self.panel.mode:
             self.panel.set_mode(derived.panel_mode)

@@ -33,8 +33,9 @@ from app.viewmodels.race_progress import (
     status_line,
 )
 from core.config import ConfigError, load_config
+from core.services.race.lock import RaceRunning, RunningRace, running_race
 from core.services.race.plan import RACEABLE, RacePlan, plan_race
-from core.services.race.race import Entry, Race, RaceRecord, latest_unfinished, plan_of
+from core.services.race.race import Entry, Race, RaceRecord, plan_of, resumable
 from core.services.runs.files import LOG
 from core.services.runs.past import PastRun, RunDir, display_name, read_config, read_past_run
 
@@ -104,7 +105,7 @@ class RaceFlow(QObject):
             strategy = session.config.parallel.strategy if session is not None else None
             return live if strategy in RACEABLE else None
         run = self._candidate()
-        if run is None:
+        if run is None or self.elsewhere() is not None:
             return None
         strategy = (run.read_summary() or {}).get("strategy")
         return run.path if strategy is None or strategy in RACEABLE else None
@@ -113,24 +114,42 @@ class RaceFlow(QObject):
         """Race… races the window's own run, which it stops first."""
         return self._live() is not None and self.source() is not None
 
+    def elsewhere(self) -> RunningRace | None:
+        """A race of the run Race… would race that another process runs now (``traindesk race``, another
+        window): neither Race… nor Resume race starts a second one on it."""
+        if self.active or self.window.controller.active:
+            return None
+        run = self._candidate()
+        return running_race(run.path) if run is not None else None
+
     def unfinished(self) -> Path | None:
         """The folder of the newest race of the run Race… would race that stopped before its end (Stop, the
-        window closed, its process killed): Resume race goes on with it."""
+        window closed, its process killed) and that no process races now: Resume race goes on with it."""
         if self.active or self.window.controller.active:
             return None
         run = self._candidate()
         if run is None:
             return None
         try:
-            return latest_unfinished(run.path)
+            return resumable(run.path)
+        except RaceRunning:  # another process races the run: Resume race says so (resume_why_not)
+            return None
         except (OSError, ValueError, TypeError, KeyError):  # a race.json of another version, or half written
             return None
+
+    def resume_why_not(self) -> str:
+        """Why Resume race is off, where a reason helps: the run's race runs in another process."""
+        running = self.elsewhere()
+        return running.line() if running is not None else ""
 
     def why_not(self) -> str:
         """Why Race… is off, where a reason helps ("" otherwise)."""
         c = self.window.controller
         if c.active and c.attached:
             return "Race…: the run is another process's; stop it there, then race from the checkpoint its stop writes"
+        running = self.elsewhere()
+        if running is not None:
+            return running.line()
         session = c.session if c.active else None
         run = self._candidate()
         strategy = (run.read_summary() or {}).get("strategy") if run is not None else None
@@ -251,6 +270,11 @@ class RaceFlow(QObject):
             as_fork = race.record.as_fork
         else:
             race = Race(plan, say=self._said.append, on_variant=self._listen)
+        try:
+            race.claim()  # the run's race lock: a race of the run another process started meanwhile is one line
+        except RaceRunning as exc:
+            w.show_error(str(exc))
+            return
         self.race, self.curves, self._stopping, self._shown = (
             race,
             RaceCurves(past.records, plan.from_worker),

@@ -45,7 +45,7 @@ def _rungs(text: str | None) -> list[int] | None:
 def cmd_race(args: argparse.Namespace) -> int:
     from core.cli.train import Interrupts
     from core.services.race.plan import plan_race
-    from core.services.race.race import Race, latest_unfinished, plan_of
+    from core.services.race.race import Race, plan_of, resumable
 
     def say(line: str) -> None:
         sys.stderr.write(line + "\n")
@@ -54,7 +54,7 @@ def cmd_race(args: argparse.Namespace) -> int:
         if args.resume:
             if args.vary or args.rungs:
                 raise ArgumentError("traindesk race: --resume goes on with the race as it was; drop --vary and --rungs")
-            folder = latest_unfinished(Path(args.run))
+            folder = resumable(Path(args.run))  # RaceRunning (exit 2) while a race of the run runs
             if folder is None:
                 raise ArgumentError(f"traindesk race: {args.run} has no race to resume")
             race = Race.resumed(plan_of(folder), folder, say, keep_losers=args.keep_losers)
@@ -64,12 +64,16 @@ def cmd_race(args: argparse.Namespace) -> int:
                 plan_race(args.run, args.vary, _rungs(args.rungs), args.keep), say, keep_losers=args.keep_losers
             )
             as_fork = args.as_fork
+        # the run's race lock, before a word is said: a race of the run that runs now (another process's) is one
+        # line, exit 2, and nothing starts; from here a Ctrl+C stops the race, which lets the lock go
+        race.claim()
+        interrupts.immediate = False
+        if not args.resume:
             labels = ", ".join(v.label for v in race.plan.variants)
             say(
                 f"race of {len(race.plan.variants)} variants from epoch {race.plan.start_epoch} "
                 f"(ranked by {race.plan.metric}, {race.slots} at a time): {labels}"
             )
-        interrupts.immediate = False
         outcome: dict[str, Any] = {}
 
         def run() -> None:

@@ -26,6 +26,7 @@ from core.host.machine import usable_cores
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.records import log_record
 from core.runfiles.writing import atomic_write_json, read_summary, write_summary
+from core.services.race.lock import RaceLock, RaceRunning, running_race
 from core.services.race.plan import RacePlan, Variant, sweep_worker_config, worker_checkpoint
 from core.session import Session
 from core.session.start_point import fork_point
@@ -121,6 +122,7 @@ class Race:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._sessions: dict[int, Session] = {}
+        self._claim: RaceLock | None = None  # the run's race lock, from claim() until run() returns
         self.folder = Path(plan.run) / "races" / time.strftime("%Y%m%d-%H%M%S")
         self.winner_dir: Path | None = None  # where the winner went on: the run itself, or its fork
         self.record = RaceRecord(
@@ -190,7 +192,23 @@ class Race:
         return self._stop.is_set()
 
     # ---- the race ------------------------------------------------------------------------------------
+    def claim(self) -> None:
+        """Hold the run's race lock (core.services.race.lock) before anything starts; RaceRunning (one line) if a
+        race of the run runs now, in another process or in this one. :meth:`run` claims it if not yet done."""
+        if self._claim is None:
+            self._claim = RaceLock.acquire(self.plan.run, self.folder)
+
     def run(self, as_fork: bool = False) -> RaceRecord:
+        """Race to the end (done) or to a stop (stopped), holding the run's race lock all along."""
+        self.claim()
+        try:
+            return self._run(as_fork)
+        finally:
+            if self._claim is not None:
+                self._claim.release()
+                self._claim = None
+
+    def _run(self, as_fork: bool) -> RaceRecord:
         rec = self.record
         rec.as_fork = as_fork or self.plan.from_worker is not None  # a sweep's winner is a single run: a fork
         for note in self.plan.notes:
@@ -465,11 +483,22 @@ def plan_of(folder: Path) -> RacePlan:
 
 
 def latest_unfinished(run: Path) -> Path | None:
-    """The run's newest race folder whose race did not end (stopped, or its process died)."""
+    """The run's newest race folder whose race did not end (stopped, its process died, or running now: see
+    :func:`resumable`)."""
     for folder in reversed(races_of(run)):
         if RaceRecord.load(folder).state != "done":
             return folder
     return None
+
+
+def resumable(run: Path) -> Path | None:
+    """The run's newest race folder whose race did not end and that no process races now; RaceRunning (one
+    line) while a race of the run runs (this one or another: two races on one run would both install a
+    winner)."""
+    running = running_race(run)
+    if running is not None:
+        raise RaceRunning(running)
+    return latest_unfinished(run)
 
 
 def variant_runs(folder: Path) -> list[RunDir]:

@@ -17,6 +17,7 @@ import torch
 
 from core.config import Config, ConfigError, apply_overrides
 from core.runfiles.layout import RunDir
+from core.services.race.lock import running_race
 from core.services.race.plan import plan_race
 from core.services.race.race import Race, RaceRecord, races_of
 from core.session import Session
@@ -302,9 +303,12 @@ def test_a_sweep_races_from_its_best_worker_and_its_winner_is_a_fork(runs_dir: P
 
 def test_a_race_killed_mid_rung_resumes_from_its_variants_checkpoints(parent: Path) -> None:
     proc = race_in_a_process(parent, "3", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    running = running_race(parent)  # its lock: a --resume now would be refused
     os.killpg(proc.pid, signal.SIGKILL)  # the race and every variant's processes, mid-rung
     proc.wait(30)
     [folder] = races_of(parent)
+    assert running is not None and (running.pid, running.stamp) == (proc.pid, folder.name)
+    assert running_race(parent) is None, "the kernel let the dead race's lock go: it is resumable at once"
     assert RaceRecord.load(folder).state == "running"
     done = run_core("race", str(parent), "--resume", timeout=300, env=core_env())
     assert done.returncode == 0, done.stderr
