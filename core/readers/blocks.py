@@ -38,3 +38,22 @@ def check_stop() -> None:
     should_stop = _should_stop.get()
     if should_stop is not None and should_stop():
         raise ReadStopped("reading stopped")
+
+
+_one_thread: contextvars.ContextVar[bool] = contextvars.ContextVar("one_thread", default=False)
+
+
+@contextlib.contextmanager
+def read_on_one_thread() -> Iterator[None]:
+    """Reads in this context (this thread) parse and convert on the calling thread alone, not on pyarrow's
+    threads or a column per core: a caller promised one thread (``predict --workers 1``)."""
+    token = _one_thread.set(True)
+    try:
+        yield
+    finally:
+        _one_thread.reset(token)
+
+
+def reading_threads() -> bool:
+    """Whether a read in this context may parse and convert on every core."""
+    return not _one_thread.get()

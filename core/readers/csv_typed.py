@@ -63,7 +63,7 @@ def _streamed(path: Path, convert: Any) -> Iterator[Any]:
 
     reader = pacsv.open_csv(
         path,
-        read_options=pacsv.ReadOptions(block_size=blocks.READ_BLOCK_BYTES),
+        read_options=pacsv.ReadOptions(block_size=blocks.READ_BLOCK_BYTES, use_threads=blocks.reading_threads()),
         parse_options=pacsv.ParseOptions(newlines_in_values=True),
         convert_options=convert,
     )
@@ -82,6 +82,7 @@ def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
 
     schema = None
     read_rest = None
+    threads = blocks.reading_threads()
     with path.open("rb", buffering=0) as fh:
         for piece in _pieces(fh.fileno(), os.fstat(fh.fileno()).st_size, PIECES_PER_BLOCK * blocks.READ_BLOCK_BYTES):
             check_stop()
@@ -90,10 +91,15 @@ def _in_pieces(path: Path, convert: Any) -> Iterator[Any]:
             data = pa.py_buffer(piece)
             del piece
             if schema is None:  # the header's piece: names and types inferred
-                first = pacsv.read_csv(data, convert_options=convert)
+                first = pacsv.read_csv(
+                    data, read_options=pacsv.ReadOptions(use_threads=threads), convert_options=convert
+                )
                 schema = _widened(first.schema)
                 yield first.cast(schema)
-                read_rest = (pacsv.ReadOptions(column_names=first.column_names), _typed_options(schema, convert))
+                read_rest = (
+                    pacsv.ReadOptions(column_names=first.column_names, use_threads=threads),
+                    _typed_options(schema, convert),
+                )
                 continue
             assert read_rest is not None
             yield pacsv.read_csv(data, read_options=read_rest[0], convert_options=read_rest[1])

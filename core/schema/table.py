@@ -183,11 +183,12 @@ def _csv_block_columns(
     twice, a number that is not finite, or a later piece that the first one's types do not fit."""
     import pyarrow as pa
 
-    from core.readers.blocks import check_stop
+    from core.readers.blocks import check_stop, reading_threads
     from core.readers.csv_typed import typed_csv_blocks
 
     if not path.is_file():
         raise WholeRead
+    threads = reading_threads()
     any_rows = False
     read = 0  # bytes of columns read since pyarrow's pool last gave back what it freed
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:  # column by column on every core
@@ -196,7 +197,7 @@ def _csv_block_columns(
                 names = [str(n).strip() for n in block.column_names]
                 if len(set(names)) != len(names):
                     raise WholeRead
-                convert = pool.map if block.num_rows >= 20_000 else map
+                convert = pool.map if threads and block.num_rows >= 20_000 else map
                 narrow = [name not in exact for name in names]  # converted on the column's own thread
                 converted = list(convert(lambda c, n: _column(c, missing, n), block.columns, narrow))
                 read += block.nbytes

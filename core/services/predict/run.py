@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from core.errors import UserError
+from core.readers.blocks import read_on_one_thread
 from core.readers.inputs import CSV, NPZ, find_input_kind
 from core.services.formats import load_predictor, needs_torch, resolve_model_path
 from core.services.formats.predictor import output_names
@@ -86,6 +87,8 @@ def predict(
             runner.auto = AutoPool(rows_guess, processes) if rows_guess else None
         if needs_torch(model_path):
             stack.enter_context(_compute_threads(1))
+        if workers == 1:  # one thread, as asked: the table's reader too (it parses on every core otherwise)
+            stack.enter_context(read_on_one_thread())
         runner.set_predictor(load_predictor(model_path, threads=1))
         meta = runner.predictor().meta
         classes = output_names(meta)

@@ -423,3 +423,28 @@ def test_the_default_pools_a_large_table_and_not_a_small_one(
         started.clear()
         auto = predict(run, path, batch_rows=16)
         assert started == [] and auto.workers == 1 and auto.n_rows == rows
+
+
+def test_one_worker_reads_a_table_on_one_thread(
+    table_model: tuple[Path, Path], request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--workers 1`` is one thread, the table's reader included: pyarrow parses on this thread and the
+    columns are converted here; the automatic count's single process reads on every core. Same bytes."""
+    import pyarrow.csv as pacsv
+
+    run, features = table_model
+    request.getfixturevalue("tiny_blocks")
+    threads: list[bool] = []
+    read_csv = pacsv.read_csv
+
+    def recorded(data: Any, read_options: Any = None, **kwargs: Any) -> Any:
+        threads.append(True if read_options is None else bool(read_options.use_threads))
+        return read_csv(data, read_options=read_options, **kwargs)
+
+    monkeypatch.setattr(pacsv, "read_csv", recorded)
+    one = predict(run, features, workers=1, batch_rows=64)
+    assert threads and not any(threads)
+    threads.clear()
+    assert read_blocks.reading_threads()  # the one thread was this call's alone
+    auto = predict(run, features, batch_rows=4096)  # one batch: this process alone
+    assert auto.workers == 1 and threads and all(threads) and auto.csv_text() == one.csv_text()
