@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 from core.errors import UserError
 from core.readers.blocks import read_on_one_thread
 from core.readers.inputs import CSV, NPZ, find_input_kind
-from core.services.formats import load_predictor, needs_torch, resolve_model_path
+from core.services.formats import load_predictor, needs_torch, read_model_meta, resolve_model_path
 from core.services.formats.predictor import output_names
 from core.services.predict import planning
 from core.services.predict import pool as pools
@@ -89,8 +89,11 @@ def predict(
             stack.enter_context(_compute_threads(1))
         if workers == 1:  # one thread, as asked: the table's reader too (it parses on every core otherwise)
             stack.enter_context(read_on_one_thread())
-        runner.set_predictor(load_predictor(model_path, threads=1))
-        meta = runner.predictor().meta
+        if runner.pool is not None:  # its first items go out before this process loads its own model
+            meta = read_model_meta(model_path)
+        else:
+            runner.set_predictor(load_predictor(model_path, threads=1))
+            meta = runner.predictor().meta
         classes = output_names(meta)
         sink: Collected | CsvStream = Collected() if out is None else CsvStream(out, classes)
         notes = _predict_into(sink, runner, input_path, meta, batch_rows, by_position)
