@@ -136,14 +136,22 @@ class _Refused:
 
 
 def skip_pandas() -> bool:
-    """Keep pandas out of this process, a process that never holds a pandas object (prediction): pyarrow
-    imports pandas, when it is installed (MLflow brings it), at its first conversion of any array, only
-    to recognise pandas objects, and that import takes 0.2 s of a 1.1 s ``predict`` of 200,000 rows here,
-    again in every pool process. True when pandas is now refused; False when it is imported already."""
+    """Let pyarrow find no pandas in this process, a process that never gives it a pandas object
+    (prediction): pyarrow imports pandas, when it is installed (MLflow brings it), at its first conversion
+    of any array, only to recognise pandas objects, and that import takes 0.2 s of a 1.1 s ``predict`` of
+    200,000 rows here, again in every pool process. pyarrow looks once and keeps the answer: it looks
+    now, with pandas refused, and pandas stays importable for anything else (timm's models import it).
+    True when pyarrow was told; False when pandas is imported already or pyarrow had looked."""
     import sys
 
     if "pandas" in sys.modules:
         return False
-    if not any(isinstance(f, _Refused) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Refused(frozenset({"pandas"})))
-    return True
+    refused = _Refused(frozenset({"pandas"}))
+    sys.meta_path.insert(0, refused)
+    try:
+        import pyarrow as pa
+
+        pa.array([0])  # pyarrow's first look for pandas
+    finally:
+        sys.meta_path.remove(refused)
+    return "pandas" not in sys.modules

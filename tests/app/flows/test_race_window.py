@@ -118,7 +118,7 @@ def test_a_stopped_race_resumes_from_the_window_and_finishes_with_a_winner(
         assert pen.color().name() == OUT_COLOR and pen.style() == Qt.PenStyle.DashLine
         assert any(v.label in row and v.out in row for row in legend(window))
         window.plots.flush()
-        assert loss.point_count(curve_of(v.index)) > 2
+        assert loss.point_count(curve_of(v.index)) >= 2  # the branch point and at least one of its own
     qtbot.waitUntil(lambda: not flow.active, timeout=180_000)
     record = RaceRecord.load(folder)
     assert record.state == "done" and record.winner is not None

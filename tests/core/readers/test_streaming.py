@@ -23,6 +23,7 @@ from core.schema import table as tables
 from core.schema.coded import Coded
 from core.services.predict import predict
 from core.services.predict.output import CsvStream
+from tests.predict_pools import take_the_pool_once_up
 from tests.trained_run import table_run
 
 N_ROWS = 3000
@@ -50,6 +51,11 @@ def _write_csv(path: Path, rows: list[list[Any]], header: list[str] = HEADER) ->
         w.writerow(header)
         w.writerows(rows)
     return path
+
+
+@pytest.fixture(autouse=True)
+def _pool_once_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    take_the_pool_once_up(monkeypatch)
 
 
 @pytest.fixture
@@ -404,15 +410,6 @@ def test_the_default_pools_a_large_table_and_not_a_small_one(
         core.services.predict.pool, "open_pool", lambda model, n, fork=False: started.append(n) or pool(model, n)
     )
     monkeypatch.setattr(core.services.predict.pool, "fork_allowed", lambda: False)  # a pool from the forkserver
-    take = core.services.predict.runner.Runner._take_pool
-
-    def once_up(self: Any) -> bool:
-        """A pool that was started takes its share at the next piece: this process waits until it is up."""
-        if self.starting is not None:
-            self.starting.wait(120)
-        return take(self)
-
-    monkeypatch.setattr(core.services.predict.runner.Runner, "_take_pool", once_up)
     auto = predict(run, features, batch_rows=16)  # 3000 rows, 5 columns: 15 s of reading on that clock
     assert started == [1] and auto.workers == 2 and auto.csv_text() == one.csv_text()
     core.services.predict.remember_pool_start(kind, 0.5)  # not the start-up that pool measured

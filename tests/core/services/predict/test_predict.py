@@ -213,20 +213,6 @@ def test_no_more_processes_than_batches(
     assert res.csv_text() == one.csv_text()
 
 
-def _take_the_pool_once_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pool started from the forkserver takes its share at the next piece: this process waits until it is up."""
-    from core.services.predict.runner import Runner
-
-    take = Runner._take_pool
-
-    def once_up(self: Runner) -> bool:
-        if self.starting is not None:
-            self.starting.wait(120)
-        return take(self)
-
-    monkeypatch.setattr(Runner, "_take_pool", once_up)
-
-
 def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
     exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -253,7 +239,6 @@ def test_the_automatic_count_starts_a_pool_only_when_the_rows_left_repay_it(
         "remember_pool_start",
         lambda kind, seconds: measured.append((kind, seconds)) or remember(kind, seconds),
     )
-    _take_the_pool_once_up(monkeypatch)
     model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
     kind = core.services.predict.runtime(model)
     for name in ("csv", "npz"):  # 360 rows, 23 batches of 16: a pool is considered
@@ -302,8 +287,35 @@ def test_an_onnx_model_predicts_without_torch(exported: dict[str, Path], inputs:
     assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
 
 
+def _fresh_process(code: str) -> Any:
+    """What ``code`` prints as JSON on its last line, run in a new process (no thread but its own, as a
+    command's: this test process may hold threads other tests left)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[4]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+RECORD_POOLS = (
+    "import json, core.services.predict.pool as pools, core.services.predict.planning as planning; "
+    "from core.services.predict import predict; started = []; pool = pools.open_pool; "
+    "pools.open_pool = lambda m, n, fork=False: started.append([n, fork]) or pool(m, n, fork); "
+)
+
+
 def test_a_command_forks_its_pool_and_a_threaded_caller_starts_it_from_the_forkserver(
-    exported: dict[str, Path], inputs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A process with no thread but its own (a command's) forks the other processes, with what they import
     shared; a caller with threads (the window) starts them from the forkserver. The same bytes either way."""
@@ -313,46 +325,47 @@ def test_a_command_forks_its_pool_and_a_threaded_caller_starts_it_from_the_forks
 
     model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
     one = predict(model, inputs["csv"], workers=1, batch_rows=50)
+    out = tmp_path / "forked.csv"
+    started, workers = _fresh_process(
+        RECORD_POOLS + f"r = predict({str(model)!r}, {str(inputs['csv'])!r}, workers=3, batch_rows=50); "
+        f"open({str(out)!r}, 'w').write(r.csv_text()); print(json.dumps([started, r.workers]))"
+    )
+    assert started == [[2, True]] and workers == 3 and out.read_text() == one.csv_text()
     forked: list[bool] = []
     pool = pools.open_pool
     monkeypatch.setattr(pools, "open_pool", lambda m, n, fork=False: forked.append(fork) or pool(m, n, fork))
-    assert threading.active_count() == 1  # no test leaves a thread behind
-    here = predict(model, inputs["csv"], workers=3, batch_rows=50)
-    _take_the_pool_once_up(monkeypatch)  # the forkserver's pool shares from the next piece on: 3 processes
     results: list[Any] = []
     caller = threading.Thread(target=lambda: results.append(predict(model, inputs["csv"], workers=3, batch_rows=50)))
     caller.start()
     caller.join(300)
-    assert forked == [True, False] and len(results) == 1
-    assert here.csv_text() == results[0].csv_text() == one.csv_text() and here.workers == results[0].workers == 3
+    assert forked == [False] and len(results) == 1  # this process waits for that pool at its next piece
+    assert results[0].csv_text() == one.csv_text() and results[0].workers == 3
 
 
 def test_without_workers_a_command_forks_a_pool_at_once_for_a_large_input_only(
-    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path
 ) -> None:
     """Forked, a pool is up in milliseconds: without --workers a command starts one at once when the input
     looks large (and the other cores are free), and never for a small one."""
-    import core.services.predict.planning as planning
-    import core.services.predict.pool as pools
-
     model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
-    monkeypatch.setattr(planning, "worker_limit", lambda: 2)
-    monkeypatch.setattr(planning, "busy_cores", lambda: 1.0)
-    started: list[tuple[int, bool]] = []
-    pool = pools.open_pool
-    monkeypatch.setattr(pools, "open_pool", lambda m, n, fork=False: started.append((n, fork)) or pool(m, n, fork))
     one = predict(model, inputs["npz"], workers=1, batch_rows=16)
-    auto = predict(model, inputs["npz"], batch_rows=16)  # 360 rows: 23 batches of 16
-    assert started == [(1, True)] and auto.workers == 2 and auto.csv_text() == one.csv_text()
-    started.clear()
-    assert predict(model, inputs["npz"], batch_rows=64).workers == 1 and started == []  # 6 batches: small
-    monkeypatch.setattr(planning, "busy_cores", lambda: 2.0)  # other work holds the other core
-    assert predict(model, inputs["npz"], batch_rows=16).workers == 1 and started == []
+    out = tmp_path / "auto.csv"
+    args = f"{str(model)!r}, {str(inputs['npz'])!r}"
+    got = _fresh_process(
+        RECORD_POOLS + "planning.worker_limit = lambda: 2; planning.busy_cores = lambda: 1.0; seen = []; "
+        f"r = predict({args}, batch_rows=16); seen.append([started[:], r.workers]); started.clear(); "  # 23 batches
+        f"open({str(out)!r}, 'w').write(r.csv_text()); "
+        f"r = predict({args}, batch_rows=64); seen.append([started[:], r.workers]); "  # 6 batches: small
+        "planning.busy_cores = lambda: 2.0; "  # other work holds the other core
+        f"r = predict({args}, batch_rows=16); seen.append([started[:], r.workers]); print(json.dumps(seen))"
+    )
+    assert got == [[[[1, True]], 2], [[], 1], [[], 1]] and out.read_text() == one.csv_text()
 
 
 def test_a_command_predicting_a_table_never_imports_pandas(tmp_path: Path) -> None:
     """pyarrow imports pandas, when installed, at its first conversion (0.2 s of a 1.1 s command here, again
-    in each pool process): a prediction refuses it, and reads the same."""
+    in each pool process): a prediction has pyarrow look for it while it is refused, and reads the same;
+    pandas itself can still be imported after (a timm model's code does)."""
     import importlib.util
     import subprocess
     import sys
@@ -365,7 +378,7 @@ def test_a_command_predicting_a_table_never_imports_pandas(tmp_path: Path) -> No
     code = (
         "import sys, pyarrow as pa; from core.host.machine import skip_pandas; "
         "print(skip_pandas()); a = pa.array([1.5, None]); print(a.to_numpy(zero_copy_only=False)[0], "
-        "'pandas' in sys.modules)"
+        "'pandas' in sys.modules); import pandas; print(pa.array([2.5]).to_numpy()[0])"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -374,7 +387,7 @@ def test_a_command_predicting_a_table_never_imports_pandas(tmp_path: Path) -> No
         timeout=120,
         env={**__import__("os").environ, "PYTHONPATH": str(root)},
     )
-    assert done.returncode == 0 and done.stdout.split() == ["True", "1.5", "False"], done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.split() == ["True", "1.5", "False", "2.5"], done.stderr[-2000:]
     if "pandas" in sys.modules:  # imported here already: nothing is refused
         assert skip_pandas() is False
 
@@ -590,3 +603,51 @@ def test_checkpoint_errors_are_one_line(
         assert code == 2, (args, err)
         assert len(err.strip().splitlines()) == 1 and message in err, (args, err)
         assert out == ""
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "killed"])
+def test_a_command_interrupted_or_killed_leaves_no_pool_process(
+    exported: dict[str, Path], inputs: dict[str, Path], tmp_path: Path, how: str
+) -> None:
+    """The forked pool ends with its command: after a Ctrl-C (exit 130, the pool shut down) and after a
+    SIGKILL of the command alone (each pool process dies with its parent). The command is held mid-way by
+    its standard output, a pipe nobody reads."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    model = exported[".onnx"] if ".onnx" in exported else exported[".safetensors"]
+    lines = inputs["csv"].read_text().splitlines(keepends=True)
+    big = tmp_path / "big.csv"
+    big.write_text(lines[0] + "".join(lines[1:]) * 10)  # 3,600 rows: far more output than a pipe holds
+    root = Path(__file__).resolve().parents[4]
+    cmd = [sys.executable, "-m", "core", "predict", str(model), str(big), "--workers", "2"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        command = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 120
+        while not command.children() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the pool process exists (the command cannot end: its output is not read)
+        pool = command.children()
+        assert pool and proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        if how == "ctrl-c":
+            os.killpg(proc.pid, signal.SIGINT)  # the terminal's Ctrl-C reaches the whole group
+            assert proc.wait(120) == 130
+        else:
+            proc.kill()
+            proc.wait(120)
+        _, alive = psutil.wait_procs(pool, timeout=120)
+        assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
