@@ -144,24 +144,17 @@ class RunsLock:
 
     @classmethod
     def acquire(cls, runs_dir: Path, name: str) -> RunsLock:
-        import fcntl
-
         runs_dir = Path(runs_dir)
         try:
             runs_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(runs_dir / ".active", os.O_RDWR | os.O_CREAT, 0o644)
+            fd, holder = hold_lock(runs_dir / ".active", f"pid {os.getpid()}, run {name}")
         except OSError as exc:
             raise RunError(f"runs: cannot use runs directory {runs_dir}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            os.close(fd)
+        if fd is None:
             raise RunError(
-                f"runs: another run is active in {runs_dir} ({holder}); wait for it to end or use another runs directory"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}, run {name}".encode(), 0)
+                f"runs: another run is active in {runs_dir} ({holder or 'another process'}); wait for it to end or "
+                "use another runs directory"
+            )
         return cls(fd, runs_dir / ".active")
 
     def name_run(self, name: str) -> None:
@@ -172,14 +165,42 @@ class RunsLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            import fcntl
+            release_lock(self._fd)
+            self._fd = None
 
-            try:
-                os.ftruncate(self._fd, 0)
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            finally:
-                os.close(self._fd)
-                self._fd = None
+
+def hold_lock(path: Path, holder: str) -> tuple[int | None, str]:
+    """Hold an advisory ``flock`` on ``path`` (created if need be) and write ``holder`` (who holds it) into
+    it: (its descriptor, ""), or (None, what the file says of the process that holds it). The kernel drops
+    the lock when its process dies. OSError when the file cannot be opened."""
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        held_by = lock_holder(fd)
+        os.close(fd)
+        return None, held_by
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, holder.encode(), 0)
+    return fd, ""
+
+
+def lock_holder(fd: int) -> str:
+    """What a lock file (``hold_lock``) says of the process that holds it ("" before it said)."""
+    return os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+
+
+def release_lock(fd: int) -> None:
+    """Let go of a lock ``hold_lock`` took, its file emptied."""
+    import fcntl
+
+    try:
+        os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 MIN_FREE_BYTES = 20 * 1024 * 1024

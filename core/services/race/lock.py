@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import RunError
+from core.runfiles.writing import hold_lock, lock_holder, release_lock
 
 LOCK_FILE = "race.lock"
 
@@ -49,8 +50,7 @@ class RaceRunning(RunError):
         self.running = running
 
 
-def _holder(run: Path, fd: int) -> RunningRace:
-    text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+def _holder(run: Path, text: str) -> RunningRace:
     pid, _, stamp = text.partition(", race ")
     try:
         number = int(pid.removeprefix("pid "))
@@ -71,34 +71,19 @@ class RaceLock:
         run holds it, this process's own included."""
         if sys.platform == "win32":  # no flock: no lock (see the module's note)
             return cls(None)
-        import fcntl
-
         path = lock_path(run)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd, holder = hold_lock(path, f"pid {os.getpid()}, race {Path(folder).name}")
         except OSError as exc:
             raise RunError(f"race: cannot lock {path}: {exc.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            running = _holder(run, fd)
-            os.close(fd)
-            raise RaceRunning(running) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()}, race {Path(folder).name}".encode(), 0)
+        if fd is None:
+            raise RaceRunning(_holder(run, holder))
         return cls(fd)
 
     def release(self) -> None:
-        if self._fd is None or sys.platform == "win32":
-            return
-        import fcntl
-
-        try:
-            os.ftruncate(self._fd, 0)
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self._fd)
+        if self._fd is not None:
+            release_lock(self._fd)
             self._fd = None
 
 
@@ -117,7 +102,7 @@ def running_race(run: Path) -> RunningRace | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:  # held: a race runs
-            return _holder(run, fd)
+            return _holder(run, lock_holder(fd))
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
