@@ -627,7 +627,15 @@ def test_a_command_interrupted_or_killed_leaves_no_pool_process(
     root = Path(__file__).resolve().parents[4]
     cmd = [sys.executable, "-m", "core", "predict", str(model), str(big), "--workers", "2"]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        # as a terminal's foreground command has it: a test run started in the background inherits it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         command = psutil.Process(proc.pid)
         deadline = time.monotonic() + 120
