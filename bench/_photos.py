@@ -39,3 +39,16 @@ def photo_folder(root: Path, n: int = 2000, size: tuple[int, int] = (1600, 1200)
         crop.save(folder / f"{i:05d}.jpg", quality=int(rng.integers(80, 96)))
     stamp.write_text(json.dumps(what))
     return root
+
+
+def random_weights(arch: str, where: Path) -> Path:
+    """A weights file of ``arch`` in timm's key layout with random values (made once): speed does not depend
+    on the values, and this machine cannot download the pretrained ones."""
+    import timm
+    from safetensors.torch import save_file
+
+    path = where / f"{arch}.safetensors"
+    if not path.exists():
+        net = timm.create_model(arch, pretrained=False)
+        save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(path))
+    return path

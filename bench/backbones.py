@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
-from _photos import photo_folder
+from _photos import photo_folder, random_weights
 
 from core.config import Config, apply_overrides
 from core.data import decode_image, load_data
@@ -76,17 +76,6 @@ def features(folder: Path, arch: str, n: int) -> None:
     print(f"  {arch:18s} {'bare loop, every thread':24s} {bare:7.1f} images/s")
 
 
-def _weights(arch: str, where: Path) -> Path:
-    import timm
-    from safetensors.torch import save_file
-
-    path = where / f"{arch}.safetensors"
-    if not path.exists():
-        net = timm.create_model(arch, pretrained=False)
-        save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(path))
-    return path
-
-
 def _timed(cmd: list[str]) -> tuple[float, str]:
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
@@ -97,7 +86,7 @@ def _timed(cmd: list[str]) -> tuple[float, str]:
 
 def head(folder: Path, work: Path, epochs: int) -> None:
     arch = "resnet18.a1_in1k"
-    weights = _weights(arch, work)
+    weights = random_weights(arch, work)
     runs = work / "runs-head"
     shutil.rmtree(runs, ignore_errors=True)
     cmd = [sys.executable, "-m", "core", "train", "--runs-dir", str(runs), "--strategy", "single"]

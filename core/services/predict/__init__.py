@@ -20,6 +20,7 @@ The package's parts:
 - ``output``: ``Predictions`` and its CSV text;
 - ``planning``: how many processes (the limits, the input's size, ``AutoPool``);
 - ``pool``: the pool's processes and the tasks they run; ``runner``: where pieces go;
+- ``progress``: how far a prediction has got (``PredictWatch``), and its cancel;
 - ``run``: ``predict`` itself.
 
 With ``workers`` N the rows are cut into fixed batches (the same batches
@@ -42,18 +43,22 @@ from __future__ import annotations
 from core.services.formats import is_run_dir, load_predictor, needs_torch, read_model_meta, resolve_model_path, runtime
 from core.services.formats.module import load_state_dict_file, rebuild_module, standardized
 from core.services.formats.predictor import Predictor
-from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk
+from core.services.predict.batches import BATCH_ROWS, IMAGE_BATCH_ROWS, chunk_bounds, predict_chunk
 from core.services.predict.inputs import ColumnNamesDiffer, PredictInput, RowNumbers, model_image_shape, read_input
 from core.services.predict.output import Predictions, csv_header, format_rows
 from core.services.predict.planning import MAX_WORKERS, busy_cores, pool_start_s, remember_pool_start, worker_limit
 from core.services.predict.pool import predict_preload
+from core.services.predict.progress import PredictionCancelled, PredictWatch
 from core.services.predict.run import predict, predict_images
 
 __all__ = [
     "BATCH_ROWS",
+    "IMAGE_BATCH_ROWS",
     "ColumnNamesDiffer",
     "MAX_WORKERS",
     "PredictInput",
+    "PredictWatch",
+    "PredictionCancelled",
     "Predictions",
     "Predictor",
     "RowNumbers",

@@ -13,6 +13,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 BATCH_ROWS = 2048  # fixed batch boundaries: results do not depend on --workers
+# images a batch decodes and runs at once: a backbone's activations at 224 px are ~15 MB an image, so a batch
+# of 2048 held gigabytes; 32 keeps a process at one small batch and still feeds its one compute thread whole
+IMAGE_BATCH_ROWS = 32
 
 
 def chunk_bounds(n_rows: int, batch_rows: int = BATCH_ROWS) -> list[tuple[int, int]]:

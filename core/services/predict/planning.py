@@ -40,6 +40,13 @@ def worker_limit() -> int:
     return max(1, min(MAX_WORKERS, usable_cores()))
 
 
+def is_image_input(path: Path) -> bool:
+    """Whether an input is images (a folder, or one image file): predicted a small batch at a time."""
+    from core.readers.inputs import IMAGE_SUFFIXES
+
+    return path.is_dir() or path.suffix.lower() in IMAGE_SUFFIXES
+
+
 def looks_large(path: Path, batch_rows: int) -> bool:
     """Whether an input probably holds enough rows for a pool, judged without reading it all."""
     enough = batch_rows * (AUTO_POOL_IMAGE_BATCHES if path.is_dir() else AUTO_POOL_BATCHES)

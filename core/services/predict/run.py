@@ -18,7 +18,14 @@ from core.services.formats import load_predictor, needs_torch, read_model_meta, 
 from core.services.formats.predictor import output_names
 from core.services.predict import planning
 from core.services.predict import pool as pools
-from core.services.predict.batches import BATCH_ROWS, chunk_bounds, predict_chunk, predict_piece, predict_table_piece
+from core.services.predict.batches import (
+    BATCH_ROWS,
+    IMAGE_BATCH_ROWS,
+    chunk_bounds,
+    predict_chunk,
+    predict_piece,
+    predict_table_piece,
+)
 from core.services.predict.inputs import (
     CsvPlanner,
     PredictInput,
@@ -30,6 +37,7 @@ from core.services.predict.inputs import (
 )
 from core.services.predict.output import Collected, CsvStream, Predictions
 from core.services.predict.planning import AutoPool
+from core.services.predict.progress import PredictWatch, progress
 from core.services.predict.runner import Runner
 
 if TYPE_CHECKING:
@@ -46,6 +54,7 @@ def predict(
     checkpoint: str | None = None,
     by_position: bool = False,
     out: IO[str] | None = None,
+    watch: PredictWatch | None = None,
 ) -> Predictions:
     """Predict every row of ``input_path`` with the exported model (or run directory) at ``model_path``.
 
@@ -63,12 +72,20 @@ def predict(
     ``out`` (a text file) gets the CSV as the rows are predicted, and the result keeps only their count
     (``written``): a table or a CSV is then read, predicted and written a block at a time, and what this
     process holds does not grow with the input. Without it the result holds every row.
+
+    Images are decoded and predicted ``IMAGE_BATCH_ROWS`` at a time, each batch a piece of its own: what a
+    process holds is one batch's pixels and activations, however many images the folder has.
+
+    ``watch`` (a ``PredictWatch``) follows the rows as they come back, and its ``cancel()`` ends the
+    prediction at the next piece with ``PredictionCancelled``.
     """
     if workers is not None and (workers < 1 or workers > planning.MAX_WORKERS):
         raise UserError(f"predict: --workers must be from 1 to {planning.MAX_WORKERS}, got {workers}")
     t0 = time.perf_counter()
     model_path = resolve_model_path(Path(model_path), checkpoint)
     input_path = Path(input_path).expanduser()
+    if planning.is_image_input(input_path):
+        batch_rows = min(batch_rows, IMAGE_BATCH_ROWS)
     automatic = workers is None
     processes = workers or 1
     if automatic:  # this process, and a pool only once the work it measured says a pool repays its start
@@ -78,7 +95,7 @@ def predict(
         guess = planning.estimated_rows(input_path, processes * batch_rows)  # taken twice over, rows vary)
         processes = processes if guess is None else max(1, min(processes, math.ceil(2 * guess / batch_rows)))
     with contextlib.ExitStack() as stack:
-        runner = Runner(model_path, processes, stack)
+        runner = Runner(model_path, processes, stack, watch=watch)
         if processes > 1 and (not automatic or (pools.fork_allowed() and not planning.cores_busy(processes))):
             runner.start_pool(processes - 1)  # the others start now, while this process loads the model and
             # predicts the first pieces (without --workers only where they are forked: milliseconds)
@@ -113,13 +130,19 @@ def predict(
 
 
 def predict_images(
-    model_path: Path, files: Sequence[Path], batch_rows: int = BATCH_ROWS, checkpoint: str | None = None
+    model_path: Path,
+    files: Sequence[Path],
+    batch_rows: int = IMAGE_BATCH_ROWS,
+    checkpoint: str | None = None,
+    watch: PredictWatch | None = None,
 ) -> Predictions:
     """Predict image files (ids: their paths as given) in this process on one compute thread, decoded and
-    batched as ``predict`` does an image folder's (the same files give the same probabilities)."""
+    batched as ``predict`` does an image folder's (the same files give the same probabilities); ``watch`` as
+    ``predict``'s."""
     if not files:
         raise UserError("predict: no image files given")
     t0 = time.perf_counter()
+    batch_rows = min(batch_rows, IMAGE_BATCH_ROWS)
     model_path = resolve_model_path(Path(model_path), checkpoint)
     with contextlib.ExitStack() as stack:
         if needs_torch(model_path):
@@ -127,9 +150,11 @@ def predict_images(
         predictor = load_predictor(model_path, threads=1)
         inp = image_files_input([Path(f) for f in files], predictor.meta, f"{Path(files[0]).name} is an image")
         sink = Collected()
-        for lo, hi in chunk_bounds(len(inp), batch_rows):
-            probs, text = predict_chunk(predictor, inp, lo, hi, batch_rows)
-            sink.add(probs, text, inp.ids[lo:hi], None)
+        with progress(len(inp), "images", watch) as bar:
+            for lo, hi in chunk_bounds(len(inp), batch_rows):
+                probs, text = predict_chunk(predictor, inp, lo, hi, batch_rows)
+                sink.add(probs, text, inp.ids[lo:hi], None)
+                bar.update(hi - lo)
     import numpy as np
 
     classes = output_names(predictor.meta)
@@ -188,10 +213,11 @@ def _predict_input(
             x=None if inp.x is None or stored else inp.x[lo:hi],
             paths=inp.paths[lo:hi],
             image_shape=inp.image_shape,
+            image_prep=inp.image_prep,  # a pool process decodes as this one does (crop, not squash)
             pixel_scale=inp.pixel_scale,
         )
 
-    with _progress(len(inp)) as bar:
+    with progress(len(inp), "images" if inp.paths else "rows", runner.watch) as bar:
         results = runner.run(
             chunks,
             bar,
@@ -226,7 +252,7 @@ def _predict_csv_pieces(
     estimate = planning.estimated_rows(path, 0) or 1  # before the scan: it sizes the pieces
     extra = (plan.id_col, plan.label_col, batch_rows)
     first = 0
-    with _progress(estimate) as bar:
+    with progress(estimate, "rows", runner.watch) as bar:
         for result in runner.run(
             _cut(split, estimate, runner.processes, batch_rows),
             bar,
@@ -282,7 +308,7 @@ def _predict_table_pieces(
     estimate = planning.estimated_rows(path, 0) or 1
     unseen: dict[str, int] = {}
     first = 0
-    with _progress(estimate) as bar:
+    with progress(estimate, "rows", runner.watch) as bar:
         for result in runner.run(
             _cut(split, estimate, runner.processes, batch_rows, planning.TABLE_PIECE_BATCHES),
             bar,
@@ -347,7 +373,7 @@ def _predict_table_blocks(
         yield from cut(1)  # the last rows, fewer than a step
 
     try:
-        with _progress(planning.estimated_rows(path, 0) or 0) as bar:
+        with progress(planning.estimated_rows(path, 0) or 0, "rows", runner.watch) as bar:
             for result in runner.run(
                 items(),
                 bar,
@@ -412,12 +438,6 @@ def _compute_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _progress(total: int) -> Any:
-    from core.host.progress import progress
-
-    return progress(total, "predict", unit="rows", unit_scale=True)
 
 
 def _stored_x(path: Path, inp: PredictInput) -> Any:

@@ -17,6 +17,7 @@ from core.services.formats import load_predictor, runtime
 from core.services.formats.predictor import Predictor
 from core.services.predict import pool as pools
 from core.services.predict.planning import AutoPool, remember_pool_start
+from core.services.predict.progress import PredictWatch
 
 IN_FLIGHT_PER_PROCESS = 3  # items the pool holds per process: one computing, the next ones queued
 HERE_AHEAD = 8  # results this process may hold beyond the pool's items while an earlier one is not back
@@ -31,12 +32,14 @@ class Runner:
         stack: contextlib.ExitStack,
         predictor: Predictor | None = None,
         auto: AutoPool | None = None,
+        watch: PredictWatch | None = None,
     ) -> None:
         self.model_path = model_path
         self.processes = processes  # what the pieces are cut for: this process and the pool's
         self._stack = stack
         self._predictor = predictor
         self.auto = auto
+        self.watch = watch  # what the caller follows (and may cancel) of the rows
         self.starting: pools.PoolStart | None = None
         self.pool: Any = None
         self.pool_size = 0

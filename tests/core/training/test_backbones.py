@@ -219,15 +219,16 @@ def test_bad_backbones_and_weights_are_one_line_each(photos: Path, weights: Path
 def test_exports_and_predict_agree_on_raw_image_files(photos: Path, weights: Path, tmp_path: Path) -> None:
     run = _train(photos, tmp_path / "runs", f"model.weights={weights}", "train.epochs=3")
 
-    def predicted(model: Path) -> list[list[str]]:
-        out = tmp_path / f"{model.name}.csv"
-        done = traindesk("predict", str(model), str(photos), "--out", str(out))
+    def predicted(model: Path, *more: str) -> list[list[str]]:
+        out = tmp_path / f"{model.name}{len(more)}.csv"
+        done = traindesk("predict", str(model), str(photos), "--out", str(out), *more)
         assert done.returncode == 0, done.stderr
         with out.open() as fh:
             return list(csv.reader(fh))
 
-    reference = predicted(run)
+    reference = predicted(run, "--workers", "1")
     assert len(reference) == 49 and reference[0][:2] == ["id", "predicted"]
+    assert predicted(run, "--workers", "2") == reference  # a pool process crops as this one does
     for fmt, suffix in (("onnx", "onnx"), ("torch-export", "pt2"), ("safetensors", "safetensors")):
         folder = tmp_path / fmt
         folder.mkdir()

@@ -1,0 +1,69 @@
+"""An image folder is predicted a small batch at a time (what a process holds does not grow with the folder),
+followed by a watch that counts the images, and cancelled at its next piece with its processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.services.predict import IMAGE_BATCH_ROWS, PredictInput, PredictionCancelled, PredictWatch, predict
+from tests.trained_run import make_run
+
+N_IMAGES = 70  # three batches: two whole and one short
+
+
+@pytest.fixture(scope="module")
+def image_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A cnn trained on a folder of small grey images in two classes, and a folder of 70 to predict."""
+    from PIL import Image
+
+    root = tmp_path_factory.mktemp("images")
+    rng = np.random.default_rng(1)
+    for folder, n in (("train", 10), ("predict", N_IMAGES // 2)):
+        for cls, level in (("dark", 40), ("light", 200)):
+            (root / folder / cls).mkdir(parents=True)
+            for i in range(n):
+                arr = np.clip(rng.normal(level, 30, (8, 8)), 0, 255).astype(np.uint8)
+                Image.fromarray(arr).save(root / folder / cls / f"{i:02d}.png")
+    run = make_run(root / "runs", source=f"images:{root / 'train'}", kind="cnn", steps=20)
+    return run, root / "predict"
+
+
+def test_an_image_folder_is_predicted_a_small_batch_at_a_time_and_counted(
+    image_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run, folder = image_run
+    batches: list[int] = []
+    rows = PredictInput.rows
+
+    def counted(self: PredictInput, start: int, stop: int, shape: Any) -> np.ndarray:
+        batches.append(stop - start)
+        return rows(self, start, stop, shape)
+
+    monkeypatch.setattr(PredictInput, "rows", counted)
+    watch = PredictWatch()
+    res = predict(run, folder, workers=1, watch=watch)
+    assert len(res.ids) == N_IMAGES and res.predicted.count("dark") == N_IMAGES // 2
+    assert batches == [IMAGE_BATCH_ROWS, IMAGE_BATCH_ROWS, N_IMAGES - 2 * IMAGE_BATCH_ROWS]
+    assert (watch.done, watch.total, watch.unit) == (N_IMAGES, N_IMAGES, "images")
+    assert watch.describe().startswith(f"{N_IMAGES} of {N_IMAGES} images")
+
+
+def test_a_cancelled_prediction_ends_at_its_next_piece_and_leaves_no_process(image_run: tuple[Path, Path]) -> None:
+    import psutil
+
+    run, folder = image_run
+
+    class CancelAtFirst(PredictWatch):
+        def advance(self, n: int) -> None:
+            self.cancel()  # as the window's Cancel does, from its thread, once a piece is back
+            super().advance(n)
+
+    watch = CancelAtFirst()
+    with pytest.raises(PredictionCancelled, match=f"cancelled after {IMAGE_BATCH_ROWS} of {N_IMAGES} images"):
+        predict(run, folder, workers=2, watch=watch)
+    left = [p for p in psutil.Process().children(recursive=True) if "forkserver" not in " ".join(p.cmdline())]
+    assert left == []  # the pool was shut down with it (the forkserver stays, for the next pool)
