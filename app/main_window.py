@@ -556,6 +556,7 @@ class MainWindow(QMainWindow):
         if self.lr_finder is not None:
             self.lr_finder.shutdown()
         self.evaluate_view.wait(5.0)
+        self.predict_view.cancel()  # a folder of photos takes minutes: it ends at its next piece
         self.predict_view.wait(5.0)
         self.serve_view.shutdown()  # the server drains and exits
         self.calls.forget_all()

@@ -5,7 +5,9 @@
 (``button_predict_pick_images``, shown for an image model, or files and folders
 dropped on the view), and a chosen row of an image input shows its picture and
 top classes. Prediction runs on a background thread
-(``core.services.predict.predict``, with ``--workers``-style processes when asked);
+(``core.services.predict.predict``, with ``--workers``-style processes when asked),
+its progress, rate and time left shown as the pieces come back (``progress_predict``),
+and Cancel (``button_predict_cancel``) ends it at its next piece;
 ``predicted`` (a ``Predictions``), ``saved`` (the path) or ``failed`` (one line)
 follow. The table reads the result arrays lazily, so 200,000 rows cost nothing
 until they are scrolled to.
@@ -16,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -24,6 +26,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QProgressBar,
     QPushButton,
     QSpinBox,
     QSplitter,
@@ -123,6 +126,17 @@ class PredictView(QWidget):
         self.button_predict = QPushButton("Predict", objectName="button_predict")
         self.button_save = QPushButton("Save CSV…", objectName="button_predict_save")
         self.button_save.setEnabled(False)
+        self.button_cancel = QPushButton("Cancel", objectName="button_predict_cancel")
+        self.button_cancel.setToolTip("Stop predicting (the rows so far are not kept)")
+        self.button_cancel.hide()
+        self.progress = QProgressBar(objectName="progress_predict")
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(False)
+        self.progress.hide()
+        self._watch: Any = None  # core.services.predict.PredictWatch of the prediction running
+        self._watch_timer = QTimer(self)
+        self._watch_timer.setInterval(200)
+        self._watch_timer.timeout.connect(self._show_progress)
         self.label_status = QLabel(objectName="label_predict_status")
         self.label_status.setWordWrap(True)
         # what the model takes, once it is chosen: a CSV's columns are matched to these names
@@ -165,6 +179,7 @@ class PredictView(QWidget):
         self.table.selectionModel().currentRowChanged.connect(lambda current, _prev: self._show_row(current.row()))
         self.button_predict.clicked.connect(self.run)
         self.button_save.clicked.connect(self._on_save_clicked)
+        self.button_cancel.clicked.connect(self.cancel)
         self.edit_model.editingFinished.connect(self._describe_model)
         self.edit_input.textChanged.connect(lambda _t: self.check_by_position.hide())
 
@@ -185,7 +200,9 @@ class PredictView(QWidget):
         form.addRow("Workers", self.spin_workers)
         actions = QHBoxLayout()
         actions.addWidget(self.button_predict)
+        actions.addWidget(self.button_cancel)
         actions.addWidget(self.button_save)
+        actions.addWidget(self.progress)
         actions.addWidget(self.label_status, 1)
         test = QVBoxLayout(self.test_panel)
         test.setContentsMargins(0, 0, 0, 0)
@@ -311,26 +328,41 @@ class PredictView(QWidget):
         if not model or not inp:
             self._fail("choose an exported model and an input file or folder first")
             return
-        from core.services.predict import predict, predict_images
+        from core.services.predict import PredictWatch, predict, predict_images
 
+        self._clear_result()  # the previous input's rows would read as this one's answer meanwhile
         files = list(self.image_files)
         self._pictured = files or (Path(inp) if Path(inp).is_dir() or is_image(Path(inp)) else None)
-        if files:
-            self._set_busy(True)
-            self.label_status.setText("Predicting…")
-            self._calls.call(lambda: predict_images(Path(model), files), self._on_done, self._on_error, name="predict")
-            return
-
+        watch = self._watch = PredictWatch()
         workers = self.spin_workers.value()
         by_position = not self.check_by_position.isHidden() and self.check_by_position.isChecked()
-        self._set_busy(True)
-        self.label_status.setText("Predicting…")
         self._calls.call(
-            lambda: predict(Path(model), Path(inp), workers, by_position=by_position),
+            (lambda: predict_images(Path(model), files, watch=watch))
+            if files
+            else (lambda: predict(Path(model), Path(inp), workers, by_position=by_position, watch=watch)),
             self._on_done,
             self._on_error,
             name="predict",
         )
+        self._set_busy(True)  # after the call is under way: the progress and Cancel are the call's
+        self.label_status.setText("Predicting…")
+
+    def cancel(self) -> None:
+        """End the prediction running at its next piece (its processes with it)."""
+        if self._watch is not None and self._calls.running("predict"):
+            self._watch.cancel()
+            self.button_cancel.setEnabled(False)
+            self.label_status.setText(f"Cancelling… ({self._watch.describe()})")
+
+    def _show_progress(self) -> None:
+        """The running prediction's count, rate and time left (every 200 ms while it runs)."""
+        watch = self._watch
+        if watch is None or watch.cancelled:
+            return
+        if watch.total:
+            self.progress.setValue(int(1000 * min(1.0, watch.done / watch.total)))
+        if watch.started is not None:
+            self.label_status.setText(f"Predicting… {watch.describe()}")
 
     def _on_done(self, result: Any) -> None:
         self._set_busy(False)
@@ -390,16 +422,21 @@ class PredictView(QWidget):
         if path is not None and self.result is not None:
             self.image_answer.show_answer(path, dict(zip(self.result.classes, self.result.probs[row].tolist())))
 
-    def _on_error(self, exc: BaseException) -> None:
-        self._set_busy(False)
+    def _clear_result(self) -> None:
         self.image_answer.hide()
-        # an old result next to a new error would read as the answer to this input
         self.result = None
         self.model_predictions.set_result(None)
         self.show_test_evaluation(None)
         self.button_save.setEnabled(False)
-        from core.services.predict import ColumnNamesDiffer
 
+    def _on_error(self, exc: BaseException) -> None:
+        self._set_busy(False)
+        self._clear_result()  # an old result next to a new error would read as the answer to this input
+        from core.services.predict import ColumnNamesDiffer, PredictionCancelled
+
+        if isinstance(exc, PredictionCancelled):  # asked for: a status, not a failure
+            self.label_status.setText(str(exc).removeprefix("predict: ").capitalize())
+            return
         if isinstance(exc, ColumnNamesDiffer):  # usable as they are, in order: offer it instead of the CLI's flag
             self.check_by_position.setChecked(False)
             self.check_by_position.show()
@@ -432,6 +469,15 @@ class PredictView(QWidget):
         ):
             w.setEnabled(not busy)
         self.button_save.setEnabled(not busy and self.result is not None)
+        predicting = busy and self._calls.running("predict")
+        self.button_cancel.setVisible(predicting)
+        self.button_cancel.setEnabled(predicting)
+        self.progress.setVisible(predicting)
+        self.progress.setValue(0)
+        if predicting:
+            self._watch_timer.start()
+        else:
+            self._watch_timer.stop()
 
     def _on_save_clicked(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save predictions", "predictions.csv", "CSV (*.csv)")
