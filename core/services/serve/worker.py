@@ -90,7 +90,7 @@ def worker_main(conn: Connection, model_path: str, parent_pid: int) -> None:
                 x = np.frombuffer(buf, dtype=np.float32, count=n * _prod(shape), offset=1 + BATCH_HEAD.size).reshape(
                     (n, *shape)
                 )
-                probs = np.ascontiguousarray(predictor.probabilities(x), dtype=np.float32)
+                probs = _probabilities(predictor, x)
             except Exception as exc:
                 conn.send_bytes(b"E" + struct.pack("<Q", batch_id) + _one_line(exc).encode())
                 continue
@@ -114,6 +114,21 @@ def worker_main(conn: Connection, model_path: str, parent_pid: int) -> None:
             pending = None
         elif kind == b"Q":
             return
+
+
+def _probabilities(predictor: Any, x: Any) -> Any:
+    """The batch's probabilities, float32; images a small batch at a time (``predict``'s), so a worker's
+    activations stay those of a few images however many a batch gathers."""
+    import numpy as np
+
+    from core.services.predict import IMAGE_BATCH_ROWS
+
+    step = IMAGE_BATCH_ROWS if len(x.shape) == 4 else len(x)
+    if len(x) <= step:
+        return np.ascontiguousarray(predictor.probabilities(x), dtype=np.float32)
+    return np.concatenate([predictor.probabilities(x[i : i + step]) for i in range(0, len(x), step)]).astype(
+        np.float32, copy=False
+    )
 
 
 def _prod(shape: tuple[int, ...]) -> int:

@@ -67,3 +67,22 @@ def test_a_cancelled_prediction_ends_at_its_next_piece_and_leaves_no_process(ima
         predict(run, folder, workers=2, watch=watch)
     left = [p for p in psutil.Process().children(recursive=True) if "forkserver" not in " ".join(p.cmdline())]
     assert left == []  # the pool was shut down with it (the forkserver stays, for the next pool)
+
+
+def test_a_serve_worker_runs_a_gathered_batch_of_images_a_small_batch_at_a_time() -> None:
+    from core.services.serve.worker import _probabilities
+
+    class Recording:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def probabilities(self, x: np.ndarray) -> np.ndarray:
+            self.sizes.append(len(x))
+            return np.full((len(x), 2), 0.5, np.float64)
+
+    images, rows = Recording(), Recording()
+    out = _probabilities(images, np.zeros((70, 3, 4, 4), np.float32))
+    assert images.sizes == [IMAGE_BATCH_ROWS, IMAGE_BATCH_ROWS, 6] and out.shape == (70, 2)
+    assert out.dtype == np.float32
+    _probabilities(rows, np.zeros((70, 5), np.float32))
+    assert rows.sizes == [70]  # a table's rows: one call, as before
