@@ -658,3 +658,24 @@ def test_a_command_interrupted_or_killed_leaves_no_pool_process(
         for stream in (proc.stdout, proc.stderr):
             if stream is not None and not stream.closed:
                 stream.close()
+
+
+def test_busy_cores_measures_what_other_processes_use_now_not_the_load_average(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import subprocess
+    import sys
+
+    from core.services.predict import planning
+
+    monkeypatch.setattr("os.getloadavg", lambda: (64.0, 64.0, 64.0))  # a busy minute that is over
+    spinner = subprocess.Popen(
+        [sys.executable, "-c", "print('up', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE
+    )
+    try:
+        assert spinner.stdout is not None and spinner.stdout.readline() == b"up\n"
+        busy = planning.busy_cores(0.3)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert 1.5 <= busy < 64  # this process and the spinning one, whatever the load average said
