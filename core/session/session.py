@@ -264,7 +264,11 @@ class Session:
                     cfg.data.loader_workers,
                     get_context(),
                     lambda done, total, s: self._emit(
-                        [progress_record("backbone features", done, total, "images", s, feature_progress(done, total, s))]
+                        [
+                            progress_record(
+                                "backbone features", done, total, "images", s, feature_progress(done, total, s)
+                            )
+                        ]
                     ),
                     lambda line: self._emit([log_record(None, "info", line, topic="data")]),
                 )
