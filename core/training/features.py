@@ -174,7 +174,7 @@ def compute(
     if len(weights.storages) > 1:  # one block crosses as one descriptor, whatever the network
         share_flat(net)
         weights = SharedState.of(net.state_dict())
-    extra = _unsaved_buffers(net)
+    extra = unsaved_buffers(net)
     frozen = net.frozen
     t0 = said = time.monotonic()
     if progress is not None:
@@ -206,7 +206,7 @@ def compute(
     return out.numpy()
 
 
-def _unsaved_buffers(net: nn.Module) -> bytes:
+def unsaved_buffers(net: nn.Module) -> bytes:
     """The buffers a state dict leaves out (timm's non-persistent ones: position indices, masks), serialised:
     a network built on the meta device gets its weights from the state dict and these from here."""
     saved = net.state_dict()
@@ -214,6 +214,21 @@ def _unsaved_buffers(net: nn.Module) -> bytes:
     buf = io.BytesIO()
     torch.save(extra, buf)
     return buf.getvalue()
+
+
+def rebuilt(kind: str, frozen: bool, info: DatasetInfo, state: dict[str, torch.Tensor], extra: bytes) -> BackboneNet:
+    """The backbone network with ``state``'s tensors themselves (no copy) and ``extra``'s buffers, built on the
+    meta device: no memory and no random initialisation for weights that are replaced at once."""
+    with torch.device("meta"):
+        net = build_backbone_net(kind, frozen, info.input_shape, info.num_classes)
+    net.load_state_dict(state, assign=True)
+    for name, tensor in torch.load(io.BytesIO(extra)).items():
+        owner, _, leaf = name.rpartition(".")
+        net.get_submodule(owner).register_buffer(leaf, tensor, persistent=False)
+    empty = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
+    if empty:
+        raise RunError(f"computing the backbone's features: the network's {empty[0]!r} got no value")
+    return net
 
 
 def _extract(
@@ -231,15 +246,7 @@ def _extract(
 ) -> None:
     set_pdeathsig()  # a process that outlives the session computes for nobody
     torch.set_num_threads(threads)
-    with torch.device("meta"):  # no memory and no random initialisation: the weights come next
-        net = build_backbone_net(kind, frozen, info.input_shape, info.num_classes)
-    net.load_state_dict(weights.state_dict(), assign=True)
-    for name, tensor in torch.load(io.BytesIO(extra)).items():
-        owner, _, leaf = name.rpartition(".")
-        net.get_submodule(owner).register_buffer(leaf, tensor, persistent=False)
-    empty = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
-    if empty:
-        raise RunError(f"computing the backbone's features: the network's {empty[0]!r} got no value")
+    net = rebuilt(kind, frozen, info, weights.state_dict(), extra)
     dataset = ImageDataset(ImageSplit(tuple(paths), (0,) * len(paths)), info)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=BATCH, num_workers=loader_workers, persistent_workers=False, shuffle=False

@@ -1,6 +1,6 @@
 """The cache of a frozen backbone's features on disk: an update adds a chunk and leaves every file written before
 as it was; a run that finds another computing the same features says so in one line and ends its wait on a
-stop. The backbone itself is stood in for: these are the cache's own rules."""
+stop; an extraction process builds the network on the meta device and takes the session's weights."""
 
 from __future__ import annotations
 
@@ -125,3 +125,27 @@ def test_a_run_waiting_for_another_says_so_once_and_a_stop_ends_the_wait(tmp_pat
 
     _features(paths, cache, said.append)  # nobody holds it now: no line
     assert len(said) == 1 and computed == paths
+
+
+@pytest.mark.parametrize("arch", ["test_resnet.r160_in1k", "swin_tiny_patch4_window7_224"])  # swin: unsaved buffers
+def test_an_extraction_process_builds_the_network_on_the_meta_device_with_the_sessions_weights(arch: str) -> None:
+    from types import SimpleNamespace
+
+    import torch
+
+    from core.training.backbones import build_backbone_net
+    from core.training.features import rebuilt, unsaved_buffers
+
+    kind, shape = f"timm:{arch}", (3, 64, 64) if arch.startswith("test_") else (3, 224, 224)
+    net = build_backbone_net(kind, True, shape, 3).eval()
+    info = SimpleNamespace(input_shape=shape, num_classes=3)
+    torch.manual_seed(0)
+    again = rebuilt(kind, True, info, net.state_dict(), unsaved_buffers(net)).eval()  # type: ignore[arg-type]
+    drawn = torch.rand(1)
+    torch.manual_seed(0)
+    assert torch.equal(drawn, torch.rand(1))  # nothing was initialised at random: no number drawn
+    mine, theirs = net.state_dict(), again.state_dict()
+    assert all(theirs[k].data_ptr() == v.data_ptr() for k, v in mine.items())  # the weights themselves, no copy
+    x = torch.rand(2, *shape)
+    with torch.inference_mode():
+        assert torch.equal(net.features(x), again.features(x))
