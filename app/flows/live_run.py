@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Qt, QTimer, Slot
 
 from app.viewmodels.run_data import ProgressTracker, format_duration
+from app.viewmodels.run_progress import preparing, preparing_text
 from app.viewmodels.trial_progress import TrialProgress, make_progress, search_end_text
 from app.viewmodels.window_state import STATE_TEXT
 from core.config import Config, ConfigError
@@ -67,6 +68,7 @@ class LiveRun(QObject):
         self.progress: ProgressTracker | None = None
         self._record_error = ""  # the last error a record of the run said (and the log shows)
         self._starting: Starting | None = None  # Start was pressed and its run has not started yet
+        self._preparing: dict[str, Any] | None = None  # how far a step before the workers got (features)
         c = window.controller
         c.state_changed.connect(self._on_state_changed)
         c.records.connect(self._on_records)
@@ -103,6 +105,7 @@ class LiveRun(QObject):
             return
         self._record_error = ""
         self._starting = Starting(cfg, time.time())
+        self._preparing = None
         w.save_last_config()
         w.log_pane.add_message(
             "state",
@@ -220,6 +223,7 @@ class LiveRun(QObject):
         else:
             w.panel.show_error(message)
             w.show_input_error(message, logged=logged)
+        self._preparing = None
         if self._starting is not None:  # the run on screen before Start stays, its progress with it
             self._starting = None
             self.update_progress()
@@ -235,6 +239,7 @@ class LiveRun(QObject):
         w = self.window
         w.state.update(viewing_run=None)  # the run on screen is the new one now (a failed start keeps the old)
         starting, self._starting = self._starting, None
+        self._preparing = None
         if starting is not None:
             self._show_new_run(starting)
         w.plots.set_live(True)
@@ -261,6 +266,10 @@ class LiveRun(QObject):
         if errors:
             self._record_error = errors[-1]
             w.show_error(errors[-1], logged=True)
+        counts = preparing(records)
+        if counts is not None and (self._starting is not None or w.controller.state == "starting"):
+            self._preparing = counts
+            self.update_progress()
         if self._starting is not None:  # drawn once the run has started; until then the old run stays
             self._starting.records.extend(records)
             return
@@ -324,6 +333,11 @@ class LiveRun(QObject):
     def update_progress(self) -> None:
         p = self.progress
         status = self.window.run_status
+        starting = self._starting is not None or self.window.controller.state == "starting"
+        if self._preparing is not None and starting:  # a step before the workers: the features' count
+            text, share = preparing_text(self._preparing)
+            status.show_progress(text, share if share is not None else 0.0)
+            return
         if self._starting is not None:  # the previous run's progress comes back if this start fails
             status.show_progress("Starting…", 0.0)
             return

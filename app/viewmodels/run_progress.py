@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from core.services.runs.files import EVAL, STATE, STEP
+from core.services.runs.files import EVAL, LOG, STATE, STEP
 from core.services.runs.reading import RunCount, RunStats
 
 ETA_WINDOW_S = 30.0  # the ETA is measured over this much of the latest running time
@@ -159,3 +159,27 @@ def format_duration(seconds: float | None) -> str:
     if s >= 60:
         return f"{s // 60}m {s % 60:02d}s"
     return f"{s}s"
+
+
+def preparing(records: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last count among ``records`` of a step before the workers start (a log record's ``progress``: a
+    backbone's features), or None."""
+    found = None
+    for rec in records:
+        counts = rec.get("progress")
+        if rec.get("kind") == LOG and isinstance(counts, dict):
+            found = counts
+    return found
+
+
+def preparing_text(counts: dict[str, Any]) -> tuple[str, float | None]:
+    """The progress bar of such a step: "Backbone features 120 of 600 images · 40 images/s" and its share done
+    (None while its total is unknown)."""
+    what = str(counts.get("what") or "preparing")
+    unit = str(counts.get("unit") or "")
+    done, total, seconds = counts.get("done"), counts.get("total"), counts.get("seconds")
+    if not isinstance(done, int) or not isinstance(total, int):
+        return f"{what[:1].upper()}{what[1:]}…", None
+    rate = f" · {done / seconds:,.0f} {unit}/s" if done and isinstance(seconds, (int, float)) and seconds > 0 else ""
+    text = f"{what[:1].upper()}{what[1:]} {done:,} of {total:,} {unit}".rstrip() + rate
+    return text, (min(1.0, done / total) if total > 0 else None)

@@ -98,6 +98,13 @@ class Progress:
             self.write(self.line())
 
     def _log(self, r: dict[str, Any]) -> None:
+        if self.bar is not None and isinstance(
+            r.get("progress"), dict
+        ):  # a count (features): on the bar, not a line each
+            if not self.quiet:
+                with self.lock:
+                    self.bar.set_postfix_str(r["message"], refresh=True)
+            return
         if r.get("topic") == "data":  # what the data is: task, columns, classes
             level = r.get("level")
             self.write((f"[{level}] " if level in ("error", "warning") else "") + f"data: {r['message']}")

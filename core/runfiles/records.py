@@ -94,6 +94,7 @@ class LogRecord(TypedDict, total=False):
     level: str  # info | warning | error
     message: str
     topic: str  # "data": what the data is, shown at the start whatever its level
+    progress: dict[str, Any]  # a step before the workers start, how far it got: what, done, total, unit, seconds
 
 
 class ConfigRecord(TypedDict, total=False):
@@ -160,6 +161,13 @@ def state_record(worker: int | None, state: str, detail: str = "", t: float | No
 
 def log_record(worker: int | None, level: str, message: str, t: float | None = None, **extra: Any) -> Record:
     return {"kind": LOG, "t": _now(t), "worker": worker, "level": level, "message": message, **extra}
+
+
+def progress_record(what: str, done: int, total: int, unit: str, seconds: float, message: str) -> Record:
+    """A log line of a long step before the workers start (a backbone's features) that also says how far the
+    step got, for a progress bar: ``done`` of ``total`` ``unit`` in ``seconds``."""
+    counts = {"what": what, "done": done, "total": total, "unit": unit, "seconds": round(seconds, 3)}
+    return log_record(None, "info", message, topic="data", progress=counts)
 
 
 def config_record(changes: dict[str, dict[str, Any]], steps: dict[str, int], t: float | None = None) -> Record:

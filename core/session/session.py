@@ -45,7 +45,7 @@ from core.launchers.local import LocalLauncher, get_context
 from core.readers import ReadStopped, stop_reading_when
 from core.runfiles.control_file import ControlWatcher
 from core.runfiles.layout import RunDir
-from core.runfiles.records import config_record, log_record
+from core.runfiles.records import config_record, log_record, progress_record
 from core.runfiles.shape import RunShape
 from core.runfiles.writing import atomic_write_text
 from core.session.live import live_change
@@ -92,12 +92,16 @@ class Session:
         name: str | None = None,
         launcher: Launcher | None = None,
         start: StartPoint | None = None,
+        features_dir: str | Path | None = None,
     ) -> None:
         self.facts = RunFacts(config)
         self.strategy = get_strategy(config)
         self.shape = RunShape.of(self.strategy)  # what a face draws and counts; again once the data is known
         self.launcher: Launcher = launcher or LocalLauncher()
         self.runs_dir = Path(runs_dir)
+        # the runs folder whose cache of a frozen backbone's features the run reads and adds to: its own, or
+        # the raced run's for a race's variant (its runs folder is inside the race's)
+        self.features_dir = Path(features_dir) if features_dir is not None else self.runs_dir
         self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
         start = start or StartPoint()
         self.parent = start.parent  # a fork: the run and step it branched from
@@ -255,13 +259,18 @@ class Session:
                     data,
                     cast(BackboneNet, models[0]),
                     cfg.model.kind,
-                    Path(self.runs_dir),
+                    self.features_dir,
                     usable_cores(),
                     cfg.data.loader_workers,
                     get_context(),
                     lambda done, total, s: self._emit(
-                        [log_record(None, "info", feature_progress(done, total, s), topic="data")]
+                        [
+                            progress_record(
+                                "backbone features", done, total, "images", s, feature_progress(done, total, s)
+                            )
+                        ]
                     ),
+                    lambda line: self._emit([log_record(None, "info", line, topic="data")]),
                 )
         self.strategy = self.strategy.with_task(data.info.task, data.info.imbalanced)
         self.shape = RunShape.of(self.strategy, data.info.n_train)

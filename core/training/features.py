@@ -4,42 +4,56 @@
 is computed once per file and kept under the runs folder (``<runs>/.features/<key>/``), the key naming the
 backbone, its weights (their digest) and the preprocessing. A file is known by its path, size and
 modification time: a second run on the same folder computes nothing, and a changed or added file computes only
-itself. The cache is written aside and renamed under a lock, so it never holds half an update.
+itself. Every run of a runs folder looks there, a race's variants too (their session is told the runs folder
+of the raced run), so runs on the same images wait for the one computing them rather than compute them again.
+
+On disk the cache only grows: each update adds a chunk (its features, ``chunk-N.npy``, and the keys of their
+files, ``chunk-N.keys.json``), then rewrites the small ``index.json`` that lists the chunks; each file written
+aside, synced and renamed, the index last, under an flock on the folder. A run killed mid-update leaves a chunk
+the index does not list (written over by the next update): the cache never holds half an update, and what it
+held before is never rewritten.
 
 The images missing from the cache are cut into one shard per process; each process (from the launcher's
-context, like a training worker) decodes its images in its own DataLoader processes and runs the backbone
-(shared with the session, not copied) under ``torch.inference_mode``, writing into one shared tensor.
+context, like a training worker) builds the network on the meta device (no memory, no random initialisation),
+takes the session's weights (shared, not copied), decodes its images in its own DataLoader processes and runs
+the backbone under ``torch.inference_mode``, writing into one shared tensor.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import io
 import json
 import os
+import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from core.data import DatasetInfo, FeatureSplit, ImageDataset, ImageSplit, PreparedData
 from core.errors import DataError, RunError
 from core.host.lifeline import set_pdeathsig
 from core.host.machine import usable_cores
 from core.readers import check_stop
+from core.runfiles.writing import atomic_write, atomic_write_json
 from core.training.backbones import BackboneNet, build_backbone_net, weights_digest
 from core.training.shared_state import SharedState, share_flat
 
 CACHE_FOLDER = ".features"
-FORMAT = 1  # bumped when what a feature is computed from changes (the decoding, the layout)
+FORMAT = 2  # bumped when what a feature is computed from changes (the decoding, the layout); 2: chunks
 BATCH = 32
 PROGRESS_EVERY_S = 2.0
+LOCK_POLL_S = 0.2  # how often a run waiting for another's features asks whether it was stopped
 Progress = Callable[[int, int, float], None]  # (images done, images to do, seconds so far)
+Say = Callable[[str], None]  # a line for the run's log
 
 
 @dataclass(frozen=True)
@@ -81,15 +95,18 @@ def with_features(
     loader_workers: int,
     context: Any,
     progress: Progress | None = None,
+    say: Say | None = None,
 ) -> tuple[PreparedData, FeatureCount]:
     """``data`` with both splits replaced by the backbone's features of their images (in shared memory), from
-    the cache under ``runs_dir`` or computed."""
+    the cache under ``runs_dir`` or computed; ``say`` tells the log when another run holds the cache."""
     if not isinstance(data.train, ImageSplit) or not isinstance(data.val, ImageSplit):
         raise DataError("data: a frozen backbone's features are computed from image files")
     t0 = time.perf_counter()
     cache = runs_dir / CACHE_FOLDER / cache_key(kind, net, data.info)
     paths = list(data.train.paths) + list(data.val.paths)
-    feats, computed = cached_features(net, kind, paths, data.info, cache, processes, loader_workers, context, progress)
+    feats, computed = cached_features(
+        net, kind, paths, data.info, cache, processes, loader_workers, context, progress, say
+    )
     x = torch.from_numpy(feats).share_memory_()
     k = len(data.train)
 
@@ -112,25 +129,23 @@ def cached_features(
     loader_workers: int,
     context: Any,
     progress: Progress | None = None,
+    say: Say | None = None,
 ) -> tuple[np.ndarray, int]:
     """The features of ``paths`` (N, D) and how many had to be computed."""
     cache.mkdir(parents=True, exist_ok=True)
-    with _locked(cache):
-        index, stored = _read(cache)
+    with _locked(cache, say):
+        store = FeatureStore.read(cache)
         keys = [_file_key(p) for p in paths]
-        rows = [index.get(k) for k in keys]
+        rows = [store.index.get(k) for k in keys]
         missing = [i for i, r in enumerate(rows) if r is None]
         todo = [paths[i] for i in missing]
         fresh = compute(net, kind, todo, info, processes, loader_workers, context, progress) if todo else None
-        dim = int(fresh.shape[1]) if fresh is not None else int(stored.shape[1]) if stored is not None else 0
+        dim = int(fresh.shape[1]) if fresh is not None else store.dim
         out = np.empty((len(paths), dim), dtype=np.float32)
-        if stored is not None:
-            have = [(i, r) for i, r in enumerate(rows) if r is not None]
-            if have:
-                out[[i for i, _ in have]] = stored[[r for _, r in have]]
+        store.gather(out, rows)
         if fresh is not None:
             out[missing] = fresh
-            _append(cache, index, stored, [keys[i] for i in missing], fresh)
+            store.append([keys[i] for i in missing], fresh)
     return out, len(missing)
 
 
@@ -145,7 +160,8 @@ def compute(
     progress: Progress | None = None,
 ) -> np.ndarray:
     """The backbone's features of ``paths``, computed by ``processes`` processes into one shared tensor;
-    ``progress(done, total, seconds)`` is called every few seconds meanwhile."""
+    ``progress(done, total, seconds)`` is called as it begins, every few seconds meanwhile and when all are
+    done."""
     with torch.inference_mode():
         dim = int(net.features(torch.zeros(1, *info.input_shape)).shape[-1])
     out = torch.empty((len(paths), dim), dtype=torch.float32).share_memory_()
@@ -158,14 +174,17 @@ def compute(
     if len(weights.storages) > 1:  # one block crosses as one descriptor, whatever the network
         share_flat(net)
         weights = SharedState.of(net.state_dict())
+    extra = unsaved_buffers(net)
     frozen = net.frozen
+    t0 = said = time.monotonic()
+    if progress is not None:
+        progress(0, len(paths), 0.0)
     for rank, shard in enumerate(shards):
         part = [paths[i] for i in shard]
-        args = (kind, frozen, weights, part, int(shard[0]), info, out, done[rank : rank + 1], threads, loader_workers)
-        p = context.Process(target=_extract, args=args, name="traindesk-features", daemon=False)
+        args = (kind, frozen, weights, extra, part, int(shard[0]), info, out, done[rank : rank + 1], threads)
+        p = context.Process(target=_extract, args=(*args, loader_workers), name="traindesk-features", daemon=False)
         p.start()
         procs.append(p)
-    t0 = said = time.monotonic()
     try:
         while any(p.is_alive() for p in procs):
             check_stop()  # a Stop or Ctrl-C while features are computed
@@ -173,7 +192,7 @@ def compute(
                 p.join(0.1)
             if progress is not None and time.monotonic() - said >= PROGRESS_EVERY_S:
                 said = time.monotonic()
-                progress(int(done.sum()), len(paths), time.monotonic() - t0)
+                progress(int(done.sum()), len(paths), said - t0)
     finally:
         for p in procs:
             if p.is_alive():
@@ -182,13 +201,41 @@ def compute(
     failed = [p.exitcode for p in procs if p.exitcode != 0]
     if failed:
         raise RunError(f"computing the backbone's features failed: a process exited with code {failed[0]}")
+    if progress is not None:
+        progress(len(paths), len(paths), time.monotonic() - t0)
     return out.numpy()
+
+
+def unsaved_buffers(net: nn.Module) -> bytes:
+    """The buffers a state dict leaves out (timm's non-persistent ones: position indices, masks), serialised:
+    a network built on the meta device gets its weights from the state dict and these from here."""
+    saved = net.state_dict()
+    extra = {name: b.detach().clone() for name, b in net.named_buffers() if name not in saved}
+    buf = io.BytesIO()
+    torch.save(extra, buf)
+    return buf.getvalue()
+
+
+def rebuilt(kind: str, frozen: bool, info: DatasetInfo, state: dict[str, torch.Tensor], extra: bytes) -> BackboneNet:
+    """The backbone network with ``state``'s tensors themselves (no copy) and ``extra``'s buffers, built on the
+    meta device: no memory and no random initialisation for weights that are replaced at once."""
+    with torch.device("meta"):
+        net = build_backbone_net(kind, frozen, info.input_shape, info.num_classes)
+    net.load_state_dict(state, assign=True)
+    for name, tensor in torch.load(io.BytesIO(extra)).items():
+        owner, _, leaf = name.rpartition(".")
+        net.get_submodule(owner).register_buffer(leaf, tensor, persistent=False)
+    empty = [n for n, t in [*net.named_parameters(), *net.named_buffers()] if t.is_meta]
+    if empty:
+        raise RunError(f"computing the backbone's features: the network's {empty[0]!r} got no value")
+    return net
 
 
 def _extract(
     kind: str,
     frozen: bool,
     weights: SharedState,
+    extra: bytes,
     paths: list[str],
     start: int,
     info: DatasetInfo,
@@ -199,8 +246,7 @@ def _extract(
 ) -> None:
     set_pdeathsig()  # a process that outlives the session computes for nobody
     torch.set_num_threads(threads)
-    net = build_backbone_net(kind, frozen, info.input_shape, info.num_classes)
-    net.load_state_dict(weights.state_dict(), assign=True)
+    net = rebuilt(kind, frozen, info, weights.state_dict(), extra)
     dataset = ImageDataset(ImageSplit(tuple(paths), (0,) * len(paths)), info)
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=BATCH, num_workers=loader_workers, persistent_workers=False, shuffle=False
@@ -225,40 +271,102 @@ def _file_key(path: str) -> str:
 
 
 @contextmanager
-def _locked(folder: Path) -> Any:
+def _locked(folder: Path, say: Say | None = None) -> Iterator[None]:
+    """The cache folder's flock (runs on one cache update it in turn); while another run holds it, one line
+    says so and a stop of this run ends the wait (``ReadStopped``)."""
     with open(folder / "lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)  # two runs on one folder update it in turn
+        if not _try_lock(fh):
+            if say is not None:
+                say(f"waiting for another run computing the same backbone features (cache {folder})")
+            while True:
+                check_stop()
+                if _try_lock(fh):
+                    break
+                time.sleep(LOCK_POLL_S)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _read(folder: Path) -> tuple[dict[str, int], np.ndarray | None]:
-    index_file, array_file = folder / "index.json", folder / "features.npy"
-    if not index_file.exists() or not array_file.exists():
-        return {}, None
+def _try_lock(fh: Any) -> bool:
     try:
-        index = json.loads(index_file.read_text())["files"]
-        stored = np.load(array_file, mmap_mode="r")
-    except (OSError, ValueError, KeyError, TypeError):  # unreadable: computed again and written anew
-        return {}, None
-    if any(not isinstance(r, int) or r >= len(stored) for r in index.values()):
-        return {}, None
-    return index, stored
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
-def _append(folder: Path, index: dict[str, int], stored: np.ndarray | None, keys: list[str], fresh: np.ndarray) -> None:
-    base = 0 if stored is None else len(stored)
-    merged = fresh if stored is None else np.concatenate([np.asarray(stored), fresh])
-    index = dict(index) | {k: base + i for i, k in enumerate(keys)}
-    for name, write in (
-        ("features.npy", lambda fh: np.save(fh, merged)),
-        ("index.json", lambda fh: fh.write(json.dumps({"files": index}).encode())),
-    ):  # the array first: the index never names a row the array lacks
-        tmp = folder / f".{name}.tmp"
-        with open(tmp, "wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, folder / name)
+INDEX = "index.json"
+CHUNK = re.compile(r"chunk-(\d{6})")
+
+
+@dataclass
+class FeatureStore:
+    """A cache folder as its index lists it: its chunks (each an (n, D) array and the keys of its n files) and
+    where each file's features lie (chunk, row). Read and appended under the folder's lock."""
+
+    folder: Path
+    dim: int = 0
+    chunks: list[dict[str, Any]] = field(default_factory=list)  # {"name", "rows"}, in the order written
+    index: dict[str, tuple[int, int]] = field(default_factory=dict)  # file key -> (chunk, row)
+    arrays: list[np.ndarray] = field(default_factory=list)  # each chunk's array, mapped
+
+    @classmethod
+    def read(cls, folder: Path) -> FeatureStore:
+        """The chunks the index lists; an unreadable index is an empty cache (computed again), an unreadable
+        chunk is left out (its files computed again)."""
+        store = cls(folder)
+        try:
+            head = json.loads((folder / INDEX).read_text())
+            dim, chunks = int(head["dim"]), list(head["chunks"])
+            if head.get("format") != FORMAT:
+                return store
+        except (OSError, ValueError, KeyError, TypeError):
+            return store
+        store.dim = dim
+        for chunk in chunks:
+            try:
+                name, n = str(chunk["name"]), int(chunk["rows"])
+                if not CHUNK.fullmatch(name):
+                    continue
+                keys = json.loads((folder / f"{name}.keys.json").read_text())
+                array = np.load(folder / f"{name}.npy", mmap_mode="r")
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if array.shape != (n, dim) or not isinstance(keys, list) or len(keys) != n:
+                continue
+            c = len(store.chunks)
+            store.chunks.append({"name": name, "rows": n})
+            store.arrays.append(array)
+            store.index.update((str(k), (c, r)) for r, k in enumerate(keys))
+        return store
+
+    def gather(self, out: np.ndarray, rows: Sequence[tuple[int, int] | None]) -> None:
+        """Fill ``out[i]`` with the features at ``rows[i]`` (a chunk and row; None: left as it is)."""
+        by_chunk: dict[int, tuple[list[int], list[int]]] = {}
+        for i, at in enumerate(rows):
+            if at is not None:
+                mine, theirs = by_chunk.setdefault(at[0], ([], []))
+                mine.append(i)
+                theirs.append(at[1])
+        for c, (mine, theirs) in by_chunk.items():
+            out[mine] = self.arrays[c][theirs]
+
+    def append(self, keys: list[str], features: np.ndarray) -> None:
+        """A new chunk of ``features`` (one row per key), then the index that lists it: the chunks already
+        written stay as they are."""
+        if self.chunks and int(features.shape[1]) != self.dim:  # another backbone's width: the cache restarts
+            self.chunks, self.arrays, self.index = [], [], {}
+        self.dim = int(features.shape[1])
+        number = 1 + max((int(c["name"][len("chunk-") :]) for c in self.chunks), default=0)
+        name = f"chunk-{number:06d}"
+        array = np.ascontiguousarray(features, dtype=np.float32)
+        atomic_write(self.folder / f"{name}.npy", lambda fh: np.save(fh, array))
+        atomic_write(self.folder / f"{name}.keys.json", lambda fh: fh.write(json.dumps(keys).encode()))
+        self.chunks.append({"name": name, "rows": len(keys)})
+        self.arrays.append(array)
+        c = len(self.chunks) - 1
+        self.index.update((k, (c, r)) for r, k in enumerate(keys))
+        # the index last: it never lists a chunk that is not whole on disk
+        atomic_write_json(self.folder / INDEX, {"format": FORMAT, "dim": self.dim, "chunks": self.chunks})

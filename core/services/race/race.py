@@ -8,6 +8,8 @@ of the whole run, not of the rung), no early stop, and one compute thread per pr
 at once as the cores hold (cores // the run's workers), the rest queue. A variant that fails (a worker died,
 its loss diverged past its recoveries) is eliminated with its reason; a stop stops every variant at its next
 batch (each writes its checkpoint) and leaves the run untouched: ``resume`` picks the race up at its rung.
+A frozen backbone's features come from the cache of the raced run's runs folder: computed once, by the first
+variant, while the others wait for them.
 """
 
 from __future__ import annotations
@@ -293,14 +295,26 @@ class Race:
             "train.early_stop_patience": 0,
         }
         if entry.run:  # a later rung (or a resumed one): the variant goes on from its own checkpoint
-            return Session.from_run(self.folder / entry.run, epochs=target)
+            return Session.from_run(self.folder / entry.run, epochs=target, features_dir=self._features_dir)
         cfg, start, _, _ = fork_point(
             self._start_checkpoint(), {**entry.changes, **race_keys}, self.folder / f"v{entry.index}", f"v{entry.index}"
         )
         if start.parent is not None:  # a sweep's worker is forked from a file of the race's: name the run
             start = replace(start, parent={**start.parent, "run": str(plan.run), "name": Path(plan.run).name})
         cfg = cfg.with_changes({"parallel.threads_per_worker": 1})  # the variants share the cores
-        return Session(cfg, runs_dir=self.folder / f"v{entry.index}", name=f"v{entry.index}", start=start)
+        return Session(
+            cfg,
+            runs_dir=self.folder / f"v{entry.index}",
+            name=f"v{entry.index}",
+            start=start,
+            features_dir=self._features_dir,
+        )
+
+    @property
+    def _features_dir(self) -> Path:
+        """The runs folder of the raced run: its cache of a frozen backbone's features serves every variant
+        (they train on the same images with the same backbone), computed once for them all."""
+        return Path(self.plan.run).parent
 
     def _start_checkpoint(self) -> Path:
         """What the variants fork: the run's last checkpoint, or a sweep's best worker's part of it."""

@@ -257,3 +257,37 @@ def test_exports_and_predict_agree_on_raw_image_files(photos: Path, weights: Pat
         assert got["class"] == row[1]
         served = [got["probabilities"][c.removeprefix("prob_")] for c in classes]
         assert np.abs(np.asarray(served) - np.asarray([float(v) for v in row[2:]])).max() < 1e-4
+
+
+def test_a_race_of_a_head_only_run_computes_its_features_once_for_every_variant(
+    photos: Path, weights: Path, tmp_path: Path
+) -> None:
+    import re
+    import shutil
+
+    from core.services.race.plan import plan_race
+    from core.services.race.race import Race
+    from core.session import Session
+    from core.training.features import CACHE_FOLDER
+
+    runs = tmp_path / "runs"
+    sets = [f"model.kind={KIND}", f"model.weights={weights}", f"data.source=images:{photos}"]
+    sets += [f"data.image_size={SIZE}", "parallel.strategy=single", "train.epochs=1"]
+    session = Session(apply_overrides(Config(), sets), runs_dir=runs)
+    session.start()
+    assert session.wait(300) == "finished", session.error
+    assert session.run_dir is not None
+    shutil.rmtree(runs / CACHE_FOLDER)  # the race finds no features: its variants compute them
+
+    record = Race(plan_race(session.run_dir, ["optim.lr=0.5x,2x"], rungs=[1])).run()
+    assert record.state == "done"
+    lines = [_feature_line(record_dir) for record_dir in _variant_runs(session.run_dir)]
+    computed = [int(re.search(r"(\d+) computed", line).group(1)) for line in lines]  # type: ignore[union-attr]
+    assert len(lines) == 2 and sum(computed) == 48, lines
+    assert (runs / CACHE_FOLDER).is_dir() and not list(session.run_dir.rglob(CACHE_FOLDER))
+
+
+def _variant_runs(run: Path) -> list[Path]:
+    """The run folders of a race's variants (the winner's moved beside the raced run)."""
+    found = [p.parent for p in run.rglob("metrics.jsonl") if p.parent != run]
+    return found + [p for p in run.parent.iterdir() if p.is_dir() and p != run and (p / "metrics.jsonl").is_file()]
