@@ -94,14 +94,17 @@ class ImagePrep:
         return prep if isinstance(prep, ImagePrep) else cls(tuple(int(s) for s in prep))  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
-        doc = {
+        doc: dict[str, Any] = {
             "shape": list(self.shape),
             "resize": self.resize,
             "crop_pct": self.crop_pct,
             "interpolation": self.interpolation,
-            "crop_mode": self.crop_mode,
         }
-        return {**doc, "fill": list(self.fill)} if self.fill else doc
+        if self.crop_mode != "center":  # a centre crop is written as before: its cached features stay valid
+            doc["crop_mode"] = self.crop_mode
+        if self.fill:
+            doc["fill"] = list(self.fill)
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ImagePrep:

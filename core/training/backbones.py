@@ -292,8 +292,6 @@ def pretrained_backbone(kind: str, path: Path, image_shape: Sequence[int]) -> nn
     """The backbone with the file's weights, loaded by timm (``pretrained_cfg_overlay={"file": ...}``): its
     filter for the architecture adapts what the file holds to the model built (a ViT's position embeddings
     to another image size)."""
-    shapes = weight_shapes(path)  # a file that is not one of weights: said before timm tries it
-    check_fits(kind, create_backbone(kind, image_shape, pretrained=False), shapes, path)
     try:
         return create_backbone(kind, image_shape, pretrained=True, pretrained_cfg_overlay={"file": str(path)})
     except ModelError as exc:  # a shape that differs, and timm's filter could not adapt
@@ -326,6 +324,7 @@ def start_pretrained(cfg: ModelConfig, nets: Sequence[nn.Module]) -> None:
         return
     first = nets[0]
     assert isinstance(first, BackboneNet)
+    check_fits(cfg.kind, first.backbone, weight_shapes(path), path)  # a bad file said before timm tries it
     state = pretrained_backbone(cfg.kind, path, first.image_shape).state_dict()
     with torch.no_grad():
         for net in nets:

@@ -155,6 +155,7 @@ def test_each_crop_mode_is_timms_eval_transform(tmp_path: Path, crop_mode: str) 
 def test_a_model_json_without_crop_mode_is_a_centre_crop() -> None:
     old = {"shape": [3, 24, 24], "resize": "crop", "crop_pct": 0.875, "interpolation": "bicubic"}
     assert ImagePrep.from_json(old) == ImagePrep((3, 24, 24), "crop", 0.875, "bicubic", "center")
+    assert ImagePrep.from_json(old).to_json() == old  # written as before: a feature cache's key stays
     border = ImagePrep((3, 24, 24), "crop", 1.0, "bicubic", "border", (128, 102, 77))
     assert ImagePrep.from_json(orjson.loads(orjson.dumps(border.to_json()))) == border
     for bad in ({"crop_mode": "letterbox"}, {"resize": "squash", "crop_mode": "border"}, {"fill": [1, 2]}):
