@@ -58,6 +58,14 @@ def test_images_decode_as_the_backbones_own_eval_transform(tmp_path: Path, name:
         assert np.abs(got - want).max() < 1e-4, (name, w, h)
 
 
+def test_a_vit_of_fixed_size_is_built_for_data_image_size() -> None:
+    from core.training.backbones import build_backbone_net
+
+    net = build_backbone_net("timm:vit_tiny_patch16_224", True, (3, 64, 48), 2)  # random weights, no download
+    with torch.no_grad():
+        assert net(torch.zeros(2, 3, 64, 48)).shape == (2, 2)
+
+
 @pytest.fixture
 def photos(tmp_path: Path) -> Path:
     for c in range(2):
