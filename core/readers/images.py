@@ -1,9 +1,9 @@
 """One image decoded as a model takes it, the same on every face: training, evaluation, predict and serve.
 
 :class:`ImagePrep` says what the model takes ((C, H, W), squash or timm's eval transform with its crop
-mode, the resampling filter); :func:`decode_image` turns a file or bytes into float32 (C, H, W) in [0, 1] by it. A JPEG is
-decoded at the size needed (Pillow's draft mode, never below the target), EXIF orientation is applied,
-any mode is converted to grey or RGB, and no image decodes to more than ``MAX_DECODED_PIXELS``.
+mode, the resampling filter); :func:`decode_image` turns a file or bytes into float32 (C, H, W) in [0, 1]
+by it. A JPEG is decoded at the size needed (Pillow's draft mode, never below the target), EXIF orientation
+is applied, any mode is converted to grey or RGB, and no image decodes to more than ``MAX_DECODED_PIXELS``.
 :func:`check_image` is the cheap check of a file before training (header, PNG checksums, a JPEG's end).
 
 Torch-free (PIL and numpy): the HTTP process of ``serve`` and an ONNX model's ``predict`` decode without torch.
@@ -114,7 +114,7 @@ class ImagePrep:
                 str(doc.get("resize", "squash")),
                 float(doc.get("crop_pct", 1.0)),
                 str(doc.get("interpolation", "bilinear")),
-                str(doc.get("crop_mode", "center")),  # a model from before crop modes: timm's default
+                str(doc.get("crop_mode", "center")),  # a model from before crop modes: a centre crop
                 tuple(int(v) for v in doc.get("fill", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
