@@ -1,9 +1,9 @@
 """One image decoded as a model takes it, the same on every face: training, evaluation, predict and serve.
 
-:class:`ImagePrep` says what the model takes ((C, H, W), squash or timm's centre crop, the resampling
-filter); :func:`decode_image` turns a file or bytes into float32 (C, H, W) in [0, 1] by it. A JPEG is
-decoded at the size needed (Pillow's draft mode, never below the target), EXIF orientation is applied,
-any mode is converted to grey or RGB, and no image decodes to more than ``MAX_DECODED_PIXELS``.
+:class:`ImagePrep` says what the model takes ((C, H, W), squash or timm's eval transform with its crop
+mode, the resampling filter); :func:`decode_image` turns a file or bytes into float32 (C, H, W) in [0, 1]
+by it. A JPEG is decoded at the size needed (Pillow's draft mode, never below the target), EXIF orientation
+is applied, any mode is converted to grey or RGB, and no image decodes to more than ``MAX_DECODED_PIXELS``.
 :func:`check_image` is the cheap check of a file before training (header, PNG checksums, a JPEG's end).
 
 Torch-free (PIL and numpy): the HTTP process of ``serve`` and an ONNX model's ``predict`` decode without torch.
@@ -26,6 +26,8 @@ from core.errors import DataError
 MAX_DECODED_PIXELS = 64_000_000  # a 64-megapixel decode is 192 MB as RGB, 256 MB as 32-bit: never gigabytes
 DRAFT_MAX_SCALE = 8  # JPEG's draft mode decodes at 1/2, 1/4 or 1/8 of each side
 RESIZES = ("squash", "crop")
+CROP_MODES = ("center", "squash", "border")  # timm's (timm.data.transforms_imagenet_eval)
+MAX_CROP_PCT = 2.0  # above 1 the image is scaled below the size and padded (timm's volo at 448: 1.15)
 INTERPOLATIONS = ("nearest", "bilinear", "bicubic", "lanczos", "box", "hamming")
 GREY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16L", "I;16B", "I;16N", "F"})
 ORIENTATION = 0x0112  # the EXIF tag; 5 to 8 swap width and height
@@ -50,14 +52,19 @@ class ImageError(DataError):
 class ImagePrep:
     """How an image becomes what the model takes; travels in the checkpoint and model.json.
 
-    ``resize``: "squash" resizes to (W, H), whatever the aspect; "crop" is timm's eval transform: the
-    shorter side to ``floor(H / crop_pct)`` (timm's ``transforms_imagenet_eval``), then the centre H x W.
+    ``resize``: "squash" resizes to (W, H), whatever the aspect; "crop" is timm's eval transform
+    (``transforms_imagenet_eval``), the scale ``floor(H / crop_pct)`` x ``floor(W / crop_pct)`` reached as
+    ``crop_mode`` says: "center", the shorter side to it, then the centre H x W; "squash", both sides to it
+    whatever the aspect, then the centre H x W; "border", the longer side to it, then the centre H x W, the
+    sides short of it padded with ``fill`` (0-255 per channel, timm's ``round(255 * mean)``).
     """
 
     shape: tuple[int, int, int]  # (C, H, W), C 1 (grey) or 3 (RGB)
     resize: str = "squash"
     crop_pct: float = 1.0
     interpolation: str = "bilinear"
+    crop_mode: str = "center"
+    fill: tuple[int, ...] = ()  # "border"'s padding, one value per channel (none: black)
 
     def __post_init__(self) -> None:
         shape = tuple(int(s) for s in self.shape)
@@ -66,12 +73,20 @@ class ImagePrep:
         object.__setattr__(self, "shape", shape)
         if self.resize not in RESIZES:
             raise ValueError(f"image prep: resize must be one of {', '.join(RESIZES)}, got {self.resize!r}")
-        if not 0.0 < float(self.crop_pct) <= 1.0:
-            raise ValueError(f"image prep: crop_pct must be in (0, 1], got {self.crop_pct}")
+        if not 0.0 < float(self.crop_pct) <= MAX_CROP_PCT:
+            raise ValueError(f"image prep: crop_pct must be in (0, {MAX_CROP_PCT}], got {self.crop_pct}")
         if self.interpolation not in INTERPOLATIONS:
             raise ValueError(
                 f"image prep: interpolation must be one of {', '.join(INTERPOLATIONS)}, got {self.interpolation!r}"
             )
+        if self.crop_mode not in CROP_MODES:
+            raise ValueError(f"image prep: crop_mode must be one of {', '.join(CROP_MODES)}, got {self.crop_mode!r}")
+        if self.crop_mode != "center" and self.resize != "crop":
+            raise ValueError(f'image prep: crop_mode {self.crop_mode!r} needs resize "crop", got {self.resize!r}')
+        fill = tuple(int(v) for v in self.fill)
+        if fill and (len(fill) != shape[0] or not all(0 <= v <= 255 for v in fill)):
+            raise ValueError(f"image prep: fill must be {shape[0]} values 0 to 255, got {self.fill}")
+        object.__setattr__(self, "fill", fill)
 
     @classmethod
     def of(cls, prep: ImagePrep | Sequence[int]) -> ImagePrep:
@@ -79,12 +94,17 @@ class ImagePrep:
         return prep if isinstance(prep, ImagePrep) else cls(tuple(int(s) for s in prep))  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "shape": list(self.shape),
             "resize": self.resize,
             "crop_pct": self.crop_pct,
             "interpolation": self.interpolation,
         }
+        if self.crop_mode != "center":  # a centre crop is written as before: its cached features stay valid
+            doc["crop_mode"] = self.crop_mode
+        if self.fill:
+            doc["fill"] = list(self.fill)
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> ImagePrep:
@@ -94,17 +114,25 @@ class ImagePrep:
                 str(doc.get("resize", "squash")),
                 float(doc.get("crop_pct", 1.0)),
                 str(doc.get("interpolation", "bilinear")),
+                str(doc.get("crop_mode", "center")),  # a model from before crop modes: a centre crop
+                tuple(int(v) for v in doc.get("fill", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"image_prep {doc!r} is unusable: {exc}") from None
 
     def plan(self, width: int, height: int) -> tuple[tuple[int, int], tuple[int, int, int, int] | None]:
-        """For an image of ``width`` x ``height`` (oriented): the size to resize to and the box to crop, if any."""
+        """For an image of ``width`` x ``height`` (oriented): the size to resize to and the box to crop, if any
+        (a box past the resized image's edges pads it with ``fill``)."""
         _c, h, w = self.shape
         if self.resize == "squash":
             return (w, h), None
         sh, sw = math.floor(h / self.crop_pct), math.floor(w / self.crop_pct)
-        if sh == sw:  # torchvision's Resize(int): the shorter side to sh, the longer in proportion (truncated)
+        if self.crop_mode == "squash":  # torchvision's Resize((sh, sw))
+            size = (sw, sh)
+        elif self.crop_mode == "border":  # timm's ResizeKeepRatio(longest=1): both sides at most the scale
+            ratio = max(height / sh, width / sw)
+            size = (round(width / ratio), round(height / ratio))
+        elif sh == sw:  # torchvision's Resize(int): the shorter side to sh, the longer in proportion (truncated)
             if width <= height:
                 size = (sh, int(sh * height / width))
             else:
@@ -112,8 +140,14 @@ class ImagePrep:
         else:  # timm's ResizeKeepRatio(longest=0): both sides at least the target
             ratio = min(height / sh, width / sw)
             size = (round(width / ratio), round(height / ratio))
-        top, left = int(round((size[1] - h) / 2.0)), int(round((size[0] - w) / 2.0))
+        left, top = _offset(size[0], w), _offset(size[1], h)
         return size, (left, top, left + w, top + h)
+
+
+def _offset(have: int, want: int) -> int:
+    """Where the crop of ``want`` starts along a side of ``have``: timm's ``center_crop_or_pad`` pads a short
+    side by half the gap (the odd pixel after), and centres the crop of a long one (rounded)."""
+    return -((want - have) // 2) if want > have else int(round((have - want) / 2.0))
 
 
 def prep_of(doc: dict[str, Any] | None, shape: Sequence[int]) -> ImagePrep:
@@ -227,7 +261,14 @@ def _fit(img: Any, prep: ImagePrep, source: Source, where: str) -> Any:
     img = convert_mode(img, channels)
     if img.size != size:
         img = img.resize(size, Image.Resampling[prep.interpolation.upper()])
-    return img.crop(box) if box is not None else img
+    if box is None:
+        return img
+    if box[0] >= 0 and box[1] >= 0 and box[2] <= size[0] and box[3] <= size[1]:
+        return img.crop(box)
+    fill = prep.fill[0] if channels == 1 and prep.fill else tuple(prep.fill) or 0
+    canvas = Image.new(img.mode, (box[2] - box[0], box[3] - box[1]), fill)  # Pillow's own crop pads black
+    canvas.paste(img, (-box[0], -box[1]))
+    return canvas
 
 
 def convert_mode(img: Any, channels: int) -> Any:

@@ -3,8 +3,11 @@
 The network is timm's architecture without its classifier (``num_classes=0``: it gives features) and a new
 linear head for the data's classes (one output for a regression). Built anywhere with random weights, as every
 model here is: a checkpoint or an export carries the trained weights. Only a fresh run loads the pretrained
-ones (:func:`load_pretrained`): from huggingface_hub's cache (``model.weights = "hub"``, downloaded once, with
-``HF_HOME`` and ``HF_HUB_OFFLINE`` honoured), or from a file in timm's key layout.
+ones (:func:`start_pretrained`): from huggingface_hub's cache (``model.weights = "hub"``, downloaded once, with
+``HF_HOME`` and ``HF_HUB_OFFLINE`` honoured), or from a file in timm's key layout, loaded by timm itself (its
+per-architecture adaptations, a ViT's position embeddings resampled to ``data.image_size`` among them).
+The images a backbone takes are timm's answer too (``timm.data.resolve_data_config``): size, mean and std,
+interpolation, crop and crop mode, carried into the data's :class:`~core.readers.images.ImagePrep`.
 
 ``model.finetune = "head"`` freezes the backbone: its features are computed once and cached
 (:mod:`core.training.features`) and the head trains on them; the model then takes either images (N, C, H, W)
@@ -27,7 +30,7 @@ from torch import nn
 from core.config import Config, ModelConfig
 from core.data import ImageInput
 from core.errors import ModelError
-from core.readers.images import INTERPOLATIONS, ImagePrep
+from core.readers.images import CROP_MODES, INTERPOLATIONS, ImagePrep
 
 PREFIX = "timm:"
 WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's hub repositories hold, in its order
@@ -44,9 +47,12 @@ def timm_name(kind: str) -> str:
 class BackboneNet(nn.Module):
     """A timm backbone (images -> features) and a linear head (features -> outputs)."""
 
-    def __init__(self, backbone: nn.Module, num_features: int, num_outputs: int, frozen: bool) -> None:
+    def __init__(
+        self, backbone: nn.Module, num_features: int, num_outputs: int, frozen: bool, image_shape: Sequence[int]
+    ) -> None:
         super().__init__()
         self.backbone = backbone
+        self.image_shape = tuple(int(s) for s in image_shape)  # (C, H, W) it was built for
         self.head = nn.Linear(num_features, num_outputs)
         self.frozen = frozen
         if frozen:
@@ -70,13 +76,14 @@ class BackboneNet(nn.Module):
 
 @dataclass(frozen=True)
 class Preprocessing:
-    """What a backbone was pretrained on: the images it takes (timm's ``pretrained_cfg``)."""
+    """The images a backbone takes: timm's ``resolve_data_config`` of its ``pretrained_cfg``."""
 
     input_size: tuple[int, int, int]  # (C, H, W)
     mean: tuple[float, ...]
     std: tuple[float, ...]
     interpolation: str
     crop_pct: float
+    crop_mode: str
 
 
 def _timm() -> Any:
@@ -98,23 +105,53 @@ def _check_name(kind: str) -> str:
     return name
 
 
-def create_backbone(kind: str) -> nn.Module:
-    """timm's architecture with random weights and no classifier (its output: features)."""
+def _pretrained_cfg(name: str) -> dict[str, Any]:
+    cfg = _timm().models.get_pretrained_cfg(name)
+    return dict(cfg.to_dict()) if cfg is not None else {}  # none: timm's defaults (ImageNet's) apply
+
+
+def _size_args(name: str, image_shape: Sequence[int]) -> dict[str, Any]:
+    """``img_size`` for an architecture whose size is fixed when built (a ViT's position embeddings): timm's
+    own sign of one is ``fixed_input_size`` in its pretrained config, and it then passes ``img_size`` itself."""
+    if not _pretrained_cfg(name).get("fixed_input_size", False):
+        return {}
+    return {"img_size": (int(image_shape[1]), int(image_shape[2]))}
+
+
+def create_backbone(kind: str, image_shape: Sequence[int], **extra: Any) -> nn.Module:
+    """timm's architecture for images of ``image_shape`` (C, H, W), no classifier (its output: features), with
+    random weights unless ``extra`` asks timm for pretrained ones."""
     name = _check_name(kind)
     try:
-        return _timm().create_model(name, pretrained=False, num_classes=0)
-    except Exception as exc:  # an unknown pretrained tag, an architecture that needs arguments
-        raise ModelError(f'model: model.kind = "{kind}": timm could not build it: {exc}') from None
+        args = {"pretrained": False, **_size_args(name, image_shape), **extra}
+        return _timm().create_model(name, num_classes=0, **args)
+    except Exception as exc:  # an unknown pretrained tag, a size the architecture cannot take
+        raise ModelError(f'model: model.kind = "{kind}": timm could not build it: {_first_line(exc)}') from None
 
 
-def preprocessing(kind: str) -> Preprocessing:
-    """The backbone's own preprocessing (input size, mean and std, interpolation, crop)."""
+def _first_line(exc: BaseException) -> str:
+    """An exception's first line, with the next when it only announces it (torch's "Error(s) in loading...:")."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else type(exc).__name__
+
+
+def preprocessing(kind: str, image_size: int = 0) -> Preprocessing:
+    """The backbone's own preprocessing (input size, mean and std, interpolation, crop and crop mode) as timm
+    resolves it; ``image_size``: a square size instead of the pretrained one."""
     name = _check_name(kind)
-    cfg = _timm().models.get_pretrained_cfg(name)
-    if cfg is None:  # an architecture without a pretrained configuration: ImageNet's usual one
-        return Preprocessing((3, 224, 224), (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), "bicubic", 0.875)
-    c, h, w = (int(v) for v in cfg.input_size)
-    return Preprocessing((c, h, w), tuple(cfg.mean), tuple(cfg.std), str(cfg.interpolation), float(cfg.crop_pct))
+    args: dict[str, Any] = {"input_size": (3, image_size, image_size)} if image_size else {"in_chans": 3}
+    cfg = _timm().data.resolve_data_config(args=args, pretrained_cfg=_pretrained_cfg(name))
+    c, h, w = (int(v) for v in cfg["input_size"])
+    return Preprocessing(
+        (c, h, w),
+        tuple(float(v) for v in cfg["mean"]),
+        tuple(float(v) for v in cfg["std"]),
+        str(cfg["interpolation"]),
+        float(cfg["crop_pct"]),
+        str(cfg["crop_mode"]),
+    )
 
 
 def build_backbone_net(kind: str, frozen: bool, image_shape: Sequence[int] | None, num_outputs: int) -> BackboneNet:
@@ -122,12 +159,12 @@ def build_backbone_net(kind: str, frozen: bool, image_shape: Sequence[int] | Non
         raise ModelError(
             f'model: model.kind = "{kind}" needs images (data.source = "images:DIR", a folder of class folders)'
         )
-    backbone = create_backbone(kind)
+    backbone = create_backbone(kind, image_shape)
     num_features = int(getattr(backbone, "num_features", 0))
     if num_features <= 0:
         with torch.no_grad():
             num_features = int(backbone.eval()(torch.zeros(1, *image_shape)).shape[-1])
-    return BackboneNet(backbone, num_features, num_outputs, frozen=frozen)
+    return BackboneNet(backbone, num_features, num_outputs, frozen=frozen, image_shape=image_shape)
 
 
 # -- the pretrained weights -------------------------------------------------------------------------------------
@@ -201,14 +238,19 @@ def _no_weights(where: str, why: str) -> Path:
     raise ModelError(f"{where}: {why}; set model.weights = PATH to a .safetensors or .pth file in timm's key layout")
 
 
-def read_weights(path: Path) -> dict[str, torch.Tensor]:
-    """A state dict from a .safetensors file or a .pth/.pt/.bin file (tensors only: pickled code is refused)."""
+def weight_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    """The names and shapes of a .safetensors or .pth/.pt/.bin file's tensors, read without their data where
+    the format allows (pickled code is refused); a wrapping training checkpoint is looked into."""
     try:
         if path.suffix.lower() == ".safetensors":
-            from safetensors.torch import load_file
+            from safetensors import safe_open
 
-            return dict(load_file(str(path)))
-        state = torch.load(path, map_location="cpu", weights_only=True)
+            with safe_open(str(path), framework="pt") as fh:
+                return {k: tuple(fh.get_slice(k).get_shape()) for k in fh.keys()}
+        try:  # a zip file (torch.save's format since 1.6) maps its tensors: only the names are read
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # the older format cannot be mapped
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
         raise ModelError(
             f"model: model.weights: {path} is not a readable weights file ({type(exc).__name__})"
@@ -218,7 +260,7 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
             state = state[wrapper]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ModelError(f"model: model.weights: {path} is not a state dict (a mapping of names to tensors)")
-    return state
+    return {str(k).removeprefix("module."): tuple(v.shape) for k, v in state.items()}
 
 
 def weights_digest(net: BackboneNet) -> str:
@@ -230,52 +272,64 @@ def weights_digest(net: BackboneNet) -> str:
     return h.hexdigest()[:24]
 
 
-def load_pretrained(net: BackboneNet, kind: str, state: dict[str, torch.Tensor], path: Path) -> None:
-    """Put pretrained weights (timm's key layout, classifier included or not) into the backbone."""
-    pretrained = _timm().models.get_pretrained_cfg(timm_name(kind))
-    classifier = getattr(pretrained, "classifier", None) or ()
+def check_fits(kind: str, backbone: nn.Module, shapes: dict[str, tuple[int, ...]], path: Path) -> None:
+    """The file holds every weight of the backbone and nothing else (its classifier aside): timm's own load of
+    a backbone without classifier leaves a missing weight random, silently."""
+    classifier = _pretrained_cfg(timm_name(kind)).get("classifier") or ()
     heads = (classifier,) if isinstance(classifier, str) else tuple(classifier)
-    own = net.backbone.state_dict()
-    taken = {k: v for k, v in state.items() if not any(k == h or k.startswith(h + ".") for h in heads)}
-    where = f"model: model.weights: {path}"
-    for k, v in own.items():
+    taken = {k for k in shapes if not any(k == h or k.startswith(h + ".") for h in heads)}
+    own = backbone.state_dict()
+    where = f"model: model.weights: {path}: does not fit {timm_name(kind)}"
+    for k in own:
         if k not in taken:
-            raise ModelError(f"{where}: does not fit {timm_name(kind)}: it has no {k!r} (is it another architecture?)")
-        if tuple(taken[k].shape) != tuple(v.shape):
-            raise ModelError(
-                f"{where}: does not fit {timm_name(kind)}: {k!r} is {tuple(taken[k].shape)} in the file, "
-                f"{tuple(v.shape)} in the model"
-            )
-    extra = sorted(set(taken) - set(own))
+            raise ModelError(f"{where}: it has no {k!r} (is it another architecture?)")
+    extra = sorted(taken - set(own))
     if extra:
-        raise ModelError(f"{where}: does not fit {timm_name(kind)}: the file has {extra[0]!r}, the model has not")
-    with torch.no_grad():
-        net.backbone.load_state_dict(taken, strict=True)
+        raise ModelError(f"{where}: the file has {extra[0]!r}, the model has not")
+
+
+def pretrained_backbone(kind: str, path: Path, image_shape: Sequence[int]) -> nn.Module:
+    """The backbone with the file's weights, loaded by timm (``pretrained_cfg_overlay={"file": ...}``): its
+    filter for the architecture adapts what the file holds to the model built (a ViT's position embeddings
+    to another image size)."""
+    try:
+        return create_backbone(kind, image_shape, pretrained=True, pretrained_cfg_overlay={"file": str(path)})
+    except ModelError as exc:  # a shape that differs, and timm's filter could not adapt
+        why = str(exc).split("timm could not build it: ", 1)[-1]
+        raise ModelError(f"model: model.weights: {path}: does not fit {timm_name(kind)}: {why}") from None
 
 
 def image_input(cfg: Config) -> ImageInput | None:
-    """How a timm backbone takes its images (its size unless ``data.image_size`` is set, its mean and std);
-    None for every other model (the data's own size and statistics)."""
+    """How a timm backbone takes its images (its size unless ``data.image_size`` is set, its mean and std, its
+    eval transform); None for every other model (the data's own size and statistics)."""
     if not is_timm(cfg.model.kind):
         return None
-    pre = preprocessing(cfg.model.kind)
-    _, h, w = pre.input_size
-    if cfg.data.image_size:
-        h = w = cfg.data.image_size
+    pre = preprocessing(cfg.model.kind, cfg.data.image_size)
     interpolation = pre.interpolation if pre.interpolation in INTERPOLATIONS else "bicubic"
-    prep = ImagePrep((3, h, w), resize="crop", crop_pct=pre.crop_pct, interpolation=interpolation)
+    prep = ImagePrep(
+        (3, pre.input_size[1], pre.input_size[2]),
+        resize="crop",
+        crop_pct=pre.crop_pct,
+        interpolation=interpolation,
+        crop_mode=pre.crop_mode if pre.crop_mode in CROP_MODES else "center",
+        fill=tuple(round(255 * v) for v in pre.mean) if pre.crop_mode == "border" else (),
+    )
     return ImageInput(prep, pre.mean, pre.std, f'model.kind = "{cfg.model.kind}"')
 
 
 def start_pretrained(cfg: ModelConfig, nets: Sequence[nn.Module]) -> None:
-    """Load the pretrained weights (read once) into each of ``nets``, models of a fresh run."""
+    """Load the pretrained weights (read once, by timm) into each of ``nets``, models of a fresh run."""
     path = weights_file(cfg)
-    if path is None:
+    if path is None or not nets:
         return
-    state = read_weights(path)
-    for net in nets:
-        assert isinstance(net, BackboneNet)
-        load_pretrained(net, cfg.kind, state, path)
+    first = nets[0]
+    assert isinstance(first, BackboneNet)
+    check_fits(cfg.kind, first.backbone, weight_shapes(path), path)  # a bad file said before timm tries it
+    state = pretrained_backbone(cfg.kind, path, first.image_shape).state_dict()
+    with torch.no_grad():
+        for net in nets:
+            assert isinstance(net, BackboneNet)
+            net.backbone.load_state_dict(state, strict=True)
 
 
 def frozen_backbone(cfg: ModelConfig) -> bool:

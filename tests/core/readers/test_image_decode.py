@@ -129,6 +129,40 @@ def test_crop_is_timms_eval_transform(tmp_path: Path) -> None:
         assert np.abs(decode_image(path, prep) - want).max() < 1e-6, (w, h, size)
 
 
+@pytest.mark.parametrize("crop_mode", ["center", "squash", "border"])
+def test_each_crop_mode_is_timms_eval_transform(tmp_path: Path, crop_mode: str) -> None:
+    from timm.data import create_transform, resolve_data_config
+
+    mean, std = (0.5, 0.4, 0.3), (0.25, 0.2, 0.3)
+    cases = (
+        (71, 53, (3, 32, 32), 0.9),
+        (40, 90, (3, 24, 24), 1.0),
+        (90, 41, (3, 20, 28), 0.875),
+        (30, 50, (3, 32, 32), 1.15),
+    )
+    for w, h, size, crop_pct in cases:
+        path = tmp_path / f"{w}x{h}.png"
+        Image.fromarray(_photo(w, h)).save(path)
+        pretrained = {"input_size": size, "interpolation": "bicubic", "crop_pct": crop_pct, "crop_mode": crop_mode}
+        timm_eval = create_transform(**resolve_data_config(pretrained_cfg={**pretrained, "mean": mean, "std": std}))
+        want = timm_eval(Image.open(path).convert("RGB")).numpy()
+        fill = tuple(round(255 * v) for v in mean) if crop_mode == "border" else ()
+        prep = ImagePrep(size, "crop", crop_pct, "bicubic", crop_mode, fill)
+        got = (decode_image(path, prep) - np.reshape(mean, (3, 1, 1))) / np.reshape(std, (3, 1, 1))
+        assert got.shape == want.shape and np.abs(got - want).max() < 1e-5, (crop_mode, w, h, size, crop_pct)
+
+
+def test_a_model_json_without_crop_mode_is_a_centre_crop() -> None:
+    old = {"shape": [3, 24, 24], "resize": "crop", "crop_pct": 0.875, "interpolation": "bicubic"}
+    assert ImagePrep.from_json(old) == ImagePrep((3, 24, 24), "crop", 0.875, "bicubic", "center")
+    assert ImagePrep.from_json(old).to_json() == old  # written as before: a feature cache's key stays
+    border = ImagePrep((3, 24, 24), "crop", 1.0, "bicubic", "border", (128, 102, 77))
+    assert ImagePrep.from_json(orjson.loads(orjson.dumps(border.to_json()))) == border
+    for bad in ({"crop_mode": "letterbox"}, {"resize": "squash", "crop_mode": "border"}, {"fill": [1, 2]}):
+        with pytest.raises(DataError, match="image_prep"):
+            ImagePrep.from_json({**old, **bad})
+
+
 def test_exif_orientation_is_applied(tmp_path: Path) -> None:
     upright = _jpeg(tmp_path / "upright.jpg", 40, 64, quality=100)
     turned = Image.open(upright).transpose(Image.Transpose.ROTATE_90)  # stored on its side, EXIF says turn back

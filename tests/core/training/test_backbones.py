@@ -164,6 +164,22 @@ def test_full_fine_tuning_changes_the_backbone_at_its_own_rate(photos: Path, wei
     assert [g["lr"] for g in opt.param_groups] == [0.1, pytest.approx(0.025)]
 
 
+def test_a_vit_trains_head_only_at_data_image_size_from_a_file_timm_loads(photos: Path, tmp_path: Path) -> None:
+    import timm
+
+    torch.manual_seed(2)
+    weights = tmp_path / "test_vit.safetensors"  # at its pretrained 160 pixels: 10 x 10 patches
+    save_file({k: v.contiguous() for k, v in timm.create_model("test_vit").state_dict().items()}, str(weights))
+    run = _train(photos, tmp_path / "runs", "model.kind=timm:test_vit", f"model.weights={weights}", "train.epochs=1")
+    assert "48 computed" in _feature_line(run)
+    backbone = _backbone(load_checkpoint(run)["model"])
+    own = timm.create_model(
+        "test_vit", pretrained=True, pretrained_cfg_overlay={"file": str(weights)}, num_classes=0, img_size=SIZE
+    ).state_dict()
+    assert tuple(backbone["pos_embed"].shape) == (1, 5, 64)  # resampled to the 2 x 2 patches of 32 pixels
+    assert all(torch.equal(v, own[k]) for k, v in backbone.items())
+
+
 def _hub_cache(home: Path, weights: Path) -> Path:
     """A Hugging Face cache holding timm's repository for ARCH, laid out as huggingface_hub writes it."""
     repo = home / "hub" / f"models--timm--{ARCH}"
