@@ -430,7 +430,8 @@ class Trainer:
         unused = [f"optim.{k}" for k in ("name", "lr", "momentum") if getattr(optim, k) != getattr(OptimConfig(), k)]
         unused += ["train.batch_size"] if train.batch_size != TrainConfig().batch_size else []
         if unused:
-            line += f'; {", ".join(unused)} not used: model.head_fit = "optimizer" trains the head by them'
+            them = "them" if len(unused) > 1 else "it"
+            line += f'; {", ".join(unused)} not used: model.head_fit = "optimizer" trains the head by {them}'
         return line
 
     def _train_epoch(self) -> None:
