@@ -43,7 +43,7 @@ from core.runfiles.records import (
 )
 from core.training.augment import make_augment
 from core.training.checkpoint import state_from_bytes, state_to_bytes
-from core.training.head_fit import MAX_ITERATIONS, HeadFit, default_l2
+from core.training.features import MAX_ITERATIONS, HeadFit, default_l2
 from core.training.losses import eval_metrics, eval_stats, make_loss
 from core.training.optimizers import make_optimizer, set_lr
 from core.training.precision import precision_for
@@ -375,7 +375,7 @@ class Trainer:
         )
 
     def _fit_head(self) -> None:
-        """Fit the head (:mod:`core.training.head_fit`), its iterations spread over ``train.epochs`` with an
+        """Fit the head (:class:`~core.training.features.HeadFit`), its iterations spread over ``train.epochs`` with an
         evaluation after each share, to convergence or the budget; the epochs left then have nothing to do.
 
         Rank 0 fits the one shared head; another worker would only fight it over the same optimum.

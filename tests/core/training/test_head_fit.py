@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression, Ridge
 
-from core.training.head_fit import HeadFit, default_l2
+from core.training.features import HeadFit, default_l2
 from core.training.losses import TaskLoss
 
 
