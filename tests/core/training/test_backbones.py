@@ -326,4 +326,3 @@ def test_the_head_at_the_defaults_reaches_what_a_logistic_regression_reaches_on_
     assert (run / "checkpoints" / "last.pt").exists() and (run / "checkpoints" / "best.pt").exists()
     logs = [r["message"] for r in records if r.get("kind") == "log"]
     assert any(line.startswith("head fitted by full-batch L-BFGS on 100 cached features") for line in logs), logs
-    print(*logs, f"val_accuracy {summary['final']['val_accuracy']:.4f}, LogisticRegression {reference:.4f}", sep="\n")
