@@ -42,6 +42,7 @@ ACTIVATIONS = ("relu", "gelu", "tanh", "silu")
 MODEL_KINDS = ("linear", "mlp", "cnn")
 WEIGHTS = ("hub", "none")  # or a path (core.config.fields.check_weights)
 FINETUNE = ("head", "full")
+HEAD_FITS = ("lbfgs", "optimizer")
 DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
 SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
 MONITORED = ("auto", "val_loss", "val_accuracy")
@@ -167,6 +168,16 @@ class ModelConfig(Section):
         FINETUNE,
         "head: train the classifier on cached features; full: every layer",
         doc="`timm:` kinds: `head` (the backbone frozen, its features cached, a linear head trains) or `full`",
+    )
+    # finetune = "head": how the head learns from the cached features
+    head_fit: str = _choice(
+        "lbfgs",
+        HEAD_FITS,
+        "lbfgs: fit the head to convergence on all cached features at once; optimizer: train it by batches",
+        doc='`model.finetune = "head"`: `lbfgs` (the head fitted by full-batch L-BFGS on the cached features, L2 '
+        "1/n as scikit-learn's `LogisticRegression(C=1)`, or `optim.weight_decay` when set; `optim.*` and "
+        "`train.batch_size` do not apply; under `single` and `hogwild`, see "
+        "[pretrained backbones](training.md#pretrained-backbones)) or `optimizer` (trained by `optim.*` in batches)",
     )
 
 

@@ -61,6 +61,9 @@ class Strategy(abc.ABC):
     model_per_worker: ClassVar[bool] = False  # each worker trains a model of its own (a sweep)
     advisable: ClassVar[bool] = False  # the advisor may probe it (it trains the run's one model faster or not)
     min_workers: ClassVar[int] = 1  # the fewest workers that make it what it is (the advisor's probes)
+    # a head on cached features (model.head_fit = "lbfgs") is fitted by rank 0 alone, the other ranks idle; a
+    # sweep or a search compares optimizer settings, and DDP's ranks must step together: they train it by batches
+    fits_head: ClassVar[bool] = False
 
     config: Config
     task: str = "classification"  # the data's task, known once the data is loaded

@@ -20,6 +20,7 @@ class Hogwild(Strategy):
     description = "Workers train one shared-memory model lock-free, each on its own data shard."
     runs_on_gpu = False
     advisable = True
+    fits_head = True
 
     def shard(self, rank: int) -> tuple[int, int]:
         return rank, self.num_workers

@@ -15,6 +15,7 @@ class Single(Strategy):
     name = "single"
     description = "One worker process: the baseline, and the easiest to debug."
     advisable = True
+    fits_head = True
 
     def collectives(self, device: torch.device) -> Collectives:
         return SingleProcess()

@@ -307,3 +307,74 @@ def _variant_runs(run: Path) -> list[Path]:
     """The run folders of a race's variants (the winner's moved beside the raced run)."""
     found = [p.parent for p in run.rglob("metrics.jsonl") if p.parent != run]
     return found + [p for p in run.parent.iterdir() if p.is_dir() and p != run and (p / "metrics.jsonl").is_file()]
+
+
+def test_the_head_at_the_defaults_reaches_what_a_logistic_regression_reaches_on_the_cached_features(
+    weights: Path, tmp_path: Path
+) -> None:
+    """Few-shot features of a real backbone's scale (put in the feature cache in place of the tiny network's),
+    a run at the defaults (hogwild, 2 workers): the head is within a point of scikit-learn's LogisticRegression
+    fitted on the same features and split, and the run is still a run (curves, checkpoints, its log's account)."""
+    from PIL import Image
+    from sklearn.linear_model import LogisticRegression
+
+    classes, per_class = 10, 40
+    photos = tmp_path / "digits"
+    for c in range(classes):
+        (photos / f"c{c}").mkdir(parents=True)
+        for i in range(per_class):
+            Image.new("RGB", (8, 8), (c * 20, i * 5, 0)).save(photos / f"c{c}" / f"{i}.png")
+    runs = tmp_path / "runs"
+    sets = (f"model.weights={weights}", "data.val_fraction=0.75")  # 10 training images a class
+    args = ["train", "--runs-dir", str(runs), "--set", f"model.kind={KIND}"]
+    args += ["--set", f"data.source=images:{photos}", "--set", f"data.image_size={SIZE}"]
+    for s in sets:
+        args += ["--set", s]
+    first = traindesk(*args, "--set", "train.epochs=1")
+    assert first.returncode == 0, first.stderr
+
+    # features as a pretrained network gives them (non-negative, norms in the tens): classes that overlap
+    (cache,) = (runs / ".features").iterdir()
+    (chunk,) = json.loads((cache / "index.json").read_text())["chunks"]  # one run, one chunk
+    keys = json.loads((cache / f"{chunk['name']}.keys.json").read_text())
+    dim = int(np.load(cache / f"{chunk['name']}.npy").shape[1])
+    rng = np.random.default_rng(0)
+    centres = rng.gamma(0.5, 1.0, (classes, dim))
+    feats = np.zeros((len(keys), dim), dtype=np.float32)
+    by_path: dict[str, np.ndarray] = {}
+    for row, key in enumerate(keys):
+        path = key.split("|")[0]
+        c = int(Path(path).parent.name[1:])
+        feats[row] = np.maximum(0.0, centres[c] + rng.normal(0.0, 1.5, dim)) * 2.0
+        by_path[path] = feats[row]
+    np.save(cache / f"{chunk['name']}.npy", feats)
+
+    done = traindesk(*args)
+    assert done.returncode == 0, done.stderr
+    run = Path(done.stdout.strip().splitlines()[-1])
+    assert "0 computed, 400 from the cache" in _feature_line(run)
+
+    from core.data import load_data
+    from core.training.backbones import image_input
+
+    cfg = from_dict(load_checkpoint(run)["config"])
+    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
+
+    def split(paths: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        x = np.stack([by_path[os.path.abspath(p)] for p in paths])
+        return x, np.asarray([int(Path(p).parent.name[1:]) for p in paths])
+
+    x_train, y_train = split(data.train.paths)  # type: ignore[union-attr]  # an image folder's splits
+    x_val, y_val = split(data.val.paths)  # type: ignore[union-attr]
+    assert len(y_train) == 100
+    reference = LogisticRegression().fit(x_train, y_train).score(x_val, y_val)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["final"]["val_accuracy"] >= reference - 0.01, (summary["final"], reference)
+
+    records = list(read_metrics(run / "metrics.jsonl"))
+    steps = [r for r in records if r.get("kind") == "step"]
+    evals = [r for r in records if r.get("kind") == "eval"]
+    assert len(steps) > 1 and evals and evals[-1]["val_accuracy"] == summary["final"]["val_accuracy"]
+    assert (run / "checkpoints" / "last.pt").exists() and (run / "checkpoints" / "best.pt").exists()
+    logs = [r["message"] for r in records if r.get("kind") == "log"]
+    assert any(line.startswith("head fitted by full-batch L-BFGS on 100 cached features") for line in logs), logs
