@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QIcon
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -106,6 +106,13 @@ class ConfigPanel(QWidget):
         for w in self.findChildren(QWidget):
             self._connect_change(w)
         self.set_config(Config())
+        QTimer.singleShot(0, self, self._list_devices)  # once the window is up: listing them imports torch
+
+    def _list_devices(self) -> None:
+        from core.services.machine import available_devices
+
+        # a torch that cannot list them leaves "cpu", which every machine has
+        self._calls.call(available_devices, self.parallel.show_devices, lambda _exc: None, name="list-devices")
 
     def _adopt(self, group: QWidget) -> None:
         """Show the group's widgets and actions as the panel's own (``panel.combo_dataset``)."""
