@@ -269,3 +269,49 @@ def test_a_turned_photo_is_shown_upright_in_predict_and_in_serves_try_it(
     assert serve.image_answer.path == photo and _is_upright(serve.label_serve_image.pixmap())
     icon = serve.try_form.list_images.item(0).icon()
     assert _is_upright(icon.pixmap(icon.availableSizes()[0]))
+
+
+def test_the_evaluate_tab_shows_a_head_only_runs_mistakes(qtbot: QtBot, tmp_path: Path) -> None:
+    """A timm backbone's head trained on its cached features (no image left in its validation split): the
+    gallery shows the image files it got wrong, as a run on the images themselves does."""
+    from app.views.evaluate import EvaluateView
+
+    rng = np.random.default_rng(1)
+    for name in ("a", "b", "c"):  # the same noise in every class: mistakes there must be
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        for i in range(8):
+            Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(
+                tmp_path / "photos" / name / f"{i}.png"
+            )
+    sets = [
+        "model.kind=timm:test_resnet.r160_in1k",  # timm's own tiny test network
+        "model.finetune=head",
+        "model.weights=none",
+        f"data.source=images:{tmp_path / 'photos'}",
+        "data.image_size=32",
+        "train.epochs=1",
+    ]
+    args = ["train", "--runs-dir", str(tmp_path / "runs"), "--strategy", "single"]
+    for s in sets:
+        args += ["--set", s]
+    done = run_core(*args, env=core_env(HF_HUB_OFFLINE="1"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = Path(done.stdout.strip().splitlines()[-1])
+
+    view = EvaluateView()
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.evaluated, timeout=60_000) as shown:
+        view.load_run(run)
+    total = shown.args[0]["misclassified_total"]
+    assert total > 0
+    assert view.list_misclassified.count() == min(48, total)
+    icon = view.list_misclassified.item(0).icon()
+    assert not icon.isNull() and view.list_misclassified.item(0).text().startswith("true ")
+
+    # an evaluation written before it named the files: the split rebuilt names them
+    from core.services.evaluate_run import misclassified_images
+
+    full = shown.args[0]
+    assert all(Path(m["path"]).is_file() for m in full["misclassified"])
+    unnamed = [{k: v for k, v in m.items() if k != "path"} for m in full["misclassified"]]
+    assert len(misclassified_images(run, {**full, "misclassified": unnamed})) == min(48, total)
