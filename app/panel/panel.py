@@ -106,13 +106,8 @@ class ConfigPanel(QWidget):
         for w in self.findChildren(QWidget):
             self._connect_change(w)
         self.set_config(Config())
-        QTimer.singleShot(0, self, self._list_devices)  # once the window is up: listing them imports torch
-
-    def _list_devices(self) -> None:
-        from core.services.machine import available_devices
-
-        # a torch that cannot list them leaves "cpu", which every machine has
-        self._calls.call(available_devices, self.parallel.show_devices, lambda _exc: None, name="list-devices")
+        # once the window is up: listing the devices imports torch
+        QTimer.singleShot(0, self, lambda: self.parallel.list_devices(self._calls))
 
     def _adopt(self, group: QWidget) -> None:
         """Show the group's widgets and actions as the panel's own (``panel.combo_dataset``)."""

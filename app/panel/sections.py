@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEd
 
 from app.panel.backbone_rows import BackboneRows
 from app.panel.fields import Bindings, choice_combo, form_of, parse_list
+from app.shell.tasks import BackgroundCalls
 from core.config import STRATEGIES, Config
 from core.services.runs.shape import strategy_facts
 
@@ -159,6 +160,13 @@ class ParallelGroup(QGroupBox):
     def show_config(self, cfg: Config) -> None:
         self.bindings.show(cfg)
         self._select_device(cfg.parallel.device)
+
+    def list_devices(self, calls: BackgroundCalls) -> None:
+        """List this machine's devices on a thread of ``calls``; a torch that cannot leaves "cpu", which every
+        machine has."""
+        from core.services.machine import available_devices
+
+        calls.call(available_devices, self.show_devices, lambda _exc: None, name="list-devices")
 
     def show_devices(self, devices: list[str]) -> None:
         """This machine's devices, listed: the choice stays (marked when this machine has it not)."""

@@ -2,8 +2,9 @@
 their download into huggingface_hub's cache with progress and a cancel.
 
 The list is a table measured once from timm (a test checks it against timm), so offering it imports neither timm
-nor torch (the kinds' names are :mod:`core.config.timm_kind`'s); whether the weights are here is a look into the hub's cache (``HF_HOME``, ``HF_HUB_CACHE``). Any other
-``timm:NAME`` asks timm (:mod:`core.training.backbones`). A download goes through the engine's own path (the same
+nor torch (the kinds' names are :mod:`core.config.timm_kind`'s: the window offers them at its start); whether the
+weights are here is a look into the hub's cache (``HF_HOME``, ``HF_HUB_CACHE``). Any other ``timm:NAME`` asks timm
+(:mod:`core.training.backbones`). A download goes through the engine's own path (the same
 files, the same one-line errors), with a progress reporter that says the bytes and the rate and stops it on cancel;
 huggingface_hub writes a download aside and renames it, and what a cancelled one left aside is removed.
 """

@@ -252,3 +252,14 @@ def test_the_window_starts_without_torch(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_the_device_combo_lists_this_machines_devices_once_the_window_is_up(make_window: Any, qtbot: Any) -> None:
+    from core.services.machine import available_devices
+
+    window = make_window()
+    parallel = window.panel.parallel
+    qtbot.waitUntil(lambda: parallel.devices is not None, timeout=30_000)
+    combo = parallel.combo_device
+    assert [combo.itemData(i) for i in range(combo.count())] == available_devices() == parallel.devices
+    assert combo.currentData() == "cpu"
