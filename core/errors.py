@@ -35,11 +35,16 @@ class PeersLost(Exception):
     for). Not the user's input: the command says it and fails."""
 
 
+class DownloadCancelled(Exception):
+    """A download stopped by its progress reporter (the window's Cancel): not a failure to explain."""
+
+
 INPUT_ERRORS: tuple[type[Exception], ...] = (UserError, ConfigError)
 
 __all__ = [
     "ConfigError",
     "DataError",
+    "DownloadCancelled",
     "INPUT_ERRORS",
     "ModelError",
     "ModelFileError",

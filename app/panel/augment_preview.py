@@ -16,8 +16,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.shell.tasks import BackgroundCalls
-from app.views.evaluate import to_pixmap
 from app.views.export_dialog import error_text
+from app.views.image_answer import to_pixmap
 
 SAMPLES = 6
 COPIES = 6

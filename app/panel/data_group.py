@@ -14,9 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
-from PySide6.QtGui import QImage, QPixmap
 from PySide6.QtWidgets import (
     QComboBox,
     QGridLayout,
@@ -34,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.panel.fields import Bindings, form_of
+from app.views.image_answer import to_pixmap
 from core.config import FIELDS, Config
 from core.services.data import BUILTIN_DATASETS, propose_target
 
@@ -263,7 +262,7 @@ class DataGroup(QGroupBox):
             shown = info.preview_images[: THUMBS_PER_ROW * THUMB_ROWS]  # one of each class first (the engine's)
             for i, (array, label) in enumerate(shown):
                 thumb = QLabel()
-                thumb.setPixmap(_pixmap(array, THUMB))
+                thumb.setPixmap(to_pixmap(array, THUMB))
                 thumb.setToolTip(str(label))
                 thumb.setFixedSize(THUMB, THUMB)
                 self.thumbs_layout.addWidget(thumb, i // THUMBS_PER_ROW, i % THUMBS_PER_ROW)
@@ -412,15 +411,3 @@ class DataGroup(QGroupBox):
         self.table_preview.clear()
         self.table_preview.setRowCount(0)
         self.preview.hide()
-
-
-def _pixmap(array: np.ndarray, size: int) -> QPixmap:
-    a = np.ascontiguousarray(array, dtype=np.uint8)
-    if a.ndim == 2:
-        image = QImage(a.data, a.shape[1], a.shape[0], a.strides[0], QImage.Format.Format_Grayscale8)
-    else:
-        image = QImage(a.data, a.shape[1], a.shape[0], a.strides[0], QImage.Format.Format_RGB888)
-    # Small images (digits are 8x8) stay crisp scaled up without smoothing.
-    return QPixmap.fromImage(image.copy()).scaled(
-        size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation
-    )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QIcon
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -106,6 +106,8 @@ class ConfigPanel(QWidget):
         for w in self.findChildren(QWidget):
             self._connect_change(w)
         self.set_config(Config())
+        # once the window is up: listing the devices imports torch
+        QTimer.singleShot(0, self, lambda: self.parallel.list_devices(self._calls))
 
     def _adopt(self, group: QWidget) -> None:
         """Show the group's widgets and actions as the panel's own (``panel.combo_dataset``)."""

@@ -11,28 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
 from app.panel.backbone_rows import BackboneRows
 from app.panel.fields import Bindings, choice_combo, form_of, parse_list
+from app.shell.tasks import BackgroundCalls
 from core.config import STRATEGIES, Config
 from core.services.runs.shape import strategy_facts
-
-
-def available_devices() -> list[str]:
-    """Devices this machine has, so the picker never offers one that cannot run."""
-    import torch
-
-    devices = ["cpu"]
-    if torch.cuda.is_available():
-        n = torch.cuda.device_count()
-        devices.append("cuda")
-        devices += [f"cuda:{i}" for i in range(n)] if n > 1 else []
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        devices.append("mps")
-    return devices
 
 
 class ModelGroup(QGroupBox):
@@ -165,8 +151,8 @@ class ParallelGroup(QGroupBox):
         self.spin_threads = b.row(form, "parallel.threads_per_worker", "Threads / worker", name="spin_threads")
         self.spin_threads.setSpecialValueText("automatic")
         self.combo_device = QComboBox(objectName="combo_device")
-        for dev in available_devices():
-            self.combo_device.addItem(dev, dev)
+        self.combo_device.addItem("cpu", "cpu")
+        self.devices: list[str] | None = None  # this machine's, once listed (torch knows them: off the GUI thread)
         form.addRow("Device", self.combo_device)
         self.edit_sweep_lr = b.row(form, "parallel.sweep_lr", "Sweep rates", name="edit_sweep_lr")
         self.edit_sweep_lr.setPlaceholderText("one per worker, e.g. 0.1, 0.05")
@@ -175,11 +161,29 @@ class ParallelGroup(QGroupBox):
         self.bindings.show(cfg)
         self._select_device(cfg.parallel.device)
 
+    def list_devices(self, calls: BackgroundCalls) -> None:
+        """List this machine's devices on a thread of ``calls``; a torch that cannot leaves "cpu", which every
+        machine has."""
+        from core.services.machine import available_devices
+
+        calls.call(available_devices, self.show_devices, lambda _exc: None, name="list-devices")
+
+    def show_devices(self, devices: list[str]) -> None:
+        """This machine's devices, listed: the choice stays (marked when this machine has it not)."""
+        chosen = str(self.combo_device.currentData())
+        self.devices = list(devices)
+        with QSignalBlocker(self.combo_device):  # the chosen device stays: nothing changed
+            self.combo_device.clear()
+            for dev in self.devices:
+                self.combo_device.addItem(dev, dev)
+            self._select_device(chosen)
+
     def _select_device(self, device: str) -> None:
         index = self.combo_device.findData(device)
         if index < 0:
             # Keep a loaded config's device so Save writes it back; Start will say it is missing.
-            self.combo_device.addItem(f"{device} (not on this machine)", device)
+            missing = " (not on this machine)" if self.devices is not None else ""
+            self.combo_device.addItem(device + missing, device)
             index = self.combo_device.count() - 1
         self.combo_device.setCurrentIndex(index)
 

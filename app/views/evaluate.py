@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtGui import QIcon, QImage, QPixmap
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -43,6 +43,7 @@ from app.shell.theme import style_plot_widget
 from app.views.checkpoint_choice import CheckpointCombo
 from app.views.class_tables import ConfusionTable, PerClassTable, heat_color  # noqa: F401 - heat_color: one place
 from app.views.export_dialog import error_text
+from app.views.image_answer import to_pixmap
 from core.services.runs.files import RunDir
 
 GALLERY_LIMIT = 48
@@ -81,18 +82,6 @@ def _stale(run_dir: Path, which: str = "last") -> bool:
         return run.evaluation.stat().st_mtime < run.checkpoint(which).stat().st_mtime
     except OSError:
         return False
-
-
-def to_pixmap(img: np.ndarray, size: int = THUMB) -> QPixmap:
-    """uint8 HxW (grey) or HxWx3 (RGB) -> a pixmap scaled up without smoothing (small images stay crisp)."""
-    img = np.ascontiguousarray(img)
-    h, w = img.shape[:2]
-    if img.ndim == 2:
-        qimg = QImage(img.data, w, h, w, QImage.Format.Format_Grayscale8)
-    else:
-        qimg = QImage(img.data, w, h, 3 * w, QImage.Format.Format_RGB888)
-    pix = QPixmap.fromImage(qimg.copy())  # copy: the numpy buffer does not outlive this call
-    return pix.scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)
 
 
 class EvaluateView(QWidget):
@@ -314,7 +303,7 @@ class EvaluateView(QWidget):
     def _fill_gallery(self, images: list[tuple[np.ndarray, str]]) -> None:
         self.list_misclassified.clear()
         for img, caption in images:
-            item = QListWidgetItem(QIcon(to_pixmap(img)), caption)
+            item = QListWidgetItem(QIcon(to_pixmap(img, THUMB)), caption)
             item.setToolTip(caption)
             self.list_misclassified.addItem(item)
         has = bool(images)

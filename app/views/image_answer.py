@@ -1,6 +1,7 @@
 """An image model's answer on screen, and image files taken from a drag or a dialog.
 
-``ImageAnswer(prefix)`` shows one picture (a thumbnail, ``label_<prefix>_image``) beside its top classes
+``image_pixmap`` is an image file as every view shows it: upright, as the models read it (``to_pixmap`` for
+pixels already decoded). ``ImageAnswer(prefix)`` shows one picture (a thumbnail, ``label_<prefix>_image``) beside its top classes
 and their probabilities as bars (``table_<prefix>_top_classes``). ``FileDrops`` lets a widget take files
 and folders dropped on it (``dropped`` with their paths); ``image_files`` keeps the images among paths.
 The Serve tab's try-it form and the Predict tab both use them.
@@ -12,6 +13,7 @@ import base64
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, Qt, Signal
 from PySide6.QtGui import QDropEvent, QImage, QPixmap
 from PySide6.QtWidgets import (
@@ -27,13 +29,34 @@ from PySide6.QtWidgets import (
 )
 
 from app.shell.elided_label import ElidedLabel
-from core.services.inputs import IMAGE_SUFFIXES
+from core.services.inputs import IMAGE_SUFFIXES, ImageError, preview_image
 
 TOP_CLASSES = 5  # classes listed beside a picture
 THUMB_PX = 160  # a thumbnail's longer side
 BAR_STEPS = 1000  # a probability bar's resolution
 IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES)) + ")"
 SENT_AS_IS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}  # what a server decodes; others go as PNG
+
+
+def to_pixmap(img: np.ndarray, size: int) -> QPixmap:
+    """uint8 HxW (grey) or HxWx3 (RGB) -> a pixmap that fits ``size`` x ``size``, scaled without smoothing: a small
+    image is enlarged pixel for pixel, what the model saw rather than a blur of it."""
+    img = np.ascontiguousarray(img, dtype=np.uint8)
+    h, w = img.shape[:2]
+    grey = img.ndim == 2
+    fmt = QImage.Format.Format_Grayscale8 if grey else QImage.Format.Format_RGB888
+    qimg = QImage(img.data, w, h, img.strides[0], fmt)
+    pix = QPixmap.fromImage(qimg.copy())  # copy: the numpy buffer does not outlive this call
+    return pix.scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.FastTransformation)
+
+
+def image_pixmap(path: Path, size: int) -> QPixmap | None:
+    """The image file upright (its EXIF orientation applied, as every model reads it) in ``size`` x ``size``;
+    None when it is no readable image."""
+    try:
+        return to_pixmap(preview_image(path, size), size)
+    except (ImageError, OSError):
+        return None
 
 
 def is_image(path: Path) -> bool:
@@ -184,14 +207,11 @@ class ImageAnswer(QWidget):
     def show_answer(self, path: Path, probabilities: dict[str, float]) -> None:
         """The picture at ``path`` and its likeliest classes."""
         self.path = path
-        pixmap = QPixmap(str(path))
-        if pixmap.isNull():
+        pixmap = image_pixmap(path, THUMB_PX)
+        if pixmap is None:
             self.label_image.setText("(unreadable)")
         else:
-            small = max(pixmap.width(), pixmap.height()) < THUMB_PX
-            how = Qt.TransformationMode.FastTransformation if small else Qt.TransformationMode.SmoothTransformation
-            # a small picture is enlarged pixel for pixel: what the model saw, not a blur of it
-            self.label_image.setPixmap(pixmap.scaled(THUMB_PX, THUMB_PX, Qt.AspectRatioMode.KeepAspectRatio, how))
+            self.label_image.setPixmap(pixmap)
         top = ranked(probabilities)
         self.label_image.setAccessibleName(f"image {path.name}")
         self.label_image.setToolTip(str(path))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QSize, Signal
-from PySide6.QtGui import QIcon, QPixmap
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.shell.elided_label import ElidedLabel
-from app.views.image_answer import IMAGE_FILTER, FileDrops, image_base64, image_files
+from app.views.image_answer import IMAGE_FILTER, FileDrops, image_base64, image_files, image_pixmap
 from core.services.inputs import FALSE_WORDS, TRUE_WORDS
 
 MISSING = "(missing)"
@@ -201,7 +201,8 @@ class TryItForm(QWidget):
         self.images = list(files)
         self.list_images.clear()
         for p in self.images:
-            item = QListWidgetItem(QIcon(QPixmap(str(p))), p.name)
+            pixmap = image_pixmap(p, ICON_PX)
+            item = QListWidgetItem(QIcon(pixmap) if pixmap is not None else QIcon(), p.name)
             item.setToolTip(str(p))
             self.list_images.addItem(item)
         if self.images:

@@ -21,6 +21,7 @@ from core.config.files import load_config, parse_toml, save_config, to_toml
 from core.config.sections import (
     ACTIVATIONS,
     BOUNDS,
+    BUILTIN_DATASETS,
     CLASS_WEIGHTS,
     COLUMN_KINDS,
     DATA_SCHEMES,
@@ -62,6 +63,7 @@ FORKABLE_SECTIONS = forkable_sections()
 __all__ = [
     "ACTIVATIONS",
     "BOUNDS",
+    "BUILTIN_DATASETS",
     "CLASS_WEIGHTS",
     "COLUMN_KINDS",
     "DATA_SCHEMES",

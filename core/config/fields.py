@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from core.config.timm_kind import is_timm, timm_name
 from core.errors import ConfigError
 
 SHOW_MAX = 80  # characters of a bad value quoted in an error message
@@ -282,8 +283,8 @@ def check_model_kind(f: Field, value: Any) -> str:
         if not sep or not path or not func.isidentifier():
             raise fail(f.key, "custom:PATH.py:FUNCTION", value)
         return value
-    if value.startswith("timm:"):
-        name = value[len("timm:") :]
+    if is_timm(value):
+        name = timm_name(value)
         if not name or not all(c.isalnum() or c in "._-" for c in name):
             raise fail(f.key, "timm:ARCHITECTURE (a name timm knows, e.g. timm:resnet18.a1_in1k)", value)
         return value

@@ -44,6 +44,7 @@ WEIGHTS = ("hub", "none")  # or a path (core.config.fields.check_weights)
 FINETUNE = ("head", "full")
 HEAD_FITS = ("lbfgs", "optimizer")
 DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
+BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "diabetes", "synthetic")  # builtin:NAME
 SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
 MONITORED = ("auto", "val_loss", "val_accuracy")
 COLUMN_KINDS = ("number", "category", "bool", "ignore")

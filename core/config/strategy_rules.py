@@ -44,6 +44,7 @@ class StrategyRules:
     """What a strategy asks of a config, known without loading the strategy."""
 
     name: str
+    description: str  # one line: the window's tooltip (the window shows it at its start, loading no strategy)
     fixed_workers: int = 0  # the worker count it always has (0: parallel.workers)
     own_keys: tuple[str, ...] = ()  # config keys that only this strategy reads
     model_per_worker: bool = False  # each worker trains a model of its own (a sweep)
@@ -53,11 +54,21 @@ class StrategyRules:
 STRATEGY_RULES: dict[str, StrategyRules] = {
     rules.name: rules
     for rules in (
-        StrategyRules("single", fixed_workers=1),
-        StrategyRules("hogwild"),
-        StrategyRules("ddp"),
-        StrategyRules("sweep", own_keys=("parallel.sweep_lr",), model_per_worker=True, check=_one_rate_per_worker),
-        StrategyRules("search", check=_a_space_to_search),
+        StrategyRules("single", "One worker process: the baseline, and the easiest to debug.", fixed_workers=1),
+        StrategyRules("hogwild", "Workers train one shared-memory model lock-free, each on its own data shard."),
+        StrategyRules("ddp", "DistributedDataParallel: gradients averaged over ranks (gloo on CPU, nccl on GPUs)."),
+        StrategyRules(
+            "sweep",
+            "Each worker trains its own model (one learning rate each); the best one is kept.",
+            own_keys=("parallel.sweep_lr",),
+            model_per_worker=True,
+            check=_one_rate_per_worker,
+        ),
+        StrategyRules(
+            "search",
+            "Hyperparameter search: Optuna trials run in parallel in the workers, weak ones pruned early.",
+            check=_a_space_to_search,
+        ),
     )
 }
 NAMES: tuple[str, ...] = tuple(STRATEGY_RULES)

@@ -8,20 +8,14 @@ view of a source; core.data.batches makes the training batches.
 """
 
 from core.data.batches import ImageBatches, ImageDataset, TensorBatches, full_tensors, make_batches
-from core.data.describe import (
-    OBVIOUS_TARGETS,
-    PREVIEW_IMAGES,
-    PREVIEW_ROWS,
-    describe_columns,
-    describe_source,
-    propose_target,
-)
+from core.data.describe import PREVIEW_IMAGES, PREVIEW_ROWS, describe_columns, describe_source
 from core.data.images import IMAGE_SUFFIXES, ImagePrep, decode_image
 from core.data.info import DatasetInfo, FeatureSplit, ImageInput, ImageSplit, PreparedData, Split, TensorSplit
 from core.data.prepare import fit_table, load_data
 from core.data.raw import RawSource
 from core.data.sources import BUILTIN_DATASETS, read_source
 from core.data.split import random_split, stratified_split
+from core.schema import OBVIOUS_TARGETS, propose_target
 
 __all__ = [
     "BUILTIN_DATASETS",

@@ -2,14 +2,14 @@
 
 A table is described in two steps: its columns (kinds, missing cells, levels) need no target, so a table whose
 configured target is not one of its columns is still listed (``DatasetInfo.needs_target``), with
-:func:`propose_target` naming the column most likely meant; the task and the fitted schema follow once the
+:func:`core.schema.propose_target` naming the column most likely meant; the task and the fitted schema follow once the
 target is a column. :func:`describe_columns` lists the columns alone, for a table whose whole description fails.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +28,6 @@ from core.schema.coded import Column
 PREVIEW_ROWS = 5
 PREVIEW_IMAGES = 8
 MAX_PREVIEW_IMAGES = 24  # one image of each class up to this many classes
-# Names a table's target usually has, most telling first ("y" only where it is not a coordinate beside x and z).
-OBVIOUS_TARGETS = (
-    "target",
-    "label",
-    "labels",
-    "class",
-    "species",
-    "price",
-    "outcome",
-    "survived",
-    "income",
-    "quality",
-    "diagnosis",
-    "churn",
-    "y",
-)
 
 
 def preview_indices(y: np.ndarray, classes: int, n: int) -> list[int]:
@@ -59,18 +43,6 @@ def preview_indices(y: np.ndarray, classes: int, n: int) -> list[int]:
     step = max(1, n // max(1, k))
     chosen += [i for i in range(0, n, step) if i not in taken][: k - len(chosen)]
     return chosen
-
-
-def propose_target(columns: Sequence[Mapping[str, Any]]) -> str:
-    """The column a table's target most likely is: an obvious name (case aside), else the last column that is
-    not ignored, else the last column; "" for no columns. ``columns``: dicts with ``name`` and ``kind``."""
-    names = [str(c["name"]) for c in columns]
-    lower = {n.lower(): n for n in reversed(names)}
-    for obvious in OBVIOUS_TARGETS:
-        if obvious in lower and not (obvious == "y" and "z" in lower):
-            return lower[obvious]
-    usable = [str(c["name"]) for c in columns if c.get("kind") != "ignore"]
-    return (usable or names or [""])[-1]
 
 
 def _column_json(name: str, inf: Inferred, values: Column) -> dict[str, Any]:

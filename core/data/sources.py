@@ -10,14 +10,13 @@ from urllib.parse import parse_qsl
 import numpy as np
 import torch
 
-from core.config import DataConfig
+from core.config import BUILTIN_DATASETS, DataConfig
 from core.data.images import read_image_folder
 from core.data.raw import RawSource, where
 from core.errors import DataError
 from core.readers import TextColumn, open_npz_rows
 from core.schema import RawTable
 
-BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "diabetes", "synthetic")
 TABLE_SCHEMES = ("csv", "parquet")
 
 

@@ -7,6 +7,19 @@ import torch
 from core.errors import ConfigError
 
 
+def available_devices() -> list[str]:
+    """Devices this machine has, so a picker never offers one that cannot run."""
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        devices.append("cuda")
+        devices += [f"cuda:{i}" for i in range(n)] if n > 1 else []
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return devices
+
+
 def validate_device(device: str) -> None:
     """Refuse a device this machine does not have, with a one-line ConfigError."""
     if device.startswith("cuda"):

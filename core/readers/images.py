@@ -4,6 +4,7 @@
 mode, the resampling filter); :func:`decode_image` turns a file or bytes into float32 (C, H, W) in [0, 1]
 by it. A JPEG is decoded at the size needed (Pillow's draft mode, never below the target), EXIF orientation
 is applied, any mode is converted to grey or RGB, and no image decodes to more than ``MAX_DECODED_PIXELS``.
+:func:`preview_image` is the same image, oriented, for a face to show.
 :func:`check_image` is the cheap check of a file before training (header, PNG checksums, a JPEG's end).
 
 Torch-free (PIL and numpy): the HTTP process of ``serve`` and an ONNX model's ``predict`` decode without torch.
@@ -239,9 +240,35 @@ def decode_image(
     return arr[None] if p.shape[0] == 1 else arr.transpose(2, 0, 1).copy()
 
 
-def _fit(img: Any, prep: ImagePrep, source: Source, where: str) -> Any:
+def _upright(img: Any, orientation: int) -> Any:
+    """The image as its EXIF orientation says it is seen: how every face reads it, and shows it."""
     from PIL import ImageOps
 
+    return ImageOps.exif_transpose(img) if orientation != 1 else img
+
+
+def preview_image(source: Source, max_side: int) -> np.ndarray:
+    """An image to look at: oriented as :func:`decode_image` reads it, at most ``max_side`` pixels a side
+    (aspect kept, never enlarged), uint8 HxW (grey) or HxWx3 (RGB). ImageError names the file."""
+    Image = _pil()
+    try:
+        with _open(source) as img:
+            if img.format == "JPEG":  # a square: the file's sides, whichever way it is turned
+                img.draft(img.mode, (max_side, max_side))
+            if img.size[0] * img.size[1] > MAX_DECODED_PIXELS:
+                raise _refuse(source, _too_many(*img.size))
+            img.load()
+            img = _upright(img, _orientation(img))  # after the pixels: a PNG's EXIF may follow them
+            img = convert_mode(img, 1 if img.mode in GREY_MODES else 3)
+            img.thumbnail((max_side, max_side), Image.Resampling.LANCZOS)
+            return np.asarray(img, dtype=np.uint8).copy()
+    except ImageError:
+        raise
+    except (*_PIL_ERRORS, Image.DecompressionBombError) as exc:
+        raise _refuse(source, problem(exc)) from None
+
+
+def _fit(img: Any, prep: ImagePrep, source: Source, where: str) -> Any:
     Image = _pil()
     channels = prep.shape[0]
     orientation = _orientation(img) if img.format == "JPEG" else 1  # others' EXIF may need the pixels read
@@ -255,8 +282,7 @@ def _fit(img: Any, prep: ImagePrep, source: Source, where: str) -> Any:
     if img.size[0] * img.size[1] > MAX_DECODED_PIXELS:
         raise _refuse(source, _too_many(*img.size), where)
     img.load()
-    if (orientation if img.format == "JPEG" else _orientation(img)) != 1:
-        img = ImageOps.exif_transpose(img)
+    img = _upright(img, orientation if img.format == "JPEG" else _orientation(img))
     size, box = plan or prep.plan(*img.size)
     img = convert_mode(img, channels)
     if img.size != size:

@@ -51,10 +51,12 @@ from core.schema.spec import (
 from core.schema.table import RawTable, WholeRead, read_table, table_blocks, table_piece
 from core.schema.target import (
     IMBALANCE_RATIO,
+    OBVIOUS_TARGETS,
     REGRESSION_MIN_LEVELS,
     choose_task,
     class_codes,
     class_names,
+    propose_target,
     regression_target,
     target_values,
 )
@@ -73,6 +75,7 @@ __all__ = [
     "KINDS",
     "MIN_ROWS_FOR_TEXT_RULES",
     "MISSING_LEVEL",
+    "OBVIOUS_TARGETS",
     "REGRESSION_MIN_LEVELS",
     "RESERVED_LEVELS",
     "RawTable",
@@ -94,6 +97,7 @@ __all__ = [
     "infer_kind",
     "infer_kinds",
     "max_levels",
+    "propose_target",
     "read_table",
     "table_blocks",
     "table_piece",

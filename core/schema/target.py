@@ -1,6 +1,10 @@
-"""The target column: where it is present, whether it holds classes or a number, its class codes."""
+"""The target column: where it is present, whether it holds classes or a number, its class codes, and which of a
+table's columns it most likely is (:func:`propose_target`, which the window asks at its start: no torch here)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -11,6 +15,22 @@ from core.schema.table import RawTable
 
 REGRESSION_MIN_LEVELS = 20  # task "auto": an integer target with more distinct values than this is a number
 IMBALANCE_RATIO = 5.0  # the data summary warns when the largest class is this many times the smallest
+# Names a table's target usually has, most telling first ("y" only where it is not a coordinate beside x and z).
+OBVIOUS_TARGETS = (
+    "target",
+    "label",
+    "labels",
+    "class",
+    "species",
+    "price",
+    "outcome",
+    "survived",
+    "income",
+    "quality",
+    "diagnosis",
+    "churn",
+    "y",
+)
 
 
 def target_values(table: RawTable, target: str) -> tuple[Column, np.ndarray]:
@@ -88,3 +108,15 @@ def regression_target(table: RawTable, target: str, values: Column) -> np.ndarra
             f"{(k or 0) + 1} ({str(cell)[:40]!r}); regression needs numbers (or set train.task)"
         )
     return numbers
+
+
+def propose_target(columns: Sequence[Mapping[str, Any]]) -> str:
+    """The column a table's target most likely is: an obvious name (case aside), else the last column that is
+    not ignored, else the last column; "" for no columns. ``columns``: dicts with ``name`` and ``kind``."""
+    names = [str(c["name"]) for c in columns]
+    lower = {n.lower(): n for n in reversed(names)}
+    for obvious in OBVIOUS_TARGETS:
+        if obvious in lower and not (obvious == "y" and "z" in lower):
+            return lower[obvious]
+    usable = [str(c["name"]) for c in columns if c.get("kind") != "ignore"]
+    return (usable or names or [""])[-1]

@@ -1,13 +1,14 @@
 """The data a face offers and describes: the built-in datasets, a source described for a picker (off the GUI
 thread: it reads the source), the target a table's columns suggest. The kinds of input a model answers are
-:mod:`core.services.inputs`."""
+:mod:`core.services.inputs`. Importing it imports no torch (the window does at its start); describing does."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from core.data import BUILTIN_DATASETS, propose_target
+from core.config import BUILTIN_DATASETS
+from core.schema import propose_target
 
 if TYPE_CHECKING:
     from core.data import DatasetInfo

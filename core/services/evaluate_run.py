@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from core.data import PreparedData
+    from core.readers.images import ImagePrep
 
 
 def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) -> None:
@@ -80,7 +81,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
 
     from core.config import from_dict
     from core.data import ImageSplit, load_data
-    from core.readers.images import decode_image, prep_of
+    from core.readers.images import prep_of
     from core.training.backbones import image_input
     from core.training.checkpoint import load_checkpoint
 
@@ -94,14 +95,15 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     shape = tuple(int(s) for s in info["image_shape"])
     out: list[tuple[np.ndarray, str]] = []
     if all("path" in it for it in items):
-        prep = prep_of(info.get("image_prep"), shape)
-        for it in items:
-            out.append((_to_uint8(decode_image(it["path"], prep)), _caption(it)))
-        return out
+        return _decoded(items, prep_of(info.get("image_prep"), shape))
     cfg = from_dict(ckpt["config"])
     data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
-    if isinstance(data.val, ImageSplit):
-        return []
+    if isinstance(
+        data.val, ImageSplit
+    ):  # an evaluation that named no files (a head-only run's, before): the split does
+        paths = data.val.paths
+        named = [{**it, "path": paths[it["index"]]} for it in items if it["index"] < len(paths)]
+        return _decoded(named, prep_of(info.get("image_prep"), shape))
     x = data.val.x.numpy()
     mean, std = info.get("mean"), info.get("std")
     if mean is not None and std is not None and x.ndim >= 2:
@@ -119,6 +121,13 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
         if it["index"] < len(x):
             out.append((_to_uint8(x[it["index"]].reshape(shape), lo, hi), _caption(it)))
     return out
+
+
+def _decoded(items: list[dict[str, Any]], prep: ImagePrep) -> list[tuple[np.ndarray, str]]:
+    """Each mistake's image file, decoded as the model took it, and its caption."""
+    from core.readers.images import decode_image
+
+    return [(_to_uint8(decode_image(it["path"], prep)), _caption(it)) for it in items]
 
 
 def _pixel_range(x: np.ndarray) -> tuple[float, float]:

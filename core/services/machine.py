@@ -1,9 +1,17 @@
 """This machine as a face needs it: the cores a run may use, the memory habit of a long command, and progress
-bars on a terminal."""
+bars on a terminal, the devices it can train on."""
 
 from __future__ import annotations
 
 from core.host.machine import keep_freed_memory, skip_pandas, usable_cores
 from core.host.progress import note, progress
 
-__all__ = ["keep_freed_memory", "note", "progress", "skip_pandas", "usable_cores"]
+__all__ = ["available_devices", "keep_freed_memory", "note", "progress", "skip_pandas", "usable_cores"]
+
+
+def available_devices() -> list[str]:
+    """The devices this machine can train on ("cpu", "cuda", "cuda:N", "mps"). It imports torch (seconds, the
+    first time), which this module does not: a window asks it off its GUI thread."""
+    from core.host.devices import available_devices as devices
+
+    return devices()

@@ -2,8 +2,9 @@
 their download into huggingface_hub's cache with progress and a cancel.
 
 The list is a table measured once from timm (a test checks it against timm), so offering it imports neither timm
-nor torch; whether the weights are here is a look into the hub's cache (``HF_HOME``, ``HF_HUB_CACHE``). Any other
-``timm:NAME`` asks timm (:mod:`core.training.backbones`). A download goes through the engine's own path (the same
+nor torch (the kinds' names are :mod:`core.config.timm_kind`'s: the window offers them at its start); whether the
+weights are here is a look into the hub's cache (``HF_HOME``, ``HF_HUB_CACHE``). Any other ``timm:NAME`` asks timm
+(:mod:`core.training.backbones`). A download goes through the engine's own path (the same
 files, the same one-line errors), with a progress reporter that says the bytes and the rate and stops it on cancel;
 huggingface_hub writes a download aside and renames it, and what a cancelled one left aside is removed.
 """
@@ -19,15 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from core.config import ModelConfig
-from core.training.backbones import (
-    PREFIX,
-    WEIGHTS_FILES,
-    DownloadCancelled,
-    hub_repo,
-    hub_weights,
-    is_timm,
-    timm_name,
-)
+from core.config.timm_kind import PREFIX, WEIGHTS_FILES, is_timm, timm_name
+from core.errors import DownloadCancelled
 
 REPORT_EVERY_S = 0.1  # progress said at most ten times a second: a GUI redraws once per report
 
@@ -88,7 +82,11 @@ def suggested(name: str) -> Backbone | None:
 
 def _repo(kind: str) -> str | None:
     known = suggested(kind)
-    return known.repo if known is not None else hub_repo(kind)
+    if known is not None:
+        return known.repo
+    from core.training.backbones import hub_repo  # asks timm (and torch): only for a name not suggested
+
+    return hub_repo(kind)
 
 
 def cached_weights(kind: str) -> Path | None:
@@ -236,6 +234,8 @@ def download(
     reporter.check()
     repo = _repo(kind) or ""
     before = _partial_files(repo)
+    from core.training.backbones import hub_weights
+
     try:
         with _plain_http():
             return hub_weights(kind, _progress_class(reporter))

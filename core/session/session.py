@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from core.config import Config, to_toml
+from core.config.timm_kind import is_timm
 from core.data import DatasetInfo, load_data
 from core.errors import ModelError, RunError
 from core.host.lifeline import sweep_orphan_segments
@@ -61,7 +62,7 @@ from core.session.reading.stats import RunStats
 from core.session.start_point import StartPoint, fork_point, resume_point
 from core.session.state import ENDED, RunState
 from core.strategies import get_strategy
-from core.training.backbones import BackboneNet, frozen_backbone, image_input, is_timm, start_pretrained
+from core.training.backbones import BackboneNet, frozen_backbone, image_input, start_pretrained
 from core.training.checkpoint import load_weights
 from core.training.features import FeatureCount, feature_progress, with_features
 from core.training.models import build_model_for, count_parameters

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 @dataclasses.dataclass(frozen=True)
 class Strategy(abc.ABC):
     name: ClassVar[str] = ""
-    description: ClassVar[str] = ""  # one line, for the window's tooltip and docs
+    description: ClassVar[str] = ""  # one line, for the window's tooltip and docs (its STRATEGY_RULES line's)
     runs_on_gpu: ClassVar[bool] = True
     uses_process_group: ClassVar[bool] = False  # the launcher provides a rendezvous (file:// or env://)
     pauses_on_divergence: ClassVar[bool] = True  # one worker may pause the run on a non-finite loss
@@ -75,7 +75,7 @@ class Strategy(abc.ABC):
         super().__init_subclass__(**kwargs)
         rules = STRATEGY_RULES.get(cls.name)
         if rules is not None:
-            cls.fixed_workers, cls.own_keys = rules.fixed_workers, rules.own_keys
+            cls.description, cls.fixed_workers, cls.own_keys = rules.description, rules.fixed_workers, rules.own_keys
             cls.model_per_worker = rules.model_per_worker
 
     @classmethod

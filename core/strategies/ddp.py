@@ -31,7 +31,6 @@ TEARDOWN_TIMEOUT_S = 5.0
 
 class DDP(Strategy):
     name = "ddp"
-    description = "DistributedDataParallel: gradients averaged over ranks (gloo on CPU, nccl on GPUs)."
     uses_process_group = True
     pauses_on_divergence = False  # one rank cannot pause alone: its peers would wait in a collective
     divergence_from_gradients = True

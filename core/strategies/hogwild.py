@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 
 class Hogwild(Strategy):
     name = "hogwild"
-    description = "Workers train one shared-memory model lock-free, each on its own data shard."
     runs_on_gpu = False
     advisable = True
     fits_head = True

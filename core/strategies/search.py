@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 class Search(Strategy):
     name = "search"
-    description = "Hyperparameter search: Optuna trials run in parallel in the workers, weak ones pruned early."
     keeps_best = False  # the search keeps the best trial's weights itself
     pauses_on_divergence = False  # a diverging trial fails alone
     loop: ClassVar[WorkerLoopClass] = TrialRunner

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
 
 class Single(Strategy):
     name = "single"
-    description = "One worker process: the baseline, and the easiest to debug."
     advisable = True
     fits_head = True
 

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
 
 class Sweep(Strategy):
     name = "sweep"
-    description = "Each worker trains its own model (one learning rate each); the best one is kept."
 
     def model_index(self, rank: int) -> int:
         return rank

@@ -28,20 +28,10 @@ import torch
 from torch import nn
 
 from core.config import Config, ModelConfig
+from core.config.timm_kind import WEIGHTS_FILES, is_timm, timm_name
 from core.data import ImageInput
-from core.errors import ModelError
+from core.errors import DownloadCancelled, ModelError
 from core.readers.images import CROP_MODES, INTERPOLATIONS, ImagePrep
-
-PREFIX = "timm:"
-WEIGHTS_FILES = ("model.safetensors", "pytorch_model.bin")  # what timm's hub repositories hold, in its order
-
-
-def is_timm(kind: str) -> bool:
-    return kind.startswith(PREFIX)
-
-
-def timm_name(kind: str) -> str:
-    return kind[len(PREFIX) :]
 
 
 class BackboneNet(nn.Module):
@@ -184,10 +174,6 @@ def weights_file(cfg: ModelConfig) -> Path | None:
             raise ModelError(f"model: model.weights: file not found: {path}")
         return path
     return hub_weights(cfg.kind)
-
-
-class DownloadCancelled(Exception):
-    """A download stopped by its progress reporter (the window's Cancel): not a failure to explain."""
 
 
 def hub_repo(kind: str) -> str | None:

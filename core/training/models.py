@@ -18,8 +18,9 @@ import torch
 from torch import nn
 
 from core.config import ModelConfig
+from core.config.timm_kind import is_timm
 from core.errors import ModelError
-from core.training.backbones import build_backbone_net, is_timm
+from core.training.backbones import build_backbone_net
 
 if TYPE_CHECKING:
     from core.data import DatasetInfo

@@ -110,7 +110,7 @@ def _header(**extra: Any) -> dict[str, Any]:
 
 def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
     """The full report of ``model`` on ``data``'s validation split."""
-    from core.data import ImageSplit, full_tensors
+    from core.data import FeatureSplit, ImageSplit, full_tensors
 
     val = data.val
     if len(val) == 0:
@@ -119,7 +119,8 @@ def evaluate_split(model: nn.Module, data: PreparedData) -> dict[str, Any]:
     if data.info.task == "regression":
         return _regression_split(model, x, y, data)
     probs = predict_probs(model, x)
-    paths = list(val.paths) if isinstance(val, ImageSplit) else None
+    # the image files, also where a frozen backbone's cached features stand for them: what a gallery shows
+    paths = list(val.paths) if isinstance(val, (ImageSplit, FeatureSplit)) and val.paths else None
     full = {**_header(), **report(y.numpy(), probs, data.info.class_names, paths)}
     full["loss"] = cross_entropy(probs, y.numpy())
     return full

@@ -220,3 +220,46 @@ def test_the_flows_know_the_window_only_as_a_window_port() -> None:
         if raw.search(line)
     ]
     assert found == []
+
+
+WINDOW_START = """
+import sys
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from app.main_window import MainWindow
+window = MainWindow(runs_dir=sys.argv[1])
+window.show()
+print(sorted(m for m in ("torch", "timm", "torchvision") if m in sys.modules))
+"""
+
+
+def test_the_window_starts_without_torch(tmp_path: Path) -> None:
+    """Building and showing the window imports neither torch nor timm (seconds of its start): what needs them
+    (the data's description, the device list) runs on background threads once the window is up."""
+    import subprocess
+    import sys
+
+    from tests.cli_run import core_env
+
+    env = core_env(QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"), HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", WINDOW_START, str(tmp_path / "runs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_the_device_combo_lists_this_machines_devices_once_the_window_is_up(make_window: Any, qtbot: Any) -> None:
+    from core.services.machine import available_devices
+
+    window = make_window()
+    parallel = window.panel.parallel
+    qtbot.waitUntil(lambda: parallel.devices is not None, timeout=30_000)
+    combo = parallel.combo_device
+    assert [combo.itemData(i) for i in range(combo.count())] == available_devices() == parallel.devices
+    assert combo.currentData() == "cpu"

@@ -20,7 +20,6 @@ from core.config.strategy_rules import STRATEGY_RULES
 from core.config.toml_text import parse_override_value
 from core.metric_names import MAXIMIZED
 from core.runfiles.layout import RunDir
-from core.training.checkpoint import check_checkpoint, load_checkpoint
 
 RACE_SETS = ("train.epochs", "train.schedule_epochs", "train.early_stop_patience")  # the race's own, per rung
 SHORT = {"batch_size": "batch", "weight_decay": "wd", "momentum": "mom"}
@@ -144,6 +143,7 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
     """The race of ``run`` (a run directory) from its last consistent checkpoint; ConfigError (one line) on bad input."""
     from core.metric_names import run_metric
     from core.runfiles.control_file import active_run_pid
+    from core.training.checkpoint import check_checkpoint, load_checkpoint  # torch: not at the window's start
 
     run_dir = RunDir(run)
     if not run_dir.metrics.is_file():

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.config import Config, to_dict
 from core.host.machine import usable_cores
@@ -30,15 +30,15 @@ from core.runfiles.records import log_record
 from core.runfiles.writing import atomic_write_json, read_summary, write_summary
 from core.services.race.lock import RaceLock, RaceRunning, running_race
 from core.services.race.plan import RacePlan, Variant, sweep_worker_config, worker_checkpoint
-from core.session import Session
-from core.session.start_point import fork_point
-from core.training.checkpoint import load_checkpoint, save_checkpoint
+
+if TYPE_CHECKING:  # the session and checkpoints import torch, which the window's start does without
+    from core.session import Session
 
 RACE_FILE = "race.json"
 STOP_S = 60.0  # a variant asked to stop has this long to write its checkpoint
 
 Say = Callable[[str], None]
-OnVariant = Callable[["Entry", Session], None]  # a variant's session, before it starts (to listen to it)
+OnVariant = Callable[["Entry", "Session"], None]  # a variant's session, before it starts (to listen to it)
 
 
 @dataclass
@@ -288,6 +288,9 @@ class Race:
             self.record.save(self.folder)
 
     def _session(self, entry: Entry, target: int) -> Session:
+        from core.session import Session
+        from core.session.start_point import fork_point
+
         plan = self.plan
         race_keys = {
             "train.epochs": target,
@@ -321,6 +324,8 @@ class Race:
         plan = self.plan
         if plan.from_worker is None:
             return RunDir(plan.run).last
+        from core.training.checkpoint import load_checkpoint, save_checkpoint
+
         path = self.folder / "start.pt"
         with self._lock:
             if not path.is_file():
@@ -389,6 +394,8 @@ def _own_config(parent: Config, changes: dict[str, Any], reached: int, horizon: 
 
 def _restore_settings(run: RunDir, parent: Config, changes: dict[str, Any], horizon: int) -> Config:
     """Rewrite ``run``'s checkpoints and config.toml with the run's own settings (and the winner's changes)."""
+    from core.training.checkpoint import load_checkpoint, save_checkpoint
+
     ckpt = load_checkpoint(run.last)
     reached = min(int(p["epoch"]) for p in ckpt["progress"]) - 1
     cfg = _own_config(parent, changes, reached, horizon)
@@ -466,6 +473,7 @@ def _better_best(candidate: Path, current: Path) -> bool:
     if not current.is_file():
         return True
     from core.metric_names import MAXIMIZED
+    from core.training.checkpoint import load_checkpoint
 
     a, b = load_checkpoint(candidate), load_checkpoint(current)
     if a.get("monitor") != b.get("monitor") or "value" not in a or "value" not in b:
@@ -475,9 +483,10 @@ def _better_best(candidate: Path, current: Path) -> bool:
 
 def plan_of(folder: Path) -> RacePlan:
     """The plan of the race recorded in ``folder`` (to resume it): the run's checkpoint is as the race found it."""
+    from core.training.checkpoint import check_checkpoint, load_checkpoint
+
     rec = RaceRecord.load(folder)
     ckpt = load_checkpoint(RunDir(rec.run).last)
-    from core.training.checkpoint import check_checkpoint
 
     cfg = check_checkpoint(ckpt, f"checkpoint: {RunDir(rec.run).last}")[0]
     if rec.from_worker is not None:

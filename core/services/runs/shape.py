@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import Config
+from core.config.strategy_rules import STRATEGY_RULES
 from core.runfiles.records import EVAL
 from core.runfiles.shape import RunShape
 
@@ -27,10 +28,8 @@ class StrategyFacts:
 
 
 def strategy_facts(name: str) -> StrategyFacts:
-    from core.strategies import strategy_class  # the classes load torch: only when a strategy is asked about
-
-    cls = strategy_class(name)
-    return StrategyFacts(name, cls.description, tuple(cls.own_keys), int(cls.fixed_workers))
+    rules = STRATEGY_RULES[name]  # plain data: the strategy classes load torch, which the window's start does without
+    return StrategyFacts(name, rules.description, tuple(rules.own_keys), int(rules.fixed_workers))
 
 
 def shape_of(cfg: Config, task: str = "classification") -> RunShape:

@@ -220,3 +220,98 @@ def test_predict_reads_one_image_file_as_its_folder_does(image_run: tuple[Path, 
     both = predict_images(run, [images / "green" / "green0.png", images / "red" / "red0.png"])
     assert both.predicted == [predicted["green/green0.png"], predicted["red/red0.png"]]
     assert np.allclose(both.probs[0], one.probs[0], atol=1e-6)  # a batch of 2, a batch of 1: rounding apart
+
+
+def _turned_photo(path: Path) -> Path:
+    """A JPEG stored 48 wide and 24 high, top half red, whose EXIF orientation (6) says it is seen turned a
+    quarter clockwise: upright it is 24 wide and 48 high, its red half on the right."""
+    pixels = np.zeros((24, 48, 3), dtype=np.uint8)
+    pixels[:12] = (220, 30, 30)
+    pixels[12:] = (30, 30, 220)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    Image.fromarray(pixels).save(path, "JPEG", quality=95, exif=exif)
+    return path
+
+
+def _is_upright(pixmap: Any) -> bool:
+    """Taller than wide, the red half on the right: the photo as its EXIF orientation says it is seen."""
+    image = pixmap.toImage()
+    w, h = image.width(), image.height()
+    left, right = image.pixelColor(w // 4, h // 2), image.pixelColor(3 * w // 4, h // 2)
+    return h > w and right.red() > right.blue() and left.blue() > left.red()
+
+
+def test_a_turned_photo_is_shown_upright_in_predict_and_in_serves_try_it(
+    qtbot: QtBot, monkeypatch: pytest.MonkeyPatch, image_run: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    run, _images, _predicted = image_run
+    photo = _turned_photo(tmp_path / "turned.jpg")
+
+    predict = PredictView()
+    qtbot.addWidget(predict)
+    predict.show()
+    predict.set_model(run)
+    qtbot.waitUntil(lambda: predict.button_pick_images.isVisible(), timeout=30_000)
+    _answer_files(monkeypatch, [photo])
+    with qtbot.waitSignal(predict.predicted, timeout=60_000):
+        qtbot.mouseClick(predict.button_pick_images, Qt.MouseButton.LeftButton)
+    assert predict.image_answer.path == photo and _is_upright(predict.label_predict_image.pixmap())
+    assert predict.wait()
+
+    serve = ServeView()  # the try-it form of a server of an image model (none started: the picture alone)
+    qtbot.addWidget(serve)
+    serve.show()
+    image_spec = {"properties": {"images": {"description": "base64 PNG or JPEG files"}}}
+    serve.show_spec({"components": {"schemas": {"PredictRequest": {"oneOf": [image_spec]}}}})
+    assert serve.try_form.takes_images and serve.try_form.list_images is not None
+    serve.try_form.set_images([photo])
+    assert serve.image_answer.path == photo and _is_upright(serve.label_serve_image.pixmap())
+    icon = serve.try_form.list_images.item(0).icon()
+    assert _is_upright(icon.pixmap(icon.availableSizes()[0]))
+
+
+def test_the_evaluate_tab_shows_a_head_only_runs_mistakes(qtbot: QtBot, tmp_path: Path) -> None:
+    """A timm backbone's head trained on its cached features (no image left in its validation split): the
+    gallery shows the image files it got wrong, as a run on the images themselves does."""
+    from app.views.evaluate import EvaluateView
+
+    rng = np.random.default_rng(1)
+    for name in ("a", "b", "c"):  # the same noise in every class: mistakes there must be
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        for i in range(8):
+            Image.fromarray(rng.integers(0, 255, (20, 20, 3), dtype=np.uint8)).save(
+                tmp_path / "photos" / name / f"{i}.png"
+            )
+    sets = [
+        "model.kind=timm:test_resnet.r160_in1k",  # timm's own tiny test network
+        "model.finetune=head",
+        "model.weights=none",
+        f"data.source=images:{tmp_path / 'photos'}",
+        "data.image_size=32",
+        "train.epochs=1",
+    ]
+    args = ["train", "--runs-dir", str(tmp_path / "runs"), "--strategy", "single"]
+    for s in sets:
+        args += ["--set", s]
+    done = run_core(*args, env=core_env(HF_HUB_OFFLINE="1"), timeout=300)
+    assert done.returncode == 0, done.stderr
+    run = Path(done.stdout.strip().splitlines()[-1])
+
+    view = EvaluateView()
+    qtbot.addWidget(view)
+    with qtbot.waitSignal(view.evaluated, timeout=60_000) as shown:
+        view.load_run(run)
+    total = shown.args[0]["misclassified_total"]
+    assert total > 0
+    assert view.list_misclassified.count() == min(48, total)
+    icon = view.list_misclassified.item(0).icon()
+    assert not icon.isNull() and view.list_misclassified.item(0).text().startswith("true ")
+
+    # an evaluation written before it named the files: the split rebuilt names them
+    from core.services.evaluate_run import misclassified_images
+
+    full = shown.args[0]
+    assert all(Path(m["path"]).is_file() for m in full["misclassified"])
+    unnamed = [{k: v for k, v in m.items() if k != "path"} for m in full["misclassified"]]
+    assert len(misclassified_images(run, {**full, "misclassified": unnamed})) == min(48, total)
