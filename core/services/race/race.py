@@ -400,11 +400,11 @@ def _num(value: float | None) -> str:
 
 def _beaten(mine: float | None, kept: float | None, maximize: bool, kept_label: str) -> str:
     """Why a variant is out against the last one kept: "0.9702 < 0.9710"; figures that print alike with as
-    many digits as tell them apart ("0.97104 < 0.97106"); equal ones, the tie's rule."""
+    many digits as tell them apart ("0.97104 < 0.97106"); equal ones: "0.9710, tied with as is"."""
     if mine is None or kept is None or mine != mine:
         return f"{_num(mine)} {'<' if maximize else '>'} {_num(kept)}"
     if tied(mine, kept):
-        return f"{_num(mine)}, tied with {kept_label} (a tie keeps the run as is, then the earlier variant)"
+        return f"{_num(mine)}, tied with {kept_label}"  # ranked() says who a tie keeps
     sign = "<" if maximize else ">"
     for digits in range(4, 13):
         a, b = f"{mine:.{digits}f}", f"{kept:.{digits}f}"
