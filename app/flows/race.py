@@ -290,7 +290,7 @@ class RaceFlow(QObject):
         labels = {PARENT: past.name, **{curve_of(v.index): v.label for v in plan.variants}}
         plots.set_run_shape(labels, separate_models=True, groups=groups(n, plan.workers))
         plots.add_records(self.curves.parent)
-        plots.mark_next_start((f"race of {n} from step {self.curves.branch_step:,.0f}", "fork"))
+        plots.mark_next_start((f"race of {n} from step {plan.branch_step:,}", "fork"))
         plots.add_records([RaceCurves.start_record(race.record.started if folder is not None else time.time())])
         for index, records in sorted(earlier.items()):  # a resumed race: each variant's curves so far
             plots.add_records(self.curves.variant(index, records))

@@ -13,10 +13,11 @@ each tag becomes (a tag's name is compared in lower case, ``/``, ``-``, ``.`` an
 - ``epoch`` (Lightning's, counted from 0): each record's epoch, counted from 1 as TrainDesk counts (without
   it, each evaluation closes an epoch);
 - a learning rate (``lr``, LearningRateMonitor's ``lr-SGD``, ``learning_rate``): the step records' ``lr``;
-- ``train_loss_epoch``: the summary's final training loss; the hparams plugin's values: the summary's.
+- ``train_loss_epoch``: the summary's final training loss; the hparams plugin's values (none in a plain
+  ``SummaryWriter``'s log): the summary's.
 
-Every other tag (and every image, histogram or text) is named in the summary (``imported.not_drawn``) and in
-the run's first log line. The layout is docs/reference/run-directory.md's "Imported runs".
+Every other tag (a tag whose every value is NaN or infinite among them, and every image, histogram or text) is
+named in the summary (``imported.not_drawn``) and in the run's first log line. The layout is docs/reference/run-directory.md's "Imported runs".
 """
 
 from __future__ import annotations
@@ -103,7 +104,11 @@ def read_log(path: Path) -> TensorBoardLog:
             log.scalars[tag] = sorted((p for p in points if math.isfinite(p.value)), key=lambda p: p.step)
         elif plugin != "hparams":
             log.others.setdefault(plugin, []).append(tag)
-    for content in acc.PluginTagToContent("hparams").values():
+    try:
+        hparams = acc.PluginTagToContent("hparams")
+    except KeyError:  # a plain SummaryWriter's log: it wrote no hparams, and the reader raises for a plugin unseen
+        hparams = {}
+    for content in hparams.values():
         data = plugin_data_pb2.HParamsPluginData.FromString(content)
         if data.HasField("session_start_info"):
             log.hparams.update({k: _plain(v) for k, v in data.session_start_info.hparams.items()})
@@ -200,9 +205,11 @@ class _Series:
 
 def convert(log: TensorBoardLog, label: str) -> tuple[list[Record], dict[str, Any]]:
     """The records and summary of ``log`` as a run (RunError: it holds no training loss and no figure)."""
-    plan = TagPlan.of(list(log.scalars))
+    plan = TagPlan.of([tag for tag, points in log.scalars.items() if points])  # a tag all NaN is not drawn
     if plan.train is None and not plan.figures:
-        raise RunError(f"no training loss or validation scalars among its tags ({', '.join(sorted(log.scalars))})")
+        empty = sorted(tag for tag, points in log.scalars.items() if not points)
+        nan = f"; every value of {', '.join(empty)} is NaN or infinite" if empty else ""
+        raise RunError(f"no training loss or validation scalars among its tags ({', '.join(sorted(log.scalars))}){nan}")
     epochs = _Series(log.scalars[plan.epoch]) if plan.epoch else None
     eval_steps = sorted({p.step for tag in plan.figures.values() for p in log.scalars[tag]})
 
@@ -217,10 +224,14 @@ def convert(log: TensorBoardLog, label: str) -> tuple[list[Record], dict[str, An
         imported_step_record(epoch_at(p.step), p.step, p.value, p.t, lr.at(p.step) if lr is not None else None)
         for p in log.scalars.get(plan.train or "", [])
     ]
+    # each figure's last point at each step, in one pass over its points: the merge is linear in the points
+    by_step: dict[int, dict[str, Point]] = {step: {} for step in eval_steps}
+    for metric, tag in plan.figures.items():
+        for p in log.scalars[tag]:
+            by_step[p.step][metric] = p
     evals = []
     for step in eval_steps:
-        points = {m: [p for p in log.scalars[tag] if p.step == step] for m, tag in plan.figures.items()}
-        here = {m: found[-1] for m, found in points.items() if found}
+        here = by_step[step]
         figures = {m: p.value for m, p in here.items()}
         evals.append(imported_eval_record(epoch_at(step), step, figures, max(p.t for p in here.values())))
     not_drawn = _not_drawn(log, plan)

@@ -38,7 +38,7 @@ class RacePlan:
     run: Path  # the run raced (its directory)
     config: Config  # its config at the checkpoint the race starts from
     start_epoch: int  # epochs done at that checkpoint
-    start_step: int
+    start_step: int  # the checkpoint's steps, every worker's together (its summary's count)
     variants: list[Variant]
     rungs: list[int]  # epochs after the start at which the variants are ranked
     keep: int = 1
@@ -46,6 +46,7 @@ class RacePlan:
     workers: int = 1  # processes per variant (the run's)
     from_worker: int | None = None  # a sweep: the worker whose model, optimizer and rate the variants clone
     notes: list[str] = field(default_factory=list)
+    branch_step: int = 0  # where the race branches, as the plots' step axis counts: one worker's steps
 
     @property
     def maximize(self) -> bool:
@@ -183,7 +184,18 @@ def plan_race(run: Path | str, vary: list[str], rungs: list[int] | None = None, 
         workers=cfg.parallel.workers,
         from_worker=from_worker,
         notes=notes,
+        branch_step=branch_step(ckpt, from_worker),
     )
+
+
+def branch_step(ckpt: dict[str, Any], from_worker: int | None) -> int:
+    """The steps of the worker the race branches from (a sweep's cloned one, else the first), as the plots'
+    step axis and the race's marker count them (the checkpoint's ``steps`` sums every worker's)."""
+    progress = ckpt.get("progress") or []
+    worker = from_worker or 0
+    if worker < len(progress) and isinstance(progress[worker], dict) and "step" in progress[worker]:
+        return int(progress[worker]["step"])
+    return int(ckpt.get("steps", 0)) // max(1, len(progress))
 
 
 def plan_variants(

@@ -14,6 +14,8 @@ variant, while the others wait for them.
 
 from __future__ import annotations
 
+import functools
+import math
 import shutil
 import threading
 import time
@@ -29,7 +31,7 @@ from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.records import log_record
 from core.runfiles.writing import atomic_write_json, read_summary, write_summary
 from core.services.race.lock import RaceLock, RaceRunning, running_race
-from core.services.race.plan import RacePlan, Variant, sweep_worker_config, worker_checkpoint
+from core.services.race.plan import RacePlan, Variant, branch_step, sweep_worker_config, worker_checkpoint
 
 if TYPE_CHECKING:  # the session and checkpoints import torch, which the window's start does without
     from core.session import Session
@@ -86,15 +88,32 @@ class RaceRecord:
         return cls(**data)
 
 
+TIE_REL = 1e-9  # figures this close (relative) are equal: a float's last bits say nothing of a variant
+
+
+def tied(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=TIE_REL, abs_tol=1e-12)
+
+
 def ranked(entries: list[Entry], maximize: bool) -> list[Entry]:
-    """Best first by their figure at the last rung they reached; a missing figure last, ties by index."""
+    """Best first by their figure at the last rung they reached; a missing figure last. Equal figures
+    (:func:`tied`) keep the run as it was ("as is") ahead, then the order the variants were given: a change
+    must do better than the run to replace it."""
     sign = -1.0 if maximize else 1.0
 
-    def key(v: Entry) -> tuple[int, float, int]:
+    def figure(v: Entry) -> float | None:
         f = v.figures[-1] if v.figures else None
-        return (1, 0.0, v.index) if f is None or f != f else (0, sign * f, v.index)
+        return None if f is None or f != f else sign * f
 
-    return sorted(entries, key=key)
+    def order(a: Entry, b: Entry) -> int:
+        fa, fb = figure(a), figure(b)
+        if (fa is None) != (fb is None):
+            return 1 if fa is None else -1
+        if fa is not None and fb is not None and not tied(fa, fb):
+            return -1 if fa < fb else 1
+        return -1 if (bool(a.changes), a.index) < (bool(b.changes), b.index) else 1
+
+    return sorted(entries, key=functools.cmp_to_key(order))
 
 
 def races_of(run: Path) -> list[Path]:
@@ -349,7 +368,7 @@ class Race:
         last_kept = alive[keep - 1].figures[-1] if alive[keep - 1].figures else None
         for v in alive[keep:]:
             mine = v.figures[-1] if v.figures else None
-            v.out = f"rung {rung + 1}: {_num(mine)} {'<' if self.plan.maximize else '>'} {_num(last_kept)}"
+            v.out = f"rung {rung + 1}: {_beaten(mine, last_kept, self.plan.maximize, alive[keep - 1].label)}"
             self.say(f"{v.label}: out ({v.out})")
             if not self.keep_losers and v.run:
                 shutil.rmtree(RunDir(self.folder / v.run).checkpoints, ignore_errors=True)
@@ -361,7 +380,7 @@ class Race:
         rec = self.record
         winner = rec.variants[rec.winner or 0]
         run = RunDir(self.folder / winner.run)
-        n, step = len(rec.variants), rec.start_step
+        n, step = len(rec.variants), self.plan.branch_step
         marker = f"race: {n} variants from step {step:,}, won by {winner.label}"
         for v in rec.alive():
             if v.index != winner.index and not self.keep_losers and v.run:
@@ -382,6 +401,21 @@ class Race:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
+
+
+def _beaten(mine: float | None, kept: float | None, maximize: bool, kept_label: str) -> str:
+    """Why a variant is out against the last one kept: "0.9702 < 0.9710"; figures that print alike with as
+    many digits as tell them apart ("0.97104 < 0.97106"); equal ones: "0.9710, tied with as is"."""
+    if mine is None or kept is None or mine != mine:
+        return f"{_num(mine)} {'<' if maximize else '>'} {_num(kept)}"
+    if tied(mine, kept):
+        return f"{_num(mine)}, tied with {kept_label}"  # ranked() says who a tie keeps
+    sign = "<" if maximize else ">"
+    for digits in range(4, 13):
+        a, b = f"{mine:.{digits}f}", f"{kept:.{digits}f}"
+        if a != b:
+            return f"{a} {sign} {b}"
+    return f"{mine!r} {sign} {kept!r}"
 
 
 def _own_config(parent: Config, changes: dict[str, Any], reached: int, horizon: int) -> Config:
@@ -409,6 +443,10 @@ def _restore_settings(run: RunDir, parent: Config, changes: dict[str, Any], hori
     atomic_write_text(run.config, cfg.to_toml())
     summary = run.read_summary() or {}
     summary["status"] = "finished" if reached >= cfg.train.epochs else "stopped"
+    # the variant counted to its rung's end; the run counts to its own target, which Continue trains up to
+    for counted, key in ((summary.get("progress"), "of"), (summary.get("shape"), "epochs")):
+        if isinstance(counted, dict) and counted.get("unit", "epochs") == "epochs":
+            counted[key] = cfg.train.epochs
     write_summary(run.path, summary)
     return cfg
 
@@ -502,6 +540,7 @@ def plan_of(folder: Path) -> RacePlan:
         metric=rec.metric,
         workers=cfg.parallel.workers,
         from_worker=rec.from_worker,
+        branch_step=branch_step(ckpt, rec.from_worker),
     )
 
 

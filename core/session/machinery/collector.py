@@ -156,11 +156,10 @@ class Collector:
         if not patience or best is None:
             return
         if rec["epoch"] - best["epoch"] >= patience:
-            facts.stop_reason = (
-                f"stopped early at epoch {rec['epoch']}: {monitor} has not improved since epoch {best['epoch']} "
-                f"(best {best['value']:.4g}; patience {patience})"
-            )
-            self.ctx.log("info", facts.stop_reason)
+            # the workers are ahead of their records, or behind one another: the epoch the run stops at is
+            # known once they have stopped, and the end (RunEnd.stopped_early) says it as every count does
+            facts.early_stop = {"monitor": monitor, "patience": patience, "epoch": rec["epoch"]}
+            facts.stop_reason = f"stopping early: {early_stop_words(best, patience)}"
             s.request_stop(timeout=EARLY_STOP_GRACE_S)
 
     def _on_best(self, rec: dict[str, Any]) -> None:
@@ -209,3 +208,11 @@ class Collector:
             s.resume()
         else:
             s.request_stop()
+
+
+def early_stop_words(best: dict[str, Any], patience: int) -> str:
+    """Why early stopping ended a run: "val_accuracy has not improved for 5 epochs (best 0.97 at epoch 5)"."""
+    return (
+        f"{best['monitor']} has not improved for {patience} epoch{'s' if patience != 1 else ''} "
+        f"(best {best['value']:.4g} at epoch {best['epoch']})"
+    )

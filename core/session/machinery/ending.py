@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from core.metric_names import selection_metric
 from core.runfiles.layout import RunDir
 from core.runfiles.shape import RunShape
+from core.session.machinery.collector import early_stop_words
 from core.session.machinery.processes import TERMINATE_GRACE_S
 from core.session.reading.stats import run_count
 from core.training.checkpoint import check_checkpoint, load_checkpoint, load_weights, model_from_checkpoint
@@ -55,6 +56,7 @@ class RunEnd:
                 facts.error = facts.error or f"checkpoint: cannot write {self._run().last}: {exc.strerror}"
         else:
             ctx.log("info", "the last consistent checkpoint was kept: Continue run resumes from it")
+        self._say_early_stop()
         self.write_summary(status)
         # the model the run hands on (best.pt once kept, else the final weights) on the validation split:
         # eval.json, and summary.json's evaluation and result, the run's figure everywhere
@@ -75,6 +77,29 @@ class RunEnd:
             ckpt = load_checkpoint(run.best)
             return model_from_checkpoint(ckpt, f"checkpoint: {run.best}"), "best", ckpt.get("epoch")
         return self.session.final_model(), "last", min((p.epoch - 1 for p in self.progress()), default=0)
+
+    def _say_early_stop(self) -> None:
+        """The early stop's line, now that the workers have stopped: at the epochs the run completed (the
+        count the summary, the end line, the progress bar and the Runs table show), and the evaluation's epoch
+        that decided it when the workers had gone past it (their records lag them) or not all reached it."""
+        facts = self.ctx.facts
+        decided = facts.early_stop
+        if decided is None or facts.best is None:
+            return
+        done = self._epochs_done()
+        at = f"stopped early at epoch {done} of {self.session.config.train.epochs}"
+        if int(decided["epoch"]) != done:
+            at += f" (its evaluation of epoch {decided['epoch']} decided)"
+        facts.stop_reason = f"{at}: {early_stop_words(facts.best, int(decided['patience']))}"
+        self.ctx.log("info", facts.stop_reason)
+
+    def _reached(self) -> dict[int, int]:
+        """The epochs each worker completed by its last position (one that has said nothing since it began)."""
+        return {rank: p.epoch - 1 for rank, p in enumerate(self.progress())}
+
+    def _epochs_done(self) -> int:
+        """The epochs every worker completed: the summary's, the end line's, the progress bar's, the Runs table's."""
+        return self.session.stats.epochs_done(range(self.session.num_workers), start=self._reached())
 
     def _select_by(self) -> str:
         s, best = self.session, self.ctx.facts.best
@@ -159,14 +184,13 @@ class RunEnd:
         train_s = stats.train_seconds()
         own_models = strategy.num_models > 1
         ev = stats.last_eval.get(result) or (next(iter(stats.last_eval.values())) if stats.last_eval else None)
-        reached = {rank: p.epoch - 1 for rank, p in enumerate(progress)}  # a worker's last position, at least
         shape = RunShape.of(strategy, info.n_train if info else None)
-        count = run_count(stats, shape, start=reached)
+        count = run_count(stats, shape, start=self._reached())
         return {
             "status": status,
             "strategy": s.config.parallel.strategy,
             "workers": s.num_workers,
-            "epochs_done": stats.epochs_done(range(s.num_workers), start=reached),
+            "epochs_done": self._epochs_done(),
             "progress": count.as_dict(),
             "shape": shape.as_dict(),
             "steps": sum(p.step for p in progress),

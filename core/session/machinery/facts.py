@@ -28,6 +28,7 @@ class RunFacts:
     error: str | None = None  # one line, when the run failed
     best: dict[str, Any] | None = None  # the run's best evaluation: monitor, value, worker, epoch
     stop_reason: str | None = None  # why a run ended early yet finished (early stopping)
+    early_stop: dict[str, Any] | None = None  # the early stop's decision: monitor, patience, epoch (of the evaluation)
     summary: dict[str, Any] | None = None  # summary.json, once written
 
 

@@ -170,3 +170,8 @@ def test_a_race_of_two_worker_variants_draws_every_worker_in_its_variant_colour(
     for w in (0, 1):
         branch = float(loss.raw[curve_key(0, w)].xData[-1])
         assert float(loss.raw[curve_key(winner, w)].xData[0]) == branch
+    # one step count: the plot's marker, the log and the step axis count one worker's steps
+    step = race.plan.branch_step
+    assert step == float(loss.raw[curve_key(0, 0)].xData[-1]) and step < race.plan.start_step
+    assert [m.text for m in window.plots.data.markers if m.kind == "fork"] == [f"race of 2 from step {step:,}"]
+    assert f"race: 2 variants from step {step:,}, won by" in window.log_pane.toPlainText()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.cli import main
+from core.errors import RunError
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.tensorboard_import import import_tensorboard
 from core.session.reading.timeline import Timeline
@@ -100,4 +101,43 @@ def test_a_folder_without_logs_is_one_line_and_exit_2(
     out = capsys.readouterr()
     assert code == 2 and out.out == ""
     assert len(out.err.splitlines()) == 1 and str(folder) in out.err
+    assert list_runs(runs_dir) == []
+
+
+def test_a_plain_summary_writer_log_without_hparams_imports(tmp_path: Path, runs_dir: Path) -> None:
+    """The most common log: torch's SummaryWriter alone, no hparams; a scalar that is NaN throughout is named,
+    not drawn."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder = tmp_path / "plain"
+    with SummaryWriter(str(folder)) as writer:
+        for step in range(6):
+            writer.add_scalar("loss", 1.0 / (step + 1), step)
+            writer.add_scalar("grad_norm", float("nan"), step)
+            if step % 2 == 1:
+                writer.add_scalar("val_loss", 2.0 / (step + 1), step)
+                writer.add_scalar("val_acc", 0.5 + 0.05 * step, step)
+    (found,) = import_tensorboard(folder, runs_dir)
+    assert found.run_dir is not None, found.skipped
+    run = RunDir(found.run_dir)
+    records = run.read_records()
+    assert [r["step"] for r in records if r["kind"] == "step"] == list(range(6))
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [(r["epoch"], r["step"]) for r in evals] == [(1, 1), (2, 3), (3, 5)]
+    assert [r["val_accuracy"] for r in evals] == pytest.approx([0.55, 0.65, 0.75], rel=1e-6)
+    summary = run.read_summary()
+    assert summary is not None and summary["epochs_done"] == 3
+    assert summary["imported"]["hparams"] == {} and "grad_norm" in summary["imported"]["not_drawn"]
+
+
+def test_a_log_whose_every_scalar_is_nan_is_skipped_with_its_reason(tmp_path: Path, runs_dir: Path) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    folder = tmp_path / "nan"
+    with SummaryWriter(str(folder)) as writer:
+        for step in range(3):
+            writer.add_scalar("loss", float("nan"), step)
+    with pytest.raises(RunError, match="nothing to import") as info:
+        import_tensorboard(folder, runs_dir)
+    assert "NaN" in str(info.value) and len(str(info.value).splitlines()) == 1
     assert list_runs(runs_dir) == []

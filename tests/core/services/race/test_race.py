@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,7 @@ def test_a_race_halves_at_each_rung_and_the_same_race_picks_the_same_winner(pare
     for key, value in winner.changes.items():
         assert f"{key.split('.')[1]} = {value}" in text
     messages = [r["message"] for r in RunDir(parent).read_records() if r["kind"] == "log"]
-    assert f"race: 4 variants from step {record.start_step:,}, won by {winner.label}" in messages
+    assert f"race: 4 variants from step {race.plan.branch_step:,}, won by {winner.label}" in messages
     summary = RunDir(parent).read_summary() or {}
     assert summary["races"][0]["folder"] == f"races/{race.folder.name}" and summary["epochs_done"] == 4
     kept = summary["races"][0]
@@ -316,3 +317,70 @@ def test_a_race_killed_mid_rung_resumes_from_its_variants_checkpoints(parent: Pa
     assert record.state == "done" and record.winner is not None
     assert all(len(v.figures) == 1 for v in record.variants)
     assert (RunDir(parent).read_summary() or {})["epochs_done"] == record.start_epoch + 3
+
+
+def test_ties_keep_the_run_as_is_and_no_line_says_a_figure_is_below_itself(tmp_path: Path) -> None:
+    from core.services.race.plan import RacePlan, Variant
+    from core.services.race.race import ranked
+
+    variants = [
+        Variant(0, {"optim.lr": 0.01}, "lr 0.01"),
+        Variant(1, {}, "as is"),
+        Variant(2, {"optim.lr": 0.3}, "lr 0.3"),
+    ]
+    variants.append(Variant(3, {"optim.lr": 0.9}, "lr 0.9"))
+    plan = RacePlan(tmp_path, Config(), 392, 4375, variants, [1, 2], metric="val_accuracy", branch_step=1958)
+    said: list[str] = []
+    race = Race(plan, said.append)
+    figures = [0.971, 0.971 * (1 + 1e-12), 0.971, 0.97096]  # as is: equal but for a float's last bits
+    for entry, figure in zip(race.record.variants, figures):
+        entry.figures = [figure]
+    assert [v.label for v in ranked(race.record.variants, True)] == ["as is", "lr 0.01", "lr 0.3", "lr 0.9"]
+    assert ranked(race.record.variants[:1] + race.record.variants[3:], True)[0].label == "lr 0.01"  # better wins
+    race._halve(0)  # half go on: the run as is and the first variant it ties with
+    assert [v.label for v in race.record.alive()] == ["lr 0.01", "as is"]
+    outs = {v.label: v.out for v in race.record.variants if v.out}
+    assert outs["lr 0.3"] == "rung 1: 0.9710, tied with lr 0.01"
+    assert outs["lr 0.9"] == "rung 1: 0.97096 < 0.97100"  # as many digits as tell them apart
+    compared = [line.split("rung 1: ")[1].rstrip(")").split(" < ") for line in said if " < " in line]
+    assert compared and all(a != b for a, b in compared)
+
+
+def test_a_tie_installs_the_run_as_it_was_with_its_epoch_target_and_one_step_count(runs_dir: Path) -> None:
+    """A ddp run of 2 workers, stopped at epoch 1 of 4, raced by variants that train alike (a checkpoint's
+    period changes no figure): every figure ties, the run as it was wins, keeps its 4 epochs and continues to
+    them; the marker counts one worker's steps, as the plots' step axis does."""
+    cfg = apply_overrides(Config(), [*DIGITS, "parallel.strategy=ddp", "parallel.workers=2", "train.epochs=4"])
+    session = Session(cfg, runs_dir=runs_dir)
+    evaluated = threading.Event()
+
+    def on_records(records: list[dict[str, Any]]) -> None:
+        if any(r["kind"] == "eval" for r in records):
+            evaluated.set()
+
+    session.add_listener(on_records)
+    session.start()
+    assert evaluated.wait(300), session.error
+    session.request_stop()  # on this thread: a listener runs on the collector's, which the stop waits for
+    assert session.wait(300) == "stopped", session.error
+    run = session.run_dir
+    assert run is not None
+    said: list[str] = []
+    plan = plan_race(run, ["train.checkpoint_every=2x,1x"], rungs=[1])
+    ckpt = load_checkpoint(RunDir(run).last)
+    assert plan.start_epoch < 3 and plan.branch_step == ckpt["progress"][0]["step"] < plan.start_step
+    record = Race(plan, said.append).run()
+    first, as_is = record.variants
+    assert not as_is.changes and first.figures == as_is.figures  # a tie
+    assert record.winner == as_is.index and first.out.startswith("rung 1: ") and "tied with as is" in first.out
+    marker = f"race: 2 variants from step {plan.branch_step:,}, won by as is"
+    assert any(line.startswith(marker) for line in said)
+    summary = RunDir(run).read_summary() or {}
+    assert summary["races"][-1]["marker"] == marker
+    assert summary["status"] == "stopped" and summary["progress"]["of"] == 4 and summary["shape"]["epochs"] == 4
+    assert "epochs = 4" in RunDir(run).config.read_text()
+    # Continue trains up to the run's own target
+    again = Session.from_run(run)
+    again.start()
+    assert again.wait(300) == "finished", again.error
+    assert (again.summary or {})["epochs_done"] == 4
