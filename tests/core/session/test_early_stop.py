@@ -59,7 +59,9 @@ def test_a_table_stops_early_by_default(strategy: str, noisy_csv: Path, runs_dir
     s = session.summary
     assert s is not None and s["status"] == "finished", s
     best = s["best"]["epoch"]
-    assert best + 5 <= s["epochs_done"] < 80
+    assert s["epochs_done"] < 80
+    if strategy != "hogwild":  # hogwild's workers run apart: on a loaded machine one may start epochs late, and
+        assert best + 5 <= s["epochs_done"]  # the epochs every worker completed can be fewer than the deciding one
     # one count: the epochs every worker completed, as the end line, progress bar and Runs table say it (the
     # workers run past the evaluation that decides, their records lag them)
     done = s["epochs_done"]
