@@ -181,6 +181,7 @@ class PredictView(QWidget):
         self.button_save.clicked.connect(self._on_save_clicked)
         self.button_cancel.clicked.connect(self.cancel)
         self.edit_model.editingFinished.connect(self._describe_model)
+        self.edit_model.textChanged.connect(lambda _t: self._on_model_edited())
         self.edit_input.textChanged.connect(lambda _t: self.check_by_position.hide())
 
     def _layout(self) -> None:
@@ -229,6 +230,12 @@ class PredictView(QWidget):
     def set_model(self, path: Path | str) -> None:
         self.edit_model.setText(str(path))
         self._describe_model()
+
+    def _on_model_edited(self) -> None:
+        """Another model: the answer on screen was the previous model's."""
+        if self.result is not None and not self.busy:
+            self._clear_result()
+            self.label_status.setText("")
 
     def offer_model(self, path: Path | str) -> None:
         """The run on screen (its best checkpoint, else its last), unless the user chose another model."""
@@ -369,10 +376,12 @@ class PredictView(QWidget):
         self.result = result
         self.model_predictions.set_result(result)
         self.table.resizeColumnsToContents()
-        rate = len(result.ids) / max(result.seconds, 1e-9)
+        n = len(result.ids)
+        unit = "images" if self._pictured is not None else "rows"
+        rate = n / max(result.seconds, 1e-9)
         self.label_status.setText(
-            f"{len(result.ids):,} rows predicted with {result.model_path.name} in "
-            f"{result.seconds:.2f} s ({rate:,.0f} rows/s)"
+            f"{n:,} {unit if n != 1 else unit[:-1]} predicted with {result.model_path.name} in "
+            f"{result.seconds:.2f} s ({rate:,.0f} {unit}/s)"
         )
         self.button_save.setEnabled(True)
         self.show_test_evaluation(result.evaluation() if hasattr(result, "evaluation") else None)

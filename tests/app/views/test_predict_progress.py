@@ -80,3 +80,22 @@ def test_the_predict_tab_shows_progress_and_cancels_at_the_next_piece(
     assert not view.progress.isVisible() and not view.button_cancel.isVisible()
     assert view.button_predict.isEnabled() and pieces == 2  # the third piece was never predicted
     assert view.wait()
+
+
+def test_another_model_clears_the_previous_answer_and_one_image_reads_as_one(
+    qtbot: QtBot, image_run: tuple[Path, Path]
+) -> None:
+    run, folder = image_run
+    view = PredictView()
+    qtbot.addWidget(view)
+    view.show()
+    view.set_model(run)
+    view.set_input(folder / "dark" / "00.png")
+    with qtbot.waitSignal(view.predicted, timeout=60_000):
+        view.run()
+    assert view.label_status.text().startswith("1 image predicted with ")
+    assert view.table.model().rowCount() == 1 and view.button_save.isEnabled()
+    view.set_model(run / "checkpoints" / "last.pt")  # another model: its answer is not on screen yet
+    assert view.table.model().rowCount() == 0 and not view.button_save.isEnabled()
+    assert view.label_status.text() == "" and not view.image_answer.isVisible()
+    assert view.wait()
