@@ -71,13 +71,18 @@ JOBS: dict[str, Job] = {
         ("--models", "mlp", "--servers", "traindesk,constant", "--clients", "64", "--duration", "4"),
     ),
     "hogwild": Job("hogwild_reference.py", ("--only", "mlp", "--repeats", "3")),
-    "engine": Job("engine_vs_bare.py", ("--only", "digits-mlp", "--quick", "--repeats", "3")),
+    "engine": Job(
+        "engine_vs_bare.py", ("--only", "digits-mlp", "--quick", "--set", "train.epochs=50", "--repeats", "3")
+    ),
     "predict": Job(
         "predict_throughput.py",
         ("--rows", "200000", "--formats", "onnx", "--input", "csv", "--workers", "auto,1,2", "--repeat", "3"),
     ),
     "csv": Job("csv_load.py", ("--rows", "300000", "--repeat", "3", "--no-loadtxt")),
-    "images": Job("predict_images.py", ("--counts", "200,600", "--formats", "onnx", "--bare", "200")),
+    "images": Job(
+        "predict_images.py",
+        ("--counts", "200,600", "--formats", "onnx", "--bare", "200", "--dir", "/tmp/traindesk-bench-check-photos"),
+    ),
     "memory": Job(
         "memory_growth.py",
         ("--rows", "3000000", "--formats", "csv", "--predict", "csv", "--dir", "/tmp/traindesk-bench-check-tables"),

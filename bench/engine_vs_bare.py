@@ -1,6 +1,7 @@
 """Engine throughput against a bare PyTorch loop, side by side in one run.
 
-    .venv/bin/python bench/engine_vs_bare.py [--repeats 3] [--only digits-mlp] [--quick] [--json PATH]
+    .venv/bin/python bench/engine_vs_bare.py [--repeats 3] [--only digits-mlp] [--quick] [--set KEY=VALUE]
+                                             [--json PATH]
 
 For each workload (digits + small MLP; synthetic 128 features + MLP [1024, 1024])
 it measures, with medians over repeats:
@@ -10,7 +11,8 @@ it measures, with medians over repeats:
   with 1, 2 and 4 workers;
 and prints samples/s and ratios: single vs the bare loop at the same threads,
 the parallel strategies vs the bare loop at its fastest thread count.
-``--quick`` runs the bare loop and ``single`` at all cores alone; ``--json`` also
+``--quick`` runs the bare loop and ``single`` at all cores alone; ``--set`` changes
+every workload's config (``train.epochs=50``: a shorter run); ``--json`` also
 writes each workload's ``single`` / bare ratio at each thread count.
 """
 
@@ -152,6 +154,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=sorted(WORKLOADS), help="run one workload")
     parser.add_argument("--quick", action="store_true", help="the bare loop and single at all cores alone")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="for every workload")
     parser.add_argument("--json", type=Path, help="also write single / bare per workload here (bench/check.py)")
     args = parser.parse_args()
     ratios: dict[str, dict[str, float]] = {}
@@ -163,6 +166,7 @@ def main() -> None:
         for name, overrides in WORKLOADS.items():
             if args.only and name != args.only:
                 continue
+            overrides = [*overrides, *args.set]
             print(f"## {name}: {' '.join(overrides)}")
             print(f"{'what':<34} {'samples/s':>12}  ratio")
             rows, ratios[name] = run_workload(name, overrides, args.repeats, Path(tmp), args.quick)
