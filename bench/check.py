@@ -85,7 +85,10 @@ JOBS: dict[str, Job] = {
     ),
     "memory": Job(
         "memory_growth.py",
-        ("--rows", "3000000", "--formats", "csv", "--predict", "csv", "--dir", "/tmp/traindesk-bench-check-tables"),
+        (
+            *("--rows", "3000000", "--formats", "csv", "--predict", "csv", "--predict-workers", "1"),
+            *("--dir", "/tmp/traindesk-bench-check-tables"),
+        ),
     ),
 }
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/memory_growth.py [--rows 300000,1000000,3000000] [--features 32]
                                             [--formats csv,parquet,npz] [--predict csv] [--dir DIR]
-                                            [--json PATH]
+                                            [--predict-workers N] [--json PATH]
 
 Each table has ``--features`` normal numbers (four decimals) and an integer ``label`` of 10 classes,
 written as CSV, Parquet and an uncompressed NPZ (the prediction input is the CSV without its label).
@@ -110,6 +110,7 @@ def main() -> None:
     ap.add_argument("--formats", default="csv,parquet,npz")
     ap.add_argument("--predict", default="csv", help="inputs to predict from (csv; none for no prediction)")
     ap.add_argument("--dir", default=None, help="keep the tables here (default: a temporary folder)")
+    ap.add_argument("--predict-workers", type=int, help="predict with --workers N (default: the command's own choice)")
     ap.add_argument("--json", type=Path, help="also write every command's peak and wall time here (bench/check.py)")
     args = ap.parse_args()
     points: list[dict[str, object]] = []
@@ -154,6 +155,7 @@ def main() -> None:
                             str(paths[f"predict_{fmt}"]),
                             "--out",
                             str(out),
+                            *(["--workers", str(args.predict_workers)] if args.predict_workers else []),
                         ],
                         env,
                     )
