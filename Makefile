@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test bench clean-venv
+.PHONY: run test bench bench-check clean-venv
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+# The ratios that matter against their floors (bench/floors.json), in a few minutes; not part of `make test`.
+bench-check: $(STAMP)
+	$(PY) bench/check.py $(CHECK_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

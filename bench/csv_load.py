@@ -18,6 +18,7 @@ median of the N are printed, with their ratios to the fastest library reader.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import statistics
@@ -75,9 +76,10 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def compare(path: Path, numeric: bool, repeat: int) -> None:
+def compare(path: Path, numeric: bool, repeat: int, loadtxt: bool = True) -> dict[str, float]:
+    """Prints each reader's best and median; returns TrainDesk's time over pyarrow's (best, median)."""
     cases: dict[str, Callable[[], object]] = {"traindesk (core.data csv source)": lambda: traindesk_read(path)}
-    if numeric:
+    if numeric and loadtxt:
         cases["numpy.loadtxt"] = lambda: np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float32)
     try:
         import pyarrow.csv as pacsv
@@ -102,6 +104,10 @@ def compare(path: Path, numeric: bool, repeat: int) -> None:
             f"{name:<36} {best[name]:>7.2f} {median[name]:>9.2f}   "
             f"{best[name] / fast_best:>5.2f}x / {median[name] / fast_median:.2f}x"
         )
+    ours, arrow = "traindesk (core.data csv source)", "pyarrow.csv.read_csv"
+    if arrow not in cases:
+        return {}
+    return {"vs_pyarrow_best": best[ours] / best[arrow], "vs_pyarrow_median": median[ours] / median[arrow]}
 
 
 def main() -> int:
@@ -110,7 +116,10 @@ def main() -> int:
     parser.add_argument("--features", type=int, default=32)
     parser.add_argument("--repeat", type=int, default=5, help="rounds per case")
     parser.add_argument("--table", choices=("numeric", "mixed", "both"), default="both")
+    parser.add_argument("--no-loadtxt", action="store_true", help="leave numpy.loadtxt out (the slowest reader)")
+    parser.add_argument("--json", type=Path, help="also write TrainDesk / pyarrow per table here (bench/check.py)")
     args = parser.parse_args()
+    ratios: dict[str, dict[str, float]] = {}
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
     print(f"machine: {os.cpu_count()} CPU cores; load average {os.getloadavg()[0]:.1f}")
     tables = ["numeric", "mixed"] if args.table == "both" else [args.table]
@@ -124,8 +133,10 @@ def main() -> int:
                 make_mixed_csv(path, args.rows)
                 shape = "24 numbers + 1 text column + label"
             print(f"\n{table}: {args.rows:,} rows x {shape} ({path.stat().st_size / 1e6:.0f} MB)")
-            compare(path, table == "numeric", args.repeat)
+            ratios[table] = compare(path, table == "numeric", args.repeat, not args.no_loadtxt)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
+    if args.json:
+        args.json.write_text(json.dumps(ratios, indent=1))
     return 0
 
 

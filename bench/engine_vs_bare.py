@@ -1,6 +1,7 @@
 """Engine throughput against a bare PyTorch loop, side by side in one run.
 
-    .venv/bin/python bench/engine_vs_bare.py [--repeats 3] [--quick]
+    .venv/bin/python bench/engine_vs_bare.py [--repeats 3] [--only digits-mlp] [--quick] [--set KEY=VALUE]
+                                             [--json PATH]
 
 For each workload (digits + small MLP; synthetic 128 features + MLP [1024, 1024])
 it measures, with medians over repeats:
@@ -10,11 +11,16 @@ it measures, with medians over repeats:
   with 1, 2 and 4 workers;
 and prints samples/s and ratios: single vs the bare loop at the same threads,
 the parallel strategies vs the bare loop at its fastest thread count.
+``--quick`` runs the bare loop and ``single`` at one thread alone (threads that spin
+for each other on a busy machine make a two-thread run many times slower); ``--set`` changes
+every workload's config (``train.epochs=50``: a shorter run); ``--json`` also
+writes each workload's ``single`` / bare ratio at each thread count.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -105,17 +111,19 @@ def machine() -> str:
     return f"{cpu}, {CORES} cores, Python {platform.python_version()}, torch {torch.__version__}"
 
 
-def run_workload(name: str, overrides: list[str], repeats: int, runs_dir: Path) -> list[tuple[str, float, str]]:
-    """Every case once per round, ``repeats`` rounds (drift hits all cases alike); medians."""
+def run_workload(
+    name: str, overrides: list[str], repeats: int, runs_dir: Path, quick: bool = False
+) -> tuple[list[tuple[str, float, str]], dict[str, float]]:
+    """Every case once per round, ``repeats`` rounds (drift hits all cases alike); the rows and the ratios."""
     base = apply_overrides(Config(), overrides)
-    threads = sorted({1, CORES})
+    threads = [1] if quick else sorted({1, CORES})
     cases: dict[str, Callable[[], float]] = {}
     for t in threads:
         cases[f"bare loop, {t} thread(s)"] = lambda t=t: bare_loop(base, t)
     for t in threads:
         cfg = apply_overrides(base, ["parallel.strategy=single", f"parallel.threads_per_worker={t}"])
         cases[f"engine single, {t} thread(s)"] = lambda cfg=cfg: engine(cfg, runs_dir)
-    for strategy, workers in [(s, n) for s in ("hogwild", "ddp") for n in (1, 2, 4)]:
+    for strategy, workers in [(s, n) for s in ("hogwild", "ddp") for n in (() if quick else (1, 2, 4))]:
         cfg = apply_overrides(base, [f"parallel.strategy={strategy}", f"parallel.workers={workers}"])
         cases[f"engine {strategy}, {workers} worker(s)"] = lambda cfg=cfg: engine(cfg, runs_dir)
     results: dict[str, list[float]] = {k: [] for k in cases}
@@ -138,14 +146,19 @@ def run_workload(name: str, overrides: list[str], repeats: int, runs_dir: Path) 
         else:
             ratio = f"{value / best:.2f}x best bare ({best_threads} thr)"
         rows.append((label, value, ratio + spread))
-    return rows
+    ratios = {f"single_vs_bare_{t}_threads": med[f"engine single, {t} thread(s)"] / bare[t] for t in threads}
+    return rows, ratios
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=sorted(WORKLOADS), help="run one workload")
+    parser.add_argument("--quick", action="store_true", help="the bare loop and single at 1 thread alone")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="for every workload")
+    parser.add_argument("--json", type=Path, help="also write single / bare per workload here (bench/check.py)")
     args = parser.parse_args()
+    ratios: dict[str, dict[str, float]] = {}
     launcher.warm_up(block=True)
     print(f"machine: {machine()}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
@@ -154,11 +167,15 @@ def main() -> None:
         for name, overrides in WORKLOADS.items():
             if args.only and name != args.only:
                 continue
+            overrides = [*overrides, *args.set]
             print(f"## {name}: {' '.join(overrides)}")
             print(f"{'what':<34} {'samples/s':>12}  ratio")
-            for label, value, ratio in run_workload(name, overrides, args.repeats, Path(tmp)):
+            rows, ratios[name] = run_workload(name, overrides, args.repeats, Path(tmp), args.quick)
+            for label, value, ratio in rows:
                 print(f"{label:<34} {value:>12,.0f}  {ratio}")
             print()
+    if args.json:
+        args.json.write_text(json.dumps(ratios, indent=1))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ samples as each reference process does.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -190,7 +191,8 @@ def rounds(cases: dict[str, Callable[[], float]], repeats: int) -> dict[str, lis
     return results
 
 
-def report(title: str, results: dict[str, list[float]], reference: list[str]) -> None:
+def report(title: str, results: dict[str, list[float]], reference: list[str]) -> dict[str, float]:
+    """Prints the medians and the engine's ratios; returns the ratios by reference."""
     med = {k: statistics.median(v) for k, v in results.items()}
     print(f"## {title}")
     print(f"{'what':<48} {'samples/s':>10}   runs")
@@ -200,6 +202,7 @@ def report(title: str, results: dict[str, list[float]], reference: list[str]) ->
     for ref in reference:
         print(f"engine / {ref}: {engine_value / med[ref]:.2f}x")
     print()
+    return {ref: engine_value / med[ref] for ref in reference}
 
 
 def main() -> None:
@@ -207,7 +210,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=["mlp", "mnist"])
     parser.add_argument("--mnist-epochs", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="also write the engine's ratios to this file (bench/check.py)")
     args = parser.parse_args()
+    ratios: dict[str, float] = {}
     launcher.warm_up(block=True)
     print(f"{os.cpu_count()} cores, torch {torch.__version__}; median of {args.repeats}\n")
     with tempfile.TemporaryDirectory() as tmp:
@@ -224,11 +229,13 @@ def main() -> None:
                 },
                 args.repeats,
             )
-            report(
+            mlp = report(
                 "mlp: " + " ".join(MLP),
                 results,
                 ["hand-written hogwild x2 (1 thread each)", "hand-written, fused SGD as the engine's"],
             )
+            ratios["mlp_vs_hand"] = mlp["hand-written hogwild x2 (1 thread each)"]
+            ratios["mlp_vs_hand_fused"] = mlp["hand-written, fused SGD as the engine's"]
         if args.only in (None, "mnist"):
             npz = Path(tmp) / "mnist.npz"
             make_mnist(npz)
@@ -260,7 +267,7 @@ def main() -> None:
                 },
                 args.repeats,
             )
-            report(
+            mnist = report(
                 "mnist: 60,000 x 1x28x28, mnist_hogwild network, batch 64, SGD 0.01/0.5",
                 results,
                 [
@@ -269,6 +276,10 @@ def main() -> None:
                     "the same, keeping freed memory as the engine",
                 ],
             )
+            ratios["mnist_vs_default_threads"] = mnist["mnist_hogwild shape, default threads"]
+            ratios["mnist_vs_one_thread"] = mnist["mnist_hogwild shape, 1 thread per process"]
+    if args.json:
+        args.json.write_text(json.dumps(ratios, indent=1))
 
 
 if __name__ == "__main__":

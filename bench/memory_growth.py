@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/memory_growth.py [--rows 300000,1000000,3000000] [--features 32]
                                             [--formats csv,parquet,npz] [--predict csv] [--dir DIR]
+                                            [--predict-workers N] [--json PATH]
 
 Each table has ``--features`` normal numbers (four decimals) and an integer ``label`` of 10 classes,
 written as CSV, Parquet and an uncompressed NPZ (the prediction input is the CSV without its label).
@@ -16,6 +17,7 @@ the wall time and the peak as a multiple of the table's float32 data (rows x (fe
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -108,7 +110,10 @@ def main() -> None:
     ap.add_argument("--formats", default="csv,parquet,npz")
     ap.add_argument("--predict", default="csv", help="inputs to predict from (csv; none for no prediction)")
     ap.add_argument("--dir", default=None, help="keep the tables here (default: a temporary folder)")
+    ap.add_argument("--predict-workers", type=int, help="predict with --workers N (default: the command's own choice)")
+    ap.add_argument("--json", type=Path, help="also write every command's peak and wall time here (bench/check.py)")
     args = ap.parse_args()
+    points: list[dict[str, object]] = []
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     py = sys.executable
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,6 +132,7 @@ def main() -> None:
                 wall, peak, rc, out, _ = measure(cmd, env)
                 if rc == 0:
                     runs[fmt] = Path(out.strip().splitlines()[-1])
+                    points.append({"command": f"train {fmt}", "rows": rows, "peak_x_data": peak / data, "wall_s": wall})
                 print(
                     f"{'train ' + fmt:<28} {rows:>10,} {data / 1e9:>8.2f}G {peak / 1e9:>8.2f}G "
                     f"{peak / data:>6.2f}x {wall:>7.1f}",
@@ -139,7 +145,7 @@ def main() -> None:
                     if trained not in runs:
                         continue
                     out = Path(tmp) / "predictions.csv"
-                    wall, peak, _, _, err = measure(
+                    wall, peak, rc, _, err = measure(
                         [
                             py,
                             "-m",
@@ -149,15 +155,21 @@ def main() -> None:
                             str(paths[f"predict_{fmt}"]),
                             "--out",
                             str(out),
+                            *(["--workers", str(args.predict_workers)] if args.predict_workers else []),
                         ],
                         env,
                     )
+                    if rc == 0:
+                        command = f"predict {fmt}, {label}"
+                        points.append({"command": command, "rows": rows, "peak_x_data": peak / data, "wall_s": wall})
                     used = re.search(r"(\d+) worker\(s\)", err)  # without --workers: as many as repay a pool
                     print(
                         f"{'predict ' + fmt + ', ' + label:<28} {rows:>10,} {data / 1e9:>8.2f}G {peak / 1e9:>8.2f}G "
                         f"{peak / data:>6.2f}x {wall:>7.1f}  {used.group(1) if used else '?'} process(es)",
                         flush=True,
                     )
+    if args.json:
+        args.json.write_text(json.dumps({"points": points}, indent=1))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/predict_images.py [--dir /tmp/traindesk-photos] [--counts 1000,5000]
                                              [--arch efficientnet_lite0] [--formats run,onnx] [--bare 1000]
+                                             [--json PATH]
 
 Folders of JPEGs at 1600x1200 (bench/_photos.py: crops of scikit-learn's sample photographs) are made once.
 A head-only run of ``timm:ARCH`` is trained on 60 of them (weights random in timm's key layout: this machine has
@@ -126,7 +127,9 @@ def main() -> None:
     ap.add_argument("--arch", default="efficientnet_lite0")
     ap.add_argument("--formats", default="run,onnx")
     ap.add_argument("--bare", type=int, default=1000)
+    ap.add_argument("--json", type=Path, help="also write each format's ratios here (bench/check.py reads it)")
     args = ap.parse_args()
+    figures: dict[str, dict[str, float]] = {}
     counts = [int(c) for c in args.counts.split(",")]
     args.dir.mkdir(parents=True, exist_ok=True)
     run = trained_run(args.dir, args.arch)
@@ -136,17 +139,20 @@ def main() -> None:
     bare = bare_loop(run, folders[max(counts)], args.arch, min(args.bare, max(counts)))
     print(f"  bare timm loop, every thread       {bare:7.1f} images/s")
     for fmt in args.formats.split(","):
-        peaks = {}
+        peaks, rates = {}, {}
         for n in counts:
             seconds, peak = predict(models[fmt], folders[n], args.dir / f"predictions-{fmt}-{n}.csv")
             peaks[n] = peak
-            rate = n / seconds
+            rate = rates[n] = n / seconds
             print(
                 f"  predict {fmt:4s} {n:6,} images  {seconds:7.1f} s  {rate:7.1f} images/s  "
                 f"{rate / bare:5.2f}x the bare loop  peak {peak / 2**20:7,.0f} MB (process tree)"
             )
         lo, hi = min(counts), max(counts)
         print(f"  predict {fmt:4s} peak at {hi:,} / peak at {lo:,}: {peaks[hi] / max(peaks[lo], 1):.2f}x")
+        figures[fmt] = {"vs_bare": rates[hi] / bare, "peak_growth": peaks[hi] / max(peaks[lo], 1)}
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":

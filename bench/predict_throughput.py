@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/predict_throughput.py [--rows 2000,200000,2000000] [--formats onnx,safetensors]
                                                  [--workers auto,1,2] [--input csv,npz] [--repeat 3] [--warm]
-                                                 [--tables 2000000x8,200000x32]
+                                                 [--tables 2000000x8,200000x32] [--json PATH]
 
 The headline is the whole command, started as a subprocess the way a user
 types it (``python -m core predict MODEL INPUT --out FILE [--workers N]``):
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import os
 import shlex
 import statistics
@@ -138,13 +139,15 @@ def table_case(root: Path, rows: int, columns: int) -> tuple[Path, Path]:
     return model, table_csv(root / f"table-{rows}x{columns}.csv", rows, columns, 1, label=False)
 
 
-def tables(root: Path, spec: str, workers: list[str], repeat: int) -> None:
+def tables(root: Path, spec: str, workers: list[str], repeat: int) -> list[dict[str, object]]:
     """``--tables``: each case's model and input, the commands round robin as ``end_to_end`` runs them."""
+    cases: list[dict[str, object]] = []
     for case in [c.strip() for c in spec.split(",") if c.strip()]:
         rows, _, columns = case.partition("x")
         model, inp = table_case(root, int(rows), int(columns))
         print(f"input: {inp.name}: {inp.stat().st_size / 1e6:,.1f} MB, {columns} number columns; a table's model")
-        end_to_end({"table-onnx": model}, [inp], workers, repeat, root / "out.csv")
+        cases += end_to_end({"table-onnx": model}, [inp], workers, repeat, root / "out.csv")
+    return cases
 
 
 def command(model: Path, inp: Path, out: Path, workers: str) -> list[str]:
@@ -163,8 +166,10 @@ def run_command(cmd: list[str]) -> float:
     return seconds
 
 
-def end_to_end(models: dict[str, Path], inputs: list[Path], workers: list[str], repeat: int, out: Path) -> None:
-    """The headline: each command's wall time, median (best) of ``repeat`` round-robin rounds."""
+def end_to_end(
+    models: dict[str, Path], inputs: list[Path], workers: list[str], repeat: int, out: Path
+) -> list[dict[str, object]]:
+    """The headline: each command's wall time, median (best) of ``repeat`` round-robin rounds; also returned."""
     cases = {
         (fmt, inp, w): command(model, inp, out, w) for inp in inputs for fmt, model in models.items() for w in workers
     }
@@ -189,6 +194,10 @@ def end_to_end(models: dict[str, Path], inputs: list[Path], workers: list[str], 
             ratios = "  ".join(f"{w}: {med['1'] / med[w]:.2f}x" for w in workers if w != "1" and "1" in med)
             print(f"{inp.name:<24} {fmt:<12} {cells}   {ratios}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
+    return [
+        {"input": inp.name, "model": fmt, "workers": w, "median_s": statistics.median(ts), "best_s": min(ts)}
+        for (fmt, inp, w), ts in times.items()
+    ]
 
 
 def timed(fn: Callable[[], None]) -> float:
@@ -269,6 +278,7 @@ def main() -> int:
     parser.add_argument(
         "--tables", default="", help="ROWSxCOLUMNS,...: a table model's CSV of that many number columns instead"
     )
+    parser.add_argument("--json", type=Path, help="also write every command's seconds here (bench/check.py reads it)")
     args = parser.parse_args()
     keep_freed_memory()  # as `traindesk predict` does before it predicts
     workers = [w.strip() for w in args.workers.split(",") if w.strip()]
@@ -280,7 +290,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="traindesk-bench-") as tmp:
         root = Path(tmp)
         if args.tables:
-            tables(root, args.tables, workers, args.repeat)
+            cases = tables(root, args.tables, workers, args.repeat)
+            if args.json:
+                args.json.write_text(json.dumps({"cases": cases}, indent=1))
             return 0
         run_dir = make_checkpoint(root / "runs")
         (root / "exports").mkdir()
@@ -295,7 +307,9 @@ def main() -> int:
             print(
                 f"input: {inp.name}: {inp.stat().st_size / 1e6:,.1f} MB, {FEATURES} features; batches of {BATCH_ROWS}"
             )
-        end_to_end(models, inputs, workers, args.repeat, root / "out.csv")
+        cases = end_to_end(models, inputs, workers, args.repeat, root / "out.csv")
+        if args.json:
+            args.json.write_text(json.dumps({"cases": cases}, indent=1))
         if args.warm:
             warm_pool(
                 root, run_dir, models, int(args.rows.split(",")[-1]), args.input.split(",")[0], workers, args.repeat

@@ -303,6 +303,7 @@ def main() -> int:
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--max-wait-ms", type=float, default=0.0)
     p.add_argument("--on", choices=("local", "ray"), default="local", help="ray: on one local Ray cluster")
+    p.add_argument("--json", type=Path, help="also write every point's figures to this file (bench/check.py reads it)")
     args = p.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     servers = args.servers.split(",")
@@ -363,6 +364,9 @@ def _run(args: argparse.Namespace, clients: list[int], servers: list[str]) -> in
                 finally:
                     stop(proc)
     print_ratios(results, clients)
+    if args.json:
+        points = [{"model": m, "server": k, "clients": c, **r} for (m, k, c), r in results.items()]
+        args.json.write_text(json.dumps({"points": points}, indent=1))
     return 0
 
 
