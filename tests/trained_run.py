@@ -91,3 +91,30 @@ def table_run(csv: Path, runs_dir: Path, epochs: int = 2) -> Path:
     session.start()
     assert session.wait(180) == "finished" and session.run_dir is not None
     return session.run_dir
+
+
+def grey_image_folder(root: Path, per_class: int, seed: int = 0) -> Path:
+    """Two class folders ("dark", "light") of 8x8 grey PNGs, told apart by their brightness."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    for cls, level in (("dark", 40), ("light", 200)):
+        (root / cls).mkdir(parents=True)
+        for i in range(per_class):
+            arr = np.clip(rng.normal(level, 30, (8, 8)), 0, 255).astype(np.uint8)
+            Image.fromarray(arr).save(root / cls / f"{i:02d}.png")
+    return root
+
+
+def noise_photos(root: Path, per_class: int, classes: int = 2) -> Path:
+    """Class folders ("class0", ...) of 24x24 RGB noise PNGs: a photo folder for a backbone to run over."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(per_class):
+            Image.fromarray((rng.random((24, 24, 3)) * 255).astype(np.uint8)).save(root / f"class{c}" / f"{i}.png")
+    return root

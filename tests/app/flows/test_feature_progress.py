@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from core.config import Config, apply_overrides
+from tests.trained_run import noise_photos
 
 pytestmark = pytest.mark.slow
 
@@ -19,15 +19,7 @@ ARCH = "test_resnet.r160_in1k"  # timm's own tiny test network
 
 @pytest.fixture
 def photos(tmp_path: Path) -> Path:
-    from PIL import Image
-
-    root = tmp_path / "photos"
-    rng = np.random.default_rng(0)
-    for c in range(2):
-        (root / f"class{c}").mkdir(parents=True)
-        for i in range(5):
-            Image.fromarray((rng.random((24, 24, 3)) * 255).astype(np.uint8)).save(root / f"class{c}" / f"{i}.png")
-    return root
+    return noise_photos(tmp_path / "photos", 5)
 
 
 @pytest.fixture

@@ -9,27 +9,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from core.config import Config, apply_overrides
 from core.services import pretrained
 from tests.hub_cache import COMMIT, cache_weights
+from tests.trained_run import noise_photos
 
 RESNET, MOBILE = pretrained.SUGGESTED[0], pretrained.SUGGESTED[3]
 
 
 @pytest.fixture
 def photos(tmp_path: Path) -> Path:
-    from PIL import Image
-
-    root = tmp_path / "photos"
-    rng = np.random.default_rng(0)
-    for c in range(2):
-        (root / f"class{c}").mkdir(parents=True)
-        for i in range(4):
-            Image.fromarray((rng.random((24, 24, 3)) * 255).astype(np.uint8)).save(root / f"class{c}" / f"{i}.png")
-    return root
+    return noise_photos(tmp_path / "photos", 4)
 
 
 class SlowHub:

@@ -7,14 +7,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from PIL import Image
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from app.views.predict import PredictView
-from tests.trained_run import make_run
+from tests.trained_run import grey_image_folder, make_run
 
 N_IMAGES = 70  # three pieces of at most 32 images
 
@@ -22,14 +20,17 @@ N_IMAGES = 70  # three pieces of at most 32 images
 @pytest.fixture(scope="module")
 def image_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("predict-progress")
-    rng = np.random.default_rng(0)
-    for folder, n in (("train", 8), ("predict", N_IMAGES // 2)):
-        for cls, level in (("dark", 40), ("light", 200)):
-            (root / folder / cls).mkdir(parents=True)
-            for i in range(n):
-                arr = np.clip(rng.normal(level, 30, (8, 8)), 0, 255).astype(np.uint8)
-                Image.fromarray(arr).save(root / folder / cls / f"{i:02d}.png")
-    return make_run(root / "runs", source=f"images:{root / 'train'}", kind="cnn", steps=10), root / "predict"
+    train = grey_image_folder(root / "train", 8)
+    run = make_run(root / "runs", source=f"images:{train}", kind="cnn", steps=10)
+    return run, grey_image_folder(root / "predict", N_IMAGES // 2, seed=1)
+
+
+def _view(qtbot: QtBot, run: Path) -> PredictView:
+    view = PredictView()
+    qtbot.addWidget(view)
+    view.show()
+    view.set_model(run)
+    return view
 
 
 def test_the_predict_tab_shows_progress_and_cancels_at_the_next_piece(
@@ -38,10 +39,7 @@ def test_the_predict_tab_shows_progress_and_cancels_at_the_next_piece(
     import core.services.predict.run as predict_run
 
     run, folder = image_run
-    view = PredictView()
-    qtbot.addWidget(view)
-    view.show()
-    view.set_model(run)
+    view = _view(qtbot, run)
     view.set_input(folder)
     view.spin_workers.setValue(1)  # the pieces are predicted on the call's thread, where the test holds them
     assert not view.progress.isVisible() and not view.button_cancel.isVisible()
@@ -86,10 +84,7 @@ def test_another_model_clears_the_previous_answer_and_one_image_reads_as_one(
     qtbot: QtBot, image_run: tuple[Path, Path]
 ) -> None:
     run, folder = image_run
-    view = PredictView()
-    qtbot.addWidget(view)
-    view.show()
-    view.set_model(run)
+    view = _view(qtbot, run)
     view.set_input(folder / "dark" / "00.png")
     with qtbot.waitSignal(view.predicted, timeout=60_000):
         view.run()

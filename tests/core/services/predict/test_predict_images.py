@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from core.services.predict import IMAGE_BATCH_ROWS, PredictInput, PredictionCancelled, PredictWatch, predict
-from tests.trained_run import make_run
+from tests.trained_run import grey_image_folder, make_run
 
 N_IMAGES = 70  # three batches: two whole and one short
 
@@ -18,18 +18,10 @@ N_IMAGES = 70  # three batches: two whole and one short
 @pytest.fixture(scope="module")
 def image_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A cnn trained on a folder of small grey images in two classes, and a folder of 70 to predict."""
-    from PIL import Image
-
     root = tmp_path_factory.mktemp("images")
-    rng = np.random.default_rng(1)
-    for folder, n in (("train", 10), ("predict", N_IMAGES // 2)):
-        for cls, level in (("dark", 40), ("light", 200)):
-            (root / folder / cls).mkdir(parents=True)
-            for i in range(n):
-                arr = np.clip(rng.normal(level, 30, (8, 8)), 0, 255).astype(np.uint8)
-                Image.fromarray(arr).save(root / folder / cls / f"{i:02d}.png")
-    run = make_run(root / "runs", source=f"images:{root / 'train'}", kind="cnn", steps=20)
-    return run, root / "predict"
+    train = grey_image_folder(root / "train", 10, seed=1)
+    run = make_run(root / "runs", source=f"images:{train}", kind="cnn", steps=20)
+    return run, grey_image_folder(root / "predict", N_IMAGES // 2, seed=2)
 
 
 def test_an_image_folder_is_predicted_a_small_batch_at_a_time_and_counted(
