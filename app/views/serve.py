@@ -408,6 +408,7 @@ class ServeView(QWidget):
         """Build the try-it form from a server's OpenAPI description (its ``x-traindesk`` for a table model)."""
         self.schema = spec
         self.try_form.build(spec)
+        self.text_answer.clear()  # the previous model's answer would read as this one's
         self._image_answers = {}
         self.image_answer.clear()
         self.image_answer.setVisible(self.try_form.takes_images)

@@ -202,9 +202,11 @@ def test_a_table_models_try_it_form_is_its_raw_columns(qtbot: QtBot) -> None:
     assert view.body()["rows"][0]["tagged"] is None and view.body()["rows"][0]["island"] is None
     assert _curl_body(view) == view.body()
 
-    # A model without x-traindesk keeps its form: a field per named input.
+    # A model without x-traindesk keeps its form: a field per named input; the answer of the model before is gone.
+    view.text_answer.setPlainText("Adelie (0.98)")
     spec = {k: v for k, v in TABLE_SPEC.items() if k != "x-traindesk"}
     view.show_spec(spec)
+    assert view.text_answer.toPlainText() == ""
     assert [name for name, _w in view.fields] == ["bill_length_mm", "bill_length_mm_missing", "island"]
     assert not view.label_form_title.isVisibleTo(view)
 
