@@ -238,6 +238,8 @@ class MainWindow(QMainWindow):
         self.runs_view.mlflow_uri = lambda: self.settings.mlflow_uri  # what its runs show first, where it mirrors
         self.runs_view.open_requested.connect(self.open_run)
         self.runs_view.error.connect(self.show_error)
+        self.runs_view.import_failed.connect(lambda message: self.show_error(message, cause="import"))
+        self.runs_view.imported.connect(lambda _runs: self.hide_error("import"))  # a later import that worked
         self.runs_view.selection_changed.connect(self.update_actions)
         self.runs_view.scanned.connect(self.update_actions)  # a race another process ran may have ended meanwhile
         self.runs_view.edited.connect(self.past_runs.on_edited)
@@ -429,25 +431,26 @@ class MainWindow(QMainWindow):
         return bool(self.state.preparing)
 
     # -- errors ------------------------------------------------------------------------------------
-    def show_error(self, message: str, logged: bool = False) -> None:
-        """The banner shows it; the log keeps it unless it is there already (a record said it)."""
+    def show_error(self, message: str, logged: bool = False, cause: str = "") -> None:
+        """The banner shows it; the log keeps it unless it is there already (a record said it). ``cause``
+        names what the error was about, for ``hide_error(cause)`` once that works."""
         self.banner.show_message(message, "error")
-        self.banner.setProperty("cause", "")
+        self.banner.setProperty("cause", cause)
         if not logged:
             self.log_pane.add_message("error", message)
         self.update_actions()  # whatever failed, the actions follow the state it left
 
     def show_input_error(self, message: str, logged: bool = False) -> None:
         """An error in what the user typed or chose: it goes away once they change it."""
-        self.show_error(message, logged)
-        self.banner.setProperty("cause", "input")
+        self.show_error(message, logged, cause="input")
 
-    def hide_error(self) -> None:
-        self.banner.hide()
+    def hide_error(self, cause: str | None = None) -> None:
+        """Hide the banner; with ``cause``, only an error about that (an input, an import)."""
+        if cause is None or self.banner.property("cause") == cause:
+            self.banner.hide()
 
     def _on_panel_changed(self) -> None:
-        if self.banner.isVisible() and self.banner.property("cause") == "input":
-            self.banner.hide()
+        self.hide_error("input")
         self.update_actions()
 
     # -- what the window offers scripts and tests --------------------------------------------------

@@ -70,7 +70,7 @@ class WindowPort(Protocol):
         """Re-derive every action from the window's state (after a change the model does not announce)."""
         ...
 
-    def show_error(self, message: str, logged: bool = False) -> None:
+    def show_error(self, message: str, logged: bool = False, cause: str = "") -> None:
         """Show an error in the banner (and the log, unless ``logged``)."""
         ...
 
@@ -78,7 +78,7 @@ class WindowPort(Protocol):
         """Show an error in what the user typed or chose: it goes once they change it."""
         ...
 
-    def hide_error(self) -> None:
+    def hide_error(self, cause: str | None = None) -> None:
         """Take the banner's error away: what it said no longer holds."""
         ...
 

@@ -87,6 +87,7 @@ class RunsView(QWidget):
     edited = Signal(object)  # the RunRow whose name, tags or notes the user changed
     deleted = Signal(list)  # the Paths of the runs moved to the trash
     imported = Signal(list)  # the Paths of the runs that TensorBoard logs were imported as (or had been)
+    import_failed = Signal(str)  # why an import of TensorBoard logs imported nothing (one line)
     notice = Signal(str)  # what an import or a mirror did, for the status bar and the log
 
     def __init__(
@@ -397,14 +398,14 @@ class RunsView(QWidget):
 
     def import_tensorboard(self, folder: Path | str) -> None:
         """Import the logs under ``folder`` into the runs folder (a background thread); the runs they are get
-        selected, the status bar says what was done, ``error`` why nothing was."""
+        selected, the status bar says what was done, ``import_failed`` why nothing was."""
         if self.index is None or self._calls.running("import-tensorboard"):
             return
         runs_dir = self.index.runs_dir
         self._calls.call(
             lambda: import_logs(folder, runs_dir),
             self._on_imported,
-            lambda exc: self.error.emit(
+            lambda exc: self.import_failed.emit(
                 " ".join(str(exc).split()) if isinstance(exc, INPUT_ERRORS) else f"could not import {folder}: {exc}"
             ),
             name="import-tensorboard",

@@ -79,6 +79,9 @@ def test_imported_lightning_curves_are_overlaid_in_compare(
     assert str(empty) in window.banner.text and "\n" not in window.banner.text
     qtbot.waitUntil(lambda: not view.busy, timeout=20_000)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir()) == sorted([trained.name, run.name])
+    with qtbot.waitSignal(view.imported, timeout=20_000):  # an import that works takes the banner away
+        view.import_tensorboard(log.path)
+    assert not window.banner.isVisible()
 
     # Opened, its curves are on the Training tab; Continue run and Export are off and say why
     window.open_run(run)
