@@ -287,6 +287,7 @@ class BasePlot(pg.GraphicsLayoutWidget):
             vb.set_live(vb.live)  # forget the held bounds of the old data
             # nor its axes: a plot the new run has not reached yet (validation, throughput) read the old run's
             vb.setRange(xRange=(0.0, 1.0), yRange=(0.0, 1.0), padding=0.0, disableAutoRange=False)
+            vb.enableAutoRange()  # nor a zoom by hand of the old run: it turned auto-range off for good
         for legend in self.legends:
             legend.forget()
         self._marks.clear()

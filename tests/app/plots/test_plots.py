@@ -245,3 +245,17 @@ def test_a_new_run_keeps_nothing_of_the_last_runs_axes(panel: PlotsPanel, qtbot:
         for item in plot.items:  # not the old run's 5,000 steps, 50 epochs or thousands of samples/s
             (x0, x1), (y0, y1) = item.getViewBox().viewRange()
             assert x1 < 40 and y1 < 40, (plot.objectName(), (x0, x1), (y0, y1))
+
+
+def test_a_zoom_by_hand_does_not_outlive_its_run(panel: PlotsPanel, qtbot: Any) -> None:
+    """Zoomed (the wheel turns auto-range off), then a new run: its curves are in view, not a blank 0-1 frame."""
+    vb = panel.loss.plot.getViewBox()
+    panel.add_records(step_records(2, range(200)))
+    panel.flush()
+    vb.scaleBy((0.5, 0.5))  # what three wheel notches do
+    assert not any(vb.autoRangeEnabled())
+    panel.reset()
+    panel.add_records(step_records(2, range(500, 800)))
+    panel.flush()
+    qtbot.waitUntil(lambda: vb.viewRange()[0][1] >= 799, timeout=5_000)
+    assert vb.viewRange()[0][0] <= 500
