@@ -64,6 +64,7 @@ class DataGroup(QGroupBox):
         super().__init__("Data", parent)
         self.editable = True  # the panel's mode allows edits (a run's settings are not edited here)
         self.loading = False  # the panel is showing a config: changes are not the user's
+        self.target_named_for: str | None = None  # the source the target shown was named for (config, user)
         self.column_overrides: dict[str, str] = {}  # data.columns as the panel will write it
         self.proposed_target: tuple[str, str] | None = None  # (source, target) proposed for a missing one
         self.columns_of: str | None = None  # the source whose columns the list shows
@@ -81,6 +82,7 @@ class DataGroup(QGroupBox):
         self.combo_target.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self.combo_target.setToolTip(FIELDS["data.target"].help)
         self.combo_target.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.combo_target.currentTextChanged.connect(self._on_target_changed)
         self.bindings = b = Bindings()
         b.row(form, "data.target", "Target column", self.combo_target)
         self.label_target_task = QLabel(objectName="label_target_task")
@@ -173,6 +175,9 @@ class DataGroup(QGroupBox):
         self.column_overrides = dict(cfg.data.columns)
         self.bindings.show(cfg)
         self.proposed_target = None
+        # a config that names its target names it for its table; data.target's default names none
+        named = cfg.data.target != FIELDS["data.target"].default
+        self.target_named_for = cfg.data.source if named else None
 
     def take(self, raw: dict[str, dict[str, Any]]) -> None:
         d = raw["data"]
@@ -223,7 +228,14 @@ class DataGroup(QGroupBox):
         self.proposed_target = None
         if not self.loading:
             self.column_overrides = {}  # another table's column names would not apply
+            self.target_named_for = None  # the target shown was named for the table before, if for any
         self.set_target_choices(())  # nor would its names as targets (the typed target stays)
+
+    def _on_target_changed(self, text: str) -> None:
+        """The user's own target (typed or picked) is named for the table shown; a proposal or a config is not."""
+        source = str(self.combo_dataset.currentData() or "")
+        if not self.loading and self.proposed_target != (source, text.strip()):
+            self.target_named_for = source
 
     def set_target_choices(self, names: tuple[str, ...]) -> None:
         """The target combo's items: the table's columns; the target shown (typed or loaded) is kept."""
@@ -277,7 +289,8 @@ class DataGroup(QGroupBox):
     def _show_rows(self, info: Any) -> None:
         names = list(info.feature_names) or [f"x{i}" for i in range(len(info.preview_rows[0]) - 1)]
         shown = min(len(names), 6)
-        headers = names[:shown] + (["…"] if len(names) > shown else []) + ["class"]
+        table = str(self.combo_dataset.currentData() or "").startswith(TABLES)
+        headers = names[:shown] + (["…"] if len(names) > shown else []) + [self.target() if table else "class"]
         self.table_preview.setColumnCount(len(headers))
         self.table_preview.setRowCount(len(info.preview_rows))
         self.table_preview.setHorizontalHeaderLabels(headers)
@@ -321,16 +334,25 @@ class DataGroup(QGroupBox):
         self.form.setRowVisible(self.label_target_note, self._target_was_proposed())
 
     def _propose_target(self, source: str, proposed: str, names: tuple[str, ...]) -> None:
-        """Show ``proposed`` as the target, and say why: the target shown is not one of the table's columns."""
+        """Show ``proposed`` as the target, and say why: the target shown is not one of the table's columns. A
+        target named for this table (a config's, the user's) is said to be missing; the default or the table
+        before's is not worth a warning."""
         missing, table = self.target(), Path(source.partition(":")[2]).name
-        listed = ", ".join(names[:NAMES_IN_NOTE]) + (", …" if len(names) > NAMES_IN_NOTE else "")
-        self.label_target_note.setText(
-            f"⚠ target column {missing!r} is not in {table} (its columns: {listed}); {proposed!r} is proposed: "
-            "pick another above if it is not the column to predict"
-        )
+        if self.target_named_for == source:
+            listed = ", ".join(names[:NAMES_IN_NOTE]) + (", …" if len(names) > NAMES_IN_NOTE else "")
+            self.label_target_note.setText(
+                f"⚠ target column {missing!r} is not in {table} (its columns: {listed}); {proposed!r} is proposed: "
+                "pick another above if it is not the column to predict"
+            )
+            said = f"Target set to {proposed!r}: {table} has no column {missing!r}"
+        else:
+            self.label_target_note.setText(
+                f"{proposed!r} is proposed as the column to predict: pick another above if it is not"
+            )
+            said = f"Target set to {proposed!r}, proposed for {table}"
         self.proposed_target = (source, proposed)
         self.combo_target.setCurrentText(proposed)  # the panel describes the table again, for it
-        self.notice.emit(f"Target set to {proposed!r}: {table} has no column {missing!r}")
+        self.notice.emit(said)
 
     def _target_was_proposed(self) -> bool:
         """The target shown is the one proposed for this table (the user has not picked another since)."""
