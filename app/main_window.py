@@ -513,15 +513,27 @@ class MainWindow(QMainWindow):
         return box.exec() == QMessageBox.StandardButton.Yes
 
     def confirm_stop_on_close(self) -> bool:
-        """Ask whether to stop the active run (or set ask_before_close)."""
-        answer = QMessageBox.question(
-            self,
+        """Ask whether to stop the active run (or set ask_before_close); a run that ends while the question is
+        open changes it to what is then true."""
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
             "Stop the run?",
             "A run is in progress. Stop it and close TrainDesk?\nA checkpoint and summary are written first.",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
+            self,
         )
-        return answer == QMessageBox.StandardButton.Yes
+        box.setObjectName("question_stop_on_close")
+        box.setDefaultButton(QMessageBox.StandardButton.No)
+
+        def ended(status: str, *_rest: object) -> None:
+            box.setWindowTitle("Close TrainDesk?")
+            box.setText(f"The run has ended ({status}). Close TrainDesk?")
+
+        self.controller.run_ended.connect(ended)
+        try:
+            return box.exec() == QMessageBox.StandardButton.Yes
+        finally:
+            self.controller.run_ended.disconnect(ended)
 
     # -- closing ---------------------------------------------------------------
     def _run_holds_close(self) -> bool:

@@ -149,6 +149,35 @@ def test_closing_mid_run_asks_then_stops_and_leaves_no_process(
     assert live_children() == []
 
 
+def test_the_close_question_says_so_when_the_run_ends_while_it_is_open(
+    qtbot: Any, make_window: Any, live_children: Any
+) -> None:
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    window = make_window()
+    start(qtbot, window, long_config())
+    window.ask_before_close = True
+    seen: list[str] = []
+
+    def answer() -> None:  # in the question's own event loop
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox) or box.objectName() != "question_stop_on_close":
+            QTimer.singleShot(20, answer)
+            return
+        seen.append(box.text())
+        window.controller.stop()  # the run ends while the question is open
+        qtbot.waitUntil(lambda: window.controller.ended, timeout=60_000)
+        seen.append(box.text())
+        box.button(QMessageBox.StandardButton.Yes).click()
+
+    QTimer.singleShot(0, answer)
+    window.close()
+    qtbot.waitUntil(lambda: not window.isVisible(), timeout=30_000)
+    assert seen[0].startswith("A run is in progress")
+    assert seen[1] == "The run has ended (stopped). Close TrainDesk?"
+    assert live_children() == []
+
+
 def _end_by_itself(qtbot: Any, window: Any, how: str) -> None:
     """End the window's run in one of the ways a run ends without the window asking."""
     if how == "stopped from the command line":
