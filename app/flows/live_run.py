@@ -206,6 +206,9 @@ class LiveRun(QObject):
     def _on_state_changed(self, state: str) -> None:
         if state == "paused":
             self.window.run_status.set_throughput("paused")
+        elif state == "running":  # resumed: "paused" goes at once, not at the next finite rate (a fit has none)
+            rate = self.window.plots.total_rate()
+            self.window.run_status.set_throughput(f"{rate:,.0f} samples/s" if math.isfinite(rate) else "")
         self.window.update_actions()
         self.update_progress()
 

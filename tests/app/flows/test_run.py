@@ -80,10 +80,12 @@ def test_start_pause_resume_stop(qtbot: Any, make_window: Any, live_children: An
     qtbot.wait(1000)
     assert counts(window) == before
     assert "paused" in window.progress_run.text()
+    assert window.run_status.label_throughput.text() == "paused"
 
-    # Resume: points come back from every worker.
+    # Resume: points come back from every worker, and the status bar no longer says paused.
     window.action_resume.trigger()
     assert window.controller.state == "running"
+    assert window.run_status.label_throughput.text() != "paused"
     qtbot.waitUntil(lambda: all(counts(window)[w] > before[w] + 5 for w in before), timeout=20_000)
 
     # Stop: asks nothing, ends the run, leaves no worker behind.
