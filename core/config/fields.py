@@ -232,7 +232,7 @@ def check_source(f: Field, value: Any) -> str:
     return value
 
 
-TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "databricks")
 
 
 def check_tracking_uri(f: Field, value: Any) -> str:
@@ -244,6 +244,13 @@ def check_tracking_uri(f: Field, value: Any) -> str:
         return value
     scheme, sep, rest = value.partition(":")
     scheme = scheme.split("+")[0].lower()  # postgresql+psycopg2://...
+    if scheme == "file":  # said now, not as each run's mirror fails later
+        raise fail(
+            f.key,
+            "a tracking URI other than a file store (MLflow 3 keeps file: in maintenance mode and the mirror "
+            "fails on it); sqlite:///PATH/mlflow.db keeps the runs in one file",
+            value,
+        )
     ok = sep and scheme in TRACKING_SCHEMES and rest
     if ok and scheme in ("http", "https"):
         ok = rest.startswith("//") and len(rest.strip("/")) > 0

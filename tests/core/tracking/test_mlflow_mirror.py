@@ -220,3 +220,14 @@ def test_a_uri_that_is_not_one_is_one_line_at_the_start_and_nothing_runs(tmp_pat
         "train", "--epochs", "1", "--runs-dir", str(runs), timeout=120, env=core_env(MLFLOW_TRACKING_URI="x")
     )
     assert bad_env.returncode == 2 and bad_env.stderr.startswith("MLFLOW_TRACKING_URI must be"), bad_env.stderr
+
+
+def test_a_file_store_is_refused_in_one_line_that_names_sqlite(tmp_path: Path) -> None:
+    from core.config import ConfigError
+    from core.services.tracking import check_uri
+
+    with pytest.raises(ConfigError) as refused:
+        check_uri(f"file:{tmp_path / 'mlruns'}")
+    line = str(refused.value)
+    assert line.startswith("--to-mlflow must be a tracking URI other than a file store") and "\n" not in line
+    assert "sqlite:///PATH/mlflow.db" in line
