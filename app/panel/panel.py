@@ -314,6 +314,22 @@ class ConfigPanel(QWidget):
         self.model.update_visibility()
         self.training.update_visibility()
         self.parallel.update_visibility(editable=self.isEnabled() and self.mode == "edit")
+        self.update_augment()
+
+    def update_augment(self) -> None:
+        """Augmentation is on only where it changes what trains: images, through a network that sees them
+        (the user's own settings; a run's shown or live ones are as ``set_mode`` left them)."""
+        if self.mode != "edit":
+            return
+        source = str(self.data.combo_dataset.currentData() or "")
+        backbone = self.model.backbone.kind(self.model.combo_model.currentData())
+        if not (self.data.images or source.startswith("images:")):
+            why = "augmentation changes images: this data set has none"
+        elif backbone is not None and self.model.combo_finetune.currentData() == "head":
+            why = 'a head on cached features never sees the images again: augmentation needs model.finetune = "full"'
+        else:
+            why = ""
+        self.tuning.set_augment_applies(why)
 
     def fit_model_to(self, info: Any) -> None:
         """A built-in model that cannot take the described samples (a CNN, a table's rows) becomes one that can

@@ -73,6 +73,14 @@ class TuningGroup(QGroupBox):
             or self.spin_jitter.value() > 0
         )
 
+    def set_augment_applies(self, why_not: str) -> None:
+        """The augmentation widgets on, or off with ``why_not`` as their tooltip ("": they apply)."""
+        for w in (self.spin_crop_scale, self.check_hflip, self.spin_rotation, self.spin_jitter):
+            if w.property("help") is None:
+                w.setProperty("help", w.toolTip())
+            w.setEnabled(not why_not)
+            w.setToolTip(why_not or str(w.property("help")))
+
     def set_images_available(self, available: bool) -> None:
         """Whether the chosen data set has sample images to augment."""
         self._images = available

@@ -127,3 +127,29 @@ def test_window_has_the_search_tab_and_the_lr_finder(make_window: Any) -> None:
     window = make_window()
     assert window.tabs.indexOf(window.search_view) >= 0
     assert window.findChild(type(window.action_lr_find), "action_lr_find") is window.action_lr_find
+
+
+def test_augmentation_is_off_where_it_changes_nothing_and_says_why(qtbot: Any, tmp_path: Any) -> None:
+    panel = ConfigPanel()
+    qtbot.addWidget(panel)
+    t = panel.tuning
+    widgets = (t.spin_crop_scale, t.check_hflip, t.spin_rotation, t.spin_jitter)
+    try:
+        qtbot.waitUntil(lambda: panel.data.images != (), timeout=20_000)  # digits: images, augmented
+        assert all(w.isEnabled() for w in widgets)
+        table = tmp_path / "t.csv"
+        table.write_text("a,b,label\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(40)))
+        panel.set_config(Config().replace("data", source=f"csv:{table}"))
+        qtbot.waitUntil(lambda: not t.spin_rotation.isEnabled(), timeout=20_000)
+        assert not any(w.isEnabled() for w in widgets)
+        assert t.spin_rotation.toolTip() == "augmentation changes images: this data set has none"
+        head = Config().replace("data", source=f"images:{tmp_path}").replace("model", kind="timm:resnet18")
+        panel.set_config(head)  # a head on cached features: the images are never seen again
+        qtbot.waitUntil(lambda: "cached features" in t.spin_rotation.toolTip(), timeout=20_000)
+        assert not t.check_hflip.isEnabled()
+        panel.set_config(head.replace("model", finetune="full"))
+        qtbot.waitUntil(lambda: t.spin_rotation.isEnabled(), timeout=20_000)
+        assert t.spin_rotation.toolTip() != "" and "cached" not in t.spin_rotation.toolTip()
+    finally:
+        qtbot.waitUntil(lambda: not panel._refresh_timer.isActive() and not panel._calls.busy, timeout=20_000)
+        panel.shutdown()
