@@ -332,20 +332,20 @@ class ConfigPanel(QWidget):
         self.tuning.set_augment_applies(why)
 
     def fit_model_to(self, info: Any) -> None:
-        """A built-in model that cannot take the described samples (a CNN, a table's rows) becomes one that can
-        (an MLP); the one switched from comes back when samples it takes are chosen again. Said by ``notice``."""
+        """A model that cannot take the described samples (a CNN or a pretrained backbone, a table's rows) becomes
+        one that can (an MLP); the one switched from comes back when samples it takes are chosen again. Said by
+        ``notice``."""
         if self.mode != "edit":
             return  # a run's settings are shown as they ran
         combo = self.model.combo_model
         kind = str(combo.currentData())
         switched, self._switched_model = self._switched_model, None
-        shape = (info.input_shape, info.image_shape)
-        if switched is not None and kind == switched[1] and takes_samples(switched[0], *shape):
+        if switched is not None and kind == switched[1] and self._takes(switched[0], info):
             new, why = (
                 switched[0],
                 f"back to {combo.itemText(combo.findData(switched[0]))} for the images of {info.name}",
             )
-        elif not takes_samples(kind, *shape):
+        elif not self._takes(kind, info):
             self._switched_model = (kind, PLAIN_KIND)
             label = combo.itemText(combo.findData(kind))
             new = PLAIN_KIND
@@ -355,6 +355,13 @@ class ConfigPanel(QWidget):
             return
         combo.setCurrentIndex(combo.findData(new))
         self.notice.emit(f"Model switched {why}")
+
+    def _takes(self, kind: str, info: Any) -> bool:
+        """Whether the model choice ``kind`` can take the described samples: a pretrained backbone takes image
+        files (an images: folder), a built-in model what its shape allows."""
+        if self.model.backbone.kind(kind) is not None:
+            return str(self.data.combo_dataset.currentData() or "").startswith("images:")
+        return takes_samples(kind, info.input_shape, info.image_shape)
 
     def setEnabled(self, enabled: bool) -> None:
         super().setEnabled(enabled)

@@ -96,6 +96,27 @@ def test_a_table_chosen_after_the_first_run_switches_the_cnn_to_an_mlp_and_says_
     assert window.action_start.isEnabled()
 
 
+def test_a_table_chosen_after_a_pretrained_backbone_switches_it_to_an_mlp_and_back(
+    qtbot: Any, make_window: Any, tmp_path: Path
+) -> None:
+    window = make_window()
+    panel = window.panel
+    from tests.trained_run import noise_photos
+
+    photos = noise_photos(tmp_path / "photos", 3)
+    backbone = "timm:resnet18.a1_in1k"  # a suggested backbone: the model list holds it
+    panel.set_config(Config().replace("data", source=f"images:{photos}").replace("model", kind=backbone))
+    assert panel.config().model.kind == backbone
+    panel.add_source(f"csv:{_penguins_csv(tmp_path / 'penguins.csv')}")
+    qtbot.waitUntil(lambda: panel.config().model.kind == "mlp", timeout=30_000)
+    _settled(qtbot, panel)
+    assert window.action_start.isEnabled()  # not off with the reason in a tooltip
+    assert "Model switched to MLP: a " in window.statusBar().currentMessage()
+    panel.combo_dataset.setCurrentIndex(panel.combo_dataset.findData(f"images:{photos}"))
+    qtbot.waitUntil(lambda: panel.config().model.kind == backbone, timeout=30_000)
+    _settled(qtbot, panel)
+
+
 def test_a_model_the_user_picks_is_not_switched_back(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
     window = make_window()
     panel = window.panel
