@@ -513,27 +513,8 @@ class MainWindow(QMainWindow):
         return box.exec() == QMessageBox.StandardButton.Yes
 
     def confirm_stop_on_close(self) -> bool:
-        """Ask whether to stop the active run (or set ask_before_close); a run that ends while the question is
-        open changes it to what is then true."""
-        box = QMessageBox(
-            QMessageBox.Icon.Question,
-            "Stop the run?",
-            "A run is in progress. Stop it and close TrainDesk?\nA checkpoint and summary are written first.",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            self,
-        )
-        box.setObjectName("question_stop_on_close")
-        box.setDefaultButton(QMessageBox.StandardButton.No)
-
-        def ended(status: str, *_rest: object) -> None:
-            box.setWindowTitle("Close TrainDesk?")
-            box.setText(f"The run has ended ({status}). Close TrainDesk?")
-
-        self.controller.run_ended.connect(ended)
-        try:
-            return box.exec() == QMessageBox.StandardButton.Yes
-        finally:
-            self.controller.run_ended.disconnect(ended)
+        """Ask whether to stop the active run (or set ask_before_close)."""
+        return self.live.ask_stop_on_close()
 
     # -- closing ---------------------------------------------------------------
     def _run_holds_close(self) -> bool:

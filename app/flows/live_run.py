@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Slot
+from PySide6.QtWidgets import QMessageBox
 
 from app.viewmodels.run_data import ProgressTracker, format_duration
 from app.viewmodels.run_progress import preparing, preparing_text
@@ -200,6 +201,29 @@ class LiveRun(QObject):
     def active_runs(self) -> set[Path]:
         run_dir = self.window.controller.run_dir
         return {Path(run_dir)} if run_dir is not None and self.window.controller.active else set()
+
+    def ask_stop_on_close(self) -> bool:
+        """Ask whether to stop the active run (or set ask_before_close); a run that ends while the question is
+        open changes it to what is then true."""
+        box = QMessageBox(
+            QMessageBox.Icon.Question,
+            "Stop the run?",
+            "A run is in progress. Stop it and close TrainDesk?\nA checkpoint and summary are written first.",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            self.window,
+        )
+        box.setObjectName("question_stop_on_close")
+        box.setDefaultButton(QMessageBox.StandardButton.No)
+
+        def ended(status: str, *_rest: object) -> None:
+            box.setWindowTitle("Close TrainDesk?")
+            box.setText(f"The run has ended ({status}). Close TrainDesk?")
+
+        self.window.controller.run_ended.connect(ended)
+        try:
+            return box.exec() == QMessageBox.StandardButton.Yes
+        finally:
+            self.window.controller.run_ended.disconnect(ended)
 
     # -- what the controller says ----------------------------------------------------------------
     @Slot(str)

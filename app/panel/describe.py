@@ -112,7 +112,8 @@ class SourceDescriber(QObject):
     def _show_info(self, info: Any) -> None:
         self.panel.data.show_info(info, self._key_now())
         self.panel.tuning.set_images_available(bool(self.panel.data.images))
-        self.panel.update_augment()
+        if self.panel.mode == "edit":
+            self.panel.tuning.show_augment_for(self.panel.data, self.panel.model)
 
     def _show_columns(self, info: Any) -> None:
         self.panel.data.show_columns(info, self._key_now())
@@ -120,7 +121,8 @@ class SourceDescriber(QObject):
     def _clear_preview(self) -> None:
         self.panel.data.clear_preview()
         self.panel.tuning.set_images_available(False)
-        self.panel.update_augment()
+        if self.panel.mode == "edit":
+            self.panel.tuning.show_augment_for(self.panel.data, self.panel.model)
 
     def _refresh_params(self, info: Any) -> None:
         if info.needs_target:  # a table's columns alone: no model's input is known yet

@@ -314,22 +314,8 @@ class ConfigPanel(QWidget):
         self.model.update_visibility()
         self.training.update_visibility()
         self.parallel.update_visibility(editable=self.isEnabled() and self.mode == "edit")
-        self.update_augment()
-
-    def update_augment(self) -> None:
-        """Augmentation is on only where it changes what trains: images, through a network that sees them
-        (the user's own settings; a run's shown or live ones are as ``set_mode`` left them)."""
-        if self.mode != "edit":
-            return
-        source = str(self.data.combo_dataset.currentData() or "")
-        backbone = self.model.backbone.kind(self.model.combo_model.currentData())
-        if not (self.data.images or source.startswith("images:")):
-            why = "augmentation changes images: this data set has none"
-        elif backbone is not None and self.model.combo_finetune.currentData() == "head":
-            why = 'a head on cached features never sees the images again: augmentation needs model.finetune = "full"'
-        else:
-            why = ""
-        self.tuning.set_augment_applies(why)
+        if self.mode == "edit":  # a run's shown or live settings are as set_mode left them
+            self.tuning.show_augment_for(self.data, self.model)
 
     def fit_model_to(self, info: Any) -> None:
         """A model that cannot take the described samples (a CNN or a pretrained backbone, a table's rows) becomes
@@ -340,12 +326,18 @@ class ConfigPanel(QWidget):
         combo = self.model.combo_model
         kind = str(combo.currentData())
         switched, self._switched_model = self._switched_model, None
-        if switched is not None and kind == switched[1] and self._takes(switched[0], info):
+
+        def takes(kind: str) -> bool:  # a pretrained backbone takes image files, a built-in model what fits
+            if self.model.backbone.kind(kind) is not None:
+                return str(self.data.combo_dataset.currentData() or "").startswith("images:")
+            return takes_samples(kind, info.input_shape, info.image_shape)
+
+        if switched is not None and kind == switched[1] and takes(switched[0]):
             new, why = (
                 switched[0],
                 f"back to {combo.itemText(combo.findData(switched[0]))} for the images of {info.name}",
             )
-        elif not self._takes(kind, info):
+        elif not takes(kind):
             self._switched_model = (kind, PLAIN_KIND)
             label = combo.itemText(combo.findData(kind))
             new = PLAIN_KIND
@@ -355,13 +347,6 @@ class ConfigPanel(QWidget):
             return
         combo.setCurrentIndex(combo.findData(new))
         self.notice.emit(f"Model switched {why}")
-
-    def _takes(self, kind: str, info: Any) -> bool:
-        """Whether the model choice ``kind`` can take the described samples: a pretrained backbone takes image
-        files (an images: folder), a built-in model what its shape allows."""
-        if self.model.backbone.kind(kind) is not None:
-            return str(self.data.combo_dataset.currentData() or "").startswith("images:")
-        return takes_samples(kind, info.input_shape, info.image_shape)
 
     def setEnabled(self, enabled: bool) -> None:
         super().setEnabled(enabled)

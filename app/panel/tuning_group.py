@@ -73,6 +73,19 @@ class TuningGroup(QGroupBox):
             or self.spin_jitter.value() > 0
         )
 
+    def show_augment_for(self, data: Any, model: Any) -> None:
+        """Augmentation on only where it changes what trains: images (``data``, the data group), through a network
+        that sees them (``model``, the model group: not a head on cached features)."""
+        source = str(data.combo_dataset.currentData() or "")
+        backbone = model.backbone.kind(model.combo_model.currentData())
+        if not (data.images or source.startswith("images:")):
+            why = "augmentation changes images: this data set has none"
+        elif backbone is not None and model.combo_finetune.currentData() == "head":
+            why = 'a head on cached features never sees the images again: augmentation needs model.finetune = "full"'
+        else:
+            why = ""
+        self.set_augment_applies(why)
+
     def set_augment_applies(self, why_not: str) -> None:
         """The augmentation widgets on, or off with ``why_not`` as their tooltip ("": they apply)."""
         for w in (self.spin_crop_scale, self.check_hflip, self.spin_rotation, self.spin_jitter):

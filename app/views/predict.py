@@ -92,6 +92,56 @@ class PredictionsModel(QAbstractTableModel):
         return ["id", "predicted"][section] if section < 2 else f"p({self.result.classes[section - 2]})"
 
 
+class PredictProgress(QWidget):
+    """A running prediction's bar and Cancel: follows its ``PredictWatch`` every 200 ms, writing the count, the
+    rate and the time left into ``status``; Cancel asks the watch to end the prediction at its next piece."""
+
+    def __init__(self, status: QLabel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.status = status
+        self.watch: Any = None  # core.services.predict.PredictWatch of the prediction followed
+        self.bar = QProgressBar(objectName="progress_predict")
+        self.bar.setRange(0, 1000)
+        self.bar.setTextVisible(False)
+        self.button_cancel = QPushButton("Cancel", objectName="button_predict_cancel")
+        self.button_cancel.setToolTip("Stop predicting (the rows so far are not kept)")
+        self.button_cancel.clicked.connect(self.cancel)
+        self.timer = QTimer(self)
+        self.timer.setInterval(200)
+        self.timer.timeout.connect(self._tick)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.button_cancel)
+        row.addWidget(self.bar)
+        self.hide()
+
+    def follow(self, watch: Any) -> None:
+        self.watch = watch
+        self.bar.setValue(0)
+        self.button_cancel.setEnabled(True)
+        self.show()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+        self.hide()
+
+    def cancel(self) -> None:
+        if self.watch is not None and self.timer.isActive():
+            self.watch.cancel()
+            self.button_cancel.setEnabled(False)
+            self.status.setText(f"Cancelling… ({self.watch.describe()})")
+
+    def _tick(self) -> None:
+        watch = self.watch
+        if watch is None or watch.cancelled:
+            return
+        if watch.total:
+            self.bar.setValue(int(1000 * min(1.0, watch.done / watch.total)))
+        if watch.started is not None:
+            self.status.setText(f"Predicting… {watch.describe()}")
+
+
 class PredictView(QWidget):
     predicted = Signal(object)  # core.services.predict.Predictions
     saved = Signal(str)
@@ -126,18 +176,9 @@ class PredictView(QWidget):
         self.button_predict = QPushButton("Predict", objectName="button_predict")
         self.button_save = QPushButton("Save CSV…", objectName="button_predict_save")
         self.button_save.setEnabled(False)
-        self.button_cancel = QPushButton("Cancel", objectName="button_predict_cancel")
-        self.button_cancel.setToolTip("Stop predicting (the rows so far are not kept)")
-        self.button_cancel.hide()
-        self.progress = QProgressBar(objectName="progress_predict")
-        self.progress.setRange(0, 1000)
-        self.progress.setTextVisible(False)
-        self.progress.hide()
-        self._watch: Any = None  # core.services.predict.PredictWatch of the prediction running
-        self._watch_timer = QTimer(self)
-        self._watch_timer.setInterval(200)
-        self._watch_timer.timeout.connect(self._show_progress)
         self.label_status = QLabel(objectName="label_predict_status")
+        self.progress_row = PredictProgress(self.label_status)
+        self.progress, self.button_cancel = self.progress_row.bar, self.progress_row.button_cancel
         self.label_status.setWordWrap(True)
         # what the model takes, once it is chosen: a CSV's columns are matched to these names
         self.label_columns = QLabel(objectName="label_predict_columns")
@@ -169,8 +210,8 @@ class PredictView(QWidget):
         self._layout()
 
         self.button_model.clicked.connect(self._on_browse_model)
-        self.button_input_file.clicked.connect(self._on_browse_input_file)
-        self.button_input_folder.clicked.connect(self._on_browse_input_folder)
+        self.button_input_file.clicked.connect(lambda: self._on_browse_input(folder=False))
+        self.button_input_folder.clicked.connect(lambda: self._on_browse_input(folder=True))
         self.button_pick_images.clicked.connect(self._on_pick_images)
         self.drops = FileDrops(self)
         self.drops.watch(self, self.edit_input, self.table.viewport())
@@ -179,7 +220,6 @@ class PredictView(QWidget):
         self.table.selectionModel().currentRowChanged.connect(lambda current, _prev: self._show_row(current.row()))
         self.button_predict.clicked.connect(self.run)
         self.button_save.clicked.connect(self._on_save_clicked)
-        self.button_cancel.clicked.connect(self.cancel)
         self.edit_model.editingFinished.connect(self._describe_model)
         self.edit_model.textChanged.connect(lambda _t: self._on_model_edited())
         self.edit_input.textChanged.connect(lambda _t: self.check_by_position.hide())
@@ -201,9 +241,8 @@ class PredictView(QWidget):
         form.addRow("Workers", self.spin_workers)
         actions = QHBoxLayout()
         actions.addWidget(self.button_predict)
-        actions.addWidget(self.button_cancel)
         actions.addWidget(self.button_save)
-        actions.addWidget(self.progress)
+        actions.addWidget(self.progress_row)
         actions.addWidget(self.label_status, 1)
         test = QVBoxLayout(self.test_panel)
         test.setContentsMargins(0, 0, 0, 0)
@@ -312,13 +351,11 @@ class PredictView(QWidget):
         if path:
             self.set_model(path)
 
-    def _on_browse_input_file(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Input features", self.edit_input.text(), INPUT_FILTER)
-        if path:
-            self.set_input(path)
-
-    def _on_browse_input_folder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Image folder", self.edit_input.text())
+    def _on_browse_input(self, folder: bool) -> None:
+        if folder:
+            path = QFileDialog.getExistingDirectory(self, "Image folder", self.edit_input.text())
+        else:
+            path, _ = QFileDialog.getOpenFileName(self, "Input features", self.edit_input.text(), INPUT_FILTER)
         if path:
             self.set_input(path)
 
@@ -340,7 +377,7 @@ class PredictView(QWidget):
         self._clear_result()  # the previous input's rows would read as this one's answer meanwhile
         files = list(self.image_files)
         self._pictured = files or (Path(inp) if Path(inp).is_dir() or is_image(Path(inp)) else None)
-        watch = self._watch = PredictWatch()
+        watch = PredictWatch()
         workers = self.spin_workers.value()
         by_position = not self.check_by_position.isHidden() and self.check_by_position.isChecked()
         self._calls.call(
@@ -351,25 +388,13 @@ class PredictView(QWidget):
             self._on_error,
             name="predict",
         )
-        self._set_busy(True)  # after the call is under way: the progress and Cancel are the call's
+        self._set_busy(True)
+        self.progress_row.follow(watch)
         self.label_status.setText("Predicting…")
 
     def cancel(self) -> None:
         """End the prediction running at its next piece (its processes with it)."""
-        if self._watch is not None and self._calls.running("predict"):
-            self._watch.cancel()
-            self.button_cancel.setEnabled(False)
-            self.label_status.setText(f"Cancelling… ({self._watch.describe()})")
-
-    def _show_progress(self) -> None:
-        """The running prediction's count, rate and time left (every 200 ms while it runs)."""
-        watch = self._watch
-        if watch is None or watch.cancelled:
-            return
-        if watch.total:
-            self.progress.setValue(int(1000 * min(1.0, watch.done / watch.total)))
-        if watch.started is not None:
-            self.label_status.setText(f"Predicting… {watch.describe()}")
+        self.progress_row.cancel()
 
     def _on_done(self, result: Any) -> None:
         self._set_busy(False)
@@ -457,11 +482,8 @@ class PredictView(QWidget):
             return
         self._fail(error_text(exc))
 
-    def _on_save_error(self, exc: BaseException) -> None:
-        self._set_busy(False)
-        self._fail(error_text(exc))
-
     def _fail(self, message: str) -> None:
+        self._set_busy(False)  # whatever failed, the tab is usable again
         self.label_status.setText(f"✗ {message}")
         self.failed.emit(message)
 
@@ -478,15 +500,8 @@ class PredictView(QWidget):
         ):
             w.setEnabled(not busy)
         self.button_save.setEnabled(not busy and self.result is not None)
-        predicting = busy and self._calls.running("predict")
-        self.button_cancel.setVisible(predicting)
-        self.button_cancel.setEnabled(predicting)
-        self.progress.setVisible(predicting)
-        self.progress.setValue(0)
-        if predicting:
-            self._watch_timer.start()
-        else:
-            self._watch_timer.stop()
+        if not busy:
+            self.progress_row.stop()
 
     def _on_save_clicked(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Save predictions", "predictions.csv", "CSV (*.csv)")
@@ -502,7 +517,7 @@ class PredictView(QWidget):
         self._calls.call(
             lambda: result.save(Path(path)),
             lambda _r: self._on_saved(Path(path)),
-            self._on_save_error,
+            lambda exc: self._fail(error_text(exc)),
             name="save-predictions",
         )
 

@@ -94,3 +94,7 @@ class RecordSender:
             self.queue.put(self.buffer)
             self.buffer = []
         self.last_flush = time.monotonic() if now is None else now
+
+
+class EpochRestart(Exception):
+    """The batches of the epoch in progress must be made anew (a settings word changed the batch size)."""

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
-from core.config import FIELDS, LIVE_KEYS, OptimConfig, TrainConfig
-from core.data import FeatureSplit, PreparedData, full_tensors, make_batches
+from core.config import FIELDS, LIVE_KEYS
+from core.data import PreparedData, full_tensors, make_batches
 from core.host.devices import worker_device
 from core.host.machine import usable_cores
 from core.metric_names import selection_metric
@@ -43,13 +43,23 @@ from core.runfiles.records import (
 )
 from core.training.augment import make_augment
 from core.training.checkpoint import state_from_bytes, state_to_bytes
-from core.training.features import MAX_ITERATIONS, HeadFit, default_l2
 from core.training.losses import eval_metrics, eval_stats, make_loss
 from core.training.optimizers import make_optimizer, set_lr
 from core.training.precision import precision_for
 from core.training.schedule import Plateau, improved, lr_at, scheduled
 from core.training.shared_state import Shared, as_state_dict
-from core.worker.channels import CHECKPOINT, PAUSE, RECORD_INTERVAL, RUN, SETTINGS, STOP, Channels, RecordSender
+from core.worker.channels import (
+    CHECKPOINT,
+    PAUSE,
+    RECORD_INTERVAL,
+    RUN,
+    SETTINGS,
+    STOP,
+    Channels,
+    EpochRestart,
+    RecordSender,
+)
+from core.worker.head_fit import HeadFitting
 from core.worker.position import Position
 from core.worker.recovery import LR_DIVISOR, Recovery
 from core.worker.spec import WorkerSpec
@@ -63,10 +73,6 @@ EXCHANGE_EVERY = 32  # torchrun: steps between collections of every rank's recor
 
 class StopTraining(Exception):
     pass
-
-
-class _EpochRestart(Exception):
-    """The batches of the epoch in progress must be made anew (the batch size changed)."""
 
 
 class Diverged(Exception):
@@ -86,7 +92,7 @@ def epoch_indices(n: int, epoch: int, seed: int, rank: int, world: int) -> torch
     return perm
 
 
-class Trainer:
+class Trainer(HeadFitting):
     """The training loop of one worker."""
 
     # a live key's declared effect -> the method that applies it; the batches restart last
@@ -248,7 +254,7 @@ class Trainer:
             self.config.data.loader_workers,
             make_augment(self.config.augment, self.data.info.image_shape),
         )
-        raise _EpochRestart  # the epoch goes on from its offset with the new batch size
+        raise EpochRestart  # the epoch goes on from its offset with the new batch size
 
     def exchange_records(self) -> None:
         """torchrun: every rank hands what it said since the last exchange to rank 0 (a collective).
@@ -350,7 +356,7 @@ class Trainer:
             while self.epoch <= self.config.train.epochs:  # epochs may change while paused
                 try:
                     self._train_epoch()
-                except _EpochRestart:
+                except EpochRestart:
                     continue
                 epoch = self.epoch
                 self.epochs_done = epoch
@@ -363,76 +369,6 @@ class Trainer:
             return "stopped"
         self._emit_step(force=True, final=True)
         return "finished"
-
-    # -- a head on cached features, fitted ----------------------------------------
-    def fits_head(self) -> bool:
-        """Whether the head is fitted by full-batch L-BFGS on cached features instead of trained by batches."""
-        return (
-            self.config.model.head_fit == "lbfgs"
-            and self.strategy.fits_head
-            and isinstance(self.data.train, FeatureSplit)
-            and isinstance(getattr(self.net, "head", None), nn.Linear)
-        )
-
-    def _fit_head(self) -> None:
-        """Fit the head (:class:`~core.training.features.HeadFit`), its iterations spread over ``train.epochs`` with an
-        evaluation after each share, to convergence or the budget; the epochs left then have nothing to do.
-
-        Rank 0 fits the one shared head; another worker would only fight it over the same optimum.
-        """
-        if self.spec.rank != 0:
-            self.epoch = self.config.train.epochs + 1
-            return
-        train = self.data.train
-        assert isinstance(train, FeatureSplit)
-        x, y = train.x.to(self.device), train.y.to(self.device)
-        n = len(y)
-        decay = self.config.optim.weight_decay
-        l2 = decay if decay > 0 else default_l2(n)
-        fit = HeadFit(self.net.head, x, y, self.loss_fn, l2)  # type: ignore[arg-type]  # an nn.Linear (fits_head)
-        per_epoch = -(-MAX_ITERATIONS // self.config.train.epochs)
-        t0 = time.perf_counter()
-        self.net.train()
-        while self.epoch <= self.config.train.epochs and not fit.converged:
-            self.batch = 0
-            while self.batch < per_epoch:
-                word = self._control_word()
-                if word:
-                    try:
-                        self._control(word)
-                    except _EpochRestart:  # a new batch size: the fit takes every sample at once anyway
-                        pass
-                loss = fit.iterate()
-                if loss is None:
-                    break
-                self.batch += 1
-                self.step += 1
-                self.samples += n
-                self._loss_acc += loss
-                self._n_acc += 1
-                self._emit_step(force=True)  # one record an iteration: the fit's curve, not a dot
-            epoch = self.epoch
-            self.epochs_done = epoch
-            self.epoch, self.batch, self.offset = epoch + 1, 0, 0
-            self.publish_weights()
-            self._evaluate(epoch)
-        self.out.log("info", self._fit_line(fit, n, l2, decay > 0, time.perf_counter() - t0, per_epoch))
-        self.epoch = max(self.epoch, self.config.train.epochs + 1)
-
-    def _fit_line(self, fit: HeadFit, n: int, l2: float, decay: bool, seconds: float, per_epoch: int) -> str:
-        """The log's account of the fit, and of the settings it did not use."""
-        penalty = f"L2 {l2:.3g} ({'optim.weight_decay' if decay else '1/n, as LogisticRegression(C=1)'})"
-        line = f"head fitted by full-batch L-BFGS on {n:,} cached features: {fit.iterations} iterations"
-        line += f", {seconds:.2f} s, {penalty}"
-        if not fit.converged:
-            line += f"; not converged within {per_epoch} iterations an epoch (more train.epochs give it more)"
-        optim, train = self.config.optim, self.config.train
-        unused = [f"optim.{k}" for k in ("name", "lr", "momentum") if getattr(optim, k) != getattr(OptimConfig(), k)]
-        unused += ["train.batch_size"] if train.batch_size != TrainConfig().batch_size else []
-        if unused:
-            them = "them" if len(unused) > 1 else "it"
-            line += f'; {", ".join(unused)} not used: model.head_fit = "optimizer" trains the head by {them}'
-        return line
 
     def _train_epoch(self) -> None:
         spec, strategy = self.spec, self.strategy
