@@ -111,6 +111,11 @@ class SourceDescriber(QObject):
 
     def _show_info(self, info: Any) -> None:
         self.panel.data.show_info(info, self._key_now())
+        self._show_images_available()
+
+    def _show_images_available(self) -> None:
+        """Whether the data shown has images to augment: the preview button, and (the user's own settings) the
+        augmentation widgets."""
         self.panel.tuning.set_images_available(bool(self.panel.data.images))
         if self.panel.mode == "edit":
             self.panel.tuning.show_augment_for(self.panel.data, self.panel.model)
@@ -120,9 +125,7 @@ class SourceDescriber(QObject):
 
     def _clear_preview(self) -> None:
         self.panel.data.clear_preview()
-        self.panel.tuning.set_images_available(False)
-        if self.panel.mode == "edit":
-            self.panel.tuning.show_augment_for(self.panel.data, self.panel.model)
+        self._show_images_available()
 
     def _refresh_params(self, info: Any) -> None:
         if info.needs_target:  # a table's columns alone: no model's input is known yet
