@@ -47,7 +47,7 @@ DATA_SCHEMES = ("builtin", "csv", "parquet", "npz", "images")
 BUILTIN_DATASETS = ("digits", "iris", "wine", "breast_cancer", "diabetes", "synthetic")  # builtin:NAME
 SCHEDULES = ("constant", "step", "cosine", "one-cycle", "plateau")
 MONITORED = ("auto", "val_loss", "val_accuracy")
-COLUMN_KINDS = ("number", "category", "bool", "ignore")
+COLUMN_KINDS = ("number", "category", "bool", "datetime", "datetime:dmy", "datetime:mdy", "text", "ignore")
 TASKS = ("auto", "classification", "regression")
 CLASS_WEIGHTS = ("none", "balanced")
 REGRESSION_LOSSES = ("auto", "mse", "huber")
@@ -109,7 +109,8 @@ class DataConfig(Section):
         "table",
         choices=COLUMN_KINDS,
         help="kinds that override the inferred ones: {column = kind}",
-        doc='tables: `{name = "number" | "category" | "bool" | "ignore"}` overriding the inferred kinds',
+        doc='tables: `{name = "number" | "category" | "bool" | "datetime" | "text" | "ignore"}` overriding the '
+        'inferred kinds; `"datetime:dmy"` or `"datetime:mdy"` says which comes first in dates such as 05/03/2024',
     )
     missing: tuple[str, ...] = key(
         ("", "NA", "NaN", "null", "?"),

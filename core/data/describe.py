@@ -52,6 +52,12 @@ def _column_json(name: str, inf: Inferred, values: Column) -> dict[str, Any]:
         out["reason"] = inf.reason
     if inf.kind == "category":
         out["levels"] = sorted(distinct_texts(values))
+    if inf.kind == "datetime":
+        form = {"iso": "year first", "dmy": "day first", "mdy": "month first"}[inf.order]
+        out["detail"] = f"dates, {form}: year, month, weekday, hour, minute, days since the first"
+        out["order"] = inf.order
+    if inf.kind == "text":
+        out["detail"] = f"free text, {inf.levels} distinct: word and character n-grams"
     return out
 
 
@@ -183,6 +189,7 @@ def describe_source(
         preview_images=tuple(images),
         task=raw.task,
         categories=tuple(schema.cardinalities) if schema is not None else (),
+        texts=tuple(schema.text_slots) if schema is not None else (),
         schema=schema.to_json() if schema is not None else None,
         class_counts=counts,
         dropped_rows=raw.dropped,

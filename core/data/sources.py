@@ -113,7 +113,7 @@ def read_source_table(cfg: DataConfig) -> RawTable | None:
 def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
     """A table read from a CSV or Parquet file: column kinds inferred (and overridden), rows without a target
     dropped."""
-    from core.schema import choose_task, class_codes, infer_kinds, regression_target, target_values
+    from core.schema import choose_task, class_codes, describe_kinds, infer_kinds, regression_target, target_values
 
     source = cfg.source
     path = Path(table.path)
@@ -134,9 +134,7 @@ def table_source(table: RawTable, cfg: DataConfig, task: str) -> RawSource:
         raise DataError(f"{where(source)}: {path} has no row with a value in target column {cfg.target!r}")
     chosen, why = choose_task(values, task)
     kinds = infer_kinds(table, cfg.target, dict(cfg.columns))
-    for name, inf in kinds.items():
-        if inf.kind == "ignore" and inf.reason != "set in data.columns":
-            notes.append(("info", f"column {name!r} ignored: {inf.reason}"))
+    notes += [("info", line) for line in describe_kinds(kinds)]
     if chosen == "regression":
         y = regression_target(table, cfg.target, values)
         if len(np.unique(y)) < 2:

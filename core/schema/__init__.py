@@ -3,14 +3,15 @@
 A :class:`RawTable` holds a CSV's or Parquet file's columns as read (text as
 ``str`` with ``None`` for a missing cell, numbers as float64 with NaN for a
 missing one). :func:`infer_kinds` says what each column is (``number``,
-``category``, ``bool`` or ``ignore``, with a reason); :func:`fit_schema` fits
-fill values (medians), missing indicators and category levels on the training
-rows; :func:`encode_columns` (and :func:`encode_rows` for a list of row
+``category``, ``bool``, ``datetime``, ``text`` or ``ignore``, with a reason);
+:func:`fit_schema` fits fill values (medians), missing indicators, category
+levels, a date's statistics and a text's n-gram slots on the training rows; :func:`encode_columns` (and :func:`encode_rows` for a list of row
 mappings, as a server receives them) turns raw columns in any order into the
 model's input. The encoded row is
 
     [number and bool columns (missing filled with the median), missing
-     indicators (1 where the cell was missing), category indices]
+     indicators (1 where the cell was missing), each date's parts (and its
+     indicator), each text's hashed n-gram buckets and weights, category indices]
 
 as float32; category index 0 is the reserved "missing" level, 1 "unseen",
 2.. the training levels. The model standardises the numeric part with the
@@ -22,8 +23,9 @@ stored in the checkpoint and ``model.json``.
 Torch-free: prediction and serving import this without the training stack.
 
 The package's modules: core.schema.cells (what a cell is), .table (a table as
-read), .kinds (inference), .target (classes or a number), .spec (the fitted
-schema and its JSON), .fit (fitting it), .encode (encoding rows with it).
+read), .kinds (inference), .dates (a date's forms and parts), .text (free text
+as hashed n-grams), .target (classes or a number), .spec (the fitted schema and
+its JSON), .fit (fitting it), .encode (encoding rows with it).
 """
 
 from core.schema.cells import DEFAULT_MISSING, FALSE_WORDS, TRUE_WORDS, CellError, category_text

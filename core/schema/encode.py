@@ -14,8 +14,10 @@ import numpy as np
 from core.errors import DataError
 from core.schema.cells import category_text, numbers_of
 from core.schema.coded import Coded
+from core.schema.dates import date_parts, parse_dates
 from core.schema.spec import RESERVED_LEVELS, ColumnSpec, Schema
 from core.schema.table import RawTable
+from core.schema.text import BUCKETS, text_slots
 
 MISSING, UNSEEN = 0, 1  # a category's reserved indices (RESERVED_LEVELS of them)
 PARALLEL_ROWS = 20_000  # this many rows are encoded on several threads, a column each
@@ -25,7 +27,7 @@ PARALLEL_ROWS = 20_000  # this many rows are encoded on several threads, a colum
 class Encoded:
     """The model's input for some rows, and what encoding them met."""
 
-    x: np.ndarray  # float32 (rows, n_features): numbers filled, indicators, category indices
+    x: np.ndarray  # float32 (rows, n_features): numbers filled, indicators, date and text blocks, category indices
     unseen: dict[str, int]  # category column -> values not seen in training
     missing: dict[str, int]  # column -> missing cells
 
@@ -34,7 +36,7 @@ class Encoded:
         return sum(self.unseen.values())
 
     def numeric_and_categories(self, schema: Schema) -> tuple[np.ndarray, np.ndarray]:
-        """(numeric part float32, category indices int64), split."""
+        """(numeric part float32 (date and text blocks included), category indices int64), split."""
         k = len(schema.categorical)
         cut = self.x.shape[1] - k
         return self.x[:, :cut], self.x[:, cut:].astype(np.int64)
@@ -78,14 +80,23 @@ def encode_columns(
         threads = min(8, os.cpu_count() or 1) if n >= PARALLEL_ROWS and len(used) > 1 else 1
     with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core: numpy lets go of the GIL
         done = list(pool.map(lambda c: _encode_column(c, columns[c.name], miss_words, where, path, row0), used))
+    scalar = [e for e in done if e.kind in ("number", "bool")]
     parts = (
-        [e.values for e in done if e.kind != "category"]
-        + [e.indicator for e in done if e.indicator is not None]
+        [e.values for e in scalar]
+        + [e.indicator for e in scalar if e.indicator is not None]
+        + [e.values for kind in ("datetime", "text") for e in done if e.kind == kind]
         + [e.values for e in done if e.kind == "category"]
     )
-    xt = np.empty((len(parts), n), dtype=np.float32)  # filled by rows, transposed once: faster than stack
-    for j, part in enumerate(parts):
-        xt[j] = part
+    width = sum(1 if p.ndim == 1 else p.shape[1] for p in parts)
+    xt = np.empty((width, n), dtype=np.float32)  # filled by rows, transposed once: faster than stack
+    j = 0
+    for part in parts:
+        if part.ndim == 1:
+            xt[j] = part
+            j += 1
+        else:  # a date's or a text's block
+            xt[j : j + part.shape[1]] = part.T
+            j += part.shape[1]
     return Encoded(
         np.ascontiguousarray(xt.T),
         {e.name: e.unseen for e in done if e.unseen},
@@ -97,13 +108,15 @@ def encode_columns(
 class _Column:
     name: str
     kind: str
-    values: np.ndarray  # the filled number (float64), or the category index (float32)
+    values: np.ndarray  # the filled number (float64), the category index (float32), or a block (rows, width)
     indicator: np.ndarray | None  # float32 1 where missing, for a column with an indicator
     missing: int
     unseen: int = 0
 
 
 def _encode_column(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: str, path: str, row0: int) -> _Column:
+    if c.kind in ("datetime", "text"):
+        return _encode_block(c, raw, miss_words, where, path)
     values = _column_array(raw, miss_words)
     if c.kind == "category":
         index = {v: i + RESERVED_LEVELS for i, v in enumerate(c.levels)}
@@ -125,6 +138,38 @@ def _encode_column(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: s
     if c.clip is not None:  # an outlier is taken as the fence the schema was fitted with (float32 values)
         filled = np.clip(filled, float(np.float32(c.clip[0])), float(np.float32(c.clip[1])))
     return _Column(c.name, c.kind, filled, m.astype(np.float32) if c.indicator else None, n_missing)
+
+
+def _encode_block(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: str, path: str) -> _Column:
+    """A date's parts (the training means where missing, then its indicator) or a text's n-gram slots; a 2-D
+    float array of the block's width is taken as the block itself (what the exported graphs take)."""
+    if not isinstance(raw, Coded) and np.ndim(raw) == 2:
+        block = np.asarray(raw, dtype=np.float32)
+        if block.shape[1] != c.width:
+            where_path = f"{where}: {path}" if path else where
+            raise DataError(
+                f"{where_path}: column {c.name!r} is given as {block.shape[1]} numbers a row; the model takes its "
+                f"cells, or its pre-step's {c.width} numbers"
+            )
+        if c.kind == "text":  # whole bucket numbers in range, whatever the rows came from
+            k = sum(c.slots)
+            block = block.copy()
+            block[:, :k] = np.clip(np.rint(block[:, :k]), 0, BUCKETS - 1)
+        return _Column(c.name, c.kind, block, None, 0)
+    values = _column_array(raw, miss_words)
+    if c.kind == "text":
+        miss = (
+            np.asarray([v is None for v in values], dtype=bool) if not isinstance(values, Coded) else values.missing()
+        )
+        return _Column(c.name, c.kind, text_slots(values, *c.slots), None, int(miss.sum()))
+    seconds, _ = parse_dates(values, c.order)
+    miss = np.isnan(seconds)
+    parts = date_parts(seconds, c.origin)
+    if miss.any():
+        parts[miss] = [m for m, _ in c.parts]
+    if c.indicator:
+        parts = np.concatenate([parts, miss[:, None].astype(np.float64)], axis=1)
+    return _Column(c.name, c.kind, parts, None, int(miss.sum()))
 
 
 def _column_array(values: Any, missing: frozenset[str]) -> Any:

@@ -14,9 +14,11 @@ import numpy as np
 from core.errors import DataError
 from core.schema.cells import DEFAULT_MISSING, category_text, distinct_texts, missing_mask, numbers_of
 from core.schema.coded import Coded
+from core.schema.dates import date_parts, parse_dates
 from core.schema.kinds import Inferred, max_levels
 from core.schema.spec import ColumnSpec, Schema
 from core.schema.table import RawTable
+from core.schema.text import fit_slots
 
 PARALLEL_ROWS = 20_000  # a table of this many rows fits its number columns on several threads
 FENCE_IQRS = 5.0  # a number this many interquartile ranges beyond its quartile is an outlier: taken as the fence
@@ -146,7 +148,7 @@ def _absent(value: object) -> bool:
 
 def _example_value(kind: str, value: Any) -> object:
     """A cell (str, number or bool) as a JSON value of its kind: a number, true/false, or a category's text."""
-    if kind == "category":
+    if kind in ("category", "datetime", "text"):
         return category_text(value)
     x = float(value)
     if kind == "bool":
@@ -206,6 +208,13 @@ def _fit_columns(
                 f"{', '.join(repr(m) for m in missing_values)}); drop it or set "
                 f'data.columns = {{{name} = "ignore"}}'
             )
+        if inf.kind in ("datetime", "text"):
+            train = values[train_rows]
+            spec, miss = (_fit_dates if inf.kind == "datetime" else _fit_text)(name, inf, train)
+            specs.append(spec)
+            complete &= ~miss
+            cells[name] = train
+            continue
         if inf.kind == "category":
             train = values[train_rows]
             levels = sorted(distinct_texts(train))
@@ -229,6 +238,37 @@ def _fit_columns(
         cells[name] = train_rows  # the example's value is read from the column, at its row
         specs.append(fitted.spec)
     return specs, complete, cells
+
+
+def _fit_dates(name: str, inf: Inferred, train: Any) -> tuple[ColumnSpec, np.ndarray]:
+    """A date column: its earliest training date and each part's statistics (a missing date takes the means)."""
+    seconds, _ = parse_dates(train, inf.order)
+    miss = np.isnan(seconds)
+    present = seconds[~miss]
+    origin = float(present.min()) if len(present) else 0.0
+    parts = date_parts(present, origin) if len(present) else np.zeros((1, 10))
+    stats = [(float(m), float(sd) if sd > 1e-6 else 1.0) for m, sd in zip(parts.mean(axis=0), parts.std(axis=0))]
+    spec = ColumnSpec(
+        name,
+        "datetime",
+        inf.reason,
+        indicator=bool(miss.any()),
+        missing=int(miss.sum()),
+        order=inf.order,
+        origin=origin,
+        parts=stats,
+    )
+    return spec, miss
+
+
+def _fit_text(name: str, inf: Inferred, train: Any) -> tuple[ColumnSpec, np.ndarray]:
+    """A free-text column: how many n-gram slots a row keeps (a missing text is no n-grams)."""
+    miss = (
+        missing_mask(train)
+        if isinstance(train, Coded)
+        else np.fromiter((_absent(v) for v in train), dtype=bool, count=len(train))
+    )
+    return ColumnSpec(name, "text", inf.reason, missing=int(miss.sum()), slots=fit_slots(train)), miss
 
 
 def _finish(
@@ -256,7 +296,7 @@ def _finish(
         k = int(np.argmax(complete)) if complete.any() else 0
 
         def cell(s: ColumnSpec) -> Any:
-            if s.kind == "category":
+            if s.kind in ("category", "datetime", "text"):
                 return cells[s.name][k]
             row = int(cells[s.name][k])
             column = table.columns[s.name]

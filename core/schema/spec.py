@@ -10,6 +10,7 @@ import numpy as np
 
 from core.schema.cells import DEFAULT_MISSING, category_text, parse_numbers
 from core.schema.coded import Coded, Column
+from core.schema.dates import DATE_PARTS
 
 MISSING_LEVEL, UNSEEN_LEVEL = "<missing>", "<unseen>"
 RESERVED_LEVELS = 2  # index 0: missing, 1: unseen
@@ -24,7 +25,7 @@ def embedding_size(cardinality: int) -> int:
 @dataclass
 class ColumnSpec:
     name: str
-    kind: str  # number | category | bool | ignore
+    kind: str  # number | category | bool | datetime | text | ignore
     reason: str = ""
     fill: float = 0.0  # number, bool: the training median
     indicator: bool = False  # number, bool: a missing-indicator feature follows
@@ -34,6 +35,29 @@ class ColumnSpec:
     missing: int = 0  # missing cells seen when fitting
     clip: tuple[float, float] | None = None  # number: values beyond these fences are taken as the fence
     outliers: int = 0  # training values beyond the fences
+    order: str = ""  # datetime: how its dates are written (iso | dmy | mdy)
+    origin: float = 0.0  # datetime: the earliest training date, seconds since 1970 on the clock as written
+    parts: list[tuple[float, float]] = field(default_factory=list)  # datetime: each part's training (mean, std)
+    slots: tuple[int, int] = (0, 0)  # text: word and character n-gram slots a row keeps
+
+    @property
+    def width(self) -> int:
+        """How many numbers of the encoded row this column takes."""
+        if self.kind == "datetime":
+            return len(DATE_PARTS) + int(self.indicator)
+        if self.kind == "text":
+            return 2 * sum(self.slots)
+        return 0 if self.kind == "ignore" else 1
+
+    @property
+    def block_names(self) -> list[str]:
+        """A datetime or text column's encoded features, in order."""
+        if self.kind == "datetime":
+            return [f"{self.name}_{p}" for p in DATE_PARTS] + ([f"{self.name}_missing"] if self.indicator else [])
+        if self.kind == "text":
+            k = sum(self.slots)
+            return [f"{self.name}_bucket{i}" for i in range(k)] + [f"{self.name}_weight{i}" for i in range(k)]
+        return []
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "kind": self.kind}
@@ -46,12 +70,23 @@ class ColumnSpec:
         if self.kind == "category":
             out["levels"] = list(self.levels)
             out["reserved"] = [MISSING_LEVEL, UNSEEN_LEVEL]
+        if self.kind == "datetime":
+            out.update(
+                order=self.order,
+                origin=self.origin,
+                indicator=self.indicator,
+                parts={p: [m, s] for p, (m, s) in zip(DATE_PARTS, self.parts)},
+            )
+        if self.kind == "text":
+            out["slots"] = {"words": self.slots[0], "chars": self.slots[1]}
         out["missing"] = self.missing
         return out
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> ColumnSpec:
         clip = d.get("clip")
+        parts = d.get("parts") or {}
+        slots = d.get("slots") or {}
         return ColumnSpec(
             str(d["name"]),
             str(d["kind"]),
@@ -64,6 +99,10 @@ class ColumnSpec:
             int(d.get("missing", 0)),
             (float(clip[0]), float(clip[1])) if clip else None,
             int(d.get("outliers", 0)),
+            str(d.get("order", "")),
+            float(d.get("origin", 0.0)),
+            [(float(parts[p][0]), float(parts[p][1])) for p in DATE_PARTS if p in parts],
+            (int(slots.get("words", 0)), int(slots.get("chars", 0))),
         )
 
 
@@ -92,6 +131,24 @@ class Schema:
         return [c for c in self.columns if c.kind == "category"]
 
     @property
+    def dates(self) -> list[ColumnSpec]:
+        return [c for c in self.columns if c.kind == "datetime"]
+
+    @property
+    def texts(self) -> list[ColumnSpec]:
+        return [c for c in self.columns if c.kind == "text"]
+
+    @property
+    def blocks(self) -> list[ColumnSpec]:
+        """The columns that take a block of the encoded row, in its order: dates, then texts."""
+        return self.dates + self.texts
+
+    @property
+    def text_slots(self) -> list[int]:
+        """Each text column's n-gram slots (its block is twice as wide: buckets, then weights)."""
+        return [sum(c.slots) for c in self.texts]
+
+    @property
     def cardinalities(self) -> list[int]:
         return [len(c.levels) + RESERVED_LEVELS for c in self.categorical]
 
@@ -101,6 +158,7 @@ class Schema:
         return (
             [c.name for c in self.numeric]
             + [f"{c.name}_missing" for c in self.numeric if c.indicator]
+            + [name for c in self.blocks for name in c.block_names]
             + [c.name for c in self.categorical]
         )
 
@@ -110,8 +168,14 @@ class Schema:
 
     def stats(self) -> tuple[list[float], list[float]]:
         """Per encoded feature: (mean, std) the model standardises with (identity past the numbers)."""
-        n_rest = sum(c.indicator for c in self.numeric) + len(self.categorical)
-        return ([c.mean for c in self.numeric] + [0.0] * n_rest, [c.std for c in self.numeric] + [1.0] * n_rest)
+        n_ind = sum(c.indicator for c in self.numeric)
+        mean = [c.mean for c in self.numeric] + [0.0] * n_ind
+        std = [c.std for c in self.numeric] + [1.0] * n_ind
+        for c in self.dates:
+            mean += [m for m, _ in c.parts] + [0.0] * int(c.indicator)
+            std += [s for _, s in c.parts] + [1.0] * int(c.indicator)
+        n_rest = 2 * sum(self.text_slots) + len(self.categorical)
+        return mean + [0.0] * n_rest, std + [1.0] * n_rest
 
     # -- JSON -------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -130,7 +194,9 @@ class Schema:
             "encoded": {
                 "features": self.feature_names,
                 "categories": self.cardinalities,
-                "layout": "numbers (filled), missing indicators, category indices (0 missing, 1 unseen, 2.. levels)",
+                "texts": self.text_slots,
+                "layout": "numbers (filled), missing indicators, each date's parts (and its indicator), each "
+                "text's n-gram buckets and weights, category indices (0 missing, 1 unseen, 2.. levels)",
             },
         }
 
