@@ -365,8 +365,11 @@ class DataGroup(QGroupBox):
         item.setToolTip(name)
         self.table_columns.setItem(r, 0, item)
         combo = QComboBox(objectName=f"combo_column_kind_{r}")
-        combo.addItems(list(FIELDS["data.columns"].choices))
-        combo.setCurrentText(kind)
+        orders = ("datetime:dmy", "datetime:mdy")  # offered where they mean something: a date column
+        combo.addItems([k for k in FIELDS["data.columns"].choices if kind == "datetime" or k not in orders])
+        combo.setCurrentText(
+            kind if kind != "datetime" or name not in self.column_overrides else self.column_overrides[name]
+        )
         combo.setProperty("column", name)
         combo.setToolTip("set in data.columns" if name in self.column_overrides else "inferred")
         combo.setEnabled(self.editable)  # a run's settings, shown or running, are not edited here
@@ -378,6 +381,9 @@ class DataGroup(QGroupBox):
             detail = f"{len(levels)}: {', '.join(levels)}"
             more = f", … ({len(levels) - LEVELS_IN_TIP} more)" if len(levels) > LEVELS_IN_TIP else ""
             tip = f"{len(levels)} levels: {', '.join(levels[:LEVELS_IN_TIP])}{more}"
+        elif kind in ("datetime", "text"):
+            detail = str(col.get("detail", ""))
+            tip = detail + (f"; {col['reason']}" if col.get("reason") else "")
         else:
             detail = tip = str(col.get("reason", "")) if kind == "ignore" else ""
         item = QTableWidgetItem(detail)

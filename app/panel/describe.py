@@ -139,7 +139,7 @@ class SourceDescriber(QObject):
             self.panel.model.label_model_params.setText("")
             self._set_error("model", "")  # the config's own error says what is wrong
             return
-        key = (model_cfg, info.input_shape, info.num_classes, info.image_shape, info.categories)
+        key = (model_cfg, info.input_shape, info.num_classes, info.image_shape, info.categories, info.texts)
         if key == self._params_key:
             return
         self._params_key = key

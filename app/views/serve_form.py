@@ -3,9 +3,9 @@
 A table model's description carries ``x-traindesk`` (its task, target and raw
 columns, each with its kind, levels and an example): the form then has a
 combo per category column (its levels and "(missing)", editable so an unseen
-value can be typed), a true/false/(missing) combo per bool column and a
-number field per number column (empty: missing), pre-filled with the
-example, and sends ``{"rows": [{column: value or null}]}``. Other models keep
+value can be typed), a true/false/(missing) combo per bool column, a
+number field per number column, a text box per free-text column and a date
+field per date column (each empty: missing), pre-filled with the example, and sends ``{"rows": [{column: value or null}]}``. Other models keep
 a field per named input (``rows``) or one field of comma-separated values
 (``inputs``); an image model (its description offers ``images``) takes image files, chosen
 (``button_serve_pick_images``) or dropped on the form, sent as ``{"images": [base64, ...]}``.
@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QPlainTextEdit,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -50,7 +51,8 @@ ICON_PX = 40  # a chosen image's icon in the form's list
 
 @dataclass(frozen=True)
 class FormField:
-    """One field of the form: a raw column (``number``, ``category``, ``bool``), a named input (``value``),
+    """One field of the form: a raw column (``number``, ``category``, ``bool``, ``text``, ``datetime``), a named
+    input (``value``),
     a sample's comma-separated values (``values``) or image files (``images``, ``example``: what they must be)."""
 
     name: str
@@ -72,7 +74,7 @@ def form_fields(spec: dict[str, Any]) -> tuple[list[FormField], dict[str, Any] |
             fields.append(
                 FormField(
                     name,
-                    kind if kind in ("number", "category", "bool") else "number",
+                    kind if kind in ("number", "category", "bool", "text", "datetime") else "number",
                     tuple(str(v) for v in col.get("levels") or ()),
                     example,
                 )
@@ -244,8 +246,19 @@ class TryItForm(QWidget):
             combo.setToolTip(f"{f.name}: one of {len(f.levels)} levels, another value (unseen) or {MISSING}")
             combo.currentTextChanged.connect(self.changed)
             return combo
+        if f.kind == "text":
+            box = QPlainTextEdit("" if f.example is None else str(f.example), objectName=f"text_serve_field_{f.name}")
+            box.setPlaceholderText(MISSING)
+            box.setToolTip(f"{f.name}: free text; empty is a missing cell")
+            box.setFixedHeight(box.fontMetrics().lineSpacing() * 3 + 12)  # three lines, then it scrolls
+            box.textChanged.connect(self.changed)
+            return box
         if f.kind == "values":
             edit = QLineEdit(objectName="edit_serve_field_inputs", placeholderText=f.name)
+        elif f.kind == "datetime":
+            edit = QLineEdit("" if f.example is None else str(f.example), objectName=f"edit_serve_field_{f.name}")
+            edit.setPlaceholderText(MISSING)
+            edit.setToolTip(f"{f.name}: a date, written as the training table writes them; empty is a missing cell")
         else:
             text = _number_text(f.example) if f.kind == "number" else "0"
             edit = QLineEdit(text, objectName=f"edit_serve_field_{f.name}")
@@ -281,10 +294,16 @@ class TryItForm(QWidget):
                     row[name] = None
                 else:
                     row[name] = (text == "true") if f.kind == "bool" else text
+            elif isinstance(widget, QPlainTextEdit):
+                text = widget.toPlainText().strip()
+                row[name] = text or None
             else:
                 assert isinstance(widget, QLineEdit)
                 text = widget.text().strip()
-                row[name] = None if text == "" and f.kind == "number" else _number(text)
+                if f.kind == "datetime":
+                    row[name] = text or None
+                else:
+                    row[name] = None if text == "" and f.kind == "number" else _number(text)
         return {"rows": [row]}
 
 

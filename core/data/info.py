@@ -39,6 +39,7 @@ class DatasetInfo:
     preview_images: tuple[tuple[np.ndarray, str], ...] = field(default=(), compare=False, repr=False)
     task: str = "classification"  # or "regression": one standardised output
     categories: tuple[int, ...] = ()  # tables: levels of each category feature (the last len() features)
+    texts: tuple[int, ...] = ()  # tables: n-gram slots of each free-text column (before the categories)
     schema: dict[str, Any] | None = field(default=None, compare=False, repr=False)  # core.schema.Schema as JSON
     class_counts: tuple[int, ...] = ()  # training samples per class
     dropped_rows: int = 0  # rows without a target value, left out
@@ -69,6 +70,8 @@ class DatasetInfo:
             out["task"] = self.task
         if self.categories:
             out["categories"] = list(self.categories)
+        if self.texts:
+            out["texts"] = list(self.texts)
         if self.schema is not None:
             out["schema"] = self.schema
         if self.image_prep is not None:

@@ -120,6 +120,7 @@ def load_data(
         n_val=len(val_idx),
         task=raw.task,
         categories=tuple(schema.cardinalities) if schema is not None else (),
+        texts=tuple(schema.text_slots) if schema is not None else (),
         schema=schema_json,
         class_counts=counts,
         dropped_rows=raw.dropped,

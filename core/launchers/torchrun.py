@@ -340,16 +340,14 @@ def run_other_rank(cfg: Config, start: dict[str, Any], runs_dir: Path) -> int:
     from core.launchers.local import get_context
     from core.training.backbones import BackboneNet, frozen_backbone, image_input, start_pretrained
     from core.training.features import with_features
-    from core.training.models import build_model
+    from core.training.models import build_model_for
 
     spec = dataclasses.replace(torchrun_spec(cfg), gather_records=True, **start)
     torch.set_num_threads(spec.threads)
     keep_freed_memory()
     data = load_data(spec.config.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
     # the weights do not matter: DistributedDataParallel starts every rank from rank 0's
-    model = build_model(
-        spec.config.model, data.info.input_shape, data.info.num_classes, data.info.image_shape, data.info.categories
-    )
+    model = build_model_for(spec.config.model, data.info)
     if frozen_backbone(cfg.model):  # but the features do: this rank's come from the pretrained backbone too
         start_pretrained(cfg.model, [model])
         data, _ = with_features(data, cast(BackboneNet, model), cfg.model.kind, runs_dir, 1, 0, get_context())

@@ -114,7 +114,8 @@ def model_from_checkpoint(data: dict[str, Any], where: str = "checkpoint") -> nn
     cfg, input_shape, num_classes, image_shape = check_checkpoint(data, where)
     try:
         categories = tuple(int(c) for c in data["info"].get("categories") or ())
-        model = build_model(cfg.model, input_shape, num_classes, image_shape, categories)
+        texts = tuple(int(k) for k in data["info"].get("texts") or ())
+        model = build_model(cfg.model, input_shape, num_classes, image_shape, categories, texts)
     except ModelError as exc:
         raise RunError(f"{where}: its model cannot be rebuilt: {exc}") from None
     load_weights(model, data["model"], where)

@@ -58,35 +58,52 @@ def _mlp(n_in: int, hidden: Sequence[int], n_out: int, activation: str, dropout:
 
 
 class TabularNet(nn.Module):
-    """A table's model: one embedding per category feature (fastai's sizes), concatenated with the numbers.
+    """A table's model: one embedding per category feature (fastai's sizes), a bag of n-gram embeddings per
+    free-text column, concatenated with the numbers.
 
-    Input: the encoded row of :mod:`core.schema`, float32: numeric features first, then one category index
-    per category column (0 missing, 1 unseen, 2.. levels) as a float holding an integer.
+    Input: the encoded row of :mod:`core.schema`, float32: numeric features first (dates' parts among them),
+    then each text column's n-gram buckets and their weights (``texts``: slots per column), then one
+    category index per category column (0 missing, 1 unseen, 2.. levels) as a float holding an integer. A
+    text column becomes the weighted sum of its buckets' embeddings: a linear map of its hashed n-grams.
     """
 
-    def __init__(self, n_numeric: int, cardinalities: Sequence[int], head: Sequence[nn.Module]) -> None:
+    def __init__(
+        self, n_numeric: int, cardinalities: Sequence[int], head: Sequence[nn.Module], texts: Sequence[int] = ()
+    ) -> None:
         super().__init__()
         from core.schema import embedding_size
+        from core.schema.text import BUCKETS, TEXT_DIM
 
         self.n_numeric = n_numeric
+        self.texts = tuple(int(k) for k in texts)
         self.embeddings = nn.ModuleList(nn.Embedding(int(c), embedding_size(int(c))) for c in cardinalities)
+        self.text_bags = nn.ModuleList(nn.Embedding(BUCKETS, TEXT_DIM) for _ in self.texts)
+        for bag in self.text_bags:  # a text of unit-length weights starts near zero, as a linear layer does
+            nn.init.normal_(cast(nn.Embedding, bag).weight, std=0.1)
         self.head = nn.Sequential(*head)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.reshape(x.shape[0], -1)
         parts = [x[:, : self.n_numeric]]
-        codes = x[:, self.n_numeric :].round().long()
+        at = self.n_numeric
+        for k, bag in zip(self.texts, cast(Sequence[nn.Embedding], self.text_bags)):
+            ids = x[:, at : at + k].round().long().clamp(0, bag.num_embeddings - 1)
+            weights = x[:, at + k : at + 2 * k]
+            parts.append((bag(ids) * weights.unsqueeze(-1)).sum(dim=1))
+            at += 2 * k
+        codes = x[:, at:].round().long()
         embeddings = cast(Sequence[nn.Embedding], self.embeddings)  # a ModuleList's items are typed as any Module
         parts += [emb(codes[:, i].clamp(0, emb.num_embeddings - 1)) for i, emb in enumerate(embeddings)]
         return self.head(torch.cat(parts, dim=1))
 
 
-def tabular_width(n_features: int, cardinalities: Sequence[int]) -> tuple[int, int]:
+def tabular_width(n_features: int, cardinalities: Sequence[int], texts: Sequence[int] = ()) -> tuple[int, int]:
     """(numeric features, width after the embeddings) of an encoded row."""
     from core.schema import embedding_size
+    from core.schema.text import TEXT_DIM
 
-    n_numeric = n_features - len(cardinalities)
-    return n_numeric, n_numeric + sum(embedding_size(int(c)) for c in cardinalities)
+    n_numeric = n_features - len(cardinalities) - 2 * sum(int(k) for k in texts)
+    return n_numeric, n_numeric + TEXT_DIM * len(texts) + sum(embedding_size(int(c)) for c in cardinalities)
 
 
 def _cnn(cfg: ModelConfig, image_shape: Sequence[int], num_classes: int) -> list[nn.Module]:
@@ -157,21 +174,23 @@ def build_model(
     num_classes: int,
     image_shape: Sequence[int] | None = None,
     categories: Sequence[int] = (),
+    texts: Sequence[int] = (),
 ) -> nn.Module:
     """Build the configured model for samples of ``input_shape`` and ``num_classes`` outputs.
 
     ``categories``: a table's category features (their number of levels), the last ``len(categories)``
     features of a sample; linear and mlp learn an embedding for each (regression: ``num_classes`` 1).
+    ``texts``: a table's free-text columns (their n-gram slots), before the categories.
     """
     n_in = int(math.prod(input_shape))
-    if categories and cfg.kind in ("linear", "mlp"):
-        n_numeric, width = tabular_width(n_in, categories)
+    if (categories or texts) and cfg.kind in ("linear", "mlp"):
+        n_numeric, width = tabular_width(n_in, categories, texts)
         head: list[nn.Module] = (
             [nn.Linear(width, num_classes)]
             if cfg.kind == "linear"
             else _mlp(width, cfg.hidden, num_classes, cfg.activation, cfg.dropout)
         )
-        return TabularNet(n_numeric, categories, head)
+        return TabularNet(n_numeric, categories, head, texts)
     if cfg.kind == "linear":
         return nn.Sequential(nn.Flatten(), nn.Linear(n_in, num_classes))
     if cfg.kind == "mlp":
@@ -196,7 +215,7 @@ def build_model(
 def build_model_for(cfg: ModelConfig, info: DatasetInfo) -> nn.Module:
     """The configured model for a data set as loaded or described: its sample shape, outputs and a table's
     category features (their embeddings are parameters too). The one call a run and a count both make."""
-    return build_model(cfg, info.input_shape, info.num_classes, info.image_shape, info.categories)
+    return build_model(cfg, info.input_shape, info.num_classes, info.image_shape, info.categories, info.texts)
 
 
 def _build_custom(kind: str, input_shape: Sequence[int], num_classes: int) -> nn.Module:

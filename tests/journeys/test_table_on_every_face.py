@@ -1,7 +1,8 @@
 """Journeys: a table as users bring it, trained at defaults, then every face of its one model, agreeing.
 
 For each kind of table (tests/journey_tables.py: text, number and yes/no columns with empty cells; a long-tailed
-regression with far outliers and rows of zeros; a 10:1 class split; an all-number table) the test trains with
+regression with far outliers and rows of zeros; a 10:1 class split; an all-number table; free text and
+timestamps, each carrying half the class) the test trains with
 only ``data.source`` and ``data.target`` set, and checks that the run's figure (summary.json's result, the log's
 end line, the Runs table's row) is what ``traindesk evaluate`` measures of the default checkpoint; that every
 export predicts what the run predicts; and that ``traindesk serve`` answers raw rows (shuffled keys, empty
@@ -130,7 +131,22 @@ TABLES = {
     "gems": (jt.gems, 50000, "price", ("cut", "Flawless"), 0.03),
     "skewed": (jt.skewed, 6000, "churned", ("plan", "enterprise"), None),
     "numbers": (jt.numbers, 4000, "label", None, None),
+    "tickets": (jt.tickets, 3000, "urgent", None, None),
 }
+
+
+def accuracy_without(run_dir: Path, tmp_path: Path, blank: str | None) -> float:
+    """The run's accuracy on 400 new tickets with one column's cells blanked (None: as they are)."""
+    header, rows = jt.tickets(400, seed=1)
+    if blank is not None:
+        j = header.index(blank)
+        rows = [[("" if k == j else v) for k, v in enumerate(r)] for r in rows]
+    source = jt.write_csv(tmp_path / f"tickets-{blank}.csv", header, rows)
+    out = tmp_path / f"tickets-{blank}-predicted.csv"
+    assert cli.main(["predict", str(run_dir), str(source), "--out", str(out), "--workers", "1"]) == 0
+    with out.open() as fh:
+        got = [r["predicted"] for r in csv.DictReader(fh)]
+    return float(np.mean([g == r[-1] for g, r in zip(got, rows)]))
 
 
 @pytest.mark.slow
@@ -174,6 +190,14 @@ def test_a_table_trained_at_defaults_is_one_model_on_every_face(
     assert row.best_figure == pytest.approx(result[result["select_by"]], abs=1e-6)
     assert result_line(summary) and "checkpoints/best.pt" in result_line(summary)
 
+    if kind == "tickets":  # the words and the hour are both learned: each column blanked costs accuracy
+        log = (run_dir / "metrics.jsonl").read_text()
+        assert "column 'message' read as free text" in log and "column 'sent' read as dates" in log
+        full = accuracy_without(run_dir, tmp_path, None)
+        assert full >= 0.95, full
+        for column in ("message", "sent"):
+            assert accuracy_without(run_dir, tmp_path, column) <= full - 0.15, column
+
     # 50 raw rows as a client has them, the same rows as a CSV
     body_rows = raw_rows(header, rows[:50], target, unseen)
     new_csv = as_csv(tmp_path / "new.csv", header, body_rows, target)
@@ -208,7 +232,7 @@ def test_a_table_trained_at_defaults_is_one_model_on_every_face(
         assert set(described) == {h for h in header if h != target and h != "id"}
         assert not any(name.endswith("_missing") for name in described)
         for c in described.values():
-            assert c["kind"] in ("number", "category", "bool")
+            assert c["kind"] in ("number", "category", "bool", "datetime", "text")
             assert c["kind"] != "category" or c["levels"]
         example = spec["paths"]["/predict"]["post"]["requestBody"]["content"]["application/json"]["example"]
         assert example == spec["x-traindesk"]["example"]

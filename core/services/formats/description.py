@@ -92,6 +92,8 @@ def _table_description(info: dict[str, Any]) -> dict[str, Any]:
         out["schema"] = info["schema"]
     if info.get("categories"):
         out["categories"] = [int(c) for c in info["categories"]]
+    if info.get("texts"):
+        out["texts"] = [int(k) for k in info["texts"]]
     return out
 
 

@@ -106,6 +106,7 @@ def rebuild_module(meta: dict[str, Any], state: dict[str, Any], where: str) -> n
             max(1, len(meta["classes"])),
             tuple(image_shape) if image_shape else None,
             tuple(int(c) for c in meta.get("categories") or ()),
+            tuple(int(k) for k in meta.get("texts") or ()),
         )
     except (KeyError, TypeError, ConfigError) as exc:
         raise ModelFileError(f"{where}: its model description is unusable: {exc}") from None

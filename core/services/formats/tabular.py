@@ -8,7 +8,10 @@ named input per used column, each a 1-D tensor of the batch:
   schema's outlier fences where it has them;
 - bool: string ("true"/"false", "yes"/"no", "1"/"0", any case; anything else missing);
 - category: string; a value of ``missing_values`` is the missing level, a value
-  not seen in training the unseen level.
+  not seen in training the unseen level;
+- datetime and text: float32 (batch, width), the column's block as its pre-step gives it (the reference
+  is ``core.schema.encode_columns``; ``model.json`` names the pre-step, the width and the layout): ONNX
+  holds no date parsing, and n-gram hashing only through extra operator libraries.
 
 The lookups are ``ai.onnx.ml`` LabelEncoder nodes and the filling plain
 IsNaN/Where, so onnxruntime alone runs the file. Their output is the encoded
@@ -28,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from core.schema import FALSE_WORDS, RESERVED_LEVELS, TRUE_WORDS, UNSEEN_LEVEL, Schema
-from core.services.formats.table_graph import RAW_ROWS, raw_row_columns, raw_rows_from_encoded
+from core.services.formats.table_graph import (
+    RAW_ROWS,
+    block_input,
+    raw_positions,
+    raw_row_columns,
+    raw_rows_from_encoded,
+)
 
 ML_DOMAIN = "ai.onnx.ml"
 ML_OPSET = 2  # LabelEncoder with keys_strings / values_floats
@@ -72,12 +81,17 @@ def table_entry(graph: bool, raw_columns: bool, entry: dict[str, Any], desc: Map
     return entry
 
 
-def raw_inputs(schema: Schema) -> list[dict[str, str]]:
+def raw_inputs(schema: Schema) -> list[dict[str, Any]]:
     """What the raw-column ONNX graph takes: one entry per used column."""
-    return [
-        {"name": c.name, "kind": c.kind, "dtype": "float32" if c.kind == "number" else "string", "shape": "batch"}
-        for c in schema.used
-    ]
+    out: list[dict[str, Any]] = []
+    for c in schema.used:
+        if c.kind in ("datetime", "text"):
+            out.append({"name": c.name, "kind": c.kind, "dtype": "float32", "shape": ["batch", c.width]})
+            out[-1].update(block_input(c))
+        else:
+            dtype = "float32" if c.kind == "number" else "string"
+            out.append({"name": c.name, "kind": c.kind, "dtype": dtype, "shape": "batch"})
+    return out
 
 
 def columns_from_encoded(schema: Schema, x: np.ndarray, beyond_fences: bool = False) -> dict[str, np.ndarray]:
@@ -87,7 +101,11 @@ def columns_from_encoded(schema: Schema, x: np.ndarray, beyond_fences: bool = Fa
     rows = raw_rows_from_encoded(schema, x, beyond_fences)
     out: dict[str, np.ndarray] = {}
     missing_text = schema.missing_values[0] if schema.missing_values else ""
-    for j, c in enumerate(schema.used):
+    for c in schema.used:
+        j, width = raw_positions(schema)[c.name]
+        if c.kind in ("datetime", "text"):  # the pre-step's block: the text's cells cannot be recovered
+            out[c.name] = rows[:, j : j + width]
+            continue
         v = rows[:, j]
         if c.kind == "bool":
             text = np.where(np.isnan(v), missing_text, np.where(v > 0.5, "true", "false"))
@@ -138,6 +156,7 @@ def add_raw_columns(path: str, schema: Schema, encoded_input: str = "x") -> None
     nums: list[str] = []
     inds: list[str] = []
     cats: list[str] = []
+    blocks: dict[str, str] = {}
     axes = "traindesk_pre_axes"
     inits.append(helper.make_tensor(axes, TensorProto.INT64, [1], [1]))
 
@@ -146,6 +165,10 @@ def add_raw_columns(path: str, schema: Schema, encoded_input: str = "x") -> None
 
     for k, c in enumerate(schema.used):
         p = f"traindesk_pre_{k}"
+        if c.kind in ("datetime", "text"):  # the pre-step's block, as the encoded row holds it
+            new_inputs.append(helper.make_tensor_value_info(c.name, TensorProto.FLOAT, ["batch", c.width]))
+            blocks[c.name] = c.name
+            continue
         if c.kind == "category":
             new_inputs.append(helper.make_tensor_value_info(c.name, TensorProto.STRING, ["batch"]))
             keys = list(c.levels) + [m for m in schema.missing_values if m not in c.levels]
@@ -201,7 +224,7 @@ def add_raw_columns(path: str, schema: Schema, encoded_input: str = "x") -> None
             nodes.append(helper.make_node("Cast", [f"{p}_isnan"], [f"{p}_ind1"], to=TensorProto.FLOAT))
             unsq(f"{p}_ind1", f"{p}_ind")
             inds.append(f"{p}_ind")
-    parts = nums + inds + cats
+    parts = nums + inds + [blocks[c.name] for c in schema.blocks] + cats
     inner = "traindesk_encoded"  # the encoded rows, renamed: a column may be called like the old input
     nodes.append(helper.make_node("Concat", parts, [inner], axis=1))
     kept = [i for i in graph.input if i.name != encoded_input]

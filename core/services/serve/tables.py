@@ -162,6 +162,14 @@ class TableRows:
                     "type": ["boolean", "string", "null"],
                     "description": "true/false (also yes/no, 1/0); null when missing",
                 }
+            elif c.kind == "text":
+                prop = {"type": ["string", "null"], "description": "free text; null when missing"}
+            elif c.kind == "datetime":
+                form = {"iso": "YYYY-MM-DD[ HH:MM[:SS]]", "dmy": "DD/MM/YYYY[ HH:MM]", "mdy": "MM/DD/YYYY[ HH:MM]"}
+                prop = {
+                    "type": ["string", "null"],
+                    "description": f"a date as {form[c.order]}; null when missing, another text is taken as missing",
+                }
             else:
                 shown = ", ".join(c.levels[:30]) + (", ..." if len(c.levels) > 30 else "")
                 prop = {

@@ -211,6 +211,30 @@ def test_a_table_models_try_it_form_is_its_raw_columns(qtbot: QtBot) -> None:
     assert not view.label_form_title.isVisibleTo(view)
 
 
+def test_a_text_column_has_a_text_box_and_a_date_column_a_date_field(qtbot: QtBot) -> None:
+    from PySide6.QtWidgets import QLineEdit, QPlainTextEdit
+
+    columns = [
+        {"name": "message", "kind": "text", "example": "my parcel is late"},
+        {"name": "sent", "kind": "datetime", "example": "2024-03-05T14:30:00"},
+        {"name": "amount", "kind": "number", "example": 12.5},
+    ]
+    example = {"message": "my parcel is late", "sent": "2024-03-05T14:30:00", "amount": 12.5}
+    table = {"task": "classification", "target": "urgent", "columns": columns, "example": {"rows": [example]}}
+    view = ServeView()
+    qtbot.addWidget(view)
+    view.show_spec({**TABLE_SPEC, "x-traindesk": table})
+    widgets = dict(view.fields)
+    message, sent = widgets["message"], widgets["sent"]
+    assert isinstance(message, QPlainTextEdit) and message.toPlainText() == "my parcel is late"
+    assert isinstance(sent, QLineEdit) and sent.text() == "2024-03-05T14:30:00"
+    assert view.body() == {"rows": [example]} and _curl_body(view) == view.body()
+    message.setPlainText("Refund, please:\nit came broken")  # several lines, sent as they are
+    sent.setText("")  # empty: missing
+    assert view.body()["rows"][0] == {"message": "Refund, please:\nit came broken", "sent": None, "amount": 12.5}
+    assert _curl_body(view) == view.body()
+
+
 def test_the_answer_says_the_class_and_probabilities_or_the_value() -> None:
     from app.views.serve_form import answer_text
 
