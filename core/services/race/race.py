@@ -21,71 +21,25 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from core.config import Config, to_dict
 from core.host.machine import usable_cores
 from core.runfiles.layout import RunDir, list_runs
-from core.runfiles.records import log_record
-from core.runfiles.writing import atomic_write_json, read_summary, write_summary
+from core.runfiles.writing import read_summary
+from core.services.race.install import install_winner
 from core.services.race.lock import RaceLock, RaceRunning, running_race
 from core.services.race.plan import RacePlan, Variant, branch_step, sweep_worker_config, worker_checkpoint
+from core.services.race.record import RACE_FILE, Entry, RaceRecord
 
 if TYPE_CHECKING:  # the session and checkpoints import torch, which the window's start does without
     from core.session import Session
 
-RACE_FILE = "race.json"
 STOP_S = 60.0  # a variant asked to stop has this long to write its checkpoint
 
 Say = Callable[[str], None]
 OnVariant = Callable[["Entry", "Session"], None]  # a variant's session, before it starts (to listen to it)
-
-
-@dataclass
-class Entry:
-    """One variant in race.json."""
-
-    index: int
-    label: str
-    changes: dict[str, Any]
-    run: str = ""  # its run folder, relative to the race folder
-    figures: list[float | None] = field(default_factory=list)  # its figure at each rung reached
-    out: str = ""  # why it stopped racing ("rung 2: 0.912 < 0.931", "failed: ...")
-
-
-@dataclass
-class RaceRecord:
-    """race.json: what a race was, how far it got, who won."""
-
-    run: str
-    start_epoch: int
-    start_step: int
-    metric: str
-    rungs: list[int]
-    keep: int
-    variants: list[Entry]
-    state: str = "running"  # running | stopped | done
-    rung: int = 0  # the rung being raced (its index)
-    winner: int | None = None
-    as_fork: bool = False
-    from_worker: int | None = None  # a sweep's: the worker cloned
-    started: float = field(default_factory=time.time)
-
-    def alive(self) -> list[Entry]:
-        return [v for v in self.variants if not v.out]
-
-    def save(self, folder: Path) -> None:
-        atomic_write_json(folder / RACE_FILE, asdict(self))
-
-    @classmethod
-    def load(cls, folder: Path) -> RaceRecord:
-        import json
-
-        data = json.loads((folder / RACE_FILE).read_text(encoding="utf-8"))
-        data["variants"] = [Entry(**v) for v in data["variants"]]
-        return cls(**data)
 
 
 TIE_REL = 1e-9  # figures this close (relative) are equal: a float's last bits say nothing of a variant
@@ -258,7 +212,7 @@ class Race:
             raise RuntimeError("race: every variant failed: " + "; ".join(f"{v.label}: {v.out}" for v in rec.variants))
         rec.winner = self._best(alive)[0].index
         rec.state = "done"
-        self._finish(rec.as_fork)
+        self.winner_dir = install_winner(rec, self.folder, self.plan, self.keep_losers, self.say)
         rec.save(self.folder)
         return rec
 
@@ -375,29 +329,6 @@ class Race:
         kept = ", ".join(f"{v.label} {_num(v.figures[-1] if v.figures else None)}" for v in alive[:keep])
         self.say(f"rung {rung + 1}: going on: {kept}")
 
-    # ---- the winner --------------------------------------------------------------------------------------
-    def _finish(self, as_fork: bool) -> None:
-        rec = self.record
-        winner = rec.variants[rec.winner or 0]
-        run = RunDir(self.folder / winner.run)
-        n, step = len(rec.variants), self.plan.branch_step
-        marker = f"race: {n} variants from step {step:,}, won by {winner.label}"
-        for v in rec.alive():
-            if v.index != winner.index and not self.keep_losers and v.run:
-                shutil.rmtree(RunDir(self.folder / v.run).checkpoints, ignore_errors=True)
-        if as_fork:
-            target = _fork_home(run, Path(rec.run))
-            _restore_settings(RunDir(target), self.plan.config, winner.changes, self.plan.horizon)
-            summary = RunDir(target).read_summary() or {}
-            summary["races"] = [race_summary(rec, self.folder, marker)]
-            write_summary(target, summary)
-            self.say(f"{marker}; the winner is the fork {target}")
-            self.winner_dir = target
-            return
-        _install(RunDir(rec.run), run, self.plan, winner.changes, race_summary(rec, self.folder, marker))
-        self.say(f"{marker}; {Path(rec.run).name} goes on as {winner.label}")
-        self.winner_dir = Path(rec.run)
-
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
@@ -416,107 +347,6 @@ def _beaten(mine: float | None, kept: float | None, maximize: bool, kept_label: 
         if a != b:
             return f"{a} {sign} {b}"
     return f"{mine!r} {sign} {kept!r}"
-
-
-def _own_config(parent: Config, changes: dict[str, Any], reached: int, horizon: int) -> Config:
-    """The run's settings with the winner's changes, the epochs at least those reached, the race's schedule
-    horizon, its own threads and early stop (a variant's are the race's)."""
-    cfg = parent.with_changes(dict(changes))
-    epochs = max(parent.train.epochs, reached)
-    return cfg.with_changes({"train.epochs": epochs, "train.schedule_epochs": horizon if horizon != epochs else 0})
-
-
-def _restore_settings(run: RunDir, parent: Config, changes: dict[str, Any], horizon: int) -> Config:
-    """Rewrite ``run``'s checkpoints and config.toml with the run's own settings (and the winner's changes)."""
-    from core.training.checkpoint import load_checkpoint, save_checkpoint
-
-    ckpt = load_checkpoint(run.last)
-    reached = min(int(p["epoch"]) for p in ckpt["progress"]) - 1
-    cfg = _own_config(parent, changes, reached, horizon)
-    for path in (run.last, run.best):
-        if path.is_file():
-            data = load_checkpoint(path)
-            data["config"] = to_dict(cfg)
-            save_checkpoint(path, {k: v for k, v in data.items() if k not in ("format", "version")})
-    from core.runfiles.writing import atomic_write_text
-
-    atomic_write_text(run.config, cfg.to_toml())
-    summary = run.read_summary() or {}
-    summary["status"] = "finished" if reached >= cfg.train.epochs else "stopped"
-    # the variant counted to its rung's end; the run counts to its own target, which Continue trains up to
-    for counted, key in ((summary.get("progress"), "of"), (summary.get("shape"), "epochs")):
-        if isinstance(counted, dict) and counted.get("unit", "epochs") == "epochs":
-            counted[key] = cfg.train.epochs
-    write_summary(run.path, summary)
-    return cfg
-
-
-def _fork_home(run: RunDir, parent: Path) -> Path:
-    """Move the winner's run folder into the runs folder, beside the run it forked: ``<stamp>-<the run's
-    label>-race``."""
-    from core.runfiles.writing import run_label
-
-    name = f"{run.name[:15]}-{run_label(parent.name) or 'run'}-race"
-    target = parent.parent / name
-    n = 1
-    while target.exists():
-        target = parent.parent / f"{name}-{n}"
-        n += 1
-    shutil.move(str(run.path), str(target))
-    return target
-
-
-def _install(parent: RunDir, winner: RunDir, plan: RacePlan, changes: dict[str, Any], race: dict[str, Any]) -> None:
-    """The winner becomes the run: its checkpoint (best.pt when better), settings, records after the branch and
-    summary, with the race's marker; the race folder keeps the rest."""
-    _restore_settings(winner, plan.config, changes, plan.horizon)
-    shutil.copyfile(winner.last, parent.last.with_suffix(".race"))
-    parent.last.with_suffix(".race").replace(parent.last)
-    if winner.best.is_file() and _better_best(winner.best, parent.best):
-        shutil.copyfile(winner.best, parent.best.with_suffix(".race"))
-        parent.best.with_suffix(".race").replace(parent.best)
-    from core.runfiles.writing import atomic_write_text
-
-    atomic_write_text(parent.config, winner.config.read_text(encoding="utf-8"))
-    records = [r for r in winner.read_records() if r.get("kind") != "state" or r.get("worker") is not None]
-    import json
-
-    with parent.metrics.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(log_record(None, "info", race["marker"], topic="race"), separators=(",", ":")) + "\n")
-        fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
-    summary = winner.read_summary() or {}
-    before = parent.read_summary() or {}
-    summary.pop("parent", None)
-    summary["races"] = [*before.get("races", []), race]
-    write_summary(parent.path, summary)
-
-
-def race_summary(record: RaceRecord, folder: Path, marker: str) -> dict[str, Any]:
-    """A race as summary.json keeps it: its folder (from the raced run), marker, figure, rungs and each
-    variant's figures at the rungs it reached and why it stopped."""
-    return {
-        "folder": f"races/{folder.name}",
-        "marker": marker,
-        "metric": record.metric,
-        "rungs": list(record.rungs),
-        "winner": record.winner,
-        "variants": [
-            {"label": v.label, "changes": dict(v.changes), "figures": list(v.figures), "out": v.out}
-            for v in record.variants
-        ],
-    }
-
-
-def _better_best(candidate: Path, current: Path) -> bool:
-    if not current.is_file():
-        return True
-    from core.metric_names import MAXIMIZED
-    from core.training.checkpoint import load_checkpoint
-
-    a, b = load_checkpoint(candidate), load_checkpoint(current)
-    if a.get("monitor") != b.get("monitor") or "value" not in a or "value" not in b:
-        return True
-    return bool(a["value"] > b["value"] if a["monitor"] in MAXIMIZED else a["value"] < b["value"])
 
 
 def plan_of(folder: Path) -> RacePlan:
