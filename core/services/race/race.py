@@ -14,6 +14,7 @@ variant, while the others wait for them.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import shutil
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 from core.host.machine import usable_cores
 from core.runfiles.layout import RunDir, list_runs
 from core.runfiles.writing import read_summary
-from core.services.race.install import install_winner
+from core.services.race.install import RunTraining, install_winner
 from core.services.race.lock import RaceLock, RaceRunning, running_race
 from core.services.race.plan import RacePlan, Variant, branch_step, sweep_worker_config, worker_checkpoint
 from core.services.race.record import RACE_FILE, Entry, RaceRecord
@@ -95,8 +96,10 @@ class Race:
         self.slots = slots or max(1, usable_cores() // max(1, plan.workers))
         self.keep_losers = keep_losers
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the sessions training, and the race's pause as they start
         self._sessions: dict[int, Session] = {}
+        self._record_lock = threading.RLock()  # the record: changed by the race's threads, read by the window's
+        self._start_lock = threading.Lock()  # a sweep's start.pt, written once
         self._claim: RaceLock | None = None  # the run's race lock, from claim() until run() returns
         self.folder = Path(plan.run) / "races" / time.strftime("%Y%m%d-%H%M%S")
         self.winner_dir: Path | None = None  # where the winner went on: the run itself, or its fork
@@ -126,18 +129,35 @@ class Race:
         race.record.state = "running"
         return race
 
+    # ---- the record ----------------------------------------------------------------------------------
+    def changing(self) -> threading.RLock:
+        """Held while the record changes: :meth:`snapshot` waits for a change to end."""
+        return self._record_lock
+
+    def snapshot(self) -> RaceRecord:
+        """A copy of the record between two of its changes, for another thread (the window's) to read."""
+        with self._record_lock:
+            return copy.deepcopy(self.record)
+
+    def _save(self) -> None:
+        with self._record_lock:
+            self.record.save(self.folder)
+
     # ---- steering ------------------------------------------------------------------------------------
     def pause(self) -> None:
-        """Pause every variant training now; none starts until :meth:`resume`."""
-        self._running.clear()
-        for s in self.sessions():
-            s.pause()
+        """Pause every variant training now; none starts until :meth:`resume`. A variant whose session starts
+        meanwhile pauses once it has (:meth:`_train` looks under the same lock)."""
+        with self._lock:
+            self._running.clear()
+            for s in self._sessions.values():
+                s.pause()
 
     def resume(self) -> None:
-        self._running.set()
-        for s in self.sessions():
-            if s.state == "paused":
-                s.resume()
+        with self._lock:
+            self._running.set()
+            for s in self._sessions.values():
+                if s.state == "paused":
+                    s.resume()
 
     @property
     def paused(self) -> bool:
@@ -189,31 +209,44 @@ class Race:
         for note in self.plan.notes:
             self.say(note)
         self.folder.mkdir(parents=True, exist_ok=True)
-        rec.save(self.folder)
+        self._save()
         while rec.rung < len(rec.rungs):
             self._race_rung(rec.rung)
             if self.stopped:
-                rec.state = "stopped"
-                rec.save(self.folder)
+                with self._record_lock:
+                    rec.state = "stopped"
+                    rec.save(self.folder)
                 self.say(
                     f"race stopped at rung {rec.rung + 1}; Resume race in the window or "
                     f"traindesk race {rec.run} --resume goes on"
                 )
                 return rec
-            self._halve(rec.rung)
-            rec.rung += 1
-            rec.save(self.folder)
+            with self._record_lock:
+                self._halve(rec.rung)
+                rec.rung += 1
+                rec.save(self.folder)
             if not rec.alive():
                 break
         alive = rec.alive()
         if not alive:
+            with self._record_lock:
+                rec.state = "done"
+                rec.save(self.folder)
+            raise RuntimeError("race: every variant failed: " + "; ".join(f"{v.label}: {v.out}" for v in rec.variants))
+        if rec.winner is None:  # kept before the install begins: a resumed race installs the one it chose
+            with self._record_lock:
+                rec.winner = self._best(alive)[0].index
+                rec.save(self.folder)
+        try:
+            self.winner_dir = install_winner(rec, self.folder, self.plan, self.keep_losers, self.say, self._save)
+        except RunTraining:
+            with self._record_lock:
+                rec.state = "stopped"  # Resume race installs the winner once the run has stopped
+                rec.save(self.folder)
+            raise
+        with self._record_lock:
             rec.state = "done"
             rec.save(self.folder)
-            raise RuntimeError("race: every variant failed: " + "; ".join(f"{v.label}: {v.out}" for v in rec.variants))
-        rec.winner = self._best(alive)[0].index
-        rec.state = "done"
-        self.winner_dir = install_winner(rec, self.folder, self.plan, self.keep_losers, self.say)
-        rec.save(self.folder)
         return rec
 
     def _target(self, rung: int) -> int:
@@ -244,21 +277,28 @@ class Race:
         reason = ""
         try:
             session.start()
+            with self._lock:
+                if self.paused:  # Pause came while the session was built or started: it did not reach it
+                    session.pause()
             status = session.wait()
         except Exception as exc:  # a bad start (data, memory): this variant is out, the race goes on
             status, reason = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             with self._lock:
                 self._sessions.pop(entry.index, None)
-        if session.run_dir is not None and not entry.run:
-            entry.run = str(Path(session.run_dir).relative_to(self.folder))
-        if status == "finished":
-            entry.figures.append(self._figure(Path(session.run_dir or "")))
-        elif status == "failed":
-            entry.out = f"failed: {session.error or reason or 'its run failed'}"
-            self.say(f"{entry.label}: out ({entry.out})")
-        with self._lock:
+        figure = self._figure(Path(session.run_dir or "")) if status == "finished" else None
+        with self._record_lock:
+            if session.run_dir is not None and not entry.run:
+                entry.run = str(Path(session.run_dir).relative_to(self.folder))
+            if status == "finished":
+                entry.figures.append(figure)
+            elif status == "failed":
+                entry.out = f"failed: {session.error or reason or 'its run failed'}"
+            elif status == "stopped" and not self.stopped:  # `traindesk stop` on its folder: its rung unfinished
+                entry.out = f"rung {self.record.rung + 1}: stopped outside the race"
             self.record.save(self.folder)
+        if entry.out:
+            self.say(f"{entry.label}: out ({entry.out})")
 
     def _session(self, entry: Entry, target: int) -> Session:
         from core.session import Session
@@ -300,7 +340,7 @@ class Race:
         from core.training.checkpoint import load_checkpoint, save_checkpoint
 
         path = self.folder / "start.pt"
-        with self._lock:
+        with self._start_lock:
             if not path.is_file():
                 ckpt = load_checkpoint(RunDir(plan.run).last)
                 save_checkpoint(path, worker_checkpoint(ckpt, plan.config, plan.from_worker))

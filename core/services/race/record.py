@@ -41,6 +41,9 @@ class RaceRecord:
     as_fork: bool = False
     from_worker: int | None = None  # a sweep's: the worker cloned
     started: float = field(default_factory=time.time)
+    # the winner's install so far (core.services.race.install): its marker, a fork's folder, the run's records'
+    # length before them and whether they went in; a race resumed after a crash part-way finishes it once
+    install: dict[str, Any] = field(default_factory=dict)
 
     def alive(self) -> list[Entry]:
         return [v for v in self.variants if not v.out]
