@@ -4,7 +4,7 @@ each rung and the best goes on as the run, or as a fork (``core.services.race``)
 The Race dialog (app.flows.race_dialog) gives a ``RacePlan``; the parent's records are read off the GUI thread
 and drawn, then ``Race.run`` (it blocks) runs on a ``BackgroundCalls`` thread. The race's threads never touch
 Qt: each variant's session hands its records to a deque, ``say`` its lines to another, and a GUI-thread QTimer
-drains both every ``POLL_MS`` and compares the race's record with what it showed: a variant that is out turns
+drains both every ``POLL_MS`` and compares a copy of the race's record (``Race.snapshot``) with what it showed: a variant that is out turns
 grey with its reason, the leader is drawn bold, the status bar says the rung. Pause and Resume go to the race
 at once (they do not block); Stop waits for each variant's checkpoint, so it runs on a thread too.
 """
@@ -307,7 +307,7 @@ class RaceFlow(QObject):
             f"{race.slots} at a time: " + ", ".join(v.label for v in plan.variants),
             who="race",
         )
-        self._show(race)
+        self._show(race, race.snapshot())
         self.timer.start()
         w.calls.call(lambda: race.run(as_fork), self._on_done, self._on_failed, name="race")
         w.runs_view.refresh()
@@ -367,11 +367,12 @@ class RaceFlow(QObject):
         race, curves, w = self.race, self.curves, self.window
         if race is None or curves is None:
             return
+        record = race.snapshot()  # the race's threads change the record meanwhile
         batch: list[dict[str, Any]] = []
         while self._inbox:
             index, records = self._inbox.popleft()
             batch += curves.variant(index, records)
-            self._log(race.record.variants[index], records)
+            self._log(record.variants[index], records)
         if batch:
             w.plots.add_records(batch)
         while self._said:  # the log names who speaks: "race: " once
@@ -380,7 +381,7 @@ class RaceFlow(QObject):
         if pids:  # the window keeps a core whenever it needs one, as with a run of its own
             lower_priority(pids)
             self._reniced.update(pids)
-        self._show(race)
+        self._show(race, record)
 
     def _log(self, entry: Entry, records: list[dict[str, Any]]) -> None:
         for rec in records:
@@ -388,8 +389,9 @@ class RaceFlow(QObject):
             if rec.get("kind") == LOG and level in ("warning", "error", "critical"):
                 self.window.log_pane.add_message(level, f"{entry.label}: {rec.get('message', '')}", who="race")
 
-    def _show(self, race: Race) -> None:
-        w, record, plan = self.window, race.record, race.plan
+    def _show(self, race: Race, record: RaceRecord) -> None:
+        """``record``: the race's, as :meth:`Race.snapshot` copied it."""
+        w, plan = self.window, race.plan
         now = snapshot(record)
         if now != self._shown:
             self._shown = now

@@ -14,6 +14,7 @@ variant, while the others wait for them.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import shutil
@@ -21,71 +22,25 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from core.config import Config, to_dict
 from core.host.machine import usable_cores
 from core.runfiles.layout import RunDir, list_runs
-from core.runfiles.records import log_record
-from core.runfiles.writing import atomic_write_json, read_summary, write_summary
+from core.runfiles.writing import read_summary
+from core.services.race.install import RunTraining, install_winner
 from core.services.race.lock import RaceLock, RaceRunning, running_race
 from core.services.race.plan import RacePlan, Variant, branch_step, sweep_worker_config, worker_checkpoint
+from core.services.race.record import RACE_FILE, Entry, RaceRecord
 
 if TYPE_CHECKING:  # the session and checkpoints import torch, which the window's start does without
     from core.session import Session
 
-RACE_FILE = "race.json"
 STOP_S = 60.0  # a variant asked to stop has this long to write its checkpoint
 
 Say = Callable[[str], None]
 OnVariant = Callable[["Entry", "Session"], None]  # a variant's session, before it starts (to listen to it)
-
-
-@dataclass
-class Entry:
-    """One variant in race.json."""
-
-    index: int
-    label: str
-    changes: dict[str, Any]
-    run: str = ""  # its run folder, relative to the race folder
-    figures: list[float | None] = field(default_factory=list)  # its figure at each rung reached
-    out: str = ""  # why it stopped racing ("rung 2: 0.912 < 0.931", "failed: ...")
-
-
-@dataclass
-class RaceRecord:
-    """race.json: what a race was, how far it got, who won."""
-
-    run: str
-    start_epoch: int
-    start_step: int
-    metric: str
-    rungs: list[int]
-    keep: int
-    variants: list[Entry]
-    state: str = "running"  # running | stopped | done
-    rung: int = 0  # the rung being raced (its index)
-    winner: int | None = None
-    as_fork: bool = False
-    from_worker: int | None = None  # a sweep's: the worker cloned
-    started: float = field(default_factory=time.time)
-
-    def alive(self) -> list[Entry]:
-        return [v for v in self.variants if not v.out]
-
-    def save(self, folder: Path) -> None:
-        atomic_write_json(folder / RACE_FILE, asdict(self))
-
-    @classmethod
-    def load(cls, folder: Path) -> RaceRecord:
-        import json
-
-        data = json.loads((folder / RACE_FILE).read_text(encoding="utf-8"))
-        data["variants"] = [Entry(**v) for v in data["variants"]]
-        return cls(**data)
 
 
 TIE_REL = 1e-9  # figures this close (relative) are equal: a float's last bits say nothing of a variant
@@ -141,8 +96,10 @@ class Race:
         self.slots = slots or max(1, usable_cores() // max(1, plan.workers))
         self.keep_losers = keep_losers
         self._stop = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the sessions training, and the race's pause as they start
         self._sessions: dict[int, Session] = {}
+        self._record_lock = threading.RLock()  # the record: changed by the race's threads, read by the window's
+        self._start_lock = threading.Lock()  # a sweep's start.pt, written once
         self._claim: RaceLock | None = None  # the run's race lock, from claim() until run() returns
         self.folder = Path(plan.run) / "races" / time.strftime("%Y%m%d-%H%M%S")
         self.winner_dir: Path | None = None  # where the winner went on: the run itself, or its fork
@@ -172,18 +129,35 @@ class Race:
         race.record.state = "running"
         return race
 
+    # ---- the record ----------------------------------------------------------------------------------
+    def changing(self) -> threading.RLock:
+        """Held while the record changes: :meth:`snapshot` waits for a change to end."""
+        return self._record_lock
+
+    def snapshot(self) -> RaceRecord:
+        """A copy of the record between two of its changes, for another thread (the window's) to read."""
+        with self._record_lock:
+            return copy.deepcopy(self.record)
+
+    def _save(self) -> None:
+        with self._record_lock:
+            self.record.save(self.folder)
+
     # ---- steering ------------------------------------------------------------------------------------
     def pause(self) -> None:
-        """Pause every variant training now; none starts until :meth:`resume`."""
-        self._running.clear()
-        for s in self.sessions():
-            s.pause()
+        """Pause every variant training now; none starts until :meth:`resume`. A variant whose session starts
+        meanwhile pauses once it has (:meth:`_train` looks under the same lock)."""
+        with self._lock:
+            self._running.clear()
+            for s in self._sessions.values():
+                s.pause()
 
     def resume(self) -> None:
-        self._running.set()
-        for s in self.sessions():
-            if s.state == "paused":
-                s.resume()
+        with self._lock:
+            self._running.set()
+            for s in self._sessions.values():
+                if s.state == "paused":
+                    s.resume()
 
     @property
     def paused(self) -> bool:
@@ -235,31 +209,44 @@ class Race:
         for note in self.plan.notes:
             self.say(note)
         self.folder.mkdir(parents=True, exist_ok=True)
-        rec.save(self.folder)
+        self._save()
         while rec.rung < len(rec.rungs):
             self._race_rung(rec.rung)
             if self.stopped:
-                rec.state = "stopped"
-                rec.save(self.folder)
+                with self._record_lock:
+                    rec.state = "stopped"
+                    rec.save(self.folder)
                 self.say(
                     f"race stopped at rung {rec.rung + 1}; Resume race in the window or "
                     f"traindesk race {rec.run} --resume goes on"
                 )
                 return rec
-            self._halve(rec.rung)
-            rec.rung += 1
-            rec.save(self.folder)
+            with self._record_lock:
+                self._halve(rec.rung)
+                rec.rung += 1
+                rec.save(self.folder)
             if not rec.alive():
                 break
         alive = rec.alive()
         if not alive:
+            with self._record_lock:
+                rec.state = "done"
+                rec.save(self.folder)
+            raise RuntimeError("race: every variant failed: " + "; ".join(f"{v.label}: {v.out}" for v in rec.variants))
+        if rec.winner is None:  # kept before the install begins: a resumed race installs the one it chose
+            with self._record_lock:
+                rec.winner = self._best(alive)[0].index
+                rec.save(self.folder)
+        try:
+            self.winner_dir = install_winner(rec, self.folder, self.plan, self.keep_losers, self.say, self._save)
+        except RunTraining:
+            with self._record_lock:
+                rec.state = "stopped"  # Resume race installs the winner once the run has stopped
+                rec.save(self.folder)
+            raise
+        with self._record_lock:
             rec.state = "done"
             rec.save(self.folder)
-            raise RuntimeError("race: every variant failed: " + "; ".join(f"{v.label}: {v.out}" for v in rec.variants))
-        rec.winner = self._best(alive)[0].index
-        rec.state = "done"
-        self._finish(rec.as_fork)
-        rec.save(self.folder)
         return rec
 
     def _target(self, rung: int) -> int:
@@ -290,21 +277,28 @@ class Race:
         reason = ""
         try:
             session.start()
+            with self._lock:
+                if self.paused:  # Pause came while the session was built or started: it did not reach it
+                    session.pause()
             status = session.wait()
         except Exception as exc:  # a bad start (data, memory): this variant is out, the race goes on
             status, reason = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             with self._lock:
                 self._sessions.pop(entry.index, None)
-        if session.run_dir is not None and not entry.run:
-            entry.run = str(Path(session.run_dir).relative_to(self.folder))
-        if status == "finished":
-            entry.figures.append(self._figure(Path(session.run_dir or "")))
-        elif status == "failed":
-            entry.out = f"failed: {session.error or reason or 'its run failed'}"
-            self.say(f"{entry.label}: out ({entry.out})")
-        with self._lock:
+        figure = self._figure(Path(session.run_dir or "")) if status == "finished" else None
+        with self._record_lock:
+            if session.run_dir is not None and not entry.run:
+                entry.run = str(Path(session.run_dir).relative_to(self.folder))
+            if status == "finished":
+                entry.figures.append(figure)
+            elif status == "failed":
+                entry.out = f"failed: {session.error or reason or 'its run failed'}"
+            elif status == "stopped" and not self.stopped:  # `traindesk stop` on its folder: its rung unfinished
+                entry.out = f"rung {self.record.rung + 1}: stopped outside the race"
             self.record.save(self.folder)
+        if entry.out:
+            self.say(f"{entry.label}: out ({entry.out})")
 
     def _session(self, entry: Entry, target: int) -> Session:
         from core.session import Session
@@ -346,7 +340,7 @@ class Race:
         from core.training.checkpoint import load_checkpoint, save_checkpoint
 
         path = self.folder / "start.pt"
-        with self._lock:
+        with self._start_lock:
             if not path.is_file():
                 ckpt = load_checkpoint(RunDir(plan.run).last)
                 save_checkpoint(path, worker_checkpoint(ckpt, plan.config, plan.from_worker))
@@ -375,29 +369,6 @@ class Race:
         kept = ", ".join(f"{v.label} {_num(v.figures[-1] if v.figures else None)}" for v in alive[:keep])
         self.say(f"rung {rung + 1}: going on: {kept}")
 
-    # ---- the winner --------------------------------------------------------------------------------------
-    def _finish(self, as_fork: bool) -> None:
-        rec = self.record
-        winner = rec.variants[rec.winner or 0]
-        run = RunDir(self.folder / winner.run)
-        n, step = len(rec.variants), self.plan.branch_step
-        marker = f"race: {n} variants from step {step:,}, won by {winner.label}"
-        for v in rec.alive():
-            if v.index != winner.index and not self.keep_losers and v.run:
-                shutil.rmtree(RunDir(self.folder / v.run).checkpoints, ignore_errors=True)
-        if as_fork:
-            target = _fork_home(run, Path(rec.run))
-            _restore_settings(RunDir(target), self.plan.config, winner.changes, self.plan.horizon)
-            summary = RunDir(target).read_summary() or {}
-            summary["races"] = [race_summary(rec, self.folder, marker)]
-            write_summary(target, summary)
-            self.say(f"{marker}; the winner is the fork {target}")
-            self.winner_dir = target
-            return
-        _install(RunDir(rec.run), run, self.plan, winner.changes, race_summary(rec, self.folder, marker))
-        self.say(f"{marker}; {Path(rec.run).name} goes on as {winner.label}")
-        self.winner_dir = Path(rec.run)
-
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
@@ -416,107 +387,6 @@ def _beaten(mine: float | None, kept: float | None, maximize: bool, kept_label: 
         if a != b:
             return f"{a} {sign} {b}"
     return f"{mine!r} {sign} {kept!r}"
-
-
-def _own_config(parent: Config, changes: dict[str, Any], reached: int, horizon: int) -> Config:
-    """The run's settings with the winner's changes, the epochs at least those reached, the race's schedule
-    horizon, its own threads and early stop (a variant's are the race's)."""
-    cfg = parent.with_changes(dict(changes))
-    epochs = max(parent.train.epochs, reached)
-    return cfg.with_changes({"train.epochs": epochs, "train.schedule_epochs": horizon if horizon != epochs else 0})
-
-
-def _restore_settings(run: RunDir, parent: Config, changes: dict[str, Any], horizon: int) -> Config:
-    """Rewrite ``run``'s checkpoints and config.toml with the run's own settings (and the winner's changes)."""
-    from core.training.checkpoint import load_checkpoint, save_checkpoint
-
-    ckpt = load_checkpoint(run.last)
-    reached = min(int(p["epoch"]) for p in ckpt["progress"]) - 1
-    cfg = _own_config(parent, changes, reached, horizon)
-    for path in (run.last, run.best):
-        if path.is_file():
-            data = load_checkpoint(path)
-            data["config"] = to_dict(cfg)
-            save_checkpoint(path, {k: v for k, v in data.items() if k not in ("format", "version")})
-    from core.runfiles.writing import atomic_write_text
-
-    atomic_write_text(run.config, cfg.to_toml())
-    summary = run.read_summary() or {}
-    summary["status"] = "finished" if reached >= cfg.train.epochs else "stopped"
-    # the variant counted to its rung's end; the run counts to its own target, which Continue trains up to
-    for counted, key in ((summary.get("progress"), "of"), (summary.get("shape"), "epochs")):
-        if isinstance(counted, dict) and counted.get("unit", "epochs") == "epochs":
-            counted[key] = cfg.train.epochs
-    write_summary(run.path, summary)
-    return cfg
-
-
-def _fork_home(run: RunDir, parent: Path) -> Path:
-    """Move the winner's run folder into the runs folder, beside the run it forked: ``<stamp>-<the run's
-    label>-race``."""
-    from core.runfiles.writing import run_label
-
-    name = f"{run.name[:15]}-{run_label(parent.name) or 'run'}-race"
-    target = parent.parent / name
-    n = 1
-    while target.exists():
-        target = parent.parent / f"{name}-{n}"
-        n += 1
-    shutil.move(str(run.path), str(target))
-    return target
-
-
-def _install(parent: RunDir, winner: RunDir, plan: RacePlan, changes: dict[str, Any], race: dict[str, Any]) -> None:
-    """The winner becomes the run: its checkpoint (best.pt when better), settings, records after the branch and
-    summary, with the race's marker; the race folder keeps the rest."""
-    _restore_settings(winner, plan.config, changes, plan.horizon)
-    shutil.copyfile(winner.last, parent.last.with_suffix(".race"))
-    parent.last.with_suffix(".race").replace(parent.last)
-    if winner.best.is_file() and _better_best(winner.best, parent.best):
-        shutil.copyfile(winner.best, parent.best.with_suffix(".race"))
-        parent.best.with_suffix(".race").replace(parent.best)
-    from core.runfiles.writing import atomic_write_text
-
-    atomic_write_text(parent.config, winner.config.read_text(encoding="utf-8"))
-    records = [r for r in winner.read_records() if r.get("kind") != "state" or r.get("worker") is not None]
-    import json
-
-    with parent.metrics.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(log_record(None, "info", race["marker"], topic="race"), separators=(",", ":")) + "\n")
-        fh.writelines(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
-    summary = winner.read_summary() or {}
-    before = parent.read_summary() or {}
-    summary.pop("parent", None)
-    summary["races"] = [*before.get("races", []), race]
-    write_summary(parent.path, summary)
-
-
-def race_summary(record: RaceRecord, folder: Path, marker: str) -> dict[str, Any]:
-    """A race as summary.json keeps it: its folder (from the raced run), marker, figure, rungs and each
-    variant's figures at the rungs it reached and why it stopped."""
-    return {
-        "folder": f"races/{folder.name}",
-        "marker": marker,
-        "metric": record.metric,
-        "rungs": list(record.rungs),
-        "winner": record.winner,
-        "variants": [
-            {"label": v.label, "changes": dict(v.changes), "figures": list(v.figures), "out": v.out}
-            for v in record.variants
-        ],
-    }
-
-
-def _better_best(candidate: Path, current: Path) -> bool:
-    if not current.is_file():
-        return True
-    from core.metric_names import MAXIMIZED
-    from core.training.checkpoint import load_checkpoint
-
-    a, b = load_checkpoint(candidate), load_checkpoint(current)
-    if a.get("monitor") != b.get("monitor") or "value" not in a or "value" not in b:
-        return True
-    return bool(a["value"] > b["value"] if a["monitor"] in MAXIMIZED else a["value"] < b["value"])
 
 
 def plan_of(folder: Path) -> RacePlan:
