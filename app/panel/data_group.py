@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 from app.panel.fields import Bindings, form_of
 from app.views.image_answer import to_pixmap
 from core.config import FIELDS, Config
-from core.services.data import BUILTIN_DATASETS, propose_target
+from core.services.data import BUILTIN_DATASETS, column_detail, propose_target
 
 THUMB = 32  # preview thumbnail size in pixels
 THUMBS_PER_ROW = 8  # what the panel's width holds
@@ -382,8 +382,12 @@ class DataGroup(QGroupBox):
             more = f", … ({len(levels) - LEVELS_IN_TIP} more)" if len(levels) > LEVELS_IN_TIP else ""
             tip = f"{len(levels)} levels: {', '.join(levels[:LEVELS_IN_TIP])}{more}"
         elif kind in ("datetime", "text"):
-            detail = str(col.get("detail", ""))
-            tip = detail + (f"; {col['reason']}" if col.get("reason") else "")
+            tip = column_detail(col)
+            detail = tip.partition(
+                ":"
+            )[
+                0
+            ]  # "free text", "dates, year first": the rest in its tooltip + (f"; {col['reason']}" if col.get("reason") else "")
         else:
             detail = tip = str(col.get("reason", "")) if kind == "ignore" else ""
         item = QTableWidgetItem(detail)

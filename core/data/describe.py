@@ -53,11 +53,9 @@ def _column_json(name: str, inf: Inferred, values: Column) -> dict[str, Any]:
     if inf.kind == "category":
         out["levels"] = sorted(distinct_texts(values))
     if inf.kind == "datetime":
-        form = {"iso": "year first", "dmy": "day first", "mdy": "month first"}[inf.order]
-        out["detail"] = f"dates, {form}: year, month, weekday, hour, minute, days since the first"
         out["order"] = inf.order
     if inf.kind == "text":
-        out["detail"] = f"free text, {inf.levels} distinct: word and character n-grams"
+        out["distinct"] = inf.levels
     return out
 
 

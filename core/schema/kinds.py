@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -148,6 +149,23 @@ def infer_kinds(table: RawTable, target: str, overrides: Mapping[str, str] | Non
     }
 
 
+DATE_FORMS = {"iso": "year first", "dmy": "day first", "mdy": "month first"}
+
+
+def column_detail(col: Mapping[str, Any]) -> str:
+    """What a date or free-text column becomes, in a few words (a column's JSON, listed or fitted)."""
+    if col.get("kind") == "datetime":
+        form = DATE_FORMS.get(str(col.get("order") or "iso"), "year first")
+        return f"dates, {form}: year, month, weekday, hour, minute, days since the first"
+    if col.get("kind") == "text":
+        slots = col.get("slots") or {}
+        if slots:
+            return f"free text: {slots.get('words', 0)} word and {slots.get('chars', 0)} character n-grams a row"
+        distinct = f", {col['distinct']} distinct" if col.get("distinct") else ""
+        return f"free text{distinct}: word and character n-grams"
+    return ""
+
+
 def describe_kinds(kinds: Mapping[str, Inferred]) -> Iterable[str]:
     """Lines for the log: each column ignored by inference and why, and each one learned from as dates or free
     text."""
@@ -155,7 +173,7 @@ def describe_kinds(kinds: Mapping[str, Inferred]) -> Iterable[str]:
         if inf.kind == "ignore" and inf.reason != "set in data.columns":
             yield f"column {name!r} ignored: {inf.reason}"
         elif inf.kind == "datetime":
-            form = {"iso": "year first", "dmy": "day first", "mdy": "month first"}[inf.order]
+            form = DATE_FORMS[inf.order]
             yield (
                 f"column {name!r} read as dates ({form}): year, month, weekday, hour, minute and days since the "
                 "first" + (f"; {inf.reason}" if inf.reason else "")

@@ -8,13 +8,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.config import BUILTIN_DATASETS
-from core.schema import propose_target
+from core.schema import column_detail, propose_target
 
 if TYPE_CHECKING:
     from core.data import DatasetInfo
 
 __all__ = [
     "BUILTIN_DATASETS",
+    "column_detail",
     "describe_columns",
     "describe_source",
     "propose_target",

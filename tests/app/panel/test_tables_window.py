@@ -357,3 +357,30 @@ def test_a_table_whose_description_fails_still_lists_its_columns_to_fix_it(
     qtbot.waitUntil(lambda: panel.label_target_task.text() == "classification: 2 classes", timeout=20_000)
     assert "⚠" not in panel.label_dataset_summary.text() and dict(panel.config().data.columns) == {"notes": "ignore"}
     _wait_idle(qtbot, panel)
+
+
+def test_free_text_and_dates_are_listed_with_what_they_become(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    import os
+
+    from tests import journey_tables as jt
+
+    header, rows = jt.tickets(120, seed=2)
+    source = jt.write_csv(tmp_path / "tickets.csv", header, rows)
+    window = make_window()
+    window.resize(1280, 800)
+    panel = window.panel
+    panel.set_config(Config().replace("data", source=f"csv:{source}", target="urgent"))
+    qtbot.waitUntil(lambda: panel.label_target_task.text().startswith("classification"), timeout=30_000)
+    _wait_idle(qtbot, panel)
+    t = panel.table_columns
+    listed = {t.item(r, 0).text(): r for r in range(t.rowCount())}
+    kinds = {name: t.cellWidget(r, 1).currentText() for name, r in listed.items()}
+    assert kinds == {"amount": "number", "message": "text", "sent": "datetime"}
+    assert t.item(listed["message"], 3).text() == "free text"
+    assert "character n-grams" in t.item(listed["message"], 3).toolTip()
+    assert t.item(listed["sent"], 3).text() == "dates, year first"
+    combo = t.cellWidget(listed["sent"], 1)
+    assert "datetime:dmy" in [combo.itemText(i) for i in range(combo.count())]
+    assert "datetime:dmy" not in [t.cellWidget(listed["amount"], 1).itemText(i) for i in range(combo.count() - 2)]
+    if os.environ.get("TRAINDESK_SHOT"):
+        window.grab().save(os.environ["TRAINDESK_SHOT"])
