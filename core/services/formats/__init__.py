@@ -17,6 +17,7 @@ from typing import Any
 
 from core.errors import ModelFileError, UserError
 from core.services.formats.base import ModelFormat
+from core.services.formats.compact import ONNX_INT8
 from core.services.formats.description import SIDECAR, read_sidecar, sidecar_entry
 from core.services.formats.onnx import ONNX
 from core.services.formats.predictor import Predictor
@@ -25,7 +26,9 @@ from core.services.formats.safetensors import SAFETENSORS
 from core.services.formats.state_dict import STATE_DICT
 from core.services.formats.torch_export import TORCH_EXPORT
 
-EXPORT_FORMATS: dict[str, ModelFormat] = {f.name: f for f in (SAFETENSORS, STATE_DICT, TORCH_EXPORT, ONNX)}
+EXPORT_FORMATS: dict[str, ModelFormat] = {
+    f.name: f for f in (SAFETENSORS, STATE_DICT, TORCH_EXPORT, ONNX, ONNX_INT8)
+}
 OUTPUTS = ("probabilities", "logits")  # what an exported graph returns
 # the files that run on their own, in the order a model.json's files are preferred
 RUNNABLE: tuple[ModelFormat, ...] = (SAFETENSORS, TORCH_EXPORT, ONNX, STATE_DICT)
@@ -127,6 +130,7 @@ __all__ = [
     "EXPORT_FORMATS",
     "ModelFormat",
     "ONNX",
+    "ONNX_INT8",
     "OUTPUTS",
     "Predictor",
     "RUNNABLE_SUFFIXES",

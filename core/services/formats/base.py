@@ -29,11 +29,14 @@ class ModelFormat:
 
     name: str = ""  # the export's --format value (and the "format" of its model.json entry)
     suffix: str = ""  # the file's suffix
+    stem: str = "model"  # the exported file's name before its suffix
     label: str = ""  # the window's words for it
     graph: bool = False  # a program with the standardisation inside: raw features in
     runtime: str = "torch"  # what runs it: "torch" or "onnx"
     takes_raw_columns: bool = False  # a table's model takes the raw columns, its lookups inside the file
     reloads_as: str | None = None  # what ``reload`` returns: fixed, or None for the export's --output
+    lossy: bool = False  # answers close to the trained model's, not equal: its cost is checked, not a tolerance
+    calibrates: bool = False  # written from a sample of the training split (``write``'s rows), not validation rows
 
     @property
     def needs_torch(self) -> bool:
