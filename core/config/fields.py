@@ -283,6 +283,13 @@ def check_strings(f: Field, value: Any) -> tuple[str, ...]:
     return tuple(v.strip() for v in value)
 
 
+def check_text_encoder(f: Field, value: Any) -> str:
+    """A sentence encoder's hub name or folder, or "" (n-grams); whether it loads is checked when the data is."""
+    if not isinstance(value, str):
+        raise fail(f.key, "a sentence-transformers hub name or folder, or empty", value)
+    return value.strip()
+
+
 def check_model_kind(f: Field, value: Any) -> str:
     value = check_str(f, value)
     if value.startswith("custom:"):

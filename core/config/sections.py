@@ -30,6 +30,7 @@ from core.config.fields import (
     check_source,
     check_str,
     check_strings,
+    check_text_encoder,
     check_tracking_uri,
     check_weights,
     key,
@@ -180,6 +181,17 @@ class ModelConfig(Section):
         "1/n as scikit-learn's `LogisticRegression(C=1)`, or `optim.weight_decay` when set; `optim.*` and "
         "`train.batch_size` do not apply; under `single` and `hogwild`, see "
         "[pretrained backbones](training.md#pretrained-backbones)) or `optimizer` (trained by `optim.*` in batches)",
+    )
+    # tables: a pretrained sentence encoder embeds every free-text column instead of hashed n-grams
+    text_encoder: str = key(
+        "",
+        check_text_encoder,
+        "str",
+        help="A sentence-transformers model (hub name or folder) that embeds text columns; empty: n-grams",
+        doc="tables: a [sentence-transformers](https://sbert.net) model, by hub name (huggingface_hub's cache; "
+        "`HF_HOME`, `HF_HUB_OFFLINE`) or the folder it was saved to, whose frozen embedding of each text column "
+        "the model learns from (each distinct text encoded once and cached, see [data](data.md)); empty: hashed "
+        "word and character n-grams",
     )
 
 

@@ -29,15 +29,27 @@ from core.schema import Schema
 from core.schema.encode import encode_into
 
 
-def fit_table(raw: RawSource, cfg: DataConfig, train_idx: np.ndarray, encode: bool = True) -> Schema:
+def fit_table(
+    raw: RawSource, cfg: DataConfig, train_idx: np.ndarray, encode: bool = True, text_encoder: str = ""
+) -> Schema:
     """Fit the table's schema on the training rows; set ``raw.y`` and the feature names, and ``raw.x`` (the
-    whole table encoded) when ``encode`` (training encodes straight into its tensor instead)."""
+    whole table encoded) when ``encode`` (training encodes straight into its tensor instead). ``text_encoder``:
+    ``model.text_encoder``."""
     from core.schema import encode_table, fit_schema
 
     assert raw.table is not None and raw.target_raw is not None
     y_train = raw.y[train_idx].astype(np.float64) if raw.task == "regression" else None
     schema = fit_schema(
-        raw.table, cfg.target, raw.kinds, raw.task, raw.class_names, y_train, train_idx, cfg.standardize, cfg.missing
+        raw.table,
+        cfg.target,
+        raw.kinds,
+        raw.task,
+        raw.class_names,
+        y_train,
+        train_idx,
+        cfg.standardize,
+        cfg.missing,
+        text_encoder,
     )
     if encode:
         raw.x = encode_table(schema, raw.table).x
@@ -70,13 +82,15 @@ def load_data(
     task: str = "auto",
     images: ImageInput | None = None,
     image_prep: ImagePrep | None = None,
+    text_encoder: str = "",
 ) -> PreparedData:
     """Load, split and standardise a source; tensors go to shared memory when ``share``.
 
     ``task`` is ``train.task``: a table's target is classes or a number (auto: by its values). ``images``: how
     a pretrained network takes its images (its decoding, size and statistics: core.training.backbones.
     image_input); ``image_prep``: how an image folder's files are decoded otherwise; default: squashed to
-    ``data.image_size`` (or the first image's size).
+    ``data.image_size`` (or the first image's size). ``text_encoder``: ``model.text_encoder`` (a table's text
+    columns embedded by that sentence encoder; "": n-grams).
     """
     raw = read_source(cfg, task)
     if images is not None:
@@ -94,7 +108,7 @@ def load_data(
     trim_freed_memory()  # each step's temporaries go back before the next: the peak is the data once
     if len(train_idx) == 0:
         raise DataError(f"data: {cfg.source}: no training samples left after the validation split")
-    schema = fit_table(raw, cfg, train_idx, encode=False) if raw.table is not None else None
+    schema = fit_table(raw, cfg, train_idx, encode=False, text_encoder=text_encoder) if raw.table is not None else None
     trim_freed_memory()
     regression = raw.task == "regression"
     if regression and schema is None:  # builtin:diabetes: standardise the target as a table's is

@@ -345,7 +345,14 @@ def run_other_rank(cfg: Config, start: dict[str, Any], runs_dir: Path) -> int:
     spec = dataclasses.replace(torchrun_spec(cfg), gather_records=True, **start)
     torch.set_num_threads(spec.threads)
     keep_freed_memory()
-    data = load_data(spec.config.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
+    data = load_data(
+        spec.config.data,
+        seed=cfg.train.seed,
+        share=False,
+        task=cfg.train.task,
+        images=image_input(cfg),
+        text_encoder=cfg.model.text_encoder,
+    )
     # the weights do not matter: DistributedDataParallel starts every rank from rank 0's
     model = build_model_for(spec.config.model, data.info)
     if frozen_backbone(cfg.model):  # but the features do: this rank's come from the pretrained backbone too

@@ -24,7 +24,8 @@ Torch-free: prediction and serving import this without the training stack.
 
 The package's modules: core.schema.cells (what a cell is), .table (a table as
 read), .kinds (inference), .dates (a date's forms and parts), .text (free text
-as hashed n-grams), .target (classes or a number), .spec (the fitted schema and
+as hashed n-grams), .sentences (free text as a sentence encoder's embedding, imported
+when used), .target (classes or a number), .spec (the fitted schema and
 its JSON), .fit (fitting it), .encode (encoding rows with it).
 """
 

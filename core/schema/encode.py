@@ -81,10 +81,11 @@ def encode_columns(
     with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core: numpy lets go of the GIL
         done = list(pool.map(lambda c: _encode_column(c, columns[c.name], miss_words, where, path, row0), used))
     scalar = [e for e in done if e.kind in ("number", "bool")]
+    by_name = {e.name: e for e in done}
     parts = (
         [e.values for e in scalar]
         + [e.indicator for e in scalar if e.indicator is not None]
-        + [e.values for kind in ("datetime", "text") for e in done if e.kind == kind]
+        + [by_name[c.name].values for c in schema.blocks]
         + [e.values for e in done if e.kind == "category"]
     )
     width = sum(1 if p.ndim == 1 else p.shape[1] for p in parts)
@@ -141,7 +142,8 @@ def _encode_column(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: s
 
 
 def _encode_block(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: str, path: str) -> _Column:
-    """A date's parts (the training means where missing, then its indicator) or a text's n-gram slots; a 2-D
+    """A date's parts (the training means where missing, then its indicator) or a text's n-gram slots or its
+    sentence embedding (core.schema.sentences); a 2-D
     float array of the block's width is taken as the block itself (what the exported graphs take)."""
     if not isinstance(raw, Coded) and np.ndim(raw) == 2:
         block = np.asarray(raw, dtype=np.float32)
@@ -151,12 +153,17 @@ def _encode_block(c: ColumnSpec, raw: Any, miss_words: frozenset[str], where: st
                 f"{where_path}: column {c.name!r} is given as {block.shape[1]} numbers a row; the model takes its "
                 f"cells, or its pre-step's {c.width} numbers"
             )
-        if c.kind == "text":  # whole bucket numbers in range, whatever the rows came from
+        if c.kind == "text" and not c.encoder:  # whole bucket numbers in range, whatever the rows came from
             k = sum(c.slots)
             block = block.copy()
             block[:, :k] = np.clip(np.rint(block[:, :k]), 0, BUCKETS - 1)
         return _Column(c.name, c.kind, block, None, 0)
     values = _column_array(raw, miss_words)
+    if c.kind == "text" and c.encoder:
+        from core.schema.sentences import embedding_block
+
+        block, n_missing = embedding_block(values, c.encoder, c.fingerprint)
+        return _Column(c.name, c.kind, block, None, n_missing)
     if c.kind == "text":
         miss = (
             np.asarray([v is None for v in values], dtype=bool) if not isinstance(values, Coded) else values.missing()

@@ -166,8 +166,10 @@ def fit_schema(
     train_rows: np.ndarray,
     standardize: bool = True,
     missing_values: Sequence[str] = DEFAULT_MISSING,
+    text_encoder: str = "",
 ) -> Schema:
-    """Fit fill values, indicators, levels and statistics on ``train_rows`` of ``table``."""
+    """Fit fill values, indicators, levels and statistics on ``train_rows`` of ``table``; ``text_encoder``
+    (``model.text_encoder``): the sentence encoder that embeds every text column, or "" for n-grams."""
     threads = min(8, os.cpu_count() or 1) if table.n_rows >= PARALLEL_ROWS else 1
     with ThreadPoolExecutor(max_workers=threads) as pool:  # column by column on every core: numpy lets go of the GIL
         numbers = {
@@ -176,7 +178,7 @@ def fit_schema(
             if inf.kind in ("number", "bool") and inf.missing < len(table.columns[name])
         }
         try:
-            specs, complete, cells = _fit_columns(table, kinds, train_rows, numbers, missing_values)
+            specs, complete, cells = _fit_columns(table, kinds, train_rows, numbers, missing_values, text_encoder)
         finally:
             for future in numbers.values():
                 future.cancel()
@@ -189,6 +191,7 @@ def _fit_columns(
     train_rows: np.ndarray,
     numbers: Mapping[str, Future[_Numbers]],
     missing_values: Sequence[str],
+    text_encoder: str = "",
 ) -> tuple[list[ColumnSpec], np.ndarray, dict[str, np.ndarray]]:
     """Each column's spec in order (the number columns' from ``numbers``), which training rows are complete
     and each used column's training cells."""
@@ -210,7 +213,10 @@ def _fit_columns(
             )
         if inf.kind in ("datetime", "text"):
             train = values[train_rows]
-            spec, miss = (_fit_dates if inf.kind == "datetime" else _fit_text)(name, inf, train)
+            if inf.kind == "datetime":
+                spec, miss = _fit_dates(name, inf, train)
+            else:
+                spec, miss = _fit_text(name, inf, train, text_encoder)
             specs.append(spec)
             complete &= ~miss
             cells[name] = train
@@ -261,13 +267,21 @@ def _fit_dates(name: str, inf: Inferred, train: Any) -> tuple[ColumnSpec, np.nda
     return spec, miss
 
 
-def _fit_text(name: str, inf: Inferred, train: Any) -> tuple[ColumnSpec, np.ndarray]:
-    """A free-text column: how many n-gram slots a row keeps (a missing text is no n-grams)."""
+def _fit_text(name: str, inf: Inferred, train: Any, encoder: str = "") -> tuple[ColumnSpec, np.ndarray]:
+    """A free-text column: how many n-gram slots a row keeps (a missing text is no n-grams), or the sentence
+    encoder that embeds it."""
     miss = (
         missing_mask(train)
         if isinstance(train, Coded)
         else np.fromiter((_absent(v) for v in train), dtype=bool, count=len(train))
     )
+    if encoder:
+        from core.schema.sentences import describe
+
+        fingerprint, dim = describe(encoder)
+        spec = ColumnSpec(name, "text", inf.reason, missing=int(miss.sum()), encoder=encoder, fingerprint=fingerprint)
+        spec.dim = dim
+        return spec, miss
     return ColumnSpec(name, "text", inf.reason, missing=int(miss.sum()), slots=fit_slots(train)), miss
 
 

@@ -39,6 +39,9 @@ class ColumnSpec:
     origin: float = 0.0  # datetime: the earliest training date, seconds since 1970 on the clock as written
     parts: list[tuple[float, float]] = field(default_factory=list)  # datetime: each part's training (mean, std)
     slots: tuple[int, int] = (0, 0)  # text: word and character n-gram slots a row keeps
+    encoder: str = ""  # text: the sentence encoder (model.text_encoder) whose embedding is its block, or n-grams
+    fingerprint: str = ""  # text: the encoder's weights (hub revision or the folder's sha256)
+    dim: int = 0  # text: the encoder's embedding size
 
     @property
     def width(self) -> int:
@@ -46,7 +49,7 @@ class ColumnSpec:
         if self.kind == "datetime":
             return len(DATE_PARTS) + int(self.indicator)
         if self.kind == "text":
-            return 2 * sum(self.slots)
+            return self.dim if self.encoder else 2 * sum(self.slots)
         return 0 if self.kind == "ignore" else 1
 
     @property
@@ -54,6 +57,8 @@ class ColumnSpec:
         """A datetime or text column's encoded features, in order."""
         if self.kind == "datetime":
             return [f"{self.name}_{p}" for p in DATE_PARTS] + ([f"{self.name}_missing"] if self.indicator else [])
+        if self.kind == "text" and self.encoder:
+            return [f"{self.name}_embedding{i}" for i in range(self.dim)]
         if self.kind == "text":
             k = sum(self.slots)
             return [f"{self.name}_bucket{i}" for i in range(k)] + [f"{self.name}_weight{i}" for i in range(k)]
@@ -77,7 +82,9 @@ class ColumnSpec:
                 indicator=self.indicator,
                 parts={p: [m, s] for p, (m, s) in zip(DATE_PARTS, self.parts)},
             )
-        if self.kind == "text":
+        if self.kind == "text" and self.encoder:
+            out["encoder"] = {"name": self.encoder, "fingerprint": self.fingerprint, "dim": self.dim}
+        elif self.kind == "text":
             out["slots"] = {"words": self.slots[0], "chars": self.slots[1]}
         out["missing"] = self.missing
         return out
@@ -87,6 +94,7 @@ class ColumnSpec:
         clip = d.get("clip")
         parts = d.get("parts") or {}
         slots = d.get("slots") or {}
+        encoder = d.get("encoder") or {}
         return ColumnSpec(
             str(d["name"]),
             str(d["kind"]),
@@ -103,6 +111,9 @@ class ColumnSpec:
             float(d.get("origin", 0.0)),
             [(float(parts[p][0]), float(parts[p][1])) for p in DATE_PARTS if p in parts],
             (int(slots.get("words", 0)), int(slots.get("chars", 0))),
+            str(encoder.get("name", "")),
+            str(encoder.get("fingerprint", "")),
+            int(encoder.get("dim", 0)),
         )
 
 
@@ -139,14 +150,23 @@ class Schema:
         return [c for c in self.columns if c.kind == "text"]
 
     @property
+    def embedded_texts(self) -> list[ColumnSpec]:
+        """The text columns a sentence encoder embeds (their blocks are dense features)."""
+        return [c for c in self.texts if c.encoder]
+
+    @property
+    def ngram_texts(self) -> list[ColumnSpec]:
+        return [c for c in self.texts if not c.encoder]
+
+    @property
     def blocks(self) -> list[ColumnSpec]:
-        """The columns that take a block of the encoded row, in its order: dates, then texts."""
-        return self.dates + self.texts
+        """The columns that take a block of the encoded row, in its order: dates, embedded texts, n-gram texts."""
+        return self.dates + self.embedded_texts + self.ngram_texts
 
     @property
     def text_slots(self) -> list[int]:
-        """Each text column's n-gram slots (its block is twice as wide: buckets, then weights)."""
-        return [sum(c.slots) for c in self.texts]
+        """Each n-gram text column's slots (its block is twice as wide: buckets, then weights)."""
+        return [sum(c.slots) for c in self.ngram_texts]
 
     @property
     def cardinalities(self) -> list[int]:
@@ -174,6 +194,9 @@ class Schema:
         for c in self.dates:
             mean += [m for m, _ in c.parts] + [0.0] * int(c.indicator)
             std += [s for _, s in c.parts] + [1.0] * int(c.indicator)
+        n_embedded = sum(c.dim for c in self.embedded_texts)  # a sentence embedding is taken as it comes
+        mean += [0.0] * n_embedded
+        std += [1.0] * n_embedded
         n_rest = 2 * sum(self.text_slots) + len(self.categorical)
         return mean + [0.0] * n_rest, std + [1.0] * n_rest
 
@@ -196,7 +219,7 @@ class Schema:
                 "categories": self.cardinalities,
                 "texts": self.text_slots,
                 "layout": "numbers (filled), missing indicators, each date's parts (and its indicator), each "
-                "text's n-gram buckets and weights, category indices (0 missing, 1 unseen, 2.. levels)",
+                "embedded text's sentence embedding, each other text's n-gram buckets and weights, category indices (0 missing, 1 unseen, 2.. levels)",
             },
         }
 

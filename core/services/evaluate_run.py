@@ -63,7 +63,14 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     ckpt = load_checkpoint(checkpoint_file(run_dir, checkpoint, "evaluate"))
     model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
+    data = load_data(
+        cfg.data,
+        seed=cfg.train.seed,
+        share=False,
+        task=cfg.train.task,
+        images=image_input(cfg),
+        text_encoder=cfg.model.text_encoder,
+    )
     _check_same_data(data, ckpt["info"], run_dir)
     full = evaluate_split(model, data)
     full["checkpoint"] = {"which": checkpoint, "epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
@@ -97,7 +104,14 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     if all("path" in it for it in items):
         return _decoded(items, prep_of(info.get("image_prep"), shape))
     cfg = from_dict(ckpt["config"])
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
+    data = load_data(
+        cfg.data,
+        seed=cfg.train.seed,
+        share=False,
+        task=cfg.train.task,
+        images=image_input(cfg),
+        text_encoder=cfg.model.text_encoder,
+    )
     if isinstance(
         data.val, ImageSplit
     ):  # an evaluation that named no files (a head-only run's, before): the split does

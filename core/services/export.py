@@ -121,7 +121,14 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
     shape = tuple(int(s) for s in info["input_shape"])
     try:
         cfg = from_dict(data["config"])
-        prepared = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
+        prepared = load_data(
+            cfg.data,
+            seed=cfg.train.seed,
+            share=False,
+            task=cfg.train.task,
+            images=image_input(cfg),
+            text_encoder=cfg.model.text_encoder,
+        )
         val = prepared.val
         if isinstance(val, ImageSplit):
             val = ImageSplit(val.paths[:rows], val.labels[:rows])

@@ -103,7 +103,14 @@ def find_lr(
         raise UserError(
             f"lr-find: needs 0 < start < end and at least 5 steps, got start {start:g}, end {end:g}, steps {steps}"
         )
-    data = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
+    data = load_data(
+        cfg.data,
+        seed=cfg.train.seed,
+        share=False,
+        task=cfg.train.task,
+        images=image_input(cfg),
+        text_encoder=cfg.model.text_encoder,
+    )
     info = data.info
     torch.manual_seed(cfg.train.seed)
     if model is None:

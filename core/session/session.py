@@ -251,7 +251,13 @@ class Session:
         # a stop now ends the read between its blocks; what loading frees goes back to the system (the data is
         # held once, in its tensor)
         with stop_reading_when(lambda: self._ctx.desired == STOP), freed_memory_given_back():
-            data = load_data(cfg.data, seed=cfg.train.seed, task=cfg.train.task, images=image_input(cfg))
+            data = load_data(
+                cfg.data,
+                seed=cfg.train.seed,
+                task=cfg.train.task,
+                images=image_input(cfg),
+                text_encoder=cfg.model.text_encoder,
+            )
         models = _build_models(cfg, data.info, self.strategy.num_models, self._ctx.start)
         features = None
         if frozen_backbone(cfg.model):  # only the head trains: on the backbone's features, computed once

@@ -9,7 +9,8 @@ table's order, the same raw numbers the ONNX graph's inputs take:
 - category: the level's index in the schema (0 missing, 1 unseen, 2.. the levels in order); NaN is missing,
   an index out of range unseen (strings cannot enter a torch graph);
 - datetime and text: the column's block of the encoded row, as its pre-step gives it (several numbers:
-  ``core.schema.encode_columns`` of the cells; ``model.json`` names each block's width and layout).
+  ``core.schema.encode_columns`` of the cells, a text's sentence embedding where ``model.text_encoder`` set
+  one; ``model.json`` names each block's width, layout and encoder).
 
 :func:`raw_rows_from_encoded` turns encoded rows back into such raw rows (the export verifies the graph
 with them, and ``predict`` feeds the graph with them). Torch loads on first use.
@@ -35,6 +36,10 @@ RAW_ROWS = "raw rows"  # the ``.pt2`` entry's ``layout``: the graph takes raw ro
 
 def block_input(c: ColumnSpec) -> dict[str, Any]:
     """What a date's or a text's input to an exported graph is: its pre-step and the numbers it gives."""
+    if c.kind == "text" and c.encoder:
+        from core.schema.sentences import describe_pre_step as embedding_pre_step
+
+        return embedding_pre_step(c.encoder, c.fingerprint, c.dim)
     if c.kind == "text":
         return describe_pre_step(*c.slots)
     return {

@@ -1,0 +1,164 @@
+"""A pretrained sentence encoder for a table's text (model.text_encoder), with a tiny encoder built here (random
+weights, a WordPiece tokenizer trained on the test's texts): each text encoded once and cached, predict = serve
+on raw rows, the ONNX export verified, and a folder that is no encoder or a hub name offline refused in one
+line."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from core.schema import encode_columns, fit_schema, infer_kinds, read_table, sentences
+from tests import journey_tables as jt
+from tests.cli_run import core_env, run_core
+from tests.core.services.serve.test_serve import serving
+
+DIM = 16
+
+
+def _build_encoder(folder: Path, texts: list[str]) -> Path:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
+    from tokenizers import models as token_models
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(token_models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=300, special_tokens=specials))
+    bert = folder / "bert"  # a plain transformers model: not a sentence encoder by itself
+    BertTokenizer(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    ).save_pretrained(bert)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=DIM,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+    )
+    BertModel(config).save_pretrained(bert)
+    st = SentenceTransformer(modules=[models.Transformer(str(bert)), models.Pooling(DIM)], device="cpu")
+    st.save(str(folder / "encoder"))
+    return folder / "encoder"
+
+
+@pytest.fixture(scope="module")
+def tickets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(a tickets CSV, the tiny encoder's folder)."""
+    folder = tmp_path_factory.mktemp("encoder")
+    header, rows = jt.tickets(300)
+    source = jt.write_csv(folder / "tickets.csv", header, rows)
+    return source, _build_encoder(folder, [r[1] for r in rows])
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's own embedding cache (and that of the processes it starts), hub offline."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(sentences, "_loaded", {})
+    return tmp_path / "cache" / "traindesk" / "text-embeddings"
+
+
+def test_each_text_is_encoded_once_and_its_embedding_cached(
+    tickets: tuple[Path, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, encoder = tickets
+    table = read_table(source, "csv", "data")
+    kinds = infer_kinds(table, "urgent")
+    schema = fit_schema(
+        table, "urgent", kinds, "classification", ["no", "yes"], None, np.arange(200), text_encoder=str(encoder)
+    )
+    [spec] = schema.texts
+    assert (spec.encoder, spec.dim, spec.width) == (str(encoder), DIM, DIM) and spec.fingerprint.startswith("sha256:")
+    assert schema.text_slots == [] and schema.stats()[1][-DIM - 1 :] == [1.0] * (DIM + 1)
+    first = encode_columns(schema, table.columns).x
+    assert list(cache.glob("*/*.npz"))
+
+    monkeypatch.setattr(sentences, "_loaded", {})  # as a new process: only the cache on disk is left
+    loaded = sentences._load(str(encoder), spec.fingerprint)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a cached text was encoded again")
+
+    monkeypatch.setattr(loaded.model, "encode", refused)
+    again = encode_columns(schema, table.columns).x
+    assert np.array_equal(first, again)
+    names = schema.feature_names
+    block = again[:, names.index("message_embedding0") : names.index(f"message_embedding{DIM - 1}") + 1]
+    assert np.abs(block).sum(axis=1).min() == 0  # a missing message is all zeros
+    assert np.unique(block, axis=0).shape[0] > 250  # and each text its own embedding
+
+
+def _rows(source: Path) -> list[dict[str, Any]]:
+    with source.open() as fh:
+        rows = list(csv.DictReader(fh))
+    return [{k: (v if v != "" else None) for k, v in r.items() if k != "urgent"} for r in rows[:40]]
+
+
+def test_a_run_with_an_encoder_predicts_serves_and_exports_the_same(
+    tickets: tuple[Path, Path], cache: Path, tmp_path: Path
+) -> None:
+    source, encoder = tickets
+    runs = tmp_path / "runs"
+    train = ["train", "--runs-dir", str(runs), "--strategy", "single", "--epochs", "2"]
+    train += ["--set", f'data.source="csv:{source}"', "--set", "data.target=urgent"]
+    done = run_core(*train, "--set", f"model.text_encoder={encoder}", timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    run = Path(done.stdout.strip().splitlines()[-1])
+    assert cache.is_dir() and list(cache.glob("*/*.npz"))
+
+    rows = _rows(source)
+    raw = jt.write_csv(tmp_path / "rows.csv", list(rows[0]), [[r[k] or "" for k in rows[0]] for r in rows])
+    out = tmp_path / "predicted.csv"
+    done = run_core("predict", str(run), str(raw), "--out", str(out), "--workers", "1", timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    with out.open() as fh:
+        predicted = np.array([[float(r["prob_no"]), float(r["prob_yes"])] for r in csv.DictReader(fh)])
+    with serving(run, tmp_path) as server:
+        server.wait_ready()
+        body = server.post("/predict", json={"rows": rows}).json()
+    served = np.array([[p["probabilities"]["no"], p["probabilities"]["yes"]] for p in body["predictions"]])
+    assert np.allclose(predicted, served, atol=1e-6)
+
+    model = tmp_path / "model.onnx"
+    done = run_core("export", str(run), "--format", "onnx", "--out", str(model), timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    described = json.loads((tmp_path / "model.json").read_text())
+    [column] = [c for c in json.dumps(described).split("{") if '"encoder"' in c and '"width"' in c][:1]
+    assert str(encoder) in column and f'"width": {DIM}' in column and "sha256:" in column
+
+
+def _error(source: Path, runs: Path, encoder: str, **env: str) -> str:
+    train = ["train", "--runs-dir", str(runs), "--strategy", "single", "--epochs", "1"]
+    train += ["--set", f'data.source="csv:{source}"', "--set", "data.target=urgent"]
+    done = run_core(*train, "--set", f"model.text_encoder={encoder}", timeout=300, env=core_env(**env))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert not runs.exists() or not any(runs.iterdir()), list(runs.iterdir())
+    return lines[0]
+
+
+def test_a_folder_that_is_no_sentence_encoder_and_a_hub_name_offline_are_one_line_each(
+    tickets: tuple[Path, Path], cache: Path, tmp_path: Path
+) -> None:
+    source, encoder = tickets
+    line = _error(source, tmp_path / "runs", str(encoder.parent / "bert"))
+    assert "is not a sentence encoder" in line and "bert" in line
+    empty = tmp_path / "hf"
+    line = _error(source, tmp_path / "runs", "someone/tiny-encoder", HF_HOME=str(empty), HF_HUB_OFFLINE="1")
+    assert "someone/tiny-encoder" in line and "HF_HUB_OFFLINE" in line and "HF_HUB_OFFLINE=0" in line
+    assert not list(cache.glob("*/*.npz"))
