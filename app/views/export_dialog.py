@@ -16,6 +16,7 @@ from typing import Any, cast
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -31,7 +32,8 @@ from PySide6.QtWidgets import (
 
 from app.shell.tasks import BackgroundCalls
 from app.views.checkpoint_choice import CheckpointCombo
-from core.services.formats import EXPORT_FORMATS, ONNX, ModelFormat
+from core.services.formats import EXPORT_FORMATS, ModelFormat
+from core.services.formats.onnx import OnnxFormat
 from core.services.formats.onnx import missing_extra as onnx_extra_missing
 from core.services.runs.files import RunDir
 
@@ -60,7 +62,7 @@ class ExportDialog(QDialog):
         missing = onnx_extra_missing()
         for name, fmt in EXPORT_FORMATS.items():
             self.combo_format.addItem(fmt.label, name)
-            if fmt is ONNX and missing:
+            if isinstance(fmt, OnnxFormat) and missing:
                 index = self.combo_format.count() - 1
                 items = cast(QStandardItemModel, self.combo_format.model())  # a QComboBox's own model
                 items.item(index).setEnabled(False)
@@ -75,6 +77,11 @@ class ExportDialog(QDialog):
         self.combo_output.addItem("class probabilities", "probabilities")
         self.combo_output.addItem("logits", "logits")
         self.combo_output.setToolTip("what the torch.export and ONNX graphs return (they take raw features)")
+        self.check_accept_loss = QCheckBox("Write it whatever accuracy it loses", objectName="check_export_accept_loss")
+        self.check_accept_loss.setToolTip(
+            "An int8 file that loses more than 1 point of accuracy (or R²) on the validation rows is not written "
+            "unless this is on; what it costs is measured and recorded either way"
+        )
         self.edit_path = QLineEdit(objectName="edit_export_path")
         self.button_browse = QPushButton("Browse…", objectName="button_export_browse")
         self.label_result = QLabel(objectName="label_export_result")
@@ -97,6 +104,7 @@ class ExportDialog(QDialog):
         form.addRow("Weights", self.combo_checkpoint)
         form.addRow("Format", self.combo_format)
         form.addRow("Graph output", self.combo_output)
+        form.addRow("", self.check_accept_loss)
         path_row = QHBoxLayout()
         path_row.addWidget(self.edit_path, 1)
         path_row.addWidget(self.button_browse)
@@ -132,10 +140,13 @@ class ExportDialog(QDialog):
             self.result = None
             self._show_result("", "")
         self.combo_output.setEnabled(fmt.graph)
+        self.check_accept_loss.setEnabled(fmt.lossy)
         text = self.edit_path.text().strip()
         current = Path(text) if text else RunDir(self.run_dir).exports / "model"
         if current.suffix in {f.suffix for f in EXPORT_FORMATS.values()}:
             current = current.with_suffix("")
+        if current.name in {f.stem for f in EXPORT_FORMATS.values()}:  # a default name follows the format
+            current = current.with_name(fmt.stem)
         self.edit_path.setText(str(current.with_suffix(fmt.suffix)))
 
     def _on_browse(self) -> None:
@@ -149,25 +160,34 @@ class ExportDialog(QDialog):
         """Export and verify on a background thread; the result arrives in ``_on_done``/``_on_error``."""
         if self.busy:
             return
-        from core.services.export import export_run  # the export stack loads only when used
+        from core.services.export import MAX_LOSS, export_run  # the export stack loads only when used
 
         run_dir, fmt, output = self.run_dir, self.format, str(self.combo_output.currentData())
         which = self.combo_checkpoint.which
+        accept = self.check_accept_loss.isEnabled() and self.check_accept_loss.isChecked()
         out = Path(self.edit_path.text().strip()) if self.edit_path.text().strip() else None
         self._set_busy(True)
         self._show_result("Exporting, then reloading the file to verify it…", "")
         self._calls.call(
-            lambda: export_run(run_dir, fmt, out, output, which), self._on_done, self._on_error, name="export"
+            lambda: export_run(run_dir, fmt, out, output, which, MAX_LOSS, accept),
+            self._on_done,
+            self._on_error,
+            name="export",
         )
 
     def _on_done(self, result: Any) -> None:
+        from core.services.export import cost_line
+
         self._set_busy(False)
         self.result = result
         self._show_result(
             f"✓ Verified: {result.path} ({self.combo_checkpoint.currentText()})\n"
             f"Reloaded with {result.verifier}: max abs difference "
             f"{result.max_abs_diff:.3g} on {result.checked_on}; {result.agree}/{result.rows_checked} "
-            f"predictions agree.\nOutput: {result.output}. Wrote: " + ", ".join(p.name for p in result.files),
+            f"predictions agree.\n"
+            + (f"Cost: {cost_line(result.cost)}.\n" if result.cost else "")
+            + f"Output: {result.output}. Wrote: "
+            + ", ".join(p.name for p in result.files),
             "ok",
         )
         self.exported.emit(result)

@@ -26,9 +26,7 @@ from core.services.formats.safetensors import SAFETENSORS
 from core.services.formats.state_dict import STATE_DICT
 from core.services.formats.torch_export import TORCH_EXPORT
 
-EXPORT_FORMATS: dict[str, ModelFormat] = {
-    f.name: f for f in (SAFETENSORS, STATE_DICT, TORCH_EXPORT, ONNX, ONNX_INT8)
-}
+EXPORT_FORMATS: dict[str, ModelFormat] = {f.name: f for f in (SAFETENSORS, STATE_DICT, TORCH_EXPORT, ONNX, ONNX_INT8)}
 OUTPUTS = ("probabilities", "logits")  # what an exported graph returns
 # the files that run on their own, in the order a model.json's files are preferred
 RUNNABLE: tuple[ModelFormat, ...] = (SAFETENSORS, TORCH_EXPORT, ONNX, STATE_DICT)

@@ -31,6 +31,7 @@ CALIBRATION_BATCH = 32
 # table's preprocessing (lookups, fills, a text's bucket numbers, the standardisation) stays float, where a
 # per-tensor int8 range over bucket numbers and years would erase them
 QUANTIZED_OPS = ["Conv", "ConvTranspose", "MatMul", "Gemm", "Gather"]
+PER_CHANNEL = True  # one int8 scale per output channel of a weight
 
 
 class _DropAdvice(logging.Filter):
@@ -85,7 +86,7 @@ class OnnxInt8Format(OnnxFormat):
                 str(path),
                 _Feeds(feeds),
                 quant_format=QuantFormat.QDQ,
-                per_channel=True,
+                per_channel=PER_CHANNEL,
                 weight_type=QuantType.QInt8,
                 activation_type=QuantType.QUInt8,
                 calibrate_method=CalibrationMethod.MinMax,

@@ -35,11 +35,11 @@ def _wait(qtbot: Any, widget: Any) -> None:
     qtbot.waitUntil(lambda: not widget.busy, timeout=60_000)
 
 
-@pytest.mark.parametrize("fmt", ["safetensors", "onnx"])
+@pytest.mark.parametrize("fmt", ["safetensors", "onnx", "onnx-int8"])
 def test_dialog_writes_a_file_the_cli_predicts_with(
     fmt: str, qtbot: Any, run_and_input: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if fmt == "onnx":
+    if fmt.startswith("onnx"):
         pytest.importorskip("onnxscript", reason="the optional extra 'onnx' is not installed")
         pytest.importorskip("onnxruntime", reason="the optional extra 'onnx' is not installed")
     run_dir, npz = run_and_input
@@ -48,8 +48,9 @@ def test_dialog_writes_a_file_the_cli_predicts_with(
     dialog.show()
     assert dialog.edit_path.text() == str(run_dir / "exports" / "model.safetensors")
     dialog.set_format(fmt)
-    suffix = {"safetensors": ".safetensors", "onnx": ".onnx"}[fmt]
-    assert dialog.edit_path.text().endswith(suffix)
+    suffix = {"safetensors": ".safetensors", "onnx": ".onnx", "onnx-int8": ".onnx"}[fmt]
+    assert dialog.edit_path.text().endswith("model-int8.onnx" if fmt == "onnx-int8" else f"model{suffix}")
+    assert dialog.check_accept_loss.isEnabled() == (fmt == "onnx-int8")
     target = tmp_path / f"from-gui{suffix}"
     dialog.set_path(target)
     with qtbot.waitSignal(dialog.exported, timeout=60_000) as blocker:
@@ -58,6 +59,7 @@ def test_dialog_writes_a_file_the_cli_predicts_with(
     result = blocker.args[0]
     assert result.path == target and target.is_file() and (tmp_path / "model.json").is_file()
     assert "Verified" in dialog.label_result.text() and "max abs difference" in dialog.label_result.text()
+    assert "Cost: accuracy" in dialog.label_result.text() and "rows/s" in dialog.label_result.text()
     assert dialog.button_export.isEnabled()
 
     code = cli.main(["predict", str(target), str(npz)])
