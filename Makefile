@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -e '.[test,onnx,ray,mlflow]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[test,onnx,executorch,ray,mlflow]'
 	touch $(STAMP)
 
 run: $(STAMP)

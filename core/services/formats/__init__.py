@@ -17,7 +17,7 @@ from typing import Any
 
 from core.errors import ModelFileError, UserError
 from core.services.formats.base import ModelFormat
-from core.services.formats.compact import ONNX_INT8
+from core.services.formats.compact import EXECUTORCH, EXECUTORCH_INT8, ONNX_INT8
 from core.services.formats.description import SIDECAR, read_sidecar, sidecar_entry
 from core.services.formats.onnx import ONNX
 from core.services.formats.predictor import Predictor
@@ -26,10 +26,12 @@ from core.services.formats.safetensors import SAFETENSORS
 from core.services.formats.state_dict import STATE_DICT
 from core.services.formats.torch_export import TORCH_EXPORT
 
-EXPORT_FORMATS: dict[str, ModelFormat] = {f.name: f for f in (SAFETENSORS, STATE_DICT, TORCH_EXPORT, ONNX, ONNX_INT8)}
+EXPORT_FORMATS: dict[str, ModelFormat] = {
+    f.name: f for f in (SAFETENSORS, STATE_DICT, TORCH_EXPORT, ONNX, ONNX_INT8, EXECUTORCH, EXECUTORCH_INT8)
+}
 OUTPUTS = ("probabilities", "logits")  # what an exported graph returns
 # the files that run on their own, in the order a model.json's files are preferred
-RUNNABLE: tuple[ModelFormat, ...] = (SAFETENSORS, TORCH_EXPORT, ONNX, STATE_DICT)
+RUNNABLE: tuple[ModelFormat, ...] = (SAFETENSORS, TORCH_EXPORT, ONNX, STATE_DICT, EXECUTORCH)
 RUNNABLE_SUFFIXES = tuple(f.suffix for f in RUNNABLE)
 _BY_SUFFIX = {f.suffix: f for f in RUNNABLE}
 
@@ -101,7 +103,7 @@ def resolve_model_path(path: Path, checkpoint: str | None = None) -> Path:
         raise ModelFileError(f"model: file not found: {path}")
     if path.suffix not in RUNNABLE_SUFFIXES:
         raise ModelFileError(
-            f"model: {path} is not an exported model; use a .safetensors (with its model.json), .pt2 or .onnx "
+            f"model: {path} is not an exported model; use a .safetensors (with its model.json), .pt2, .onnx or .pte "
             "file, a run directory or a checkpoint"
         )
     return path

@@ -1,4 +1,5 @@
-"""Small exports: ``onnx-int8``, an ONNX graph with int8 weights and activations, calibrated on the run's data.
+"""Small exports: ``onnx-int8``, an ONNX graph with int8 weights and activations, calibrated on the run's data;
+``executorch`` and ``executorch-int8``, a ``.pte`` program for phones and small boards (XNNPACK).
 
 ONNX Runtime's static quantization in QDQ form: every weight quantized per output channel (a depthwise
 convolution's few weights per channel, or a layer with one large row, would lose the rest to a per-tensor
@@ -15,10 +16,13 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import RunError
-from core.services.formats.base import first_line
-from core.services.formats.description import META_KEY, embedded
+from core.errors import ModelFileError, RunError, UserError
+from core.services.formats.base import ModelFormat, example_batch, first_line, quiet_exporters
+from core.services.formats.description import META_KEY, embedded, meta_or_sidecar
 from core.services.formats.onnx import ONNX, OnnxFormat
+from core.services.formats.predictor import Predictor
+from core.services.formats.table_graph import raw_rows_from_encoded, raw_rows_runner, with_table_rows
+from core.services.formats.tabular import tabular_schema
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,6 +36,7 @@ CALIBRATION_BATCH = 32
 # per-tensor int8 range over bucket numbers and years would erase them
 QUANTIZED_OPS = ["Conv", "ConvTranspose", "MatMul", "Gemm", "Gather"]
 PER_CHANNEL = True  # one int8 scale per output channel of a weight
+DYNAMIC = True  # executorch-int8: activations quantized per batch as it runs (XNNPACK dynamic int8)
 
 
 class _DropAdvice(logging.Filter):
@@ -125,3 +130,141 @@ def weight_axes(path: Path) -> dict[str, int]:
 
 
 ONNX_INT8 = OnnxInt8Format()
+
+
+# ----------------------------------------------------------------------------- ExecuTorch
+
+MAX_BATCH = 4096  # the largest batch a .pte takes at once (XNNPACK plans its memory for a bounded size)
+ET_HINT = "pip install 'traindesk[executorch]' (executorch, torchao)"
+
+
+def _executorch() -> Any:
+    try:
+        from executorch import runtime
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+    except Exception as exc:  # not installed, or built against another torch
+        raise UserError(f"export: ExecuTorch does not load beside torch here ({first_line(exc)}); {ET_HINT}") from None
+    return runtime, XnnpackPartitioner, to_edge_transform_and_lower
+
+
+def _method(path: Path) -> Any:
+    runtime = _executorch()[0]
+    try:
+        return runtime.Runtime.get().load_program(str(path)).load_method("forward")
+    except Exception as exc:
+        raise ModelFileError(f"model: {path} is not a loadable ExecuTorch program: {first_line(exc)}") from None
+
+
+def _et_runner(method: Any) -> Any:
+    import torch
+
+    try:  # the rows its memory was planned for: XNNPACK may plan fewer than the export's bound (a conv's)
+        step = max(1, int(method.metadata.input_tensor_meta(0).sizes()[0]))
+    except Exception:
+        step = MAX_BATCH
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        parts = [method.execute([x[lo : lo + step].contiguous()])[0] for lo in range(0, len(x), step)]
+        return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+    return run
+
+
+class ExecuTorchFormat(ModelFormat):
+    """``.pte``: an ExecuTorch program lowered to XNNPACK, the standardisation (and a table's fills) inside,
+    verified with ExecuTorch's own runtime; ``executorch-int8`` quantizes its layers by PT2E (torchao's flow):
+    int8 weights per output channel, activations quantized per batch as it runs (XNNPACK's dynamic int8;
+    static ranges would be shared with the table's bucket numbers that the layers' inputs are cut from)."""
+
+    name = "executorch"
+    suffix = ".pte"
+    label = "ExecuTorch for XNNPACK (.pte)"
+    graph = True
+    quantize = False
+
+    def read_meta(self, path: Path) -> dict[str, Any]:
+        return meta_or_sidecar(None, path)
+
+    def load(self, path: Path, threads: int = 0, meta: dict[str, Any] | None = None) -> Predictor:
+        from core.services.formats.module import torch_runner
+
+        meta = meta or self.read_meta(path)
+        run = _et_runner(_method(path))
+        schema = tabular_schema(meta)
+        if schema is not None:
+            return Predictor(path, meta, raw_rows_runner(schema, run), meta["export"]["output"])
+        return Predictor(path, meta, torch_runner(run), meta["export"]["output"])
+
+    def write(self, model: nn.Module, desc: dict[str, Any], path: Path, output: str, raw: torch.Tensor) -> None:
+        import torch
+
+        from core.services.formats.module import standardized
+
+        _, partitioner, lower = _executorch()
+        graph = standardized(model, desc, output, "export")
+        schema = tabular_schema(desc)
+        if schema is not None:  # raw rows in, as the .pt2 takes them
+            graph = with_table_rows(graph, schema)
+            raw = torch.from_numpy(raw_rows_from_encoded(schema, raw.numpy()))
+        dims = ({0: torch.export.Dim("batch", min=1, max=MAX_BATCH)},)
+        try:
+            with quiet_exporters():
+                program = torch.export.export(graph, (example_batch(raw),), dynamic_shapes=dims, strict=False)
+                if self.quantize:
+                    program = torch.export.export(
+                        self._quantized(program.module(), raw), (example_batch(raw),), dynamic_shapes=dims, strict=False
+                    )
+                written = lower(program, partitioner=[partitioner()]).to_executorch()
+        except UserError:
+            raise
+        except Exception as exc:
+            raise RunError(f"export: ExecuTorch cannot lower this model: {first_line(exc)}") from None
+        path.write_bytes(written.buffer)
+
+    @staticmethod
+    def _quantized(module: Any, calibration: torch.Tensor) -> Any:
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
+        from torch import nn
+        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+        class LayersOnly(XNNPACKQuantizer):
+            """The layers' own inputs, weights and outputs: its annotations are not propagated through the
+            slices, index lookups and concatenations around them (a table's bucket numbers pass there)."""
+
+            def annotate(self, model: Any) -> Any:
+                return self._annotate_for_quantization_config(model)
+
+        config = get_symmetric_quantization_config(is_per_channel=PER_CHANNEL, is_dynamic=DYNAMIC)
+        quantizer = LayersOnly()
+        for layer in (nn.Linear, nn.Conv1d, nn.Conv2d):  # the layers alone, as onnx-int8 (QUANTIZED_OPS) does
+            quantizer.set_module_type(layer, config)
+        prepared = prepare_pt2e(module, quantizer)
+        prepared(calibration[:CALIBRATION_BATCH])  # dynamic: no ranges to measure, one pass to settle the graph
+        return convert_pt2e(prepared)
+
+    def reload(
+        self, path: Path, desc: dict[str, Any], output: str, raw: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray | None, str]:
+        run = _et_runner(_method(path))
+        schema = tabular_schema(desc or {})
+        if schema is not None:
+            import torch
+
+            raw = torch.from_numpy(raw_rows_from_encoded(schema, raw.numpy(), beyond_fences=True))
+        return run(raw).numpy(), run(raw[:1]).numpy(), "executorch.runtime (XNNPACK)"
+
+
+class ExecuTorchInt8Format(ExecuTorchFormat):
+    name = "executorch-int8"
+    stem = "model-int8"
+    label = "ExecuTorch int8 for XNNPACK (.pte, quantized)"
+    quantize = True
+    lossy = True
+
+
+EXECUTORCH = ExecuTorchFormat()
+EXECUTORCH_INT8 = ExecuTorchInt8Format()

@@ -39,21 +39,26 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+@pytest.mark.parametrize("fmt", ["onnx-int8", "executorch-int8", "executorch"])
 @pytest.mark.parametrize("kind", ["cnn", "table"])
-def test_the_int8_graph_answers_as_the_trained_model_and_says_what_it_cost(
-    kind: str, runs: dict[str, Path], tmp_path: Path
+def test_the_small_files_answer_as_the_trained_model_and_say_what_they_cost(
+    kind: str, fmt: str, runs: dict[str, Path], tmp_path: Path
 ) -> None:
-    result = export_run(runs[kind], "onnx-int8", tmp_path)
-    assert result.path == tmp_path / "model-int8.onnx"
+    result = export_run(runs[kind], fmt, tmp_path)
+    name = {"onnx-int8": "model-int8.onnx", "executorch-int8": "model-int8.pte", "executorch": "model.pte"}[fmt]
+    assert result.path == tmp_path / name
     cost = result.cost
     assert cost["metric"] == "accuracy" and cost["loss"] >= -1.0, cost
     assert cost["agreement"] >= 0.97 and result.agree >= 0.97 * result.rows_checked
-    axes = weight_axes(result.path)
-    assert axes and all(n > 1 for n in axes.values())  # one scale per output channel: per-channel weights
+    if fmt == "executorch":  # float: held to the tolerance as every float export is
+        assert result.max_abs_diff <= 1e-4
+    if fmt == "onnx-int8":
+        axes = weight_axes(result.path)
+        assert axes and all(n > 1 for n in axes.values())  # one scale per output channel: per-channel weights
     side = json.loads((tmp_path / "model.json").read_text())
-    entry = side["files"]["model-int8.onnx"]
-    assert entry["format"] == "onnx-int8" and entry["cost"]["size_bytes"] == result.path.stat().st_size
-    assert entry["cost"]["rows_per_s"] > 0 and "tolerance" not in entry["verified"]
+    entry = side["files"][name]
+    assert entry["format"] == fmt and entry["cost"]["size_bytes"] == result.path.stat().st_size
+    assert entry["cost"]["rows_per_s"] > 0 and ("tolerance" in entry["verified"]) == (fmt == "executorch")
     assert "accuracy" in result.summary() and "rows/s" in result.summary()
     if kind == "table":  # predict takes it as it takes the float graph: raw columns in
         out = tmp_path / "predicted.csv"
