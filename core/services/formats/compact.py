@@ -36,7 +36,6 @@ CALIBRATION_BATCH = 32
 # per-tensor int8 range over bucket numbers and years would erase them
 QUANTIZED_OPS = ["Conv", "ConvTranspose", "MatMul", "Gemm", "Gather"]
 PER_CHANNEL = True  # one int8 scale per output channel of a weight
-DYNAMIC = True  # executorch-int8: activations quantized per batch as it runs (XNNPACK dynamic int8)
 
 
 class _DropAdvice(logging.Filter):
@@ -174,8 +173,9 @@ def _et_runner(method: Any) -> Any:
 class ExecuTorchFormat(ModelFormat):
     """``.pte``: an ExecuTorch program lowered to XNNPACK, the standardisation (and a table's fills) inside,
     verified with ExecuTorch's own runtime; ``executorch-int8`` quantizes its layers by PT2E (torchao's flow):
-    int8 weights per output channel, activations quantized per batch as it runs (XNNPACK's dynamic int8;
-    static ranges would be shared with the table's bucket numbers that the layers' inputs are cut from)."""
+    int8 weights per output channel; an image model's activations int8 from ranges measured on the training
+    split, a table model's quantized per batch as it runs (XNNPACK's dynamic int8: static ranges would be
+    shared with the table's bucket numbers that the layers' inputs are cut from)."""
 
     name = "executorch"
     suffix = ".pte"
@@ -211,10 +211,9 @@ class ExecuTorchFormat(ModelFormat):
         try:
             with quiet_exporters():
                 program = torch.export.export(graph, (example_batch(raw),), dynamic_shapes=dims, strict=False)
-                if self.quantize:
-                    program = torch.export.export(
-                        self._quantized(program.module(), raw), (example_batch(raw),), dynamic_shapes=dims, strict=False
-                    )
+                if self.quantize:  # a table's layers quantize their inputs per batch, an image model's by calibration
+                    quantized = self._quantized(program.module(), raw, dynamic=schema is not None)
+                    program = torch.export.export(quantized, (example_batch(raw),), dynamic_shapes=dims, strict=False)
                 written = lower(program, partitioner=[partitioner()]).to_executorch()
         except UserError:
             raise
@@ -223,7 +222,7 @@ class ExecuTorchFormat(ModelFormat):
         path.write_bytes(written.buffer)
 
     @staticmethod
-    def _quantized(module: Any, calibration: torch.Tensor) -> Any:
+    def _quantized(module: Any, calibration: torch.Tensor, dynamic: bool) -> Any:
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
             XNNPACKQuantizer,
             get_symmetric_quantization_config,
@@ -238,12 +237,13 @@ class ExecuTorchFormat(ModelFormat):
             def annotate(self, model: Any) -> Any:
                 return self._annotate_for_quantization_config(model)
 
-        config = get_symmetric_quantization_config(is_per_channel=PER_CHANNEL, is_dynamic=DYNAMIC)
+        config = get_symmetric_quantization_config(is_per_channel=PER_CHANNEL, is_dynamic=dynamic)
         quantizer = LayersOnly()
         for layer in (nn.Linear, nn.Conv1d, nn.Conv2d):  # the layers alone, as onnx-int8 (QUANTIZED_OPS) does
             quantizer.set_module_type(layer, config)
         prepared = prepare_pt2e(module, quantizer)
-        prepared(calibration[:CALIBRATION_BATCH])  # dynamic: no ranges to measure, one pass to settle the graph
+        for lo in range(0, len(calibration), CALIBRATION_BATCH):  # the activations' ranges (dynamic: none kept)
+            prepared(calibration[lo : lo + CALIBRATION_BATCH])
         return convert_pt2e(prepared)
 
     def reload(
@@ -264,6 +264,7 @@ class ExecuTorchInt8Format(ExecuTorchFormat):
     label = "ExecuTorch int8 for XNNPACK (.pte, quantized)"
     quantize = True
     lossy = True
+    calibrates = True
 
 
 EXECUTORCH = ExecuTorchFormat()
