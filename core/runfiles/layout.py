@@ -128,6 +128,11 @@ class RunDir:
         """Where the run is mirrored to MLflow: per tracking URI, its run id and how far it was sent."""
         return self.path / "mlflow.json"
 
+    @property
+    def mlflow_lock(self) -> Path:
+        """Held by the process that mirrors the run to MLflow (one at a time)."""
+        return self.path / "mlflow.lock"
+
     # ---- what it is ------------------------------------------------------------------------------
     def is_run(self) -> bool:
         """A folder is a run once its config is written (the first thing a run writes), or once an import of

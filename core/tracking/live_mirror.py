@@ -69,14 +69,15 @@ class LiveMirror:
         while not self._stop.wait(delay):
             delay = INTERVAL_S if self._attempt(final=False) else RETRY_S[min(self._retries - 1, len(RETRY_S) - 1)]
 
-    def _attempt(self, final: bool) -> bool:
-        """One send; False when the server did not take it (the first failure in a row is the one warning)."""
+    def _attempt(self, final: bool, timeout: float | None = None) -> bool:
+        """One send (no request past ``timeout`` seconds); False when the server did not take it (the first
+        failure in a row is the one warning)."""
         try:
             if self._continued:
-                self._mirror.sync()  # the run it continues exists there first
+                self._mirror.sync(timeout=timeout)  # the run it continues exists there first
                 self._mirror.reopen()
                 self._continued = False
-            self._mirror.sync(final=final)
+            self._mirror.sync(final=final, timeout=timeout)
         except MirrorError as exc:
             self._retries += 1
             if not self._failing:
@@ -95,11 +96,11 @@ class LiveMirror:
         self._stop.set()
         self._thread.join()
         deadline = time.monotonic() + (END_S if timeout is None else timeout)
-        while self._attempt(final=True):
+        while self._attempt(final=True, timeout=max(0.5, deadline - time.monotonic())):
             entry = self._mirror.entry
             self._note("info", f"mlflow: mirrored to {entry.link or self.uri} (run {entry.run_id})")
             return
-        while not self._attempt(final=True):
+        while not self._attempt(final=True, timeout=max(0.5, deadline - time.monotonic())):
             if time.monotonic() + 1.0 > deadline:
                 left = pending_bytes(self.run_dir, self.uri)
                 what = f"{left:,} bytes of its records and its end" if left else "its end"

@@ -25,10 +25,14 @@ line reports). MLflow itself is imported only here and only when a run is mirror
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import math
 import os
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -48,6 +52,7 @@ READ_BYTES = 1 << 22  # metrics.jsonl read at most this much at a time
 RUN_TAG = "traindesk.run"
 STATUS = {"finished": "FINISHED", "stopped": "KILLED", "failed": "FAILED"}
 INSTALL = "tracking.mlflow needs MLflow's client: pip install 'traindesk[mlflow]' (or mlflow-skinny)"
+REQUEST_S = 10.0  # the longest one request waits for an answer (less when the caller's deadline is nearer)
 
 
 # what a server that is not there looks like in MLflow's errors, and what to say of it
@@ -166,12 +171,72 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
 
 
-def _quiet_http() -> None:
+_SETTINGS = threading.Lock()  # MLflow reads its HTTP settings from the environment: one call sets them at a time
+
+
+@contextlib.contextmanager
+def _http_settings(timeout: float) -> Iterator[None]:
     """MLflow's HTTP client retries a refused connection for minutes by default; the mirror retries on its own
-    schedule, so one attempt a call, with a short timeout (unless the user set these)."""
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # stdout's last line is the run's folder
+    schedule, so one attempt a call, answered within ``timeout`` (unless the user set these). They are set for
+    the call alone and put back after it: the rest of the process keeps its own environment."""
+    wanted = {
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+        "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout))),
+        "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",  # stdout's last line is the run's folder
+    }
+    with _SETTINGS:
+        before = {k: os.environ.get(k) for k in wanted}
+        for key, value in wanted.items():
+            if before[key] is None:
+                os.environ[key] = value
+        try:
+            yield
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    os.environ.pop(key, None)
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """Why the server did not answer, from the errors' types along the chain (their texts where a library
+    wraps them into its own error), or None when it answered with an error."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, TimeoutError) or type(seen).__name__ in ("Timeout", "ReadTimeout", "ConnectTimeout"):
+            return "timed out"
+        if isinstance(seen, ConnectionError) or type(seen).__name__ in ("ConnectionError", "NewConnectionError"):
+            return "no connection"
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc)
+    return next((reason for words, reason in UNREACHABLE if words in text), None)
+
+
+@contextlib.contextmanager
+def _mirror_lock(run: RunDir, uri: str, deadline: float) -> Iterator[None]:
+    """The run's mirror to MLflow, one process at a time (a live mirror and Mirror to MLflow on the same run):
+    mlflow.json has one writer and no record is sent twice. Waits until ``deadline`` (monotonic)."""
+    path = run.mlflow_lock
+    try:
+        fh = path.open("a+")
+    except OSError:  # a read-only run: nothing is written to it either
+        yield
+        return
+    with fh:
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise MirrorError(
+                        f"mlflow: another process is mirroring {run.name} to {uri} now; it goes on from where that "
+                        "one gets to"
+                    ) from None
+                time.sleep(0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class MlflowMirror:
@@ -184,11 +249,11 @@ class MlflowMirror:
         self._client: Any = None
         self._checked = False  # the run mlflow.json names was found there
         self.entry = read_mirrors(self.run.path).get(uri) or Mirrored(uri)
+        self._deadline = math.inf  # monotonic: no call of this sync starts, or waits, past it
 
     # ---- the client -------------------------------------------------------------------------------
     def client(self) -> Any:
         if self._client is None:
-            _quiet_http()
             try:
                 from mlflow.tracking import MlflowClient
             except ImportError as exc:
@@ -196,31 +261,44 @@ class MlflowMirror:
             for name in ("mlflow.store.db.utils", "alembic"):  # a new local store's set-up is no news
                 logging.getLogger(name).setLevel(logging.WARNING)
             try:
-                self._client = MlflowClient(tracking_uri=self.uri)
+                with _http_settings(REQUEST_S):
+                    self._client = MlflowClient(tracking_uri=self.uri)
             except Exception as exc:
                 raise MirrorError(f"mlflow: {self.uri} is not a tracking URI MLflow takes: {_one_line(exc)}") from exc
         return self._client
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise MirrorError(f"mlflow: {self.uri} did not take the rest in time (it was to {what}); it is sent later")
         try:
-            return fn(*args, **kwargs)
+            with _http_settings(min(REQUEST_S, left)):
+                return fn(*args, **kwargs)
         except MirrorError:
             raise
         except Exception as exc:
-            text = str(exc)
-            for words, reason in UNREACHABLE:
-                if words in text:
-                    raise MirrorError(f"mlflow: {self.uri} does not answer ({reason})") from exc
+            reason = _unreachable(exc)
+            if reason is not None:
+                raise MirrorError(f"mlflow: {self.uri} does not answer ({reason})") from exc
             raise MirrorError(f"mlflow: cannot {what} at {self.uri}: {_one_line(exc)}") from exc
 
     # ---- what is sent -----------------------------------------------------------------------------
-    def sync(self, final: bool = False) -> int:
-        """Send what has not been sent (and, ``final``, the run's end and its files); the metrics sent."""
-        self._ensure_run()
-        sent = self._send_records()
-        if final:
-            self._send_end()
-        return sent
+    def sync(self, final: bool = False, timeout: float | None = None) -> int:
+        """Send what has not been sent (and, ``final``, the run's end and its files); the metrics sent. With
+        ``timeout`` (seconds), no request starts or waits past it: what is left stays for the next sync."""
+        self._deadline = math.inf if timeout is None else time.monotonic() + timeout
+        try:
+            with _mirror_lock(self.run, self.uri, self._deadline if timeout is not None else time.monotonic() + 60):
+                latest = read_mirrors(self.run.path).get(self.uri)
+                if latest is not None and latest.offset > self.entry.offset:  # another process got further
+                    self.entry = latest
+                self._ensure_run()
+                sent = self._send_records()
+                if final:
+                    self._send_end()
+                return sent
+        finally:
+            self._deadline = math.inf
 
     def _save(self) -> None:
         _write_mirror(self.run.path, self.entry)
