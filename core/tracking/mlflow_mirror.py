@@ -192,8 +192,8 @@ def _http_settings(timeout: float) -> Iterator[None]:
         try:
             yield
         finally:
-            for key, value in before.items():
-                if value is None:
+            for key, old in before.items():
+                if old is None:
                     os.environ.pop(key, None)
 
 
