@@ -33,7 +33,7 @@ BUCKETS = WORD_BUCKETS + CHAR_BUCKETS
 TEXT_DIM = 32  # the width a text column takes in the model after its embedding bag
 WORD_SLOTS = (4, 64)  # the fewest and the most word n-grams a row keeps
 CHAR_SLOTS = (8, 128)
-FIT_SAMPLE = 20_000  # training texts the slot counts are fitted on
+FIT_SAMPLE = 5_000  # training texts the slot counts are fitted on (a percentile: a sample tells it)
 PRE_STEP = "core.schema.text.text_slots"
 
 
@@ -83,12 +83,19 @@ def fit_slots(values: Any) -> tuple[int, int]:
 
 
 def _top(matrix: Any, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``k`` largest entries of a CSR count matrix: (buckets + offset, unit-length weights)."""
+    """Each row's ``k`` largest entries of a CSR count matrix: (buckets + offset, unit-length weights). A row
+    with more keeps its largest (ties in bucket order); one with fewer keeps them all, in bucket order."""
     matrix.sum_duplicates()
+    matrix.sort_indices()
     n = matrix.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(matrix.indptr))
+    counts = np.diff(matrix.indptr)
+    rows = np.repeat(np.arange(n), counts)
     weights = np.log1p(matrix.data.astype(np.float64))
-    order = np.lexsort((matrix.indices, -weights, rows))
+    order = np.arange(len(rows))
+    crowded = counts[rows] > k
+    if crowded.any():  # only the rows that must drop some are sorted by weight
+        sub = np.flatnonzero(crowded)
+        order[sub] = sub[np.lexsort((matrix.indices[sub], -weights[sub], rows[sub]))]
     rows_o = rows[order]
     pos = np.arange(len(order)) - matrix.indptr[rows_o]
     keep = pos < k
