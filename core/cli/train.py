@@ -229,6 +229,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         # at their next batch (checkpoint and summary written)
         interrupts.immediate = False
         cfg = session.config
+        if cfg.data.source.partition(":")[0] in ("csv", "parquet"):
+            from core.services.machine import skip_pandas
+
+            skip_pandas()  # this process hands pyarrow no pandas object: its look for pandas imported ~50 MB
         resumed_at = min(p.epoch for p in session.start_positions()) - 1
         progress = Progress(cfg.train.epochs, args.quiet, start_epoch=resumed_at)
         session.add_listener(progress)
@@ -291,6 +295,7 @@ def _drive(session: Any, interrupts: Interrupts) -> bool:
     an interrupted start was left behind (still loading data).
     """
     session.launcher.warm_up()  # start the forkserver (if any) while data loads
+    session.launcher.end_server_with_workers()  # this command's one run: its evaluation needs no server
     failure: list[BaseException] = []
     lost: list[tuple[str, str]] = []  # stdout/stderr whose reader went away, and why: logged from this thread
     stop_listening = on_output_lost(lambda name, exc: lost.append((name, lost_reason(exc))))

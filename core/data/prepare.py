@@ -153,8 +153,13 @@ def load_data(
         val_s: Split = ImageSplit(tuple(raw.paths[i] for i in val_idx), tuple(int(raw.y[i]) for i in val_idx))
         return PreparedData(info, train_s, val_s)
     input_shape = tuple(raw.image_shape) if raw.image_shape is not None else (len(raw.feature_names),)
-    # one tensor holds every sample once, the training rows first: both splits are views of it
-    order = np.concatenate([train_idx, val_idx])
+    # one tensor holds every sample once, the training rows first: both splits are views of it; the row
+    # numbers in the smallest type that holds them (int64 arrays of every row were the load's largest
+    # temporaries after the columns), the split's own freed
+    k = len(train_idx)
+    order = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    order[:k], order[k:] = train_idx, val_idx
+    del train_idx, val_idx
     x = _new_tensor((n, math.prod(input_shape)), share)
     out = x.numpy()
     if schema is not None:  # a table's statistics come with its schema (identity past the numbers)
@@ -166,7 +171,7 @@ def load_data(
         del table
     else:
         _fill_rows(out, raw, order)
-        f_mean, f_std = _stats(out[: len(train_idx)], cfg.standardize)
+        f_mean, f_std = _stats(out[:k], cfg.standardize)
         _standardize(out, f_mean, f_std)
     check_stop()
     # images (digits, an NPZ of images) reach every model as (C, H, W), as from an image folder
@@ -174,7 +179,6 @@ def load_data(
     ys = torch.from_numpy(np.ascontiguousarray(raw.y[order]))
     if share:
         ys.share_memory_()
-    k = len(train_idx)
     train, val = TensorSplit(xs[:k], ys[:k]), TensorSplit(xs[k:], ys[k:])
     info = info_of(input_shape=input_shape, mean=tuple(float(m) for m in f_mean), std=tuple(float(s) for s in f_std))
     return PreparedData(info, train, val)

@@ -124,34 +124,46 @@ def release_pages(array: object, rows: int) -> None:
         libc.madvise(ctypes.c_void_p(begin), ctypes.c_size_t(end - begin), MADV_DONTNEED)
 
 
+def skip_pandas() -> bool:
+    """Let pyarrow find no pandas in this process, a process that never gives it a pandas object
+    (prediction, training): pyarrow imports pandas, when it is installed (MLflow brings it), at its first
+    conversion of any array, only to recognise pandas objects, and that import takes 0.2 s of a 1.1 s
+    ``predict`` of 200,000 rows here, again in every pool process, and about 50 MB. pyarrow looks once and
+    keeps the answer: it looks now, with pandas refused, and pandas stays importable for anything else
+    (timm's models import it). True when pyarrow was told; False when pandas is imported already or
+    pyarrow had looked."""
+    import sys
+
+    if "pandas" in sys.modules:
+        return False
+    with imports_refused("pandas"):
+        import pyarrow as pa
+
+        pa.array([0])  # pyarrow's first look for pandas
+    return "pandas" not in sys.modules
+
+
+@contextlib.contextmanager
+def imports_refused(*names: str) -> Iterator[None]:
+    """While it lasts, these packages are absent: importing one, or asking ``importlib.util.find_spec``
+    for it, raises ModuleNotFoundError (what both say of a package that is not installed, and what torch
+    and pyarrow catch); afterwards they import as usual."""
+    import sys
+
+    refused = _Refused(frozenset(names))
+    sys.meta_path.insert(0, refused)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(refused)
+
+
 class _Refused:
-    """A meta path finder that answers an import of one of ``names`` with ImportError."""
+    """A meta path finder that answers an import of one of ``names`` with ModuleNotFoundError."""
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
         if fullname.partition(".")[0] in self.names:
-            raise ImportError(f"{fullname} is not imported in this process")
-
-
-def skip_pandas() -> bool:
-    """Let pyarrow find no pandas in this process, a process that never gives it a pandas object
-    (prediction): pyarrow imports pandas, when it is installed (MLflow brings it), at its first conversion
-    of any array, only to recognise pandas objects, and that import takes 0.2 s of a 1.1 s ``predict`` of
-    200,000 rows here, again in every pool process. pyarrow looks once and keeps the answer: it looks
-    now, with pandas refused, and pandas stays importable for anything else (timm's models import it).
-    True when pyarrow was told; False when pandas is imported already or pyarrow had looked."""
-    import sys
-
-    if "pandas" in sys.modules:
-        return False
-    refused = _Refused(frozenset({"pandas"}))
-    sys.meta_path.insert(0, refused)
-    try:
-        import pyarrow as pa
-
-        pa.array([0])  # pyarrow's first look for pandas
-    finally:
-        sys.meta_path.remove(refused)
-    return "pandas" not in sys.modules
+            raise ModuleNotFoundError(f"{fullname} is not imported in this process", name=fullname)

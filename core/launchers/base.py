@@ -64,5 +64,11 @@ class Launcher(Protocol):
     def summary_extra(self, nodes: list[str]) -> dict[str, Any]:
         """The launcher's keys of summary.json."""
 
+    def end_server_with_workers(self) -> None:
+        """This process runs one run and no other: what starts workers may end once they have."""
+
+    def workers_ended(self) -> None:
+        """Every worker this process started has ended (the run's evaluation comes next)."""
+
     def cleanup(self) -> None:
         """The run is over: remove what the launcher made."""

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from core.worker.channels import Channels
     from core.worker.spec import WorkerSpec
 
-# torch._dynamo: the first optimizer a process makes imports it (~1 s); do it once, in the server; the strategies:
-# a worker's spec carries its strategy, whose module unpickling it imports
-PRELOAD = ["torch", "torch._dynamo", "core.worker.process", "core.strategies"]
+# torch._dynamo (without triton: core.launchers.server_preload): the first optimizer a process makes imports
+# it (~1 s); do it once, in the server; the strategies: a worker's spec carries its strategy, whose module
+# unpickling it imports
+PRELOAD = ["torch", "core.launchers.server_preload", "core.worker.process", "core.strategies"]
 _lock = threading.Lock()
 _ctx: Any = None
 
@@ -147,13 +148,20 @@ def forkserver_pid() -> int | None:
 
 def stop_forkserver() -> None:
     """End this process's forkserver now, if it runs, even in the middle of its preloads (which would
-    otherwise keep it alive for seconds after this process exits); the next worker starts a new one.
-    Imports nothing (it may run in a signal handler, in the middle of an import): a module not yet
-    imported started no server."""
+    otherwise keep it alive for seconds after this process exits), and its resource tracker; the next
+    worker starts a new one. Imports nothing (it may run in a signal handler, in the middle of an
+    import): a module not yet imported started no server."""
+    if _end_server():
+        _stop_resource_tracker()
+
+
+def _end_server() -> bool:
+    """End the forkserver, if it runs (SIGKILL: it holds nothing to save; its workers die with it); the
+    resource tracker stays. True when there was one."""
     server = _forkserver()
     pid = getattr(server, "_forkserver_pid", None)
     if pid is None:
-        return
+        return False
     try:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -166,7 +174,7 @@ def stop_forkserver() -> None:
             os.close(alive)
         except OSError:
             pass
-    _stop_resource_tracker()
+    return True
 
 
 def _stop_resource_tracker(wait_s: float = 0.5) -> None:
@@ -196,6 +204,7 @@ class LocalLauncher:
     def __init__(self) -> None:
         self.ctx = get_context()
         self._rendezvous_file: str | None = None
+        self.server_ends_with_workers = False  # see end_server_with_workers
 
     def warm_up(self) -> None:
         warm_up()  # no-op when the forkserver already runs
@@ -251,6 +260,17 @@ class LocalLauncher:
 
     def attach(self, run_dir: Path) -> None:
         """The run directory is known (nothing to record for local processes)."""
+
+    def end_server_with_workers(self) -> None:
+        """This process runs one run and no other (``traindesk train``): the forkserver ends as soon as the
+        run's workers have, instead of with the process. Its preloads (torch, torch._dynamo: half a GB) then
+        stand beside neither the run's evaluation nor the command's exit; the window keeps its server warm
+        for the next Start."""
+        self.server_ends_with_workers = True
+
+    def workers_ended(self) -> None:
+        if self.server_ends_with_workers:
+            _end_server()
 
     def summary_extra(self, nodes: list[str]) -> dict[str, Any]:
         return {}

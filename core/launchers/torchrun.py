@@ -207,6 +207,12 @@ class TorchrunLauncher:
     def summary_extra(self, nodes: list[str]) -> dict[str, Any]:
         return {"world_size": self.world, "nodes": nodes, "restarts": self.restarts, "samples_lost": self.samples_lost}
 
+    def end_server_with_workers(self) -> None:
+        pass  # no server: torchrun started the ranks
+
+    def workers_ended(self) -> None:
+        pass
+
     def cleanup(self) -> None:
         pass
 

@@ -243,9 +243,9 @@ def encode_into(
     from core.host.machine import release_pages
     from core.readers.blocks import check_stop
 
-    where = np.empty(table.n_rows, dtype=np.int64)
-    where[:] = -1
-    where[order] = np.arange(len(order))
+    index = np.int32 if table.n_rows < 2**31 else np.int64  # each output row's number, in half the memory
+    where = np.full(table.n_rows, -1, dtype=index)
+    where[order] = np.arange(len(order), dtype=index)
     used = list(schema.used)
     unseen: dict[str, int] = {}
     missing: dict[str, int] = {}

@@ -102,7 +102,8 @@ class _Numbers:
     """A number or bool column fitted on the training rows (its cells are not kept: the example row's
     values are read from the table)."""
 
-    miss: np.ndarray  # which training cells are missing
+    miss: np.ndarray | None  # which training cells are missing; None when none is (a column of a bool per
+    # training row, held until every column is fitted: 77 MB for 32 columns of 2.4 million rows)
     spec: ColumnSpec
 
 
@@ -126,7 +127,7 @@ def _fit_numbers(table: RawTable, name: str, inf: Inferred, train_rows: np.ndarr
     if std < 1e-6:
         std = 1.0
     return _Numbers(
-        miss,
+        miss if miss.any() else None,
         ColumnSpec(
             name,
             inf.kind,
@@ -240,7 +241,8 @@ def _fit_columns(
             cells[name] = train
             continue
         fitted = numbers[name].result()  # its error, if any, in column order
-        complete &= ~fitted.miss
+        if fitted.miss is not None:
+            complete &= ~fitted.miss
         cells[name] = train_rows  # the example's value is read from the column, at its row
         specs.append(fitted.spec)
     return specs, complete, cells

@@ -29,9 +29,8 @@ def classification_scores(
     precision 0, not NaN (JSON has no NaN).
     """
     import numpy as np
-    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
 
-    labels = list(range(len(classes)))
+    k = len(classes)
     y_true = np.asarray(y_true, dtype=np.int64)
     y_pred = np.asarray(y_pred, dtype=np.int64)
     n = int(len(y_true))
@@ -47,32 +46,86 @@ def classification_scores(
             "confusion": cm.tolist(),
             "confusion_axes": CONFUSION_AXES,
         }
-    cm = confusion_matrix(y_true, y_pred, labels=labels)
-    p, r, f, support = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    if not _indices_of(y_true, k) or not _indices_of(y_pred, k):
+        return _sklearn_scores(y_true, y_pred, classes)
+    # scikit-learn's definitions (precision_recall_fscore_support, zero_division=0) on the confusion matrix,
+    # without importing it: scikit-learn and scipy held about 100 MB in the process at a run's end
+    cm = np.bincount(y_true * k + y_pred, minlength=k * k).reshape(k, k)
+    tp, predicted, support = np.diagonal(cm), cm.sum(axis=0), cm.sum(axis=1)
+    p, r = _divided(tp, predicted), _divided(tp, support)
+    f = _divided(2.0 * tp, support + predicted.astype(np.float64))
+    weights = support.astype(np.float64)  # n > 0 rows, each of a class: they never sum to 0
+
+    def weighted(v: np.ndarray) -> float:
+        return float(np.sum(v * weights) / np.sum(weights))
+
+    macro = {"precision": float(np.mean(p)), "recall": float(np.mean(r)), "f1": float(np.mean(f))}
+    return _scores(
+        cm, n, (p, r, f, support), classes, macro, {"precision": weighted(p), "recall": weighted(r), "f1": weighted(f)}
+    )
+
+
+def _scores(
+    cm: np.ndarray,
+    n: int,
+    prfs: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    classes: Sequence[str],
+    macro: dict[str, float],
+    weighted: dict[str, float],
+) -> dict[str, Any]:
+    import numpy as np
+
+    p, r, f, support = prfs
     per_class = [
         {
             "class": str(name),
-            "precision": float(p[k]),
-            "recall": float(r[k]),
-            "f1": float(f[k]),
-            "support": int(support[k]),
+            "precision": float(p[j]),
+            "recall": float(r[j]),
+            "f1": float(f[j]),
+            "support": int(support[j]),
         }
-        for k, name in enumerate(classes)
+        for j, name in enumerate(classes)
     ]
+    return {
+        "n": n,
+        "accuracy": float(np.trace(cm)) / n,
+        "per_class": per_class,
+        "macro": macro,
+        "weighted": weighted,
+        "confusion": cm.astype(int).tolist(),
+        "confusion_axes": CONFUSION_AXES,
+    }
+
+
+def _indices_of(y: np.ndarray, k: int) -> bool:
+    """Every value indexes one of ``k`` classes."""
+    return bool(len(y) == 0 or (int(y.min()) >= 0 and int(y.max()) < k))
+
+
+def _divided(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """``num / den`` in float64, 0 where ``den`` is 0 (scikit-learn's ``zero_division=0``)."""
+    import numpy as np
+
+    den = np.asarray(den, dtype=np.float64)
+    out = np.asarray(num, dtype=np.float64) / np.where(den == 0, 1.0, den)
+    out[den == 0] = 0.0
+    return out
+
+
+def _sklearn_scores(y_true: np.ndarray, y_pred: np.ndarray, classes: Sequence[str]) -> dict[str, Any]:
+    """``classification_scores`` by scikit-learn itself, where a value indexes no class (it is then left out
+    of every count but ``n``)."""
+    from sklearn.metrics import confusion_matrix, precision_recall_fscore_support
+
+    labels = list(range(len(classes)))
+    cm = confusion_matrix(y_true, y_pred, labels=labels)
+    prfs = precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
 
     def average(how: str) -> dict[str, float]:
         ap, ar, af, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average=how, zero_division=0)
         return {"precision": float(ap), "recall": float(ar), "f1": float(af)}
 
-    return {
-        "n": n,
-        "accuracy": float(np.trace(cm)) / n,
-        "per_class": per_class,
-        "macro": average("macro"),
-        "weighted": average("weighted"),
-        "confusion": cm.astype(int).tolist(),
-        "confusion_axes": CONFUSION_AXES,
-    }
+    return _scores(cm, int(len(y_true)), prfs, classes, average("macro"), average("weighted"))
 
 
 def label_scores(truth: Sequence[str], predicted: Sequence[str], classes: Sequence[str]) -> dict[str, Any]:

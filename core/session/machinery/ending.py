@@ -44,6 +44,7 @@ class RunEnd:
         with ctx.run.lock:
             ctx.run.move("finishing")
         ctx.procs.join(TERMINATE_GRACE_S)
+        s.launcher.workers_ended()
         status = self._status()
         parts = [s.stats.done.get(r, {}) for r in range(s.num_workers)]
         self._adopt_result()
