@@ -546,6 +546,9 @@ class MainWindow(QMainWindow):
                 event.ignore()
                 return
         self._save_settings()
+        # Off the screen before the waits below: a dataset still being described or a model's parameters
+        # still being counted (a timm backbone built off the GUI thread) held the window up for seconds.
+        self.hide()
         self.panel.shutdown()
         self.runs_view.wait(5.0)
         self.compare_view.wait(5.0)

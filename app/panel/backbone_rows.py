@@ -26,10 +26,30 @@ def backbone_label(b: pretrained.Backbone, cached: bool) -> str:
     return f"{b.describe()}  {HERE}" if cached else b.describe()
 
 
-def narrow(combo: QComboBox, chars: int = 14) -> None:
-    """The combo's width never follows its longest item (a backbone's line): the panel keeps its width."""
+def narrow(combo: QComboBox, chars: int = 14, whole_tip: bool = False) -> None:
+    """The combo's width never follows its longest item (a backbone's line): the panel keeps its width. Its
+    list opens as wide as its longest item, and with ``whole_tip`` the combo's tooltip is the chosen item
+    whole, so a name is never read cut ("…224p")."""
     combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
     combo.setMinimumContentsLength(chars)
+
+    def fit() -> None:
+        metrics = combo.view().fontMetrics()
+        widest = max((metrics.horizontalAdvance(combo.itemText(i)) for i in range(combo.count())), default=0)
+        scroll = combo.view().verticalScrollBar().sizeHint().width()
+        combo.view().setMinimumWidth(widest + scroll + 3 * metrics.averageCharWidth())  # item margins, frame
+
+    def tip() -> None:
+        combo.setToolTip(combo.currentText())
+
+    model = combo.model()
+    for signal in (model.rowsInserted, model.rowsRemoved, model.dataChanged, model.modelReset):
+        signal.connect(fit)
+    fit()
+    if whole_tip:
+        combo.currentIndexChanged.connect(tip)
+        model.dataChanged.connect(tip)  # the chosen item's text changed (its weights came into the cache)
+        tip()
 
 
 class BackboneRows:
@@ -43,7 +63,7 @@ class BackboneRows:
         for b in pretrained.SUGGESTED:
             combo_model.addItem(b.describe(), b.kind)
         combo_model.addItem("Other timm backbone…", OTHER)
-        narrow(combo_model)
+        narrow(combo_model, whole_tip=True)
         self.refresh_marks()
 
         self.edit_timm_model = QLineEdit(objectName="edit_timm_model")

@@ -38,7 +38,8 @@ LR_TOLERANCE = 0.002  # an lr this share of the run's highest lr away from the l
 
 MEAN_DENSITY = 2  # the mean's grid holds at most this many points per point of its densest worker curve
 RATE_WINDOW_S = 0.5  # samples/s measured over windows of this length
-RATE_STALE_S = 1.5  # a worker silent this long no longer counts in the total
+RATE_STALE_S = 1.5  # a worker silent this long (plus twice its usual gap between steps) no longer counts in the total
+GAP_FACTOR = 3.0  # a silence this many times a worker's usual gap between steps (an evaluation) is no window
 MIN_WINDOW_S = 0.1  # a worker's last, shorter window still gives a point when it ends
 
 
@@ -133,6 +134,7 @@ class RunData:
         self._anchor: dict[int, tuple[float, float, float]] = {}  # worker -> (t, samples, step)
         self._latest_rate: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, rate)
         self._last_sample: dict[int, tuple[float, float, float]] = {}  # worker -> (t, step, samples)
+        self._gap: dict[int, float] = {}  # worker -> seconds between its latest two step records
         self.expected_workers = 0  # the mean waits for every worker (0: unknown)
         self._total_next_t = -math.inf
         self._lr_rows: dict[int, list[float]] = {}  # worker -> lr of each loss row of the batch being added
@@ -297,6 +299,8 @@ class RunData:
             if state in ("paused", "stopping", "starting", "finished", "stopped", "failed"):
                 self._anchor.pop(w, None)
                 self._stretch.pop(w, None)
+            if state in ("finished", "stopped", "failed"):
+                self._drop_from_total(w, t, ch)
             return
         if state in ("paused", "stopping", "starting"):
             # A pause would otherwise show up as one long, slow window after resume.
@@ -435,12 +439,42 @@ class RunData:
         )
         ch.total = True
 
+    def _drop_from_total(self, w: int, t: float, ch: Changes) -> None:
+        """A worker ended: the total steps down to the others' sum at once, rather than holding its share until
+        it goes stale (a head-only run's workers end seconds apart)."""
+        if self._latest_rate.pop(w, None) is None or not len(self.total):
+            return
+        live = self._live_rates(t)
+        if not live:
+            return
+        rel = self.timeline.time(t)
+        before = self.total.last(RATE)
+        if math.isfinite(before):
+            self.total.append([(self.total.last(RSTEP), rel, before)])
+        self.total.append([(float(np.mean([v[1] for v in live])), rel, float(sum(v[2] for v in live)))])
+        self._total_next_t = t + RATE_WINDOW_S
+        ch.total = True
+
+    def _live_rates(self, t: float) -> list[tuple[float, float, float]]:
+        """The workers' latest rates that still count at ``t``: heard from within RATE_STALE_S plus twice their
+        usual gap between steps (a fine-tune's steps of seconds each stay in the total between them)."""
+        return [v for w, v in self._latest_rate.items() if t - v[0] <= RATE_STALE_S + 2 * self._gap.get(w, 0.0)]
+
     def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
+        prev = self._last_sample.get(w)
+        gap = t - prev[0] if prev is not None else 0.0
+        usual = self._gap.get(w)
+        if gap > 0:
+            self._gap[w] = gap
         self._last_sample[w] = (t, step, samples)
         if w not in self._stretch:
             self._stretch[w] = (t, samples, step)
         anchor = self._anchor.get(w)
-        if anchor is None or t - anchor[0] > 4 * RATE_WINDOW_S + RATE_STALE_S:
+        # A long silence starts a new window (an evaluation is no slow stretch of training), but only one
+        # long beside the worker's own pace: steps of seconds each (a full fine-tune) are windows themselves,
+        # drawn as each record comes.
+        silent = gap > GAP_FACTOR * usual if usual is not None else False
+        if anchor is None or (t - anchor[0] > 4 * RATE_WINDOW_S + RATE_STALE_S and silent):
             self._anchor[w] = (t, samples, step)
             return
         dt = t - anchor[0]
@@ -461,7 +495,7 @@ class RunData:
         self._latest_rate[w] = (t, step, rate)
         if total if total is not None else t >= self._total_next_t:
             self._total_next_t = t + RATE_WINDOW_S
-            live = [v for v in self._latest_rate.values() if t - v[0] <= RATE_STALE_S]
+            live = self._live_rates(t)
             self.total.append([(float(np.mean([v[1] for v in live])), rel, float(sum(v[2] for v in live)))])
             ch.total = True
 

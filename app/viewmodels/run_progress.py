@@ -10,14 +10,18 @@ into a share of the run done and a time left.
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 from core.services.runs.files import EVAL, LOG, STATE, STEP
 from core.services.runs.reading import RunCount, RunStats
 
-ETA_WINDOW_S = 30.0  # the ETA is measured over this much of the latest running time
+# The ETA divides what is left by an exponentially weighted rate of progress: each stretch between two
+# deliveries counts with weight exp(-age / ETA_TAU_S), its progress and its seconds summed apart (the rate is
+# their ratio, so a slow step, an evaluation and a fast burst are averaged by the time they took). A sliding
+# window instead swung the ETA threefold as a step of seconds or an evaluation entered and left it.
+ETA_TAU_S = 60.0
+ETA_MIN_S = 1.0  # of measured running time before an ETA is shown
 
 
 class ProgressTracker:
@@ -43,9 +47,10 @@ class ProgressTracker:
         self.final: RunCount | None = None  # the count of the run's summary, once it ended
         self.stats = RunStats()
         self._progress: dict[int, float] = {}
-        self._history: deque[tuple[float, float]] = deque()
+        self._last: tuple[float, float] | None = None  # (t, progress) at the latest delivery while running
+        self._done_w = 0.0  # the weighted sums of the ETA's rate: progress made ...
+        self._time_w = 0.0  # ... over seconds spent
         self.paused = False
-        self._paused_at: float | None = None  # when the session said it paused
         self.done = False
         self.stopped_early_at: int | None = None  # the last epoch of a run that early stopping ended
 
@@ -83,25 +88,26 @@ class ProgressTracker:
             elif kind == STATE and rec.get("worker") is None:
                 self._on_session_state(self.stats.state, t)
         if t is not None and not self.paused:
-            self._history.append((t, self.progress))
-            while len(self._history) > 2 and t - self._history[0][0] > ETA_WINDOW_S:
-                self._history.popleft()
+            self._measure(t, self.progress)
+
+    def _measure(self, t: float, progress: float) -> None:
+        if self._last is not None and t > self._last[0]:
+            dt = t - self._last[0]
+            decay = math.exp(-dt / ETA_TAU_S)
+            self._done_w = self._done_w * decay + max(0.0, progress - self._last[1])
+            self._time_w = self._time_w * decay + dt
+        if self._last is None or t >= self._last[0]:
+            self._last = (t, progress)
 
     def _reach(self, worker: int, share: float) -> None:
         self._progress[worker] = max(self._progress.get(worker, 0.0), min(1.0, share))
 
     def _on_session_state(self, state: str | None, t: float | None = None) -> None:
         if state == "paused":
-            if not self.paused:
-                self._paused_at = t
             self.paused = True
         elif state == "running":
-            if self.paused:  # the pause must not slow the ETA down: the pace before it is moved up to now
-                shift = t - self._paused_at if t is not None and self._paused_at is not None else None
-                if shift is None:
-                    self._history.clear()
-                else:
-                    self._history = deque((ti + shift, p) for ti, p in self._history)
+            if self.paused and self._last is not None:  # the pause must not slow the ETA down: not measured
+                self._last = (t, self._last[1]) if t is not None else None
             self.paused = False
         elif state == "finished":
             self.done = True
@@ -113,7 +119,9 @@ class ProgressTracker:
         scale = self.epochs / epochs
         self.epochs = epochs
         self._progress = {w: min(1.0, p * scale) for w, p in self._progress.items()}
-        self._history = deque((t, min(1.0, p * scale)) for t, p in self._history)
+        self._done_w *= scale
+        if self._last is not None:
+            self._last = (self._last[0], min(1.0, self._last[1] * scale))
 
     def end(self, status: str, summary: dict[str, Any] | None) -> None:
         """The run ended: a finished run is complete, unless early stopping ended it short of its epochs."""
@@ -138,16 +146,17 @@ class ProgressTracker:
         self.final = None
         self.stopped_early_at = None
         self.paused = False
-        self._history.clear()  # the time between the parts says nothing about the speed
+        self.forget_pace()  # the time between the parts says nothing about the speed
+
+    def forget_pace(self) -> None:
+        """The ETA measures its rate afresh from the next delivery."""
+        self._last, self._done_w, self._time_w = None, 0.0, 0.0
 
     def eta_s(self) -> float | None:
-        """Seconds left, from the progress made over the last ~30 s of running; None if unknown."""
-        if self.done or self.paused or len(self._history) < 2:
+        """Seconds left at the exponentially weighted rate of progress (ETA_TAU_S); None if unknown."""
+        if self.done or self.paused or self._last is None or self._time_w < ETA_MIN_S or self._done_w <= 0:
             return None
-        (t0, p0), (t1, p1) = self._history[0], self._history[-1]
-        if t1 - t0 < 1.0 or p1 <= p0:
-            return None
-        return (1.0 - p1) * (t1 - t0) / (p1 - p0)
+        return (1.0 - self._last[1]) * self._time_w / self._done_w
 
 
 def format_duration(seconds: float | None) -> str:

@@ -59,13 +59,13 @@ class TrialProgress(ProgressTracker):
                 self.states[trial] = str(rec.get("state"))
             elif rec.get("kind") == EVAL:
                 self._epochs_of[trial] = max(self._epochs_of.get(trial, 0), int(rec.get("epoch") or 0))
-        super().add(records)  # pauses, the end, and the history the ETA is measured on
+        super().add(records)  # pauses, the end, and the pace the ETA is measured on
 
     def set_epochs(self, epochs: int) -> None:
         """A trial's epochs changed: the running trials' shares change with them, and the pace measured
         before says nothing of the trials' new length."""
         self.epochs = max(1, epochs)
-        self._history.clear()
+        self.forget_pace()
 
     def resume_from(self, records: Iterable[dict[str, Any]]) -> None:
         """A continued search adds a new budget of trials: the earlier ones are history, not progress."""

@@ -2,7 +2,8 @@
 
 ``image_pixmap`` is an image file as every view shows it: upright, as the models read it (``to_pixmap`` for
 pixels already decoded). ``ImageAnswer(prefix)`` shows one picture (a thumbnail, ``label_<prefix>_image``) beside its top classes
-and their probabilities as bars (``table_<prefix>_top_classes``). ``FileDrops`` lets a widget take files
+and their probabilities as bars (``table_<prefix>_top_classes``); both give way in a small window (the picture
+shrinks to ``MIN_THUMB_PX``, the table scrolls past ``MIN_SHOWN_CLASSES`` rows) rather than set its minimum size. ``FileDrops`` lets a widget take files
 and folders dropped on it (``dropped`` with their paths); ``image_files`` keeps the images among paths.
 The Serve tab's try-it form and the Predict tab both use them.
 """
@@ -14,14 +15,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, Qt, Signal
-from PySide6.QtGui import QDropEvent, QImage, QPixmap
+from PySide6.QtCore import QBuffer, QEvent, QIODevice, QMimeData, QObject, QSize, Qt, Signal
+from PySide6.QtGui import QDropEvent, QImage, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
     QHeaderView,
     QLabel,
     QProgressBar,
+    QSizePolicy,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -32,7 +34,9 @@ from app.shell.elided_label import ElidedLabel
 from core.services.inputs import IMAGE_SUFFIXES, ImageError, preview_image
 
 TOP_CLASSES = 5  # classes listed beside a picture
-THUMB_PX = 160  # a thumbnail's longer side
+THUMB_PX = 160  # a thumbnail's longer side, where there is room
+MIN_THUMB_PX = 48  # ... and where there is not
+MIN_SHOWN_CLASSES = 3  # rows the top-classes table keeps in view at least (the rest scroll)
 BAR_STEPS = 1000  # a probability bar's resolution
 IMAGE_FILTER = "Images (" + " ".join(f"*{s}" for s in sorted(IMAGE_SUFFIXES)) + ")"
 SENT_AS_IS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG"}  # what a server decodes; others go as PNG
@@ -148,6 +152,9 @@ class TopClasses(QTableWidget):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         self.setAccessibleName("top classes and their probabilities")
+        # rows as tall as a line of text and its bar: three classes in the room two took at Qt's default
+        self.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 8)
 
     def show_classes(self, top: Sequence[tuple[str, float]]) -> None:
         self.setRowCount(len(top))
@@ -162,7 +169,18 @@ class TopClasses(QTableWidget):
                 self.setCellWidget(r, 1, bar)
             bar.setValue(round(p * BAR_STEPS))
             bar.setFormat(f"{p:.1%}")
-        self.setFixedHeight(self.horizontalHeader().height() + sum(self.rowHeight(r) for r in range(len(top))) + 4)
+        self.updateGeometry()
+
+    def _rows_height(self, rows: int) -> int:
+        frame = 2 * self.frameWidth()
+        return self.horizontalHeader().sizeHint().height() + sum(self.rowHeight(r) for r in range(rows)) + frame
+
+    def sizeHint(self) -> QSize:
+        return QSize(super().sizeHint().width(), self._rows_height(self.rowCount()))
+
+    def minimumSizeHint(self) -> QSize:
+        # a few rows, not all: a fixed height of every row set the window's minimum height (a 900x600 screen)
+        return QSize(super().minimumSizeHint().width(), self._rows_height(min(self.rowCount(), MIN_SHOWN_CLASSES)))
 
     def shown(self) -> list[tuple[str, float]]:
         """The classes and probabilities listed, top first."""
@@ -173,6 +191,45 @@ class TopClasses(QTableWidget):
         return item.text() if item is not None else ""
 
 
+class Thumbnail(QLabel):
+    """A picture scaled to the label's room, from ``MIN_THUMB_PX`` to ``THUMB_PX``: it takes what the layout
+    leaves and never asks for more (its size policy ignores its hint), so a narrow or short window keeps its
+    tables readable beside it."""
+
+    def __init__(self, object_name: str) -> None:
+        super().__init__(objectName=object_name)
+        self.source: QPixmap | None = None  # at THUMB_PX; scaled down to the label's room when shown
+        self.setMinimumSize(MIN_THUMB_PX + 4, MIN_THUMB_PX + 4)
+        self.setMaximumSize(THUMB_PX + 4, THUMB_PX + 4)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Ignored)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setFrameShape(QLabel.Shape.StyledPanel)
+
+    def sizeHint(self) -> QSize:
+        return QSize(THUMB_PX + 4, THUMB_PX + 4)
+
+    def show_pixmap(self, pixmap: QPixmap | None) -> None:
+        self.source = pixmap
+        self._fit()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        if self.source is None:
+            return
+        side = max(MIN_THUMB_PX, min(self.width(), self.height()) - 4)
+        if side >= max(self.source.width(), self.source.height()):
+            self.setPixmap(self.source)
+        else:  # shrunk smoothly: a photo's detail averaged rather than dropped row by row
+            self.setPixmap(
+                self.source.scaled(
+                    side, side, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
+                )
+            )
+
+
 class ImageAnswer(QWidget):
     """One picture and its top classes: ``show_answer(path, probabilities)``, ``clear()``."""
 
@@ -180,25 +237,27 @@ class ImageAnswer(QWidget):
         super().__init__(parent)
         self.setObjectName(f"image_answer_{prefix}")
         self.path: Path | None = None
-        self.label_image = QLabel(objectName=f"label_{prefix}_image")
-        self.label_image.setFixedSize(THUMB_PX + 4, THUMB_PX + 4)
-        self.label_image.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.label_image.setFrameShape(QLabel.Shape.StyledPanel)
+        self.label_image = Thumbnail(f"label_{prefix}_image")
         self.label_caption = ElidedLabel(objectName=f"label_{prefix}_image_caption")
         self.table_top = TopClasses(f"table_{prefix}_top_classes")
+        # the caption under the picture: the table has the answer's whole height for its rows
+        picture = QVBoxLayout()
+        picture.setContentsMargins(0, 0, 0, 0)
+        picture.addWidget(self.label_image, 1)
+        picture.addWidget(self.label_caption)
         side = QVBoxLayout()
         side.setContentsMargins(0, 0, 0, 0)
-        side.addWidget(self.label_caption)
         side.addWidget(self.table_top)
         side.addStretch(1)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.label_image, 0, Qt.AlignmentFlag.AlignTop)
-        layout.addLayout(side, 1)
+        layout.addLayout(picture, 2)
+        layout.addLayout(side, 3)  # the table's share: its class names and bars stay readable beside the picture
         self.clear()
 
     def clear(self) -> None:
         self.path = None
+        self.label_image.show_pixmap(None)
         self.label_image.clear()
         self.label_image.setText("no image")
         self.label_caption.setText("")
@@ -208,10 +267,9 @@ class ImageAnswer(QWidget):
         """The picture at ``path`` and its likeliest classes."""
         self.path = path
         pixmap = image_pixmap(path, THUMB_PX)
+        self.label_image.show_pixmap(pixmap)
         if pixmap is None:
             self.label_image.setText("(unreadable)")
-        else:
-            self.label_image.setPixmap(pixmap)
         top = ranked(probabilities)
         self.label_image.setAccessibleName(f"image {path.name}")
         self.label_image.setToolTip(str(path))

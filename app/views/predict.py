@@ -252,18 +252,22 @@ class PredictView(QWidget):
         tables.addWidget(self.table_test_per_class)
         test.addWidget(tables, 1)
         self.test_panel.hide()
-        body = QSplitter(Qt.Orientation.Vertical)
-        body.addWidget(self.table)
-        body.addWidget(self.test_panel)
+        # The picture beside the predictions alone: the test set's two tables below keep the tab's whole width
+        # (beside everything, a 900 px window left each of them a column or two).
         beside = QSplitter(Qt.Orientation.Horizontal, objectName="splitter_predict_image")
-        beside.addWidget(body)
+        beside.addWidget(self.table)
         beside.addWidget(self.image_answer)
-        beside.setStretchFactor(0, 1)
+        beside.setStretchFactor(0, 3)
+        beside.setStretchFactor(1, 2)
         beside.setChildrenCollapsible(False)
+        body = QSplitter(Qt.Orientation.Vertical, objectName="splitter_predict_body")
+        body.addWidget(beside)
+        body.addWidget(self.test_panel)
+        body.setChildrenCollapsible(False)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addLayout(actions)
-        layout.addWidget(beside, 1)
+        layout.addWidget(body, 1)
 
     # -- inputs -------------------------------------------------------------------------------
     def set_model(self, path: Path | str) -> None:

@@ -62,6 +62,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODEL_FILTER = model_file_filter("Models")  # the formats registry's files
 POLL_MS = 1000
 STOP_WAIT_MS = 15000  # a drain answers what it holds; then the process is killed
+QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum" for a widget's size
 BANNER = "serving "  # the start-up line `traindesk serve` writes on stderr (core/cli/serve.py): not a reason
 
 
@@ -158,20 +159,23 @@ class ServeView(QWidget):
         self._image_answers: dict[Path, dict[str, float]] = {}  # the last answer per image sent
         self.label_form_title = ElidedLabel(objectName="label_serve_form_title")  # one line: room for the fields
         self.label_form_title.hide()
-        scroll = QScrollArea(objectName="scroll_serve_form", widgetResizable=True)
+        self.scroll_form = scroll = QScrollArea(objectName="scroll_serve_form", widgetResizable=True)
         scroll.setWidget(self.try_form)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.button_send = QPushButton("Send", objectName="button_serve_send", enabled=False)
         self.button_send.clicked.connect(self.send)
         self.text_answer = QPlainTextEdit(objectName="text_serve_answer", readOnly=True)
         self.text_answer.setMaximumBlockCount(200)
-        self.text_answer.setMinimumHeight(self.fontMetrics().lineSpacing() * 3 + 8)
+        self.text_answer.setMinimumHeight(self._answer_lines(3))
         self.edit_curl = QLineEdit(objectName="edit_serve_curl", readOnly=True)
         self.edit_curl.setToolTip("The curl line that sends the form's body: select it, or Copy")
         copy = QPushButton("Copy", objectName="button_serve_copy_curl")
         copy.setToolTip("Copy the curl line")
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.edit_curl.text()))
-        curl_row = QHBoxLayout()
+        for button in (self.button_send, copy):  # as wide as their words: the curl line keeps the rest
+            button.setMaximumWidth(button.fontMetrics().horizontalAdvance(button.text()) + 24)
+        curl_row = QHBoxLayout()  # Send, or the same request from a shell: one row, the answer gets the height
+        curl_row.addWidget(self.button_send)
         curl_row.addWidget(QLabel("curl:"))
         curl_row.addWidget(self.edit_curl, 1)
         curl_row.addWidget(copy)
@@ -181,10 +185,9 @@ class ServeView(QWidget):
         try_layout.setSpacing(4)
         try_layout.addWidget(self.label_form_title)
         try_layout.addWidget(scroll, 3)
-        try_layout.addWidget(self.button_send)
+        try_layout.addLayout(curl_row)
         try_layout.addWidget(self.image_answer)
         try_layout.addWidget(self.text_answer, 1)
-        try_layout.addLayout(curl_row)
         return box
 
     def apply_colors(self, colors: PlotColors) -> None:
@@ -414,10 +417,20 @@ class ServeView(QWidget):
         self.image_answer.setVisible(self.try_form.takes_images)
         if self.try_form.list_images is not None:
             self.try_form.list_images.currentRowChanged.connect(lambda _r: self._show_image_answer())
+        # An image form is a button and a row of icons: held to that height, the picture and its classes get the
+        # rest, and the answer's text (the classes again, in the table) keeps two lines; a 900x600 window fits.
+        images = self.try_form.takes_images
+        self.scroll_form.setMaximumHeight(
+            self.try_form.images_height() + 2 * self.scroll_form.frameWidth() if images else QWIDGETSIZE_MAX
+        )
+        self.text_answer.setMinimumHeight(self._answer_lines(2 if images else 3))
         title = self.try_form.title()
         self.label_form_title.setText(f"Predicts {title}" if title else "")
         self.label_form_title.setVisible(bool(title))
         self.button_send.setEnabled(bool(self.url))
+
+    def _answer_lines(self, lines: int) -> int:
+        return self.fontMetrics().lineSpacing() * lines + 8
 
     @property
     def fields(self) -> list[tuple[str, QWidget]]:

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
     QFormLayout,
+    QHBoxLayout,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
@@ -46,7 +47,7 @@ MISSING = "(missing)"
 FIELD_CHARS = 8  # a field's width at least, in characters; fields grow with the form
 LABEL_SHARE = 0.45  # a column's name takes at most this share of the form's width (then elides)
 SHOWN_CLASSES = 10  # probabilities listed in the answer at most
-ICON_PX = 40  # a chosen image's icon in the form's list
+ICON_PX = 32  # a chosen image's icon in the form's list
 
 
 @dataclass(frozen=True)
@@ -170,21 +171,30 @@ class TryItForm(QWidget):
         pick = QPushButton("Choose images…", objectName="button_serve_pick_images")
         pick.setToolTip(f"Image files to send: {f.example}; or drop them here")
         pick.clicked.connect(self._on_pick_images)
-        hint = ElidedLabel(f"Choose or drop images here ({f.example})", objectName="label_serve_images_hint")
+        hint = ElidedLabel(f"or drop them here ({f.example})", objectName="label_serve_images_hint")
         self.list_images = QListWidget(objectName="list_serve_images")
         self.list_images.setAccessibleName("images to send")
         self.list_images.setIconSize(QSize(ICON_PX, ICON_PX))
         self.list_images.setFlow(QListWidget.Flow.LeftToRight)
         self.list_images.setWrapping(False)
         self.list_images.setFixedHeight(ICON_PX + 16)  # one row of icons, names beside them
+        row = QHBoxLayout()  # one row: the tab's height goes to the answer, not to a hint over its button
+        row.addWidget(pick)
+        row.addWidget(hint, 1)
         layout = QVBoxLayout(box)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(hint)
-        layout.addWidget(pick)
+        layout.addLayout(row)
         layout.addWidget(self.list_images)
         self.form.addRow(box)
         self.fields.append(("images", box))
         self.drops.active = True
+
+    def images_height(self) -> int:
+        """An image form's height: its button and its row of icons (read from their hints, which hold before
+        the new rows are first shown)."""
+        box = self.fields[0][1] if self.takes_images else None
+        margins = self.form.contentsMargins()
+        return (box.sizeHint().height() if box is not None else 0) + margins.top() + margins.bottom()
 
     def _on_pick_images(self) -> None:
         files, _ = QFileDialog.getOpenFileNames(self, "Images to send", "", IMAGE_FILTER)

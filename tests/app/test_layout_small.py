@@ -175,3 +175,99 @@ def test_the_serve_forms_column_names_are_whole_at_900x600(make_window: Any, qtb
         return [w.text() for w in labels if QLabel.text(w) != w.text()]
 
     qtbot.waitUntil(lambda: all(w.isVisible() for w in labels) and not cut(), timeout=5_000)
+
+
+def _settle_layouts() -> None:
+    """Deliver the layout requests a change posts, level by level up to the window (each level posts the next)."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+
+    for _ in range(20):
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        QCoreApplication.processEvents()
+
+
+def _columns_in_view(table: Any) -> int:
+    width = table.viewport().width()
+    count = table.model().columnCount()
+    return sum(1 for c in range(count) if table.columnViewportPosition(c) + table.columnWidth(c) <= width)
+
+
+IMAGE_SPEC = {
+    "components": {
+        "schemas": {"PredictRequest": {"oneOf": [{"properties": {"images": {"description": "PNG or JPEG, 8x8"}}}]}}
+    }
+}
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_an_image_models_answer_in_serve_keeps_the_window_to_its_size(
+    make_window: Any, qtbot: Any, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """The try-it form of an image model with an answer on screen: the window stays 900x600 (its log and status
+    bar in it), the picture's classes show three rows and their bars."""
+    import json
+
+    from PIL import Image
+
+    window = _window(make_window, qtbot, size)
+    view = window.serve_view
+    window.show_tab(view)
+    view.show_spec(IMAGE_SPEC)
+    digit = tmp_path / "digit.png"
+    Image.new("L", (8, 8), 128).save(digit)
+    view.try_form.set_images([digit])
+    probabilities = {str(i): 0.5 if i == 3 else 0.5 / 9 for i in range(10)}
+    answer = {"predictions": [{"class": "3", "probabilities": probabilities}]}
+    view._keep_image_answers([digit], 200, json.dumps(answer).encode())
+    view.text_answer.setPlainText("HTTP 200\n" + "\n".join(f"  {c}  {p:.3f}" for c, p in probabilities.items()))
+    table = view.table_serve_top_classes
+    qtbot.waitUntil(lambda: table.rowCount() == 5 and table.isVisible(), timeout=5_000)
+    _settle_layouts()
+    assert window.minimumSizeHint().height() <= 600, window.minimumSizeHint()  # a 900x600 screen holds it
+    assert (window.width(), window.height()) == size
+    for part in (window.log_pane, window.statusBar()):
+        bottom = part.mapTo(window, part.rect().bottomLeft()).y()
+        assert part.isVisible() and bottom < size[1], (part.objectName(), bottom)
+    assert window.log_pane.height() >= window.log_pane.minimumSizeHint().height()
+    assert _rows_in_view(table) >= 3, table.viewport().height()
+    assert _columns_in_view(table) == 2 and table.columnWidth(1) >= 60, table.columnWidth(1)  # bars to read
+    picture = view.label_serve_image
+    assert picture.pixmap() is not None and min(picture.width(), picture.height()) >= 48
+
+
+def test_the_predict_tabs_tables_show_three_columns_beside_a_picture_at_900x600(
+    make_window: Any, qtbot: Any, tmp_path: Path
+) -> None:
+    import types
+
+    import numpy as np
+    from PIL import Image
+
+    window = _window(make_window, qtbot, (900, 600))
+    view = window.predict_view
+    window.show_tab(view)
+    files = []
+    for i in range(12):
+        files.append(tmp_path / f"digit_{i}.png")
+        Image.new("L", (8, 8), 20 * i).save(files[-1])
+    classes = [str(i) for i in range(10)]
+    probs = np.full((12, 10), 0.05)
+    probs[np.arange(12), np.arange(12) % 10] = 0.55
+    evaluation = _classification()
+    for i, row in enumerate(evaluation["per_class"]):
+        row["class"] = classes[i]  # the digits' classes, as the image model names them
+    result = types.SimpleNamespace(
+        ids=[p.name for p in files],
+        classes=classes,
+        probs=probs,
+        seconds=0.1,
+        model_path=tmp_path / "model.safetensors",
+        evaluation=lambda: evaluation,
+    )
+    view._pictured = files
+    view._on_done(result)
+    qtbot.waitUntil(lambda: view.image_answer.isVisible() and view.test_panel.isVisible(), timeout=5_000)
+    _settle_layouts()
+    for table in (view.table, view.table_test_confusion, view.table_test_per_class):
+        assert _columns_in_view(table) >= 3, (table.objectName(), _columns_in_view(table))
+    assert _rows_in_view(view.table_predict_top_classes) >= 3

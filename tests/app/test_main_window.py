@@ -263,3 +263,46 @@ def test_the_device_combo_lists_this_machines_devices_once_the_window_is_up(make
     combo = parallel.combo_device
     assert [combo.itemData(i) for i in range(combo.count())] == available_devices() == parallel.devices
     assert combo.currentData() == "cpu"
+
+
+def test_closing_a_window_whose_dataset_is_still_being_described_is_prompt(
+    make_window: Any, qtbot: Any, monkeypatch: Any
+) -> None:
+    """A description (or a parameter count) that takes seconds is waited for after the window has gone: the
+    window leaves the screen at once, not when the reading returns."""
+    import threading
+    import time
+
+    from PySide6.QtCore import QEvent, QObject
+
+    import core.services.data as data_service
+
+    reading = threading.Event()
+    release = threading.Event()
+    real = data_service.describe_source
+
+    def slow_describe(*args: Any, **kwargs: Any) -> Any:
+        reading.set()
+        release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(data_service, "describe_source", slow_describe)
+    window = make_window()
+    qtbot.waitUntil(reading.is_set, timeout=10_000)  # the window's dataset, being read
+
+    hidden_at: list[float] = []
+
+    class HideWatch(QObject):
+        def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+            if event.type() == QEvent.Type.Hide and watched is window:
+                hidden_at.append(time.monotonic())
+            return False
+
+    watch = HideWatch()
+    window.installEventFilter(watch)
+    threading.Timer(2.0, release.set).start()  # the reading returns 2 s on
+    start = time.monotonic()
+    window.close()
+    took = time.monotonic() - start
+    assert not window.isVisible()
+    assert hidden_at and hidden_at[0] - start < 0.5, (hidden_at, start, took)

@@ -180,3 +180,29 @@ def test_offline_start_says_the_engines_one_line_and_starts_nothing(
     qtbot.waitUntil(lambda: not window.state.downloading, timeout=10_000)
     line = window.panel.config_error()
     assert started == [] and "HF_HUB_OFFLINE" in line and "model.weights = PATH" in line and "\n" not in line
+
+
+@pytest.mark.qt_log_ignore("does not support raise", "does not support grabbing", "propagateSizeHints")  # offscreen
+def test_the_model_list_shows_every_backbone_whole_at_900x600(
+    make_window: Any, qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every backbone's weights in the cache (the longest lines, marked ✓): the combo, narrower than its
+    line, has the chosen line whole in its tooltip, and its list opens as wide as its longest line."""
+    monkeypatch.setattr(pretrained, "cached_weights", lambda kind: Path("/cache") / kind)
+    window = make_window()
+    window.resize(900, 600)
+    qtbot.waitUntil(lambda: window.width() == 900, timeout=5_000)
+    model = window.panel.model
+    model.backbone.refresh_marks()
+    combo = model.combo_model
+    combo.setCurrentIndex(combo.findData(pretrained.SUGGESTED[2].kind))
+    assert combo.toolTip() == combo.currentText() and combo.currentText().endswith("224px  ✓")
+    combo.showPopup()
+    try:
+        view = combo.view()
+        qtbot.waitUntil(view.isVisible, timeout=5_000)
+        metrics = view.fontMetrics()
+        widest = max(metrics.horizontalAdvance(combo.itemText(i)) for i in range(combo.count()))
+        assert view.viewport().width() >= widest + 16, (view.viewport().width(), widest)
+    finally:
+        combo.hidePopup()

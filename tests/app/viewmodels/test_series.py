@@ -179,3 +179,64 @@ def test_format_duration() -> None:
     assert format_duration(42.4) == "42s"
     assert format_duration(125) == "2m 05s"
     assert format_duration(7260) == "2h 01m"
+
+
+def _slow_steps(n: int, step_s: float, t0: float = 1000.0, worker: int = 0, first: int = 1) -> list[dict]:
+    return [
+        {
+            "kind": "step",
+            "t": t0 + i * step_s,
+            "worker": worker,
+            "epoch": 1,
+            "step": first + i,
+            "samples": (first + i) * 32,
+            "loss": 1.0,
+            "lr": 0.1,
+        }
+        for i in range(n)
+    ]
+
+
+def test_a_slow_steps_throughput_is_drawn_as_its_records_come() -> None:
+    """A full fine-tune's steps of 5 s each: a point from the second step on, not one flat line at the end."""
+    data = RunData()
+    for rec in _slow_steps(20, 5.0):
+        data.add([rec])
+        if rec["step"] == 3:
+            assert len(data.rate.get(0, [])) >= 1, "no throughput after three steps of 5 s"
+    rates = data.rate[0].column(RATE)
+    assert len(rates) >= 15 and np.allclose(rates, 32 / 5.0)
+    assert data.total_rate() == pytest.approx(32 / 5.0)
+
+
+def test_the_total_throughput_drops_when_a_worker_finishes() -> None:
+    """Two workers at 3200 samples/s each; one finishes: the total is the other's alone from then on."""
+    data = RunData()
+    both = _steps(2, 100)
+    done = {"kind": "state", "t": 1000.0 + 99 * 0.01, "worker": 1, "state": "finished"}
+    alone = [r for r in _steps(1, 200) if r["step"] > 100]
+    data.add(both + [done])
+    data.add(alone)
+    times, totals = data.total.column(1), data.total.column(RATE)
+    end = data.timeline.time(done["t"])
+    after = totals[times > end + 0.05]
+    assert len(after) >= 1 and np.allclose(after, 3200, rtol=0.1), after
+
+
+def test_the_eta_of_slow_steps_and_long_evaluations_holds_steady() -> None:
+    """Steps of 3 s and 7 s in turn, an evaluation of 20 s after each epoch of 20 steps: the time left shown
+    stays within a third of the true time left once a minute of the run is measured."""
+    p = ProgressTracker(epochs=4, workers=1, samples_per_epoch=20 * 32)
+    t, step, estimates = 1000.0, 0, []
+    for epoch in range(1, 5):
+        for i in range(20):
+            t += 3.0 if i % 2 else 7.0
+            step += 1
+            p.add([{"kind": "step", "t": t, "worker": 0, "epoch": epoch, "step": step, "samples": step * 32}])
+            estimates.append((t, p.eta_s()))
+        t += 20.0
+        p.add([{"kind": "eval", "t": t, "worker": 0, "epoch": epoch, "val_loss": 1.0}])
+        estimates.append((t, p.eta_s()))
+    end = t
+    ratios = [eta / (end - at) for at, eta in estimates if at - 1000.0 >= 60 and end - at > 30 and eta]
+    assert len(ratios) > 40 and 0.67 <= min(ratios) and max(ratios) <= 1.5, (min(ratios), max(ratios))
