@@ -314,25 +314,18 @@ class RunData:
             text, kind = self.next_start
             self.markers.append(Marker(self.max_step, rel, text, kind))
             self.next_start = ("resumed", "resume")
-            self._break_rates()
+            _break_rates([*self.rate.values(), self.total])
+            self._latest_rate.clear()
             self._break_lr(ch)
             ch.events = True
         if self.stats.paused and not was_paused:
             self.pauses.append(PauseSpan(rel, math.nan, self.max_step))
-            self._break_rates()
+            _break_rates([*self.rate.values(), self.total])
+            self._latest_rate.clear()
             ch.events = True
         elif was_paused and not self.stats.paused:
             self.pauses[-1].end = rel
             ch.events = True
-
-    def _break_rates(self) -> None:
-        """A gap in the throughput curves (drawn with connect="finite"), not a line across it."""
-        for s in self.rate.values():
-            if len(s) and math.isfinite(s.last(RATE)):
-                s.append([(s.last(RSTEP), s.last(RTIME), math.nan)])
-        if len(self.total) and math.isfinite(self.total.last(RATE)):
-            self.total.append([(self.total.last(RSTEP), self.total.last(RTIME), math.nan)])
-        self._latest_rate.clear()
 
     def _break_lr(self, ch: Changes) -> None:
         """A new part may train at another rate: the old one's line ends where it ended (a step, not a ramp)."""
@@ -444,7 +437,7 @@ class RunData:
         it goes stale (a head-only run's workers end seconds apart)."""
         if self._latest_rate.pop(w, None) is None or not len(self.total):
             return
-        live = self._live_rates(t)
+        live = _live_rates(self._latest_rate, self._gap, t)
         if not live:
             return
         rel = self.timeline.time(t)
@@ -454,11 +447,6 @@ class RunData:
         self.total.append([(float(np.mean([v[1] for v in live])), rel, float(sum(v[2] for v in live)))])
         self._total_next_t = t + RATE_WINDOW_S
         ch.total = True
-
-    def _live_rates(self, t: float) -> list[tuple[float, float, float]]:
-        """The workers' latest rates that still count at ``t``: heard from within RATE_STALE_S plus twice their
-        usual gap between steps (a fine-tune's steps of seconds each stay in the total between them)."""
-        return [v for w, v in self._latest_rate.items() if t - v[0] <= RATE_STALE_S + 2 * self._gap.get(w, 0.0)]
 
     def _on_samples(self, w: int, t: float, step: float, samples: float, ch: Changes) -> None:
         prev = self._last_sample.get(w)
@@ -495,7 +483,7 @@ class RunData:
         self._latest_rate[w] = (t, step, rate)
         if total if total is not None else t >= self._total_next_t:
             self._total_next_t = t + RATE_WINDOW_S
-            live = self._live_rates(t)
+            live = _live_rates(self._latest_rate, self._gap, t)
             self.total.append([(float(np.mean([v[1] for v in live])), rel, float(sum(v[2] for v in live)))])
             ch.total = True
 
@@ -544,3 +532,18 @@ def _short(value: Any) -> str:
 
 def _num(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
+def _live_rates(
+    latest: dict[int, tuple[float, float, float]], gap: dict[int, float], t: float
+) -> list[tuple[float, float, float]]:
+    """The workers' latest rates that still count at ``t``: heard from within RATE_STALE_S plus twice their
+    usual gap between steps (a fine-tune's steps of seconds each stay in the total between them)."""
+    return [v for w, v in latest.items() if t - v[0] <= RATE_STALE_S + 2 * gap.get(w, 0.0)]
+
+
+def _break_rates(curves: list[Series]) -> None:
+    """A gap in the throughput curves (drawn with connect="finite"), not a line across it."""
+    for s in curves:
+        if len(s) and math.isfinite(s.last(RATE)):
+            s.append([(s.last(RSTEP), s.last(RTIME), math.nan)])

@@ -166,7 +166,7 @@ class ServeView(QWidget):
         self.button_send.clicked.connect(self.send)
         self.text_answer = QPlainTextEdit(objectName="text_serve_answer", readOnly=True)
         self.text_answer.setMaximumBlockCount(200)
-        self.text_answer.setMinimumHeight(self._answer_lines(3))
+        self.text_answer.setMinimumHeight(_lines_high(self, 3))
         self.edit_curl = QLineEdit(objectName="edit_serve_curl", readOnly=True)
         self.edit_curl.setToolTip("The curl line that sends the form's body: select it, or Copy")
         copy = QPushButton("Copy", objectName="button_serve_copy_curl")
@@ -423,14 +423,11 @@ class ServeView(QWidget):
         self.scroll_form.setMaximumHeight(
             self.try_form.images_height() + 2 * self.scroll_form.frameWidth() if images else QWIDGETSIZE_MAX
         )
-        self.text_answer.setMinimumHeight(self._answer_lines(2 if images else 3))
+        self.text_answer.setMinimumHeight(_lines_high(self, 2 if images else 3))
         title = self.try_form.title()
         self.label_form_title.setText(f"Predicts {title}" if title else "")
         self.label_form_title.setVisible(bool(title))
         self.button_send.setEnabled(bool(self.url))
-
-    def _answer_lines(self, lines: int) -> int:
-        return self.fontMetrics().lineSpacing() * lines + 8
 
     @property
     def fields(self) -> list[tuple[str, QWidget]]:
@@ -488,3 +485,8 @@ class ServeView(QWidget):
             return
         path = self.try_form.images[row]
         self.image_answer.show_answer(path, self._image_answers.get(path, {}))
+
+
+def _lines_high(widget: QWidget, lines: int) -> int:
+    """The height of ``lines`` lines of ``widget``'s text, with a text box's margins."""
+    return widget.fontMetrics().lineSpacing() * lines + 8
