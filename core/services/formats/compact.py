@@ -238,9 +238,12 @@ class ExecuTorchFormat(ModelFormat):
                 return self._annotate_for_quantization_config(model)
 
         config = get_symmetric_quantization_config(is_per_channel=PER_CHANNEL, is_dynamic=dynamic)
-        quantizer = LayersOnly()
-        for layer in (nn.Linear, nn.Conv1d, nn.Conv2d):  # the layers alone, as onnx-int8 (QUANTIZED_OPS) does
-            quantizer.set_module_type(layer, config)
+        if dynamic:  # a table's model: its Linear layers alone, as onnx-int8 (QUANTIZED_OPS) does
+            quantizer = LayersOnly()
+            for layer in (nn.Linear, nn.Conv1d, nn.Conv2d):
+                quantizer.set_module_type(layer, config)
+        else:  # an image model: every operator XNNPACK quantizes (a graph's convolutions lose their module types)
+            quantizer = XNNPACKQuantizer().set_global(config)
         prepared = prepare_pt2e(module, quantizer)
         for lo in range(0, len(calibration), CALIBRATION_BATCH):  # the activations' ranges (dynamic: none kept)
             prepared(calibration[lo : lo + CALIBRATION_BATCH])
