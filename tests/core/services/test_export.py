@@ -225,7 +225,7 @@ def test_failed_verification_leaves_no_file(digits_run: Path, tmp_path: Path, mo
 
     def off_by_a_lot(*args: Any, **kwargs: Any) -> export.Check:
         check = real(*args, **kwargs)
-        return export.Check(0.5, check.rows, check.agree, check.verifier, 0.5)
+        return export.Check(0.5, check.rows, check.agree, check.verifier, 0.5, check.got, check.want)
 
     monkeypatch.setattr(export, "verify", off_by_a_lot)
     with pytest.raises(RunError, match="differs from the trained model by 0.5 .*nothing was written"):
