@@ -4,6 +4,7 @@ a run that trains again while it raced keeps its checkpoint."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -110,12 +111,14 @@ def test_a_fork_install_broken_after_its_move_finishes_when_the_race_resumes(
 def test_a_run_training_again_when_its_race_ends_keeps_its_checkpoint_until_the_race_resumes(parent: Path) -> None:
     plan = plan_race(parent, VARY, rungs=[1])  # the run is idle now
     held: list[int] = []
+    once = threading.Lock()  # the variants start on the race's threads at once: one of them takes the run's lock
 
     def run_starts_again(_entry: object, _session: Session) -> None:
-        if not held:  # as Continue on it does, in another process, while the race trains
-            fd, _ = hold_lock(parent.parent / ".active", f"pid {os.getpid()}, run {parent.name}")
-            assert fd is not None
-            held.append(fd)
+        with once:
+            if not held:  # as Continue on it does, in another process, while the race trains
+                fd, _ = hold_lock(parent.parent / ".active", f"pid {os.getpid()}, run {parent.name}")
+                assert fd is not None
+                held.append(fd)
 
     race = Race(plan, on_variant=run_starts_again)
     last, metrics = RunDir(parent).last.read_bytes(), RunDir(parent).metrics.read_bytes()
