@@ -11,7 +11,8 @@ from core.config import BUILTIN_DATASETS
 from core.schema import column_detail, propose_target
 
 if TYPE_CHECKING:
-    from core.data import DatasetInfo
+    from core.config import Config
+    from core.data import DatasetInfo, PreparedData
 
 __all__ = [
     "BUILTIN_DATASETS",
@@ -19,6 +20,7 @@ __all__ = [
     "describe_columns",
     "describe_source",
     "propose_target",
+    "run_data",
 ]
 
 
@@ -46,3 +48,19 @@ def describe_columns(
     from core.data import describe_columns as describe
 
     return describe(source, target, columns, missing)
+
+
+def run_data(cfg: Config) -> PreparedData:
+    """The data a run of ``cfg`` trained on, split and encoded as it was: its seed, task, image input and text
+    encoder, in this process's memory (what evaluation, export and the lr finder read the run's rows from)."""
+    from core.data import load_data
+    from core.training.backbones import image_input
+
+    return load_data(
+        cfg.data,
+        seed=cfg.train.seed,
+        share=False,
+        task=cfg.train.task,
+        images=image_input(cfg),
+        text_encoder=cfg.model.text_encoder,
+    )

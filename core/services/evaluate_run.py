@@ -1,6 +1,6 @@
 """Evaluating a past run: its checkpoint (last or best) on its validation split, and its mistakes' images.
 
-``evaluate_run`` rebuilds the split with ``load_data(cfg.data, seed=cfg.train.seed)``:
+``evaluate_run`` rebuilds the split with ``core.services.data.run_data(cfg)``:
 it is seeded, so it is the split the run validated on. The evaluation itself, and
 where it is kept (eval.json, summary.json's figures), is the engine's
 ``core.training.validation``, which the run's own end-of-run evaluation uses too.
@@ -53,8 +53,7 @@ def _check_same_data(data: PreparedData, info: dict[str, Any], run_dir: Path) ->
 def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") -> dict[str, Any]:
     """Evaluate a past run's checkpoint (last or best) on its validation split; write eval.json and summary.json."""
     from core.config import from_dict
-    from core.data import load_data
-    from core.training.backbones import image_input
+    from core.services.data import run_data
     from core.training.checkpoint import checkpoint_file, load_checkpoint, model_from_checkpoint
 
     run_dir = Path(run_dir).expanduser()
@@ -63,14 +62,7 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     ckpt = load_checkpoint(checkpoint_file(run_dir, checkpoint, "evaluate"))
     model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
     cfg = from_dict(ckpt["config"])
-    data = load_data(
-        cfg.data,
-        seed=cfg.train.seed,
-        share=False,
-        task=cfg.train.task,
-        images=image_input(cfg),
-        text_encoder=cfg.model.text_encoder,
-    )
+    data = run_data(cfg)
     _check_same_data(data, ckpt["info"], run_dir)
     full = evaluate_split(model, data)
     full["checkpoint"] = {"which": checkpoint, "epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
@@ -87,9 +79,9 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     import numpy as np
 
     from core.config import from_dict
-    from core.data import ImageSplit, load_data
+    from core.data import ImageSplit
     from core.readers.images import prep_of
-    from core.training.backbones import image_input
+    from core.services.data import run_data
     from core.training.checkpoint import load_checkpoint
 
     items = full.get("misclassified", [])[:limit]
@@ -104,14 +96,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     if all("path" in it for it in items):
         return _decoded(items, prep_of(info.get("image_prep"), shape))
     cfg = from_dict(ckpt["config"])
-    data = load_data(
-        cfg.data,
-        seed=cfg.train.seed,
-        share=False,
-        task=cfg.train.task,
-        images=image_input(cfg),
-        text_encoder=cfg.model.text_encoder,
-    )
+    data = run_data(cfg)
     if isinstance(
         data.val, ImageSplit
     ):  # an evaluation that named no files (a head-only run's, before): the split does

@@ -107,6 +107,7 @@ class CheckBatch:
     raw: torch.Tensor  # raw features, as the exported graphs take them
     where: str  # "360 validation rows" or why random rows were used
     y: np.ndarray | None = None  # their labels (a regression's standardised target); None for random rows
+    prepared: Any = field(default=None, compare=False, repr=False)  # the run's data they came from (its split)
 
 
 def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch:
@@ -114,21 +115,13 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
     import torch
 
     from core.config import from_dict
-    from core.data import ImageSplit, full_tensors, load_data
-    from core.training.backbones import image_input
+    from core.data import ImageSplit, full_tensors
+    from core.services.data import run_data
 
     info = data["info"]
     shape = tuple(int(s) for s in info["input_shape"])
     try:
-        cfg = from_dict(data["config"])
-        prepared = load_data(
-            cfg.data,
-            seed=cfg.train.seed,
-            share=False,
-            task=cfg.train.task,
-            images=image_input(cfg),
-            text_encoder=cfg.model.text_encoder,
-        )
+        prepared = run_data(from_dict(data["config"]))
         val = prepared.val
         if isinstance(val, ImageSplit):
             val = ImageSplit(val.paths[:rows], val.labels[:rows])
@@ -140,7 +133,7 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
             raise UserError(f"the data no longer has samples of shape {shape}")
         # load_data standardised with the statistics of the data as it is now: undo exactly that
         raw = unstandardize(x, prepared.info.mean, prepared.info.std, shape, "export")
-        return CheckBatch(raw.contiguous(), f"{len(raw)} validation rows", y.numpy())
+        return CheckBatch(raw.contiguous(), f"{len(raw)} validation rows", y.numpy(), prepared)
     except UserError as exc:
         gen = torch.Generator().manual_seed(0)
         z = torch.randn((RANDOM_CHECK_ROWS, *shape), generator=gen)
@@ -151,20 +144,17 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
         return CheckBatch(raw.contiguous(), f"{RANDOM_CHECK_ROWS} random rows (validation data unavailable: {exc})")
 
 
-def calibration_rows(data: dict[str, Any], fmt: str, rows: int) -> torch.Tensor:
-    """Up to ``rows`` raw samples of the run's training split, spread over it (seeded), decoded and
-    preprocessed as the model sees them: what a quantized export measures its activations' ranges on."""
+def calibration_rows(batch: CheckBatch, fmt: str, rows: int) -> torch.Tensor:
+    """Up to ``rows`` raw samples of the run's training split (of the data ``batch`` was read from), spread
+    over it (seeded), decoded and preprocessed as the model sees them: what a quantized export measures its
+    activations' ranges on."""
     import numpy as np
 
-    from core.config import from_dict
-    from core.data import ImageSplit, TensorSplit, full_tensors, load_data
-    from core.training.backbones import image_input
+    from core.data import ImageSplit, TensorSplit, full_tensors
 
-    cfg = from_dict(data["config"])
-    try:
-        prepared = load_data(cfg.data, seed=cfg.train.seed, share=False, task=cfg.train.task, images=image_input(cfg))
-    except UserError as exc:
-        raise UserError(f"export: {fmt} calibrates on the run's training split, which cannot be read: {exc}") from None
+    prepared = batch.prepared
+    if prepared is None:
+        raise UserError(f"export: {fmt} calibrates on the run's training split, which cannot be read ({batch.where})")
     train = prepared.train
     pick = np.sort(np.random.default_rng(0).permutation(len(train))[:rows])
     if isinstance(train, ImageSplit):
@@ -172,7 +162,7 @@ def calibration_rows(data: dict[str, Any], fmt: str, rows: int) -> torch.Tensor:
     elif isinstance(train, TensorSplit):
         train = TensorSplit(train.x[pick], train.y[pick])
     x, _ = full_tensors(train, prepared.info)
-    shape = tuple(int(s) for s in data["info"]["input_shape"])
+    shape = tuple(int(s) for s in batch.raw.shape[1:])
     return unstandardize(x.reshape(len(x), *shape), prepared.info.mean, prepared.info.std, shape, "export").contiguous()
 
 
@@ -305,7 +295,7 @@ def export_run(
                     f"export: {fmt} is checked on the run's validation split, which is not there "
                     f"({batch.where}); train with data.val_fraction above 0, or export as onnx"
                 )
-            traced = calibration_rows(data, fmt, CALIBRATION_ROWS) if kind.calibrates else batch.raw
+            traced = calibration_rows(batch, fmt, CALIBRATION_ROWS) if kind.calibrates else batch.raw
             entry = file_entry(kind, output, desc)
             staged, staged_side = stage / dest.name, stage / SIDECAR
             bar.update(1)

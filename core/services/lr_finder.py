@@ -93,9 +93,9 @@ def find_lr(
     """
     import torch
 
-    from core.data import load_data, make_batches
+    from core.data import make_batches
     from core.errors import UserError
-    from core.training.backbones import image_input
+    from core.services.data import run_data
     from core.training.models import build_model_for
     from core.training.optimizers import make_optimizer, set_lr
 
@@ -103,14 +103,7 @@ def find_lr(
         raise UserError(
             f"lr-find: needs 0 < start < end and at least 5 steps, got start {start:g}, end {end:g}, steps {steps}"
         )
-    data = load_data(
-        cfg.data,
-        seed=cfg.train.seed,
-        share=False,
-        task=cfg.train.task,
-        images=image_input(cfg),
-        text_encoder=cfg.model.text_encoder,
-    )
+    data = run_data(cfg)
     info = data.info
     torch.manual_seed(cfg.train.seed)
     if model is None:
