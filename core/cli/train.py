@@ -206,14 +206,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     # From here on Ctrl-C only counts: one while torch imports or the data loads is acted on once
     # the run exists (it then starts nothing), never raised inside a library that might swallow it.
     with Interrupts() as interrupts:
-        if not under_torchrun():
-            prestart()  # before importing torch: the forkserver imports it while this process does
         if under_torchrun() and args.resume:
             raise ArgumentError(
                 "traindesk train: under torchrun a run resumes by itself after a restart "
                 "(--max-restarts); --resume is for local runs"
             )
         cfg = None if args.resume else _load_train_config(args)
+        if not under_torchrun():
+            prestart()  # imports torch, then forks the workers' server, which preloads the rest meanwhile
         try:
             session = command_run(cfg, args.runs_dir, args.name, resume=args.resume, epochs=args.epochs)
         except PeersLost as exc:

@@ -1,8 +1,10 @@
 """Process start-up: one multiprocessing context for every worker.
 
 On Linux a ``forkserver`` with torch and the worker module preloaded starts
-workers in tens of milliseconds once warm; elsewhere ``spawn``. Never plain
-``fork``: the parent may own a QApplication or a CUDA context.
+workers in tens of milliseconds once warm; elsewhere ``spawn``. Workers are never
+forked from the parent itself: it may own a QApplication or a CUDA context. The
+command line's server alone is a fork of its process, taken while that has one
+thread and has imported torch only (``prestart``).
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from core.launchers.base import WorkerHandle
     from core.worker.channels import Channels
     from core.worker.spec import WorkerSpec
@@ -62,22 +66,33 @@ def _ensure_forkserver() -> None:
 
 
 def prestart(preload: list[str] | None = None) -> None:
-    """Start the forkserver before this process imports torch, so that its imports overlap ours.
+    """Start the forkserver for a command that will start workers, as a fork of this process once it has
+    imported torch; the rest of the server's preloads (torch._dynamo, the worker module: about 1 s) run
+    beside this process's data loading.
 
-    For a command that will start workers: the server's preloads (torch,
-    torch._dynamo, the worker module: about 2 s cold) then run beside this
-    process's own imports and data loading instead of after them. Uses the
-    standard library alone; the server is the one ``get_context`` uses later.
+    A server of its own (a fresh interpreter) imports torch a second time: with torch's CUDA build that
+    is about 260 MB of private memory (its Python objects, libtorch's registrations, cuBLASLt's
+    zero-initialised tables) held by the server through the whole run, where the fork shares this
+    process's copy with the server and every worker. A process with other threads (one may hold a lock
+    the fork would copy held) starts a server of its own instead. The server is the one ``get_context``
+    uses later.
     """
     if start_method() != "forkserver":
         return
     import multiprocessing
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD if preload is None else preload)
+    modules = PRELOAD if preload is None else preload
+    multiprocessing.get_context("forkserver").set_forkserver_preload(modules)
+    if threading.active_count() == 1:
+        import torch  # noqa: F401 - the pages the server and its workers share with this process
+
+        if threading.active_count() == 1:
+            _start_server(lambda: _fork_server(modules))
+            return
     _start_server()
 
 
-def _start_server() -> None:
+def _start_server(start: Callable[[], None] | None = None) -> None:
     # SIGINT is blocked, not ignored, while the server is created: the server inherits the mask, so a
     # Ctrl-C during its imports prints no KeyboardInterrupt traceback from it (it ignores SIGINT itself
     # once its imports are done), and one that reaches this process meanwhile stays pending and is
@@ -89,9 +104,71 @@ def _start_server() -> None:
     resource_tracker.ensure_running()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        _ensure_forkserver()
+        (start or _ensure_forkserver)()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _fork_server(preload: list[str]) -> None:
+    """``forkserver.ensure_running`` with the server forked from this process instead of executed: the
+    same socket, alive pipe and fields, and the server left as a fresh one would be (no other file
+    descriptor of this process, the signal handlers of a new interpreter, never this process's exit
+    handlers)."""
+    import socket
+    from multiprocessing import connection, forkserver, util
+
+    server: Any = forkserver._forkserver  # noqa: SLF001 — the standard library's server: no public handle
+    with server._lock:  # noqa: SLF001
+        if server._forkserver_pid is not None:  # noqa: SLF001
+            return
+        sys.stdout.flush()  # buffered output would be written again by the server's workers
+        sys.stderr.flush()
+        with socket.socket(socket.AF_UNIX) as listener:
+            address = connection.arbitrary_address("AF_UNIX")  # type: ignore[attr-defined]
+            listener.bind(address)
+            if not util.is_abstract_socket_namespace(address):
+                os.chmod(address, 0o600)
+            listener.listen()
+            alive_r, alive_w = os.pipe()
+            try:
+                pid = os.fork()
+            except BaseException:
+                os.close(alive_w)
+                os.close(alive_r)
+                raise
+            if pid == 0:
+                _serve(listener.fileno(), alive_r, preload)
+            os.close(alive_r)
+        server._forkserver_address = address  # noqa: SLF001
+        server._forkserver_alive_fd = alive_w  # noqa: SLF001
+        server._forkserver_pid = pid  # noqa: SLF001
+
+
+def _serve(listener_fd: int, alive_r: int, preload: list[str]) -> NoReturn:
+    """The forked server's life: it never returns into the command's code."""
+    code = 0
+    try:
+        low = 3  # the fds of a fresh server: 0-2, the socket and the alive pipe
+        for fd in sorted((listener_fd, alive_r)):
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, os.sysconf("SC_OPEN_MAX"))
+        for sig in signal.valid_signals():  # the command's handlers (its Ctrl-C count) are not the server's
+            handler = signal.getsignal(sig)
+            if callable(handler):
+                signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+        from multiprocessing import forkserver
+
+        forkserver.main(listener_fd, alive_r, preload)
+    except SystemExit:  # the last client has gone
+        pass
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        os._exit(code)
 
 
 def warm_up(block: bool = False, preload: list[str] | None = None, tensors: bool = True) -> None:

@@ -35,7 +35,7 @@ __all__ = [
 
 
 def prestart() -> None:
-    """Start the workers' forkserver now, so it imports torch while this process does (the command line, the window)."""
+    """Start the workers' forkserver now, a fork of this process once it has imported torch (the command line)."""
     from core.launchers import local
 
     local.prestart()

@@ -115,3 +115,39 @@ def test_the_workers_server_preloads_torch_dynamo_without_triton() -> None:
         [sys.executable, "-c", PRELOAD_SCRIPT], cwd=ROOT, env=core_env(), capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+PRESTART_SCRIPT = """
+import os
+import signal
+import sys
+import tempfile
+
+import psutil
+
+own = tempfile.NamedTemporaryFile()  # the command's file: a fresh server holds none of its files
+signal.signal(signal.SIGTERM, lambda signum, frame: None)  # the command's handler: not the server's
+
+from core.launchers import local
+
+local.prestart(preload=["torch"])
+assert "torch" in sys.modules  # imported here, before the server was forked
+local.warm_up(block=True, preload=["torch"], tensors=False)
+server = psutil.Process(local.forkserver_pid())
+assert server.memory_full_info().uss < 150e6, server.memory_full_info()  # torch's pages are this process's
+assert own.name not in [f.path for f in server.open_files()]
+server.send_signal(signal.SIGTERM)
+assert server.wait(10) == -signal.SIGTERM
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the forkserver is Linux's start method here")
+def test_the_command_s_server_shares_this_process_s_torch_and_holds_none_of_its_files_or_handlers() -> None:
+    """traindesk train's server is forked once torch is imported: a server of its own imported torch again
+    (with the CUDA build about 260 MB of its own memory, held through the whole run)."""
+    env = core_env(TRAINDESK_START_METHOD="forkserver")
+    done = subprocess.run(
+        [sys.executable, "-c", PRESTART_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
