@@ -67,12 +67,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out = Path(args.out).expanduser() if args.out else None
     if out is not None and not out.parent.is_dir():
         raise UserError(f"predict: cannot write {out}: folder {out.parent} does not exist")
-    from core.services.machine import keep_freed_memory, skip_pandas
+    from core.services.machine import drop_cuda_library_pages, keep_freed_memory, skip_pandas
     from core.services.runs.files import RunDir
 
     keep_freed_memory()  # this process predicts itself with --workers 1 (and small inputs)
     if args.on == "local":  # Ray Data works in pandas; a local prediction never does
         skip_pandas()
+        import torch  # noqa: F401 - imported now to let go of what its CUDA libraries' loading left
+
+        drop_cuda_library_pages()
     if args.on == "ray":
         from core.services.ray_cluster import require_ray
 

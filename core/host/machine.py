@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -167,3 +168,45 @@ class _Refused:
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
         if fullname.partition(".")[0] in self.names:
             raise ModuleNotFoundError(f"{fullname} is not imported in this process", name=fullname)
+
+
+# torch's CUDA libraries and its own CUDA part, by file name: a process that never starts CUDA runs no code
+# of theirs after its import
+_CUDA_LIBRARY = re.compile(
+    r"/lib(?:cublas|cublasLt|nvJitLink|nvrtc|torch_cuda|c10_cuda|cusparse|cusparseLt|cufft|curand|cusolver"
+    r"|cudnn\w*|nccl|nvshmem\w*|cupti|cufile|cudart)\.so[.\d]*$"
+)
+
+
+def drop_cuda_library_pages() -> int:
+    """Let go of the resident pages of torch's CUDA libraries that only their loading touched (Linux;
+    elsewhere nothing); the bytes of the ranges let go.
+
+    ``import torch`` with its CUDA build loads cuBLASLt, nvJitLink, nvrtc and libtorch_cuda whether or not
+    a GPU is there, and their start-up leaves about 140 MB of their files' pages in the process (in the
+    command's process and, shared, in every process forked from it). Only mappings the process cannot write
+    and where no page differs from the file are let go (``MADV_DONTNEED``: a page is read again from the
+    file if it is touched), so nothing the libraries hold is lost, GPU or not.
+    """
+    libc = _glibc()
+    if libc is None:
+        return 0
+    import ctypes
+
+    vmas: list[tuple[list[str], int]] = []
+    with open("/proc/self/smaps") as fh:
+        for line in fh:
+            head = line.split(maxsplit=6)
+            if "-" in head[0] and not head[0].endswith(":"):
+                vmas.append((head, 0))
+            elif head[0] in ("Private_Dirty:", "Shared_Dirty:") and vmas:
+                vmas[-1] = (vmas[-1][0], vmas[-1][1] + int(head[1]))
+    dropped = 0
+    MADV_DONTNEED = 4
+    for head, dirty in vmas:
+        if dirty or len(head) < 6 or "w" in head[1] or not _CUDA_LIBRARY.search(head[5].strip()):
+            continue
+        begin, end = (int(x, 16) for x in head[0].split("-"))
+        if libc.madvise(ctypes.c_void_p(begin), ctypes.c_size_t(end - begin), MADV_DONTNEED) == 0:
+            dropped += end - begin
+    return dropped

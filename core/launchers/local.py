@@ -86,6 +86,9 @@ def prestart(preload: list[str] | None = None) -> None:
     if threading.active_count() == 1:
         import torch  # noqa: F401 - the pages the server and its workers share with this process
 
+        from core.host.machine import drop_cuda_library_pages
+
+        drop_cuda_library_pages()  # before the fork: no process of the run keeps them
         if threading.active_count() == 1:
             _start_server(lambda: _fork_server(modules))
             return

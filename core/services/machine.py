@@ -3,10 +3,18 @@ bars on a terminal, the devices it can train on."""
 
 from __future__ import annotations
 
-from core.host.machine import keep_freed_memory, skip_pandas, usable_cores
+from core.host.machine import drop_cuda_library_pages, keep_freed_memory, skip_pandas, usable_cores
 from core.host.progress import note, progress
 
-__all__ = ["available_devices", "keep_freed_memory", "note", "progress", "skip_pandas", "usable_cores"]
+__all__ = [
+    "available_devices",
+    "drop_cuda_library_pages",
+    "keep_freed_memory",
+    "note",
+    "progress",
+    "skip_pandas",
+    "usable_cores",
+]
 
 
 def available_devices() -> list[str]:
