@@ -3,7 +3,13 @@ bars on a terminal, the devices it can train on."""
 
 from __future__ import annotations
 
-from core.host.machine import drop_cuda_library_pages, keep_freed_memory, skip_pandas, usable_cores
+from core.host.machine import (
+    drop_cuda_library_pages,
+    keep_freed_memory,
+    skip_pandas,
+    trim_freed_memory,
+    usable_cores,
+)
 from core.host.progress import note, progress
 
 __all__ = [
@@ -13,6 +19,7 @@ __all__ = [
     "note",
     "progress",
     "skip_pandas",
+    "trim_freed_memory",
     "usable_cores",
 ]
 
