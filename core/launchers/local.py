@@ -83,7 +83,7 @@ def prestart(preload: list[str] | None = None) -> None:
 
     modules = PRELOAD if preload is None else preload
     multiprocessing.get_context("forkserver").set_forkserver_preload(modules)
-    if threading.active_count() == 1:
+    if threading.active_count() == 1 and _forkable_server():
         import torch  # noqa: F401 - the pages the server and its workers share with this process
 
         from core.host.machine import drop_cuda_library_pages
@@ -93,6 +93,24 @@ def prestart(preload: list[str] | None = None) -> None:
             _start_server(lambda: _fork_server(modules))
             return
     _start_server()
+
+
+# the standard library's forkserver as _fork_server knows it (3.10-3.12): a later one (an authentication
+# key, other fields) starts a server of its own
+_FORKABLE_FIELDS = {"_forkserver_address", "_forkserver_alive_fd", "_forkserver_pid", "_inherited_fds", "_lock"}
+
+
+def _forkable_server() -> bool:
+    import inspect
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fields = set(vars(server)) - {"_preload_modules"} if server is not None else set()
+    try:
+        params = list(inspect.signature(forkserver.main).parameters)
+    except (TypeError, ValueError):
+        return False
+    return fields == _FORKABLE_FIELDS and params[:3] == ["listener_fd", "alive_r", "preload"]
 
 
 def _start_server(start: Callable[[], None] | None = None) -> None:
