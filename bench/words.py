@@ -1,6 +1,6 @@
 """Words and dates in a table: TrainDesk at its defaults against scikit-learn's TF-IDF + logistic regression.
 
-    .venv/bin/python bench/words.py [--rows 20000,100000] [--test 5000] [--epochs 0]
+    .venv/bin/python bench/words.py [--rows 20000] [--test 5000] [--epochs 0] [--encoder-rows 1000] [--encoder-test 500]
 
 The table (made here, seeded): a ``message`` of 5 to 30 words drawn from a Zipf vocabulary of 5,000 words,
 where 60 words lean to one of two classes; a ``sent`` ISO timestamp whose hour leans to a class; an
@@ -14,6 +14,14 @@ test.csv``; the figures are those commands' wall time, start-up included. scikit
 text alone, and with the amount and the timestamp's hour, weekday and month one-hot beside it; its time is
 the fit (vectorising included) and the prediction of the test rows. Also printed: the rows/s of TrainDesk's
 n-gram step alone (``core.schema.text.text_slots``) against ``TfidfVectorizer.transform``.
+
+The sentence-encoder path (``--encoder-rows``, 0: left out) builds a sentence-transformers model of a real
+size here (nothing is downloaded): a BERT of 6 layers, hidden size 384, 12 heads (all-MiniLM-L6-v2's shape),
+random weights, a WordPiece tokenizer trained on the bench's texts, mean pooling. On a table of that many rows
+it prints the rows/s of the encoder's embedding (``core.schema.sentences.embed_texts``, every text new to the
+cache) beside the n-gram step and ``TfidfVectorizer.transform`` on the same texts, then TrainDesk's accuracy
+with the encoder frozen (``model.text_encoder``) and fine-tuned (``model.finetune = "full"``) beside TF-IDF +
+LR's. Random weights: the frozen encoder's figure is a floor, not what a pretrained encoder gives.
 """
 
 from __future__ import annotations
@@ -118,11 +126,15 @@ def sklearn_figures(train: Path, test: Path) -> dict[str, float]:
     return out
 
 
-def traindesk_figures(train: Path, test: Path, epochs: int, work: Path) -> dict[str, float]:
+def traindesk_figures(
+    train: Path, test: Path, epochs: int, work: Path, model: list[str] | None = None, env: dict[str, str] | None = None
+) -> dict[str, float]:
     config = work / "run.toml"
     lines = ["[data]", f'source = "csv:{train}"', 'target = "label"']
     if epochs:
         lines += ["[train]", f"epochs = {epochs}", "early_stop_patience = 0"]
+    if model:
+        lines += ["[model]", *model]
     config.write_text("\n".join(lines) + "\n")
     runs = work / "runs"
     t0 = time.perf_counter()
@@ -132,6 +144,7 @@ def traindesk_figures(train: Path, test: Path, epochs: int, work: Path) -> dict[
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     train_s = time.perf_counter() - t0
     run_dir = Path(done.stdout.strip().splitlines()[-1])
@@ -143,6 +156,7 @@ def traindesk_figures(train: Path, test: Path, epochs: int, work: Path) -> dict[
         cwd=ROOT,
         capture_output=True,
         check=True,
+        env=env,
     )
     predict_s = time.perf_counter() - t0
     with out_csv.open() as fh:
@@ -156,14 +170,102 @@ def traindesk_figures(train: Path, test: Path, epochs: int, work: Path) -> dict[
     }
 
 
+def build_encoder(folder: Path, texts: list[str]) -> Path:
+    """A sentence-transformers model of all-MiniLM-L6-v2's shape, random weights, its tokenizer trained on
+    ``texts``."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, trainers
+    from tokenizers import models as token_models
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tok = Tokenizer(token_models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=8000, special_tokens=specials))
+    bert = folder / "bert"
+    BertTokenizer(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]"
+    ).save_pretrained(bert)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        max_position_embeddings=512,
+    )
+    BertModel(config).save_pretrained(bert)
+    st = SentenceTransformer(
+        modules=[modules.Transformer(str(bert), max_seq_length=256), modules.Pooling(384)], device="cpu"
+    )
+    st.save(str(folder / "encoder"))
+    return folder / "encoder"
+
+
+def encoder_figures(n: int, n_test: int, epochs: int) -> None:
+    """The sentence-encoder path on ``n`` rows: embedding rows/s beside the n-gram step and TF-IDF, and the
+    accuracy of the encoder frozen and fine-tuned."""
+    import os
+
+    import torch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        train, test = work / "train.csv", work / "test.csv"
+        make_table(train, n, seed=0)
+        make_table(test, n_test, seed=1)
+        texts = read(train)[0]
+        encoder = build_encoder(work, texts)
+        os.environ["XDG_CACHE_HOME"] = str(work / "cache-bench")  # every text new to the cache
+        from core.schema import sentences
+        from core.schema.text import fit_slots, text_slots
+
+        fingerprint, dim = sentences.describe(str(encoder))
+        distinct = sorted(set(texts))
+        t0 = time.perf_counter()
+        sentences.embed_texts(str(encoder), fingerprint, distinct)
+        encoder_rate = len(distinct) / (time.perf_counter() - t0)
+        column = np.asarray(texts, dtype=object)
+        t0 = time.perf_counter()
+        text_slots(column, *fit_slots(column))
+        ngram_rate = len(texts) / (time.perf_counter() - t0)
+        sk = sklearn_figures(train, test)
+        print(
+            f"{n:>8} sentence encoder (6 layers, hidden {dim}, {torch.get_num_threads()} threads): "
+            f"{encoder_rate:,.0f} texts/s; n-gram step {ngram_rate:,.0f} rows/s; TfidfVectorizer.transform "
+            f"{sk['tfidf_rows_per_s']:,.0f} rows/s",
+            flush=True,
+        )
+        rows = [("TF-IDF 1-2-grams + LR, text only", sk["text_fit_s"], sk["text_predict_s"], sk["text_accuracy"])]
+        rows.append(("TF-IDF + amount + hour/month + LR", sk["all_fit_s"], sk["all_predict_s"], sk["all_accuracy"]))
+        for name, finetune in (("encoder frozen", "head"), ("encoder fine-tuned", "full")):
+            env = {**os.environ, "XDG_CACHE_HOME": str(work / f"cache-{finetune}")}  # each run embeds its texts
+            model = [f'text_encoder = "{encoder}"', f'finetune = "{finetune}"']
+            (work / finetune).mkdir()
+            td = traindesk_figures(train, test, epochs, work / finetune, model, env)
+            rows.append(
+                (f"TrainDesk, {name} ({td['epochs']:.0f} epochs)", td["train_s"], td["predict_s"], td["accuracy"])
+            )
+        for name, fit_s, pred_s, acc in rows:
+            print(f"{n:>8} {name:<44} {fit_s:>8.1f} {n / fit_s:>11,.0f} {n_test / pred_s:>15,.0f} {acc:>9.4f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", default="20000,100000")
+    ap.add_argument("--rows", default="20000")
     ap.add_argument("--test", type=int, default=5000)
     ap.add_argument("--epochs", type=int, default=0)
+    ap.add_argument("--encoder-rows", type=int, default=1000, help="the sentence encoder's table; 0: left out")
+    ap.add_argument("--encoder-test", type=int, default=500)
     args = ap.parse_args()
     print(f"{'rows':>8} {'learner':<44} {'fit s':>8} {'fit rows/s':>11} {'predict rows/s':>15} {'accuracy':>9}")
-    for n in (int(v) for v in args.rows.split(",")):
+    if args.encoder_rows:
+        encoder_figures(args.encoder_rows, args.encoder_test, args.epochs)
+    for n in (int(v) for v in args.rows.split(",") if v):
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             train, test = work / "train.csv", work / "test.csv"

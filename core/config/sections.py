@@ -165,12 +165,18 @@ class ModelConfig(Section):
         doc="`timm:` kinds: `hub` (huggingface_hub's cache, downloaded once; `HF_HOME`, `HF_HUB_OFFLINE`), "
         "`none` (random), or a `.safetensors`/`.pth` file in timm's key layout",
     )
-    # timm only: head (the backbone frozen, its features computed once and cached) | full (every layer trains)
+    # timm: head (the backbone frozen, its features computed once and cached) | full (every layer trains);
+    # a table's text encoder: head (frozen) | full (fine-tuned on the training split first)
     finetune: str = _choice(
         "head",
         FINETUNE,
-        "head: train the classifier on cached features; full: every layer",
-        doc="`timm:` kinds: `head` (the backbone frozen, its features cached, a linear head trains) or `full`",
+        "head: train the classifier on cached features (a frozen text encoder); full: every layer (the text "
+        "encoder fine-tuned first)",
+        doc="`timm:` kinds: `head` (the backbone frozen, its features cached, a linear head trains) or `full`. "
+        "With `model.text_encoder`: `head` (the encoder frozen) or `full` (the encoder first fine-tuned on the "
+        "training split, with a linear head on its sentence embedding and the run's task as the loss, then "
+        "saved in the run directory as `text-encoder/`, which embeds the texts from then on, see "
+        "[data](data.md)). Anything else: `head`",
     )
     # finetune = "head": how the head learns from the cached features
     head_fit: str = _choice(
@@ -189,8 +195,8 @@ class ModelConfig(Section):
         "str",
         help="A sentence-transformers model (hub name or folder) that embeds text columns; empty: n-grams",
         doc="tables: a [sentence-transformers](https://sbert.net) model, by hub name (huggingface_hub's cache; "
-        "`HF_HOME`, `HF_HUB_OFFLINE`) or the folder it was saved to, whose frozen embedding of each text column "
-        "the model learns from (each distinct text encoded once and cached, see [data](data.md)); empty: hashed "
+        "`HF_HOME`, `HF_HUB_OFFLINE`) or the folder it was saved to, whose embedding of each text column "
+        "the model learns from (frozen, or fine-tuned first: `model.finetune`) (each distinct text encoded once and cached, see [data](data.md)); empty: hashed "
         "word and character n-grams",
     )
 

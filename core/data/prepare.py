@@ -22,6 +22,7 @@ from core.data.info import DatasetInfo, ImageInput, ImageSplit, PreparedData, Sp
 from core.data.raw import RawSource, where
 from core.data.sources import read_source
 from core.data.split import random_split, stratified_split
+from core.data.text_tuning import TextTuning, training_texts, tune_encoder
 from core.errors import DataError
 from core.host.machine import trim_freed_memory
 from core.readers import check_stop
@@ -69,6 +70,20 @@ def fit_table(
     return schema
 
 
+def _tuned(raw: RawSource, cfg: DataConfig, train_idx: np.ndarray, encoder: str, tune: TextTuning, seed: int) -> str:
+    """The folder of ``encoder`` fine-tuned on the training rows' texts and targets."""
+    names = [name for name, inf in raw.kinds.items() if inf.kind == "text"] if raw.table is not None else []
+    if raw.table is None or not names:
+        raise DataError(
+            f'model: model.finetune = "full" fine-tunes model.text_encoder on a table\'s text columns; '
+            f'{cfg.source} has none (leave model.finetune at "head")'
+        )
+    texts, origin = training_texts(raw.table.columns, names, train_idx)
+    classes = 0 if raw.task == "regression" else len(raw.class_names)
+    folder, _ = tune_encoder(encoder, texts, raw.y[train_idx][origin], classes, tune, seed)
+    return str(folder)
+
+
 def _split(raw: RawSource, cfg: DataConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:
     if raw.task == "regression":
         return random_split(len(raw.y), cfg.val_fraction, seed)
@@ -83,6 +98,7 @@ def load_data(
     images: ImageInput | None = None,
     image_prep: ImagePrep | None = None,
     text_encoder: str = "",
+    tune: TextTuning | None = None,
 ) -> PreparedData:
     """Load, split and standardise a source; tensors go to shared memory when ``share``.
 
@@ -108,6 +124,8 @@ def load_data(
     trim_freed_memory()  # each step's temporaries go back before the next: the peak is the data once
     if len(train_idx) == 0:
         raise DataError(f"data: {cfg.source}: no training samples left after the validation split")
+    if tune is not None and text_encoder:
+        text_encoder = _tuned(raw, cfg, train_idx, text_encoder, tune, seed)
     schema = fit_table(raw, cfg, train_idx, encode=False, text_encoder=text_encoder) if raw.table is not None else None
     trim_freed_memory()
     regression = raw.task == "regression"

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from core.config import Config
-from core.errors import PeersLost
+from core.config.timm_kind import is_timm
+from core.errors import ConfigError, PeersLost
 from core.host.machine import keep_freed_memory
 from core.launchers.base import WorkerHandle
 from core.runfiles.layout import RunDir
@@ -102,6 +103,16 @@ def _stop_on_signals(word: _Word, run_event: threading.Event) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+
+
+def check_group_config(cfg: Config) -> None:
+    """What a run cannot do under torchrun, refused on every rank before the group forms."""
+    if cfg.model.text_encoder and cfg.model.finetune == "full" and not is_timm(cfg.model.kind):
+        raise ConfigError(
+            'config: model.finetune = "full" fine-tunes model.text_encoder in one process, not under torchrun '
+            "(each rank would tune its own); tune it in a run of traindesk train and give that run's "
+            "text-encoder folder as model.text_encoder"
+        )
 
 
 def torchrun_spec(cfg: Config) -> WorkerSpec:

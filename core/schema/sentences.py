@@ -161,6 +161,16 @@ def _sentence_transformer(name: str, folder: Path) -> tuple[Any, int]:
     return model, int(dim)
 
 
+def fresh_encoder(name: str) -> tuple[Any, int]:
+    """A copy of the encoder ``name`` names of its own (to fine-tune: the shared one embeds texts), and its
+    embedding size."""
+    local = _local_folder(name)
+    folder = local if local is not None else _hub_folder(name, None)[0]
+    if not (folder / "modules.json").is_file():
+        raise ModelError(f"{_where(name)}: {folder} is not a sentence encoder (no modules.json)")
+    return _sentence_transformer(name, folder)
+
+
 def describe(name: str) -> tuple[str, int]:
     """(fingerprint, embedding size) of the encoder ``name`` names; loads it (a one-line error when it cannot)."""
     loaded = _load(name)

@@ -50,10 +50,13 @@ def describe_columns(
     return describe(source, target, columns, missing)
 
 
-def run_data(cfg: Config) -> PreparedData:
+def run_data(cfg: Config, info: Mapping[str, Any] | None = None) -> PreparedData:
     """The data a run of ``cfg`` trained on, split and encoded as it was: its seed, task, image input and text
-    encoder, in this process's memory (what evaluation, export and the lr finder read the run's rows from)."""
+    encoder, in this process's memory (what evaluation, export and the lr finder read the run's rows from).
+    ``info``: the run's checkpoint's, whose schema names the encoder its texts were embedded by (a fine-tuned
+    one is the run's own); without it, ``model.text_encoder`` as it is, frozen."""
     from core.data import load_data
+    from core.data.text_tuning import encoder_of
     from core.training.backbones import image_input
 
     return load_data(
@@ -62,5 +65,5 @@ def run_data(cfg: Config) -> PreparedData:
         share=False,
         task=cfg.train.task,
         images=image_input(cfg),
-        text_encoder=cfg.model.text_encoder,
+        text_encoder=encoder_of((info or {}).get("schema")) or cfg.model.text_encoder,
     )

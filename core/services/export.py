@@ -121,7 +121,7 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
     info = data["info"]
     shape = tuple(int(s) for s in info["input_shape"])
     try:
-        prepared = run_data(from_dict(data["config"]))
+        prepared = run_data(from_dict(data["config"]), info)
         val = prepared.val
         if isinstance(val, ImageSplit):
             val = ImageSplit(val.paths[:rows], val.labels[:rows])

@@ -18,6 +18,7 @@ from core.session.session import Session
 def join_torchrun(cfg: Config, runs_dir: str | Path, name: str | None = None) -> Session | None:
     """Rank 0's run (a new one, or the one a restarted group continues); None on other ranks, once they trained
     (SystemExit with a failed rank's code). core.errors.PeersLost: the group lost a rank."""
+    tr.check_group_config(cfg)
     world = int(os.environ["WORLD_SIZE"])
     cfg = cfg.replace("parallel", strategy="ddp", workers=world)
     tr.join_group(cfg)

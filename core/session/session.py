@@ -29,6 +29,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,6 +39,7 @@ from torch import nn
 from core.config import Config, to_toml
 from core.config.timm_kind import is_timm
 from core.data import DatasetInfo, load_data
+from core.data.text_tuning import TextTuning, discard, settle, tuning_for
 from core.errors import ModelError, RunError
 from core.host.lifeline import sweep_orphan_segments
 from core.host.machine import freed_memory_given_back, usable_cores
@@ -103,6 +105,7 @@ class Session:
         # the runs folder whose cache of a frozen backbone's features the run reads and adds to: its own, or
         # the raced run's for a race's variant (its runs folder is inside the race's)
         self.features_dir = Path(features_dir) if features_dir is not None else self.runs_dir
+        self._tuning: TextTuning | None = None  # a tuned text encoder not yet in its run directory
         self.name = name or f"{config.parallel.strategy}-{config.model.kind.split(':')[0]}"
         start = start or StartPoint()
         self.parent = start.parent  # a fork: the run and step it branched from
@@ -225,12 +228,15 @@ class Session:
         try:
             self._prepare()
         except ReadStopped:
+            discard(self._tuning)
             return self._end.stopped_before_spawn()  # stopped while the data loaded: nothing was made
         except BaseException as exc:
+            discard(self._tuning)
             self._end.fail_before_spawn(exc)
             raise
         with self._ctx.run.lock:
             if self._ctx.desired == STOP:
+                discard(self._tuning)
                 return self._end.stopped_before_spawn()
             # from here a stop reaches the workers through the control word, even while they start
             self._ctx.channels = self.launcher.channels(RUN)
@@ -250,13 +256,22 @@ class Session:
         self.launcher.warm_up()
         # a stop now ends the read between its blocks; what loading frees goes back to the system (the data is
         # held once, in its tensor)
+        encoder, self._tuning = tuning_for(
+            cfg.model.text_encoder,
+            cfg.model.finetune,
+            is_timm(cfg.model.kind),
+            self.runs_dir,
+            self._ctx.start.checkpoint,
+            lambda line: self._emit([log_record(None, "info", line, topic="data")]),
+        )
         with stop_reading_when(lambda: self._ctx.desired == STOP), freed_memory_given_back():
             data = load_data(
                 cfg.data,
                 seed=cfg.train.seed,
                 task=cfg.train.task,
                 images=image_input(cfg),
-                text_encoder=cfg.model.text_encoder,
+                text_encoder=encoder,
+                tune=self._tuning,
             )
         models = _build_models(cfg, data.info, self.strategy.num_models, self._ctx.start)
         features = None
@@ -290,6 +305,9 @@ class Session:
             self.runs_dir, self.name, cfg, self.num_parameters, self.num_workers, self._ctx.start
         )
         self.launcher.attach(run_dir)
+        if self._tuning is not None:  # the tuned encoder joins its run, the schema naming it there
+            data = replace(data, info=replace(data.info, schema=settle(self._tuning, run_dir, data.info.schema)))
+            self._ctx.data, self.info, self._tuning = data, data.info, None
         notes = _data_notes(data.info)
         if features is not None:
             notes.append(("info", features.describe()))

@@ -1,7 +1,8 @@
 """A pretrained sentence encoder for a table's text (model.text_encoder), with a tiny encoder built here (random
 weights, a WordPiece tokenizer trained on the test's texts): each text encoded once and cached, predict = serve
 on raw rows, the ONNX export verified, and a folder that is no encoder or a hub name offline refused in one
-line."""
+line; fine-tuned (model.finetune = "full"): the run's own encoder, learning, a stop leaving no folder, and
+"full" where it means nothing refused in one line."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.config import Config, ConfigError
+from core.data.text_tuning import TextTuning, tune_encoder
+from core.readers import ReadStopped, stop_reading_when
 from core.schema import encode_columns, fit_schema, infer_kinds, read_table, sentences
 from tests import journey_tables as jt
 from tests.cli_run import core_env, run_core
@@ -140,9 +144,10 @@ def test_a_run_with_an_encoder_predicts_serves_and_exports_the_same(
     assert str(encoder) in column and f'"width": {DIM}' in column and "sha256:" in column
 
 
-def _error(source: Path, runs: Path, encoder: str, **env: str) -> str:
+def _error(source: Path, runs: Path, encoder: str, *sets: str, **env: str) -> str:
     train = ["train", "--runs-dir", str(runs), "--strategy", "single", "--epochs", "1"]
     train += ["--set", f'data.source="csv:{source}"', "--set", "data.target=urgent"]
+    train += [arg for item in sets for arg in ("--set", item)]
     done = run_core(*train, "--set", f"model.text_encoder={encoder}", timeout=300, env=core_env(**env))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
@@ -162,3 +167,75 @@ def test_a_folder_that_is_no_sentence_encoder_and_a_hub_name_offline_are_one_lin
     line = _error(source, tmp_path / "runs", "someone/tiny-encoder", HF_HOME=str(empty), HF_HUB_OFFLINE="1")
     assert "someone/tiny-encoder" in line and "HF_HUB_OFFLINE" in line and "HF_HUB_OFFLINE=0" in line
     assert not list(cache.glob("*/*.npz"))
+
+
+def test_a_fine_tuned_encoder_is_the_runs_own_and_predicts_serves_and_exports_the_same(
+    tickets: tuple[Path, Path], cache: Path, tmp_path: Path
+) -> None:
+    from safetensors.numpy import load_file
+
+    source, encoder = tickets
+    runs = tmp_path / "runs"
+    train = ["train", "--runs-dir", str(runs), "--strategy", "single", "--epochs", "1"]
+    train += ["--set", f'data.source="csv:{source}"', "--set", "data.target=urgent", "--set", "model.finetune=full"]
+    done = run_core(*train, "--set", f"model.text_encoder={encoder}", timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    run = Path(done.stdout.strip().splitlines()[-1])
+    tuned = run / "text-encoder"
+    assert (tuned / "modules.json").is_file()
+    assert not [p for p in runs.iterdir() if "text-encoder" in p.name]  # nothing left beside the run
+    [before], [after] = list(encoder.rglob("*.safetensors")), list(tuned.rglob("*.safetensors"))
+    original, learned = load_file(before), load_file(after)
+    assert original.keys() == learned.keys()
+    assert any(not np.array_equal(original[k], learned[k]) for k in original)
+    assert "text encoder: epoch 1/" in (run / "metrics.jsonl").read_text()
+
+    rows = _rows(source)
+    raw = jt.write_csv(tmp_path / "rows.csv", list(rows[0]), [[r[k] or "" for k in rows[0]] for r in rows])
+    out = tmp_path / "predicted.csv"
+    done = run_core("predict", str(run), str(raw), "--out", str(out), "--workers", "1", timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    with out.open() as fh:
+        predicted = np.array([[float(r["prob_no"]), float(r["prob_yes"])] for r in csv.DictReader(fh)])
+    with serving(run, tmp_path) as server:
+        server.wait_ready()
+        body = server.post("/predict", json={"rows": rows}).json()
+    served = np.array([[p["probabilities"]["no"], p["probabilities"]["yes"]] for p in body["predictions"]])
+    assert np.allclose(predicted, served, atol=1e-6)
+
+    model = tmp_path / "model.onnx"
+    done = run_core("export", str(run), "--format", "onnx", "--out", str(model), timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    described = json.loads((tmp_path / "model.json").read_text())
+    [column] = [i for i in described["files"]["model.onnx"]["inputs"] if "encoder" in i]
+    assert column["encoder"] == str(tuned.resolve()) and column["fingerprint"].startswith("sha256:")
+    assert described["architecture"]["finetune"] == "full"  # the encoder configured, and fine-tuned
+
+
+def test_fine_tuning_learns_and_a_stop_leaves_no_folder(
+    tickets: tuple[Path, Path], cache: Path, tmp_path: Path
+) -> None:
+    source, encoder = tickets
+    with source.open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["message"] and r["urgent"]]
+    texts, y = [r["message"] for r in rows], np.array([r["urgent"] == "yes" for r in rows], dtype=np.int64)
+    folder, losses = tune_encoder(str(encoder), texts, y, 2, TextTuning(tmp_path / "tuned"), seed=0)
+    assert (folder / "modules.json").is_file() and losses[-1] < losses[0], losses
+
+    asked = iter(range(3))  # a stop asked at the third batch
+    with stop_reading_when(lambda: next(asked, None) is None), pytest.raises(ReadStopped):
+        tune_encoder(str(encoder), texts, y, 2, TextTuning(tmp_path / "stopped"), seed=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tuned"]
+
+
+def test_finetune_full_where_it_means_nothing_is_one_line(
+    tickets: tuple[Path, Path], cache: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match=r'model.finetune = "full"') as error:
+        Config().replace("model", finetune="full")
+    assert "\n" not in str(error.value) and "model.text_encoder" in str(error.value)
+    _, encoder = tickets
+    header, rows = jt.tickets(60)
+    plain = jt.write_csv(tmp_path / "plain.csv", [h for h in header if h != "message"], [r[:1] + r[2:] for r in rows])
+    line = _error(plain, tmp_path / "runs", str(encoder), "model.finetune=full")
+    assert 'model.finetune = "full"' in line and "text column" in line
