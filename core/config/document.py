@@ -37,7 +37,6 @@ from core.config.sections import (
 )
 from core.config.space import checked_space, space_values
 from core.config.strategy_rules import STRATEGY_RULES, StrategyRules
-from core.config.timm_kind import is_timm
 from core.config.toml_text import parse_override_value, toml_text
 from core.errors import ConfigError
 
@@ -129,12 +128,6 @@ def _cross_check(cfg: Config) -> None:
         raise ConfigError(
             f'config: parallel.precision "16-mixed" needs a CUDA device (parallel.device = '
             f'"cuda"), got device {show(p.device)}; use "bf16-mixed" on the CPU'
-        )
-    m = cfg.model
-    if m.finetune == "full" and not is_timm(m.kind) and not m.text_encoder:
-        raise ConfigError(
-            'config: model.finetune = "full" trains a timm: backbone or a table\'s model.text_encoder, and '
-            f'model.kind is {show(m.kind)} with no model.text_encoder; leave it at "head"'
         )
     sch = cfg.schedule
     if sch.kind in ("cosine", "one-cycle") and sch.min_lr >= cfg.optim.lr:

@@ -176,7 +176,7 @@ class ModelConfig(Section):
         "With `model.text_encoder`: `head` (the encoder frozen) or `full` (the encoder first fine-tuned on the "
         "training split, with a linear head on its sentence embedding and the run's task as the loss, then "
         "saved in the run directory as `text-encoder/`, which embeds the texts from then on, see "
-        "[data](data.md)). Anything else: `head`",
+        "[data](data.md)). Other models do not read it.",
     )
     # finetune = "head": how the head learns from the cached features
     head_fit: str = _choice(

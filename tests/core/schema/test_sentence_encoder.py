@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from core.config import Config, ConfigError
+from core.config import Config
 from core.data.text_tuning import TextTuning, tune_encoder
 from core.readers import ReadStopped, stop_reading_when
 from core.schema import encode_columns, fit_schema, infer_kinds, read_table, sentences
@@ -231,9 +231,8 @@ def test_fine_tuning_learns_and_a_stop_leaves_no_folder(
 def test_finetune_full_where_it_means_nothing_is_one_line(
     tickets: tuple[Path, Path], cache: Path, tmp_path: Path
 ) -> None:
-    with pytest.raises(ConfigError, match=r'model.finetune = "full"') as error:
-        Config().replace("model", finetune="full")
-    assert "\n" not in str(error.value) and "model.text_encoder" in str(error.value)
+    # a choice left from a timm: model the window's kind was switched away from (its row hidden): unused
+    assert Config().replace("model", finetune="full").model.finetune == "full"
     _, encoder = tickets
     header, rows = jt.tickets(60)
     plain = jt.write_csv(tmp_path / "plain.csv", [h for h in header if h != "message"], [r[:1] + r[2:] for r in rows])
