@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QByteArray, QProcess, QProcessEnvironment, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QGuiApplication
 from PySide6.QtNetwork import QNetworkAccessManager, QNetworkReply, QNetworkRequest
@@ -318,6 +319,8 @@ class ServeView(QWidget):
         self.url_ready.emit(url)
 
     def _finished(self, proc: QProcess, code: int, status: QProcess.ExitStatus) -> None:
+        if not shiboken6.isValid(proc):  # the view is being destroyed with its server: nothing left to update
+            return
         for timer in proc.findChildren(QTimer, "serve_kill_timer"):
             timer.stop()
         proc.deleteLater()

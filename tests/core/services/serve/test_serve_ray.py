@@ -171,7 +171,10 @@ def test_watch_rolls_a_new_best_out_as_a_new_version_failing_no_request(ray_clus
     from tests.trained_run import add_best, make_run
 
     run = make_run(tmp_path / "runs", steps=10)
-    server = _start(run, tmp_path, "--on", "ray", "--ray-address", ray_cluster, "--workers", "1", "--watch")
+    # a deadline no loaded machine reaches: a request the roll-out failed is what this checks, not a slow one
+    server = _start(
+        run, tmp_path, "--on", "ray", "--ray-address", ray_cluster, "--workers", "1", "--watch", "--timeout-s", "300"
+    )
     try:
         first = server.wait_ready()["model_version"]
         result = run_load(server.url, 12.0, clients=8, during=lambda: (time.sleep(1.0), add_best(run)))
