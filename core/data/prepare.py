@@ -124,7 +124,7 @@ def load_data(
     trim_freed_memory()  # each step's temporaries go back before the next: the peak is the data once
     if len(train_idx) == 0:
         raise DataError(f"data: {cfg.source}: no training samples left after the validation split")
-    if tune is not None and text_encoder:
+    if tune is not None and not tune.inherited and text_encoder:  # an earlier run's is there already
         text_encoder = _tuned(raw, cfg, train_idx, text_encoder, tune, seed)
     schema = fit_table(raw, cfg, train_idx, encode=False, text_encoder=text_encoder) if raw.table is not None else None
     trim_freed_memory()

@@ -9,8 +9,11 @@ a pretrained transformer) and the fresh head at :data:`HEAD_LR`; seeded by ``tra
 rows are seen: the validation split measures the tuned encoder as it measures the model.
 
 The tuned encoder is saved (``SentenceTransformer.save``) beside its final name and renamed to it when
-whole, so a stop or a failure while it learns or saves leaves no folder. From then on it is an encoder like
-any other: named by its folder, fingerprinted by its files, its embeddings cached.
+whole, so a stop or a failure while it learns or saves leaves no folder. From then on it is part of the run's
+model: the run directory's ``text-encoder/``, which the schema names relative to the model (see
+:func:`core.schema.sentences.located`), so the run directory can be moved or copied; a run continued in another
+directory (a fork, a race's clone) and an export take a copy of it beside their model. Otherwise it is an
+encoder like any other: fingerprinted by its files, its embeddings cached.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class TextTuning:
 
     into: Path
     report: Callable[[str], None] = lambda line: None
+    inherited: bool = False  # an earlier run's tuned encoder (into: its folder), which the run takes a copy of
 
 
 def training_texts(columns: dict[str, Any], text_columns: list[str], rows: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -134,15 +138,60 @@ def encoder_of(schema: dict[str, Any] | None) -> str:
     return ""
 
 
-def renamed(schema: dict[str, Any], old: str, new: str) -> dict[str, Any]:
-    """``schema`` with its text columns' encoder ``old`` named ``new`` (the same files, moved)."""
+def own(schema: dict[str, Any], old: str) -> dict[str, Any]:
+    """``schema`` with its text columns' encoder ``old`` named as the run's own (``text-encoder/`` beside the
+    model)."""
     columns = []
     for column in schema.get("columns", []):
         encoder = column.get("encoder")
         if isinstance(encoder, dict) and encoder.get("name") == old:
-            column = {**column, "encoder": {**encoder, "name": new}}
+            column = {**column, "encoder": {**encoder, "name": FOLDER, "relative": True}}
         columns.append(column)
     return {**schema, "columns": columns}
+
+
+def own_folder(schema: dict[str, Any] | None, base: Path) -> Path | None:
+    """The folder under ``base`` of the tuned encoder ``schema`` names relative to its model (None: it names
+    none; a missing folder is a one-line error)."""
+    from core.schema.sentences import located
+
+    for column in (located(schema, base) or {}).get("columns", []):
+        encoder = column.get("encoder")
+        if isinstance(encoder, dict) and encoder.get("relative"):
+            return Path(encoder["name"])
+    return None
+
+
+def carry(folder: Path, into: Path) -> Path:
+    """A copy of the tuned encoder ``folder`` as ``into/text-encoder`` (an identical one there is kept): linked
+    where the file system allows (its files are never written again), written aside and renamed when whole."""
+    from core.schema.sentences import folder_digest
+
+    final = Path(into) / FOLDER
+    if final.is_dir() and final.resolve() == Path(folder).resolve():
+        return final
+    if final.is_dir() and folder_digest(final) == folder_digest(Path(folder)):
+        return final
+    aside, old = into / f".{FOLDER}.{os.getpid()}.tmp", into / f".{FOLDER}.{os.getpid()}.old"
+    try:
+        shutil.rmtree(aside, ignore_errors=True)
+        shutil.copytree(folder, aside, copy_function=_link_or_copy)
+        if final.exists():
+            os.replace(final, old)
+        os.replace(aside, final)
+    except OSError as exc:
+        raise DataError(f"text encoder: cannot copy {folder} into {into}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
 
 
 def tuning_for(
@@ -153,29 +202,35 @@ def tuning_for(
     checkpoint: dict[str, Any] | None,
     report: Callable[[str], None],
 ) -> tuple[str, TextTuning | None]:
-    """The encoder a run embeds its texts by, and the tuning that makes it (None: none to make).
+    """The encoder a run embeds its texts by, and the tuning that makes it or brings it (None: neither).
 
-    A continued or forked run's model learned from its checkpoint's encoder: it goes on with that one. A new
-    run's tuned encoder is made under ``runs_dir`` (its run directory does not exist yet) and moved into the
-    run directory by :func:`settle`."""
+    A continued or forked run's model learned from its checkpoint's encoder: it goes on with that one, a tuned
+    one (its checkpoint's schema located) copied into its run directory by :func:`settle`. A new run's tuned
+    encoder is made under ``runs_dir`` (its run directory does not exist yet) and moved into the run directory
+    by :func:`settle`."""
     if not text_encoder or finetune != "full" or timm:
         return text_encoder, None
-    earlier = encoder_of(((checkpoint or {}).get("info") or {}).get("schema"))
+    schema = ((checkpoint or {}).get("info") or {}).get("schema")
+    earlier = encoder_of(schema)
     if earlier:
-        return earlier, None
+        own_earlier = any((c.get("encoder") or {}).get("relative") for c in (schema or {}).get("columns", []))
+        return earlier, (TextTuning(Path(earlier), report, inherited=True) if own_earlier else None)
     return text_encoder, TextTuning(Path(runs_dir) / f".{FOLDER}-{os.getpid()}-{time.time_ns()}", report)
 
 
 def settle(tuning: TextTuning | None, run_dir: Path, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Move a tuned encoder into ``run_dir`` (as ``text-encoder/``); ``schema`` naming it there."""
+    """Move a tuned encoder into ``run_dir`` (as ``text-encoder/``; an earlier run's is copied there);
+    ``schema`` naming it as the run's own."""
     if tuning is None or schema is None or not tuning.into.is_dir():
         return schema
-    final = Path(run_dir) / FOLDER
-    os.replace(tuning.into, final)
-    return renamed(schema, str(tuning.into), str(final.resolve()))
+    if tuning.inherited:
+        carry(tuning.into, Path(run_dir))
+    else:
+        os.replace(tuning.into, Path(run_dir) / FOLDER)
+    return own(schema, str(tuning.into))
 
 
 def discard(tuning: TextTuning | None) -> None:
     """A tuned encoder no run came to hold (the run failed or stopped before its directory was made)."""
-    if tuning is not None:
+    if tuning is not None and not tuning.inherited:
         shutil.rmtree(tuning.into, ignore_errors=True)

@@ -6,6 +6,11 @@
 its embedding as sentence-transformers gives it (normalised when the model ends in a ``Normalize`` module), a
 missing text all zeros.
 
+A run's fine-tuned encoder (``model.finetune = "full"``) is part of its model: the schema names it relative
+to the folder that holds the model (``"relative": true``, the name ``text-encoder``: the run directory, or an
+export's folder), and :func:`located` names it by its folder wherever that model is read from, so a run or an
+export moved or copied elsewhere embeds its texts as before.
+
 Its fingerprint names the weights: the hub revision (a hub name is read at that revision wherever the model
 is used) or, for a folder, the sha256 of its weights and configuration files; a folder whose files changed
 since training is refused. Each distinct text is encoded once: embeddings are kept on disk under
@@ -52,6 +57,26 @@ _loaded: dict[str, _Loaded] = {}  # (name as given, fingerprint) -> the encoder,
 _lock = threading.Lock()
 
 
+def located(schema: dict[str, Any] | None, base: Path) -> dict[str, Any] | None:
+    """``schema`` with each encoder named relative to its model named by its folder under ``base`` (the folder
+    that holds the model: the run directory, or an export's folder); a missing folder is a one-line error."""
+    if not schema:
+        return schema
+    columns = []
+    for column in schema.get("columns", []):
+        encoder = column.get("encoder")
+        if isinstance(encoder, dict) and encoder.get("relative"):
+            folder = Path(base) / str(encoder.get("name", ""))  # an absolute name (located already) stays
+            if not folder.is_dir():
+                raise ModelError(
+                    f"model: its fine-tuned text encoder {folder} is missing (the model's texts are embedded by "
+                    f"it); keep the {folder.name}/ folder beside the model when moving or copying it, or train again"
+                )
+            column = {**column, "encoder": {**encoder, "name": str(folder.resolve())}}
+        columns.append(column)
+    return {**schema, "columns": columns}
+
+
 def _where(name: str) -> str:
     return f'model: model.text_encoder = "{name}"'
 
@@ -61,7 +86,7 @@ def cache_root() -> Path:
     return Path(base) / "traindesk" / "text-embeddings"
 
 
-def _folder_digest(folder: Path) -> str:
+def folder_digest(folder: Path) -> str:
     h = hashlib.sha256()
     for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in FINGERPRINT_SUFFIXES):
         h.update(str(path.relative_to(folder)).encode() + b"\0")
@@ -124,7 +149,7 @@ def _load(name: str, fingerprint: str = "") -> _Loaded:
                 "sentence-transformers (SentenceTransformer.save) or its hub name"
             )
         if local is not None:
-            found = _folder_digest(folder)
+            found = folder_digest(folder)
         if fingerprint and found != fingerprint:
             raise ModelError(
                 f"{_where(name)}: its files changed since the model was trained ({found[:19]}, trained with "

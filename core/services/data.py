@@ -5,6 +5,7 @@ thread: it reads the source), the target a table's columns suggest. The kinds of
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.config import BUILTIN_DATASETS
@@ -50,13 +51,14 @@ def describe_columns(
     return describe(source, target, columns, missing)
 
 
-def run_data(cfg: Config, info: Mapping[str, Any] | None = None) -> PreparedData:
+def run_data(cfg: Config, info: Mapping[str, Any] | None = None, run_dir: Path | None = None) -> PreparedData:
     """The data a run of ``cfg`` trained on, split and encoded as it was: its seed, task, image input and text
     encoder, in this process's memory (what evaluation, export and the lr finder read the run's rows from).
     ``info``: the run's checkpoint's, whose schema names the encoder its texts were embedded by (a fine-tuned
-    one is the run's own); without it, ``model.text_encoder`` as it is, frozen."""
+    one is the run's own, in ``run_dir``); without it, ``model.text_encoder`` as it is, frozen."""
     from core.data import load_data
     from core.data.text_tuning import encoder_of
+    from core.schema.sentences import located
     from core.training.backbones import image_input
 
     return load_data(
@@ -65,5 +67,5 @@ def run_data(cfg: Config, info: Mapping[str, Any] | None = None) -> PreparedData
         share=False,
         task=cfg.train.task,
         images=image_input(cfg),
-        text_encoder=encoder_of((info or {}).get("schema")) or cfg.model.text_encoder,
+        text_encoder=encoder_of(located((info or {}).get("schema"), Path(run_dir or "."))) or cfg.model.text_encoder,
     )

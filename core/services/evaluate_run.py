@@ -62,7 +62,7 @@ def evaluate_run(run_dir: Path, write: bool = True, checkpoint: str = "last") ->
     ckpt = load_checkpoint(checkpoint_file(run_dir, checkpoint, "evaluate"))
     model = model_from_checkpoint(ckpt, where=f"evaluate: {run_dir}")
     cfg = from_dict(ckpt["config"])
-    data = run_data(cfg, ckpt["info"])
+    data = run_data(cfg, ckpt["info"], run_dir)
     _check_same_data(data, ckpt["info"], run_dir)
     full = evaluate_split(model, data)
     full["checkpoint"] = {"which": checkpoint, "epoch": ckpt.get("epoch"), "steps": ckpt.get("steps")}
@@ -96,7 +96,7 @@ def misclassified_images(run_dir: Path, full: dict[str, Any], limit: int = 48) -
     if all("path" in it for it in items):
         return _decoded(items, prep_of(info.get("image_prep"), shape))
     cfg = from_dict(ckpt["config"])
-    data = run_data(cfg, info)
+    data = run_data(cfg, info, run_dir)
     if isinstance(
         data.val, ImageSplit
     ):  # an evaluation that named no files (a head-only run's, before): the split does

@@ -25,7 +25,10 @@ file behind. Every export also says what it cost (``ExportResult.cost``, the
 ``cost`` of its ``model.json`` entry): the file's accuracy (R² for a
 regression) on the validation rows beside the trained model's, how many
 answers agree, its size and its rows/s on this machine beside the trained
-model's.
+model's. A run's fine-tuned text encoder goes with every export: copied beside
+``model.json`` as ``text-encoder/`` (staged and verified with the file, landed
+before ``model.json``), which names it relative to itself, so the folder
+predicts and serves wherever it is copied.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ class CheckBatch:
     prepared: Any = field(default=None, compare=False, repr=False)  # the run's data they came from (its split)
 
 
-def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch:
+def validation_batch(data: dict[str, Any], run_dir: Path, rows: int = CHECK_ROWS) -> CheckBatch:
     """Up to ``rows`` raw validation samples (the run's seeded split); random rows if the data is gone."""
     import torch
 
@@ -121,7 +124,7 @@ def validation_batch(data: dict[str, Any], rows: int = CHECK_ROWS) -> CheckBatch
     info = data["info"]
     shape = tuple(int(s) for s in info["input_shape"])
     try:
-        prepared = run_data(from_dict(data["config"]), info)
+        prepared = run_data(from_dict(data["config"]), info, run_dir)
         val = prepared.val
         if isinstance(val, ImageSplit):
             val = ImageSplit(val.paths[:rows], val.labels[:rows])
@@ -275,6 +278,8 @@ def export_run(
     """Export the run's ``last`` or ``best`` checkpoint as ``fmt``, verify the written file, then move it into
     place. A lossy format (int8) that loses more than ``max_loss`` points on the validation rows is refused,
     unless ``accept_loss``."""
+    from core.data.text_tuning import FOLDER, carry, own_folder
+
     t0 = time.perf_counter()
     kind = export_format(fmt)
     if output not in OUTPUTS:
@@ -289,7 +294,10 @@ def export_run(
         with progress(3, f"export {fmt}", unit="step") as bar:
             bar.set_postfix_str("validation rows")
             desc = describe(data, run_dir)
-            batch = validation_batch(data)
+            encoder = own_folder(desc.get("schema"), run_dir)
+            if encoder is not None:  # the run's tuned text encoder goes with the model, named relative to it
+                carry(encoder, stage)
+            batch = validation_batch(data, run_dir)
             if kind.lossy and batch.y is None:
                 raise UserError(
                     f"export: {fmt} is checked on the run's validation split, which is not there "
@@ -328,6 +336,8 @@ def export_run(
             },
             "cost": cost,
         }
+        if encoder is not None:  # before the model.json that names it
+            carry(stage / FOLDER, dest.parent)
         files = _land(staged, dest, merged_sidecar(dest.parent, desc, dest.name, entry))
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -104,6 +104,16 @@ def _check_progress(ckpt: dict[str, Any], cfg: Config, path: Path, where: str) -
         )
 
 
+def _located(ckpt: dict[str, Any], path: Path, run: RunDir | None) -> dict[str, Any]:
+    """The checkpoint with its run's tuned text encoder (named relative to the run) named by its folder."""
+    from core.schema.sentences import located
+
+    info = ckpt.get("info")
+    if not isinstance(info, dict) or not info.get("schema"):
+        return ckpt
+    return {**ckpt, "info": {**info, "schema": located(info["schema"], run.path if run else path.parent)}}
+
+
 def _run_of(path: Path) -> RunDir | None:
     """The run directory a path names or a checkpoint belongs to (None for a loose checkpoint file)."""
     return RunDir(path) if path.is_dir() else RunDir.of_checkpoint(path)
@@ -125,6 +135,7 @@ def resume_point(
         cfg = cfg.replace("train", epochs=epochs)
     _check_progress(ckpt, cfg, path, where)
     run = _run_of(path)
+    ckpt = _located(ckpt, path, run)
     base = run.path.parent if run is not None else Path(runs_dir or "runs")
     return cfg, StartPoint(ckpt, where, continues=run), base, (run.name if run else "resumed")
 
@@ -150,6 +161,7 @@ def fork_point(
         ckpt = {**ckpt, "optimizers": None}
     _check_progress(ckpt, cfg, path, where)
     run = _run_of(path)
+    ckpt = _located(ckpt, path, run)
     base = Path(runs_dir) if runs_dir is not None else (run.path.parent if run is not None else Path("runs"))
     origin = run.path if run is not None else path
     parent = {

@@ -145,16 +145,28 @@ def check_meta(meta: Any, where: str) -> dict[str, Any]:
     return meta
 
 
-def parse_meta(text: str, where: str) -> dict[str, Any]:
+def parse_meta(text: str, path: Path) -> dict[str, Any]:
+    """The description ``path`` (a model file, or its ``model.json``) carries, checked; a fine-tuned text
+    encoder kept beside the model named by its folder there."""
     try:
-        return check_meta(json.loads(text), where)
+        return in_folder(check_meta(json.loads(text), str(path)), Path(path).parent)
     except json.JSONDecodeError as exc:
-        raise ModelFileError(f"{where}: model description is not valid JSON ({exc.msg})") from None
+        raise ModelFileError(f"{path}: model description is not valid JSON ({exc.msg})") from None
+
+
+def in_folder(meta: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """``meta`` as read from ``folder`` (a run directory, an export's folder): the schema's encoder named
+    relative to the model named by its folder there (``core.schema.sentences.located``)."""
+    if not meta.get("schema"):
+        return meta
+    from core.schema.sentences import located
+
+    return {**meta, "schema": located(meta["schema"], folder)}
 
 
 def read_sidecar(path: Path) -> dict[str, Any]:
     """A ``model.json`` file, checked."""
-    return parse_meta(path.read_text(encoding="utf-8"), str(path))
+    return parse_meta(path.read_text(encoding="utf-8"), path)
 
 
 def sidecar_entry(path: Path) -> dict[str, Any] | None:
@@ -172,7 +184,7 @@ def sidecar_entry(path: Path) -> dict[str, Any] | None:
 def meta_or_sidecar(embedded_text: str | None, path: Path) -> dict[str, Any]:
     """The description a model file carries, else the sidecar entry that lists it."""
     if embedded_text:
-        return parse_meta(embedded_text, str(path))
+        return parse_meta(embedded_text, path)
     meta = sidecar_entry(path)
     if meta is None:
         raise ModelFileError(f"model: {path} carries no model description and no {SIDECAR} beside it lists it")

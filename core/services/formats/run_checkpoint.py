@@ -11,7 +11,7 @@ from typing import Any
 
 from core.errors import RunError
 from core.services.formats.base import ModelFormat
-from core.services.formats.description import bare_state_dict_error, describe
+from core.services.formats.description import bare_state_dict_error, describe, in_folder
 from core.services.formats.module import load_state_dict_file, rebuild_module, standardized, torch_runner
 from core.services.formats.predictor import Predictor
 
@@ -38,7 +38,7 @@ def checkpoint_meta(path: Path, data: dict[str, Any]) -> dict[str, Any]:
     check_checkpoint(data, where)
     run_dir = path.parent.parent if path.parent.name == "checkpoints" else path.parent
     try:
-        meta = describe(data, run_dir)
+        meta = in_folder(describe(data, run_dir), run_dir)
     except (KeyError, TypeError, ValueError) as exc:
         raise RunError(f"{where}: its info is unusable ({type(exc).__name__}: {exc})") from None
     return {

@@ -48,7 +48,7 @@ class TorchExportFormat(ModelFormat):
         except Exception as exc:
             first = (str(exc).splitlines() or [""])[0]
             raise ModelFileError(f"model: {path} is not a loadable torch.export program: {first[:200]}") from None
-        meta = parse_meta(extra[PT2_EXTRA], str(path)) if extra[PT2_EXTRA] else self.read_meta(path)
+        meta = parse_meta(extra[PT2_EXTRA], path) if extra[PT2_EXTRA] else self.read_meta(path)
         schema = tabular_schema(meta)
         if schema is not None and meta["export"].get("layout") == RAW_ROWS:  # fed encoded rows, turned back raw
             return Predictor(path, meta, raw_rows_runner(schema, program.module()), meta["export"]["output"])

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,34 +172,60 @@ def test_a_folder_that_is_no_sentence_encoder_and_a_hub_name_offline_are_one_lin
     assert not list(cache.glob("*/*.npz"))
 
 
+@pytest.fixture(scope="module")
+def tuned(tickets: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run whose encoder was fine-tuned (model.finetune = "full"), trained once for the tests that read it."""
+    source, encoder = tickets
+    folder = tmp_path_factory.mktemp("tuned")
+    train = ["train", "--runs-dir", str(folder / "runs"), "--strategy", "single", "--epochs", "1"]
+    train += ["--set", f'data.source="csv:{source}"', "--set", "data.target=urgent", "--set", "model.finetune=full"]
+    env = core_env(XDG_CACHE_HOME=str(folder / "cache"), HF_HUB_OFFLINE="1")
+    done = run_core(*train, "--set", f"model.text_encoder={encoder}", timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def _predicted(model: Path, raw: Path, out: Path) -> np.ndarray:
+    done = run_core("predict", str(model), str(raw), "--out", str(out), "--workers", "1", timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    with out.open() as fh:
+        return np.array([[float(r["prob_no"]), float(r["prob_yes"])] for r in csv.DictReader(fh)])
+
+
+def _raw(source: Path, tmp_path: Path) -> tuple[list[dict[str, Any]], Path]:
+    rows = _rows(source)
+    return rows, jt.write_csv(tmp_path / "rows.csv", list(rows[0]), [[r[k] or "" for k in rows[0]] for r in rows])
+
+
+@contextmanager
+def _away(run: Path, to: Path) -> Iterator[Path]:
+    """The run moved to ``to`` while the block runs (nothing left where it was), then moved back."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    run.rename(to)
+    try:
+        yield to
+    finally:
+        to.rename(run)
+
+
 def test_a_fine_tuned_encoder_is_the_runs_own_and_predicts_serves_and_exports_the_same(
-    tickets: tuple[Path, Path], cache: Path, tmp_path: Path
+    tickets: tuple[Path, Path], tuned: Path, cache: Path, tmp_path: Path
 ) -> None:
     from safetensors.numpy import load_file
 
     source, encoder = tickets
-    runs = tmp_path / "runs"
-    train = ["train", "--runs-dir", str(runs), "--strategy", "single", "--epochs", "1"]
-    train += ["--set", f'data.source="csv:{source}"', "--set", "data.target=urgent", "--set", "model.finetune=full"]
-    done = run_core(*train, "--set", f"model.text_encoder={encoder}", timeout=300, env=core_env())
-    assert done.returncode == 0, done.stderr
-    run = Path(done.stdout.strip().splitlines()[-1])
-    tuned = run / "text-encoder"
-    assert (tuned / "modules.json").is_file()
-    assert not [p for p in runs.iterdir() if "text-encoder" in p.name]  # nothing left beside the run
-    [before], [after] = list(encoder.rglob("*.safetensors")), list(tuned.rglob("*.safetensors"))
+    run = tuned
+    folder = run / "text-encoder"
+    assert (folder / "modules.json").is_file()
+    assert not [p for p in run.parent.iterdir() if "text-encoder" in p.name]  # nothing left beside the run
+    [before], [after] = list(encoder.rglob("*.safetensors")), list(folder.rglob("*.safetensors"))
     original, learned = load_file(before), load_file(after)
     assert original.keys() == learned.keys()
     assert any(not np.array_equal(original[k], learned[k]) for k in original)
     assert "text encoder: epoch 1/" in (run / "metrics.jsonl").read_text()
 
-    rows = _rows(source)
-    raw = jt.write_csv(tmp_path / "rows.csv", list(rows[0]), [[r[k] or "" for k in rows[0]] for r in rows])
-    out = tmp_path / "predicted.csv"
-    done = run_core("predict", str(run), str(raw), "--out", str(out), "--workers", "1", timeout=300, env=core_env())
-    assert done.returncode == 0, done.stderr
-    with out.open() as fh:
-        predicted = np.array([[float(r["prob_no"]), float(r["prob_yes"])] for r in csv.DictReader(fh)])
+    rows, raw = _raw(source, tmp_path)
+    predicted = _predicted(run, raw, tmp_path / "predicted.csv")
     with serving(run, tmp_path) as server:
         server.wait_ready()
         body = server.post("/predict", json={"rows": rows}).json()
@@ -208,8 +237,64 @@ def test_a_fine_tuned_encoder_is_the_runs_own_and_predicts_serves_and_exports_th
     assert done.returncode == 0, done.stderr
     described = json.loads((tmp_path / "model.json").read_text())
     [column] = [i for i in described["files"]["model.onnx"]["inputs"] if "encoder" in i]
-    assert column["encoder"] == str(tuned.resolve()) and column["fingerprint"].startswith("sha256:")
+    assert column["encoder"] == "text-encoder" and column["fingerprint"].startswith("sha256:")
     assert described["architecture"]["finetune"] == "full"  # the encoder configured, and fine-tuned
+
+
+def test_a_run_with_a_fine_tuned_encoder_moved_elsewhere_predicts_the_same(
+    tickets: tuple[Path, Path], tuned: Path, cache: Path, tmp_path: Path
+) -> None:
+    import torch
+
+    _, raw = _raw(tickets[0], tmp_path)
+    here = _predicted(tuned, raw, tmp_path / "here.csv")
+    with _away(tuned, tmp_path / "elsewhere" / "moved") as moved:
+        there = _predicted(moved, raw, tmp_path / "there.csv")
+    assert np.allclose(here, there, atol=1e-6)
+    schema = torch.load(tuned / "checkpoints" / "last.pt", weights_only=True)["info"]["schema"]
+    [entry] = [c["encoder"] for c in schema["columns"] if "encoder" in c]
+    assert entry["name"] == "text-encoder" and entry["relative"] is True  # named relative to the run
+
+
+def test_an_export_copied_elsewhere_predicts_and_serves_without_its_run(
+    tickets: tuple[Path, Path], tuned: Path, cache: Path, tmp_path: Path
+) -> None:
+    rows, raw = _raw(tickets[0], tmp_path)
+    model = tmp_path / "export" / "model.onnx"
+    model.parent.mkdir()
+    done = run_core("export", str(tuned), "--format", "onnx", "--out", str(model), timeout=300, env=core_env())
+    assert done.returncode == 0, done.stderr
+    assert (model.parent / "text-encoder" / "modules.json").is_file()
+    assert sorted(p.name for p in model.parent.iterdir()) == ["model.json", "model.onnx", "text-encoder"]
+    described = json.loads((model.parent / "model.json").read_text())
+    [entry] = [c["encoder"] for c in described["schema"]["columns"] if "encoder" in c]
+    assert entry["name"] == "text-encoder" and entry["relative"] is True
+    assert described["files"]["model.onnx"]["verified"]["max_abs_diff"] <= 1e-4
+
+    trained = _predicted(tuned, raw, tmp_path / "trained.csv")
+    copy = Path(shutil.copytree(model.parent, tmp_path / "another-machine" / "model"))
+    shutil.rmtree(model.parent)
+    with _away(tuned, tmp_path / "gone" / "run"):
+        predicted = _predicted(copy, raw, tmp_path / "predicted.csv")
+        with serving(copy, tmp_path) as server:
+            server.wait_ready()
+            body = server.post("/predict", json={"rows": rows}).json()
+    served = np.array([[p["probabilities"]["no"], p["probabilities"]["yes"]] for p in body["predictions"]])
+    assert np.allclose(predicted, trained, atol=1e-5) and np.allclose(served, predicted, atol=1e-6)
+
+
+def test_a_missing_fine_tuned_encoder_is_one_line(
+    tickets: tuple[Path, Path], tuned: Path, cache: Path, tmp_path: Path
+) -> None:
+    _, raw = _raw(tickets[0], tmp_path)
+    copy = Path(shutil.copytree(tuned, tmp_path / "copy"))
+    shutil.rmtree(copy / "text-encoder")
+    done = run_core("predict", str(copy), str(raw), "--workers", "1", timeout=300, env=core_env())
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert str(copy / "text-encoder") in lines[0] and "is missing" in lines[0], lines[0]
+    assert "keep the text-encoder/ folder beside the model" in lines[0], lines[0]
 
 
 def test_fine_tuning_learns_and_a_stop_leaves_no_folder(
