@@ -66,6 +66,7 @@ class DataGroup(QGroupBox):
         self.loading = False  # the panel is showing a config: changes are not the user's
         self.target_named_for: str | None = None  # the source the target shown was named for (config, user)
         self.column_overrides: dict[str, str] = {}  # data.columns as the panel will write it
+        self.text_encoder: tuple[str, bool] = ("", False)  # model.text_encoder, and whether it is fine-tuned
         self.proposed_target: tuple[str, str] | None = None  # (source, target) proposed for a missing one
         self.columns_of: str | None = None  # the source whose columns the list shows
         self.images: tuple[Any, ...] = ()  # the chosen data set's sample images, as described
@@ -173,6 +174,7 @@ class DataGroup(QGroupBox):
     def show_config(self, cfg: Config) -> None:
         self.select_source(cfg.data.source)
         self.column_overrides = dict(cfg.data.columns)
+        self.text_encoder = (cfg.model.text_encoder, cfg.model.finetune == "full")  # how text columns are read
         self.bindings.show(cfg)
         self.proposed_target = None
         # a config that names its target names it for its table; data.target's default names none
@@ -382,12 +384,8 @@ class DataGroup(QGroupBox):
             more = f", … ({len(levels) - LEVELS_IN_TIP} more)" if len(levels) > LEVELS_IN_TIP else ""
             tip = f"{len(levels)} levels: {', '.join(levels[:LEVELS_IN_TIP])}{more}"
         elif kind in ("datetime", "text"):
-            tip = column_detail(col)
-            detail = tip.partition(
-                ":"
-            )[
-                0
-            ]  # "free text", "dates, year first": the rest in its tooltip + (f"; {col['reason']}" if col.get("reason") else "")
+            tip = column_detail(col, *self.text_encoder)
+            detail = tip.partition(":")[0]  # "free text", "dates, year first": the rest in its tooltip
         else:
             detail = tip = str(col.get("reason", "")) if kind == "ignore" else ""
         item = QTableWidgetItem(detail)

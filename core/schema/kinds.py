@@ -152,11 +152,19 @@ def infer_kinds(table: RawTable, target: str, overrides: Mapping[str, str] | Non
 DATE_FORMS = {"iso": "year first", "dmy": "day first", "mdy": "month first"}
 
 
-def column_detail(col: Mapping[str, Any]) -> str:
-    """What a date or free-text column becomes, in a few words (a column's JSON, listed or fitted)."""
+def column_detail(col: Mapping[str, Any], encoder: str = "", tuned: bool = False) -> str:
+    """What a date or free-text column becomes, in a few words (a column's JSON, listed or fitted); ``encoder``:
+    the sentence encoder ``model.text_encoder`` names for a listed column (``tuned``: fine-tuned first), a
+    fitted one names its own."""
     if col.get("kind") == "datetime":
         form = DATE_FORMS.get(str(col.get("order") or "iso"), "year first")
         return f"dates, {form}: year, month, weekday, hour, minute, days since the first"
+    fitted = col.get("encoder")
+    if col.get("kind") == "text" and (encoder or isinstance(fitted, Mapping)):
+        name = str(fitted.get("name", "")) if isinstance(fitted, Mapping) else encoder
+        how = "fine-tuned" if (isinstance(fitted, Mapping) and fitted.get("relative")) or tuned else "frozen"
+        dim = f", {fitted['dim']} numbers" if isinstance(fitted, Mapping) and fitted.get("dim") else ""
+        return f"free text, sentence encoder: embedded by {name} ({how}{dim})"
     if col.get("kind") == "text":
         slots = col.get("slots") or {}
         if slots:

@@ -382,5 +382,11 @@ def test_free_text_and_dates_are_listed_with_what_they_become(qtbot: Any, make_w
     combo = t.cellWidget(listed["sent"], 1)
     assert "datetime:dmy" in [combo.itemText(i) for i in range(combo.count())]
     assert "datetime:dmy" not in [t.cellWidget(listed["amount"], 1).itemText(i) for i in range(combo.count() - 2)]
+    tuned = Config().replace("data", source=f"csv:{source}", target="urgent")
+    panel.set_config(tuned.replace("model", text_encoder="org/encoder", finetune="full"))
+    qtbot.waitUntil(lambda: t.rowCount() == 3 and t.item(listed["message"], 3) is not None, timeout=30_000)
+    qtbot.waitUntil(lambda: "org/encoder" in t.item(listed["message"], 3).toolTip(), timeout=30_000)
+    assert t.item(listed["message"], 3).text() == "free text, sentence encoder"
+    assert "(fine-tuned)" in t.item(listed["message"], 3).toolTip()
     if os.environ.get("TRAINDESK_SHOT"):
         window.grab().save(os.environ["TRAINDESK_SHOT"])
