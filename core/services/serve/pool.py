@@ -336,8 +336,15 @@ class InferencePool:
     def submit(self, x: np.ndarray, timeout_s: float) -> asyncio.Future[np.ndarray]:
         """Queue rows ``x``; the future gets their probabilities, or a ServeError (429 at once when full)."""
         future = self._requests.submit(x, timeout_s)
-        self._kick()
+        if not self._kick_due:  # once the requests this turn of the loop parses are queued: one batch of them
+            self._kick_due = True
+            assert self._loop is not None
+            self._loop.call_soon(self._due_kick)
         return future
+
+    def _due_kick(self) -> None:
+        self._kick_due = False
+        self._kick()
 
     @property
     def queued_rows(self) -> int:
