@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import struct
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.runfiles.layout import RunDir
+
+READ_BYTES = 1 << 16  # what one read of a worker's pipe takes at most
+_SIZE = struct.Struct("!i")  # multiprocessing's framing: a message's size, or -1 and then a 64-bit size
+_BIG_SIZE = struct.Struct("!Q")
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,6 +43,58 @@ class WorkerHandle:
         self.restarts = 0
         self.busy_s = 0.0  # seconds spent computing batches, all processes of this slot together
         self.busy_since: float | None = None
+        self._reader: socket.socket | None = None  # the pipe's read side, read without blocking
+        self._inbox = bytearray()  # the start of a message whose rest has not come yet
+        self._buffer = bytearray(READ_BYTES)  # what one read takes: the messages are copied out of it
+
+    def attach(self, conn: Connection) -> None:
+        """Talk to a new process on ``conn``: messages are written with its ``send_bytes`` and read by
+        :meth:`messages`."""
+        self.conn = conn
+        self._reader = socket.socket(fileno=os.dup(conn.fileno()))
+        self._inbox = bytearray()
+
+    def detach(self) -> None:
+        """Close the pipe (both sides of this end)."""
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def messages(self) -> list[bytes]:
+        """The whole messages the pipe holds now, in order, read in one call that never waits (the pipe
+        stays blocking for the batches written to it): one system call for every message a wake-up brings,
+        where ``Connection.poll`` and ``recv_bytes`` take three for each. EOFError once the process closed
+        its end; an empty list on a wake-up that brought only part of a message."""
+        assert self._reader is not None
+        try:
+            got = self._reader.recv_into(self._buffer, READ_BYTES, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return []
+        if not got:
+            raise EOFError
+        buf: memoryview | bytearray = memoryview(self._buffer)[:got]
+        if self._inbox:
+            self._inbox += buf
+            buf = self._inbox
+        out: list[bytes] = []
+        at, end = 0, len(buf)
+        while end - at >= 4:
+            (size,) = _SIZE.unpack_from(buf, at)
+            head = 4
+            if size == -1:
+                if end - at < 12:
+                    break
+                (size,) = _BIG_SIZE.unpack_from(buf, at + 4)
+                head = 12
+            if end - at - head < size:
+                break
+            out.append(bytes(buf[at + head : at + head + size]))
+            at += head + size
+        self._inbox = bytearray(buf[at:]) if at < end else bytearray()
+        return out
 
     def computing(self, now: float) -> None:
         self.busy_since = now

@@ -106,6 +106,7 @@ class InferencePool:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ctx: Any = None
         self._closing = False
+        self._kick_due = False  # a kick is called soon for the requests submitted this turn
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reload_lock = asyncio.Lock()
         self.schema: ModelSchema | None = None
@@ -145,7 +146,8 @@ class InferencePool:
         w.state, w.canary_ok, w.batch = "starting", False, None
         proc.start()
         child.close()
-        w.proc, w.conn = proc, parent
+        w.proc = proc
+        w.attach(parent)
         w.last_seen = time.monotonic()
         self._loop.add_reader(parent.fileno(), self._readable, w)
         self._loop.add_reader(proc.sentinel, self._died, w)
@@ -208,9 +210,7 @@ class InferencePool:
             self._loop.remove_reader(w.conn.fileno())
             if w.proc is not None:
                 self._loop.remove_reader(w.proc.sentinel)
-        if w.conn is not None:
-            w.conn.close()
-            w.conn = None
+        w.detach()
         if w.proc is not None:
             if kill and w.proc.is_alive():
                 w.proc.kill()
@@ -221,11 +221,16 @@ class InferencePool:
 
     def _readable(self, w: WorkerHandle) -> None:
         conn = w.conn
+        if conn is None:
+            return
         try:
-            while conn is not None and w.conn is conn and conn.poll():
-                self._message(w, conn.recv_bytes())
+            for msg in w.messages():
+                if w.conn is not conn:  # a message before this one ended the process (or the pool)
+                    return
+                self._message(w, msg)
         except (EOFError, OSError):
-            self._died(w)
+            if w.conn is conn:
+                self._died(w)
 
     def _message(self, w: WorkerHandle, msg: bytes) -> None:
         w.last_seen = time.monotonic()
@@ -331,8 +336,15 @@ class InferencePool:
     def submit(self, x: np.ndarray, timeout_s: float) -> asyncio.Future[np.ndarray]:
         """Queue rows ``x``; the future gets their probabilities, or a ServeError (429 at once when full)."""
         future = self._requests.submit(x, timeout_s)
-        self._kick()
+        if not self._kick_due:  # once the requests this turn of the loop parses are queued: one batch of them
+            self._kick_due = True
+            assert self._loop is not None
+            self._loop.call_soon(self._due_kick)
         return future
+
+    def _due_kick(self) -> None:
+        self._kick_due = False
+        self._kick()
 
     @property
     def queued_rows(self) -> int:

@@ -271,20 +271,29 @@ def test_an_onnx_model_predicts_without_torch(exported: dict[str, Path], inputs:
     if ".onnx" not in exported:
         pytest.skip("the onnx extra is not installed")
     assert "torch" not in predict_preload(exported[".onnx"]) and "torch" in predict_preload(exported[".pt2"])
-    code = (
+    in_process = (
         "import sys; from core.services.predict import predict; "
         f"r = predict({str(exported['.onnx'])!r}, {str(inputs['csv'])!r}, workers=1); "
         "assert len(r.ids) == 360; print('torch' in sys.modules)"
     )
-    root = Path(__file__).resolve().parents[4]
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**__import__("os").environ, "PYTHONPATH": str(root)},
+    out = Path(exported[".onnx"]).parent / "command-out.csv"
+    command = (  # the command as a user types it: what it imports up to its exit
+        "import atexit, sys; atexit.register(lambda: print('torch' in sys.modules)); from core.cli import main; "
+        f"code = main(['predict', {str(exported['.onnx'])!r}, {str(inputs['csv'])!r}, '--out', {str(out)!r}]); "
+        "assert code == 0, code"
     )
-    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr[-2000:]
+    root = Path(__file__).resolve().parents[4]
+    for code in (in_process, command):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**__import__("os").environ, "PYTHONPATH": str(root)},
+        )
+        assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "False", (
+            done.stdout[-500:] + done.stderr[-2000:]
+        )
 
 
 def _fresh_process(code: str) -> Any:
