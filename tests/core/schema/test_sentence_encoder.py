@@ -126,17 +126,9 @@ def test_a_run_with_an_encoder_predicts_serves_and_exports_the_same(
     run = Path(done.stdout.strip().splitlines()[-1])
     assert cache.is_dir() and list(cache.glob("*/*.npz"))
 
-    rows = _rows(source)
-    raw = jt.write_csv(tmp_path / "rows.csv", list(rows[0]), [[r[k] or "" for k in rows[0]] for r in rows])
-    out = tmp_path / "predicted.csv"
-    done = run_core("predict", str(run), str(raw), "--out", str(out), "--workers", "1", timeout=300, env=core_env())
-    assert done.returncode == 0, done.stderr
-    with out.open() as fh:
-        predicted = np.array([[float(r["prob_no"]), float(r["prob_yes"])] for r in csv.DictReader(fh)])
-    with serving(run, tmp_path) as server:
-        server.wait_ready()
-        body = server.post("/predict", json={"rows": rows}).json()
-    served = np.array([[p["probabilities"]["no"], p["probabilities"]["yes"]] for p in body["predictions"]])
+    rows, raw = _raw(source, tmp_path)
+    predicted = _predicted(run, raw, tmp_path / "predicted.csv")
+    served = _served(run, rows, tmp_path)
     assert np.allclose(predicted, served, atol=1e-6)
 
     model = tmp_path / "model.onnx"
@@ -192,6 +184,13 @@ def _predicted(model: Path, raw: Path, out: Path) -> np.ndarray:
         return np.array([[float(r["prob_no"]), float(r["prob_yes"])] for r in csv.DictReader(fh)])
 
 
+def _served(model: Path, rows: list[dict[str, Any]], tmp_path: Path) -> np.ndarray:
+    with serving(model, tmp_path) as server:
+        server.wait_ready()
+        body = server.post("/predict", json={"rows": rows}).json()
+    return np.array([[p["probabilities"]["no"], p["probabilities"]["yes"]] for p in body["predictions"]])
+
+
 def _raw(source: Path, tmp_path: Path) -> tuple[list[dict[str, Any]], Path]:
     rows = _rows(source)
     return rows, jt.write_csv(tmp_path / "rows.csv", list(rows[0]), [[r[k] or "" for k in rows[0]] for r in rows])
@@ -226,10 +225,7 @@ def test_a_fine_tuned_encoder_is_the_runs_own_and_predicts_serves_and_exports_th
 
     rows, raw = _raw(source, tmp_path)
     predicted = _predicted(run, raw, tmp_path / "predicted.csv")
-    with serving(run, tmp_path) as server:
-        server.wait_ready()
-        body = server.post("/predict", json={"rows": rows}).json()
-    served = np.array([[p["probabilities"]["no"], p["probabilities"]["yes"]] for p in body["predictions"]])
+    served = _served(run, rows, tmp_path)
     assert np.allclose(predicted, served, atol=1e-6)
 
     model = tmp_path / "model.onnx"
@@ -276,10 +272,7 @@ def test_an_export_copied_elsewhere_predicts_and_serves_without_its_run(
     shutil.rmtree(model.parent)
     with _away(tuned, tmp_path / "gone" / "run"):
         predicted = _predicted(copy, raw, tmp_path / "predicted.csv")
-        with serving(copy, tmp_path) as server:
-            server.wait_ready()
-            body = server.post("/predict", json={"rows": rows}).json()
-    served = np.array([[p["probabilities"]["no"], p["probabilities"]["yes"]] for p in body["predictions"]])
+        served = _served(copy, rows, tmp_path)
     assert np.allclose(predicted, trained, atol=1e-5) and np.allclose(served, predicted, atol=1e-6)
 
 
